@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# postgres.sh start|stop|env|status — a private PostgreSQL 15 cluster for statecast.
+#
+# start: installs the Debian package if the binaries are missing, runs initdb into
+# $RUN/pg (owned by the 'postgres' user: the server refuses to run as root), picks a free
+# port, sets wal_level=logical, starts the server and waits until it accepts connections.
+# Idempotent: a running cluster is reused. Prints the variables the tests read.
+source "$(dirname "$0")/common.sh"
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+DATA=$RUN/pg
+PORTFILE=$RUN/pg.port
+
+as_pg() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+ensure_binaries() {
+  [ -x "$PGBIN/postgres" ] && return
+  log "PostgreSQL 15 binaries missing: installing postgresql-15"
+  [ "$(id -u)" = 0 ] || die "need root to apt-get install postgresql-15"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >/dev/null
+}
+
+running() { [ -f "$PORTFILE" ] && as_pg "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; }
+
+env_out() {
+  local port; port=$(cat "$PORTFILE")
+  echo "export STATECAST_PG_DSN='postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable'"
+}
+
+start() {
+  ensure_binaries
+  if running; then env_out; return; fi
+  if [ "$(id -u)" = 0 ]; then
+    id postgres >/dev/null 2>&1 || useradd --system --home-dir "$RUN" postgres
+    chmod o+x "$RUN"
+  fi
+  if [ ! -f "$DATA/PG_VERSION" ]; then
+    rm -rf "$DATA"; mkdir -p "$DATA"
+    [ "$(id -u)" = 0 ] && chown postgres "$DATA"
+    as_pg "$PGBIN/initdb" -D "$DATA" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$RUN/initdb.log" 2>&1 \
+      || { cat "$RUN/initdb.log" >&2; die "initdb failed"; }
+  fi
+  local port; port=$(free_port); echo "$port" >"$PORTFILE"
+  cat >"$DATA/postgresql.auto.conf" <<CONF
+port = $port
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$DATA'
+wal_level = logical
+max_connections = 200
+max_wal_senders = 10
+max_replication_slots = 10
+shared_buffers = 256MB
+CONF
+  as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$DATA/postgres.log" -w -t 60 start >/dev/null \
+    || { tail -20 "$DATA/postgres.log" >&2; die "postgres did not start"; }
+  for _ in $(seq 1 60); do
+    as_pg "$PGBIN/pg_isready" -h 127.0.0.1 -p "$port" -q && break; sleep 0.5
+  done
+  as_pg "$PGBIN/pg_isready" -h 127.0.0.1 -p "$port" -q || die "postgres not ready on $port"
+  log "PostgreSQL ready on 127.0.0.1:$port (data $DATA, log $DATA/postgres.log)"
+  env_out
+}
+
+stop() {
+  running && as_pg "$PGBIN/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null || true
+}
+
+case "${1:-start}" in
+  start) start ;;
+  stop) stop ;;
+  env) running || die "not running"; env_out ;;
+  status) running && echo running || { echo stopped; exit 1; } ;;
+  *) die "usage: $0 start|stop|env|status" ;;
+esac

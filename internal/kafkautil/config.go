@@ -1,0 +1,42 @@
+// Package kafkautil holds the sarama settings shared by the distributor, the player and
+// the parallel consumer, so that every component speaks to the broker the same way.
+package kafkautil
+
+import (
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// Version is the Kafka protocol version statecast speaks. Kafka 4 removed the protocol
+// versions older than 2.1, and sarama's default (2.8) lacks newer fetch features, so we
+// pin the version of the broker that deploy/local starts. It also works against kfake.
+var Version = sarama.V3_9_0_0
+
+// NewConfig returns a sarama config with statecast's common settings: the pinned
+// protocol version, a client id, and errors/successes returned on channels.
+func NewConfig(clientID string) *sarama.Config {
+	c := sarama.NewConfig()
+	c.Version = Version
+	c.ClientID = clientID
+	c.Metadata.Retry.Max = 10
+	c.Metadata.Retry.Backoff = 200 * time.Millisecond
+	c.Producer.Return.Successes = true
+	c.Producer.Return.Errors = true
+	c.Consumer.Return.Errors = true
+	return c
+}
+
+// ProducerConfig returns the idempotent, ordered producer settings of DESIGN.md:
+// acks=all, one request in flight, retries, compression.
+func ProducerConfig(clientID string) *sarama.Config {
+	c := NewConfig(clientID)
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Producer.Idempotent = true
+	c.Net.MaxOpenRequests = 1
+	c.Producer.Retry.Max = 10
+	c.Producer.Retry.Backoff = 100 * time.Millisecond
+	c.Producer.Compression = sarama.CompressionLZ4
+	c.Producer.Partitioner = sarama.NewManualPartitioner
+	return c
+}

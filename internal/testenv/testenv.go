@@ -1,0 +1,133 @@
+// Package testenv gives integration tests the real PostgreSQL and Kafka started by
+// deploy/local (make test exports their addresses).
+//
+// Outside CI a test whose server is missing is skipped with a message saying how to start
+// it; under CI (CI=true) it fails instead, so a broken environment can never pass as green.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/statecast/statecast/internal/kafkautil"
+)
+
+// Env variable names exported by deploy/local/up.sh.
+const (
+	EnvPostgresDSN  = "STATECAST_PG_DSN"
+	EnvKafkaBrokers = "STATECAST_KAFKA_BROKERS"
+)
+
+// InCI reports whether the tests run under CI, where missing servers are failures.
+func InCI() bool {
+	v := strings.ToLower(os.Getenv("CI"))
+	return v != "" && v != "0" && v != "false"
+}
+
+func missing(t testing.TB, what, env string) {
+	t.Helper()
+	msg := fmt.Sprintf("%s not configured: %s is empty (run `make test`, or `eval $(deploy/local/up.sh)`)", what, env)
+	if InCI() {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// PostgresDSN returns the DSN of the local PostgreSQL server (its 'postgres' database).
+func PostgresDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv(EnvPostgresDSN)
+	if dsn == "" {
+		missing(t, "PostgreSQL", EnvPostgresDSN)
+	}
+	return dsn
+}
+
+// KafkaBrokers returns the addresses of the local Kafka broker.
+func KafkaBrokers(t testing.TB) []string {
+	t.Helper()
+	b := os.Getenv(EnvKafkaBrokers)
+	if b == "" {
+		missing(t, "Kafka", EnvKafkaBrokers)
+	}
+	return strings.Split(b, ",")
+}
+
+// UniqueName returns prefix plus a random suffix, usable as a database or topic name.
+func UniqueName(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "_" + hex.EncodeToString(b[:])
+}
+
+// NewDatabase creates a fresh database on the local server, drops it when the test ends,
+// and returns its DSN.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	admin := PostgresDSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("testenv: connect to PostgreSQL: %v", err)
+	}
+	defer conn.Close(ctx)
+	name := UniqueName("t")
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("testenv: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			return
+		}
+		defer c.Close(ctx)
+		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	cfg, err := pgx.ParseConfig(admin)
+	if err != nil {
+		t.Fatalf("testenv: parse DSN: %v", err)
+	}
+	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
+}
+
+// NewTopic creates a one-partition topic with a unique name and the given configs
+// (for example cleanup.policy=compact), deletes it when the test ends, and returns its name.
+func NewTopic(t testing.TB, prefix string, configs map[string]string) string {
+	t.Helper()
+	brokers := KafkaBrokers(t)
+	admin, err := sarama.NewClusterAdmin(brokers, kafkautil.NewConfig("testenv"))
+	if err != nil {
+		t.Fatalf("testenv: kafka admin: %v", err)
+	}
+	defer admin.Close()
+	name := UniqueName(prefix)
+	entries := map[string]*string{}
+	for k, v := range configs {
+		entries[k] = &v
+	}
+	err = admin.CreateTopic(name, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1, ConfigEntries: entries}, false)
+	if err != nil {
+		t.Fatalf("testenv: create topic %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		a, err := sarama.NewClusterAdmin(brokers, kafkautil.NewConfig("testenv"))
+		if err != nil {
+			return
+		}
+		defer a.Close()
+		_ = a.DeleteTopic(name)
+	})
+	return name
+}
