@@ -2,12 +2,14 @@
 # postgres.sh start|stop|env|status — a private PostgreSQL 15 cluster for statecast.
 #
 # start: installs the Debian package if the binaries are missing, runs initdb into
-# $RUN/pg (owned by the 'postgres' user: the server refuses to run as root), picks a free
+# /tmp/statecast-pg-<checkout hash> (owned by the 'postgres' user: the server refuses to run as root), picks a free
 # port, sets wal_level=logical, starts the server and waits until it accepts connections.
 # Idempotent: a running cluster is reused. Prints the variables the tests read.
 source "$(dirname "$0")/common.sh"
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-DATA=$RUN/pg
+# The server runs as the 'postgres' user, who may not be able to enter the checkout's folders
+# (a CI clone under a private home), so the data directory lives in /tmp, one per checkout.
+DATA=${STATECAST_PGDATA:-/tmp/statecast-pg-$(echo "$RUN" | md5sum | cut -c1-10)}
 PORTFILE=$RUN/pg.port
 
 as_pg() {
@@ -32,14 +34,13 @@ start() {
   ensure_binaries
   if running; then env_out; return; fi
   if [ "$(id -u)" = 0 ]; then
-    id postgres >/dev/null 2>&1 || useradd --system --home-dir "$RUN" postgres
-    chmod o+x "$RUN"
+    id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
   fi
   if [ ! -f "$DATA/PG_VERSION" ]; then
     rm -rf "$DATA"; mkdir -p "$DATA"
     [ "$(id -u)" = 0 ] && chown postgres "$DATA"
-    as_pg "$PGBIN/initdb" -D "$DATA" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$RUN/initdb.log" 2>&1 \
-      || { cat "$RUN/initdb.log" >&2; die "initdb failed"; }
+    as_pg "$PGBIN/initdb" -D "$DATA" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$DATA.initdb.log" 2>&1 \
+      || { cat "$DATA.initdb.log" >&2; die "initdb failed"; }
   fi
   local port; port=$(free_port); echo "$port" >"$PORTFILE"
   cat >"$DATA/postgresql.auto.conf" <<CONF
