@@ -1,0 +1,69 @@
+// Package parallel is a key-ordered parallel processing engine: records that arrive in
+// offset order (from one Kafka partition, or any other ordered log) are handed to a pool of
+// workers, so one slow record no longer stalls the whole stream, while order is kept where
+// it matters. It is the Go counterpart of Confluent's Parallel Consumer, without Kafka:
+// the engine knows nothing about sarama; the sarama consumer-group consumer built on it
+// lives in the subpackage parallel/saramapc.
+//
+// # Records, ordering and offsets
+//
+// A [Record] carries a key, an offset and a payload of any type T. Offsets must strictly
+// increase from one [Engine.Submit] to the next; gaps are allowed (compaction and
+// transaction markers leave holes in a Kafka partition; an index that skips numbers is fine).
+//
+// [Ordering] selects what must stay in order:
+//
+//   - [OrderKey] (default): records with the same key run one at a time, in offset order;
+//     different keys run in parallel. Nil and empty keys share one queue.
+//   - [OrderPartition]: every record runs one at a time, in offset order (a serial consumer).
+//   - [OrderUnordered]: any record may run at any time, up to MaxConcurrency at once.
+//
+// # Completion tracking, watermark and checkpoint metadata
+//
+// The engine tracks the offsets it has observed. The low watermark ([Progress.Watermark]) is
+// the lowest observed offset not yet complete, or the highest observed offset + 1 when
+// everything observed is complete: it is the offset a consumer commits (Kafka's "next offset
+// to read"). The offsets above the watermark that are already complete are encoded into a
+// compact, versioned, text-safe string ([Checkpoint.Encode]) — run-length or bitset, whichever
+// is smaller — bounded by Config.MaxMetadataBytes (default 4096, Kafka's default
+// offset.metadata.max.bytes). Offsets that were never observed between two observed ones do
+// not exist in the log and are counted as complete, which keeps the runs long.
+// When the estimated metadata size reaches 75 % of the bound, intake pauses (Submit blocks)
+// and only the record at the watermark is dispatched, until the watermark advances.
+// If the set still does not fit, Encode drops the highest completed offsets (they will be
+// processed again after a restart: at-least-once, never lost).
+//
+// After a restart, pass the decoded [Checkpoint] as Config.Resume: submitted records below
+// its watermark or inside its completed set are marked complete without running.
+//
+// # Retries and failures
+//
+// A handler error is retried up to Config.MaxAttempts attempts in total, waiting
+// Config.Backoff(attempt) between attempts; the record's key stays blocked meanwhile (no
+// later record of that key overtakes it), but the worker is free for other keys. When the
+// attempts are exhausted, Config.OnFailure decides: [FailStop] stops the engine ([Engine.Err]
+// returns a *[RecordError]); [FailSkip] hands the record to Config.DeadLetter and marks it
+// complete, so other keys — and later records of the same key — continue.
+//
+// # Goroutines and concurrency rules
+//
+//   - New starts Config.MaxConcurrency worker goroutines; nothing else runs in the
+//     background except retry timers. All of them exit before Shutdown/Close return.
+//   - Submit may be called from several goroutines, but offsets must increase in call
+//     order, so in practice one goroutine (the poll loop) submits. Submit blocks while the
+//     buffer is full (Config.MaxBufferedRecords / MaxBufferedBytes) or the metadata is at
+//     75 % of its bound; it returns ctx.Err() when ctx ends, ErrClosed after Shutdown began,
+//     and the stop error after a FailStop failure.
+//   - Handlers run on worker goroutines, concurrently with each other (within the ordering
+//     rules) and with Submit. The ctx a handler receives is cancelled when a no-drain
+//     shutdown times out or the engine stops on a failure. Handlers must not call Submit or
+//     Shutdown of their own engine.
+//   - DeadLetter runs on the worker goroutine that exhausted the attempts, before the record
+//     is marked complete.
+//   - Progress and Stats are safe at any time from any goroutine; they take the engine lock
+//     briefly. Progress encodes the metadata (O(records in flight and queued)).
+//   - Shutdown(ctx, Drain) stops intake and waits for every queued record; Shutdown(ctx,
+//     NoDrain) stops intake, drops queued records and waits for the in-flight ones. Both
+//     return when done or when ctx ends (then handler contexts are cancelled and the workers
+//     are awaited). Progress after Shutdown is the final checkpoint to commit.
+package parallel

@@ -1,0 +1,31 @@
+package parallel
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrClosed is returned by Submit after Shutdown or Close began.
+	ErrClosed = errors.New("parallel: engine closed")
+	// ErrOffsetOrder is returned by Submit when an offset is not above the previous one.
+	ErrOffsetOrder = errors.New("parallel: offset not increasing")
+	// ErrMetadata is wrapped by DecodeCheckpoint for malformed or foreign metadata.
+	ErrMetadata = errors.New("parallel: invalid checkpoint metadata")
+	// ErrShutdownTimeout is returned by Shutdown when ctx ended before the work did.
+	ErrShutdownTimeout = errors.New("parallel: shutdown timed out")
+)
+
+// RecordError reports a record whose attempts were exhausted under FailStop.
+type RecordError struct {
+	Offset   int64
+	Key      []byte
+	Attempts int
+	Err      error
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("parallel: record at offset %d (key %q) failed after %d attempts: %v", e.Offset, e.Key, e.Attempts, e.Err)
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
