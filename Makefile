@@ -5,10 +5,10 @@ ENVFILE := $(RUN)/env
 # Integration tests read STATECAST_PG_DSN and STATECAST_KAFKA_BROKERS from $(ENVFILE).
 TESTFLAGS ?= -race -count=1 -timeout 60m
 
-.PHONY: test demo infra down deps tools unit vet bench proto
+.PHONY: test demo infra down deps tools unit vet bench proto proto-check
 
 ## test: start PostgreSQL and Kafka (idempotent), install tools, run the whole suite with -race.
-test: deps tools infra vet
+test: deps tools proto-check infra vet
 	set -a; . $(ENVFILE); set +a; $(GO) test $(TESTFLAGS) ./...
 
 ## demo: run the main job on embedded defaults (seeded PostgreSQL, in-process Kafka).
@@ -41,3 +41,12 @@ unit:
 
 bench: infra
 	set -a; . $(ENVFILE); set +a; $(GO) test -run '^$$' -bench . -benchmem ./...
+
+## proto: regenerate schemas/gen from schemas/proto with buf (tools pinned in schemas/tools/go.mod).
+proto:
+	schemas/proto/gen.sh
+
+## proto-check: fail when the committed schemas/gen differs from a fresh generation.
+proto-check:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && schemas/proto/gen.sh "$$tmp" && \
+	  diff -r schemas/gen "$$tmp/gen" || { echo "schemas/gen is stale: run make proto" >&2; exit 1; }

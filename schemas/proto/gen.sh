@@ -1,0 +1,17 @@
+#!/bin/sh
+# gen.sh [BASE] — regenerate the Go code of schemas/proto into BASE/gen (default: schemas/gen).
+# Everything comes from schemas/tools/go.mod (buf, protoc-gen-go, protoc-gen-go-grpc), built
+# into a temp dir: nothing is installed by hand.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+tools="$here/../tools/go.mod"
+base=${1:-"$here/.."}
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+(cd "$here/../tools" && GOWORK=off GOFLAGS= go build -o "$bin/" \
+  github.com/bufbuild/buf/cmd/buf \
+  google.golang.org/protobuf/cmd/protoc-gen-go \
+  google.golang.org/grpc/cmd/protoc-gen-go-grpc)
+cd "$here"
+PATH="$bin:$PATH" buf lint
+PATH="$bin:$PATH" buf generate -o "$base"
