@@ -1,0 +1,298 @@
+package distributor
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"gopkg.in/yaml.v3"
+)
+
+// Documented defaults (see docs/operations.md).
+const (
+	DefaultPollInterval      = time.Second
+	DefaultDeleteRetention   = 7 * 24 * time.Hour
+	DefaultSegment           = time.Hour
+	DefaultMinCompactionLag  = 0
+	DefaultClientID          = "statecast-distributor"
+	DefaultReplicationFactor = 1
+	DefaultSendBatch         = 5000
+)
+
+// Refresh modes of a view's reconcile epochs.
+const (
+	ModeReconcile = "reconcile" // publish changed/missing rows, tombstone vanished keys
+	ModeRewrite   = "rewrite"   // republish every row, tombstone vanished keys
+)
+
+// Config is the distributor configuration (YAML; see LoadConfig).
+type Config struct {
+	Postgres PostgresConfig `yaml:"postgres"`
+	Kafka    KafkaConfig    `yaml:"kafka"`
+	// HTTPAddr, when set, serves /healthz, /metrics and POST /reconcile?view=NAME.
+	HTTPAddr string         `yaml:"http_addr"`
+	Streams  []StreamConfig `yaml:"streams"`
+}
+
+// PostgresConfig says how to reach the database.
+type PostgresConfig struct {
+	DSN string `yaml:"dsn"`
+}
+
+// KafkaConfig says how to reach the broker.
+type KafkaConfig struct {
+	Brokers  []string `yaml:"brokers"`
+	ClientID string   `yaml:"client_id"` // default DefaultClientID
+	// MaxMessageBytes caps a record; 0 means the topic's max.message.bytes.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// SendBatch is the number of records handed to the producer at once (default 5000).
+	SendBatch int `yaml:"send_batch"`
+}
+
+// StreamConfig is one topic and its views.
+type StreamConfig struct {
+	Topic             string `yaml:"topic"`
+	ReplicationFactor int16  `yaml:"replication_factor"` // default 1
+	// DeleteRetention is delete.retention.ms: how long tombstones stay readable. It must
+	// exceed the worst cache rebuild time (docs/operations.md). Default 7 days.
+	DeleteRetention time.Duration `yaml:"delete_retention"`
+	// Segment is segment.ms: how often the active segment rolls (compaction only touches
+	// closed segments). Default 1h.
+	Segment time.Duration `yaml:"segment"`
+	// MinCompactionLag is min.compaction.lag.ms. Default 0.
+	MinCompactionLag time.Duration `yaml:"min_compaction_lag"`
+	// TopicConfigs are extra topic configs set at creation (e.g. min.cleanable.dirty.ratio).
+	TopicConfigs map[string]string `yaml:"topic_configs"`
+	Views        []ViewConfig      `yaml:"views"`
+}
+
+// ViewConfig is one named SQL query published into a stream.
+type ViewConfig struct {
+	Name string `yaml:"name"`
+	// SQL is any SELECT (joins allowed). It must not end with a semicolon.
+	SQL string `yaml:"sql"`
+	// Key lists the key columns in order (composite keys allowed).
+	Key []string `yaml:"key"`
+	// Incremental is the optional column (timestamp or version number) polled for changes.
+	Incremental string `yaml:"incremental"`
+	// PollInterval between incremental polls (default 1s).
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// Overlap is subtracted from the watermark: a duration ("5s") for a time column, an
+	// integer for a version column. Default 0.
+	Overlap Overlap `yaml:"overlap"`
+	// Listen is an optional LISTEN channel: a NOTIFY on it wakes the poll at once.
+	Listen string `yaml:"listen"`
+	// RefreshCron is an optional robfig/cron schedule (5 fields or @every/@hourly …) of
+	// reconcile epochs.
+	RefreshCron string `yaml:"refresh_cron"`
+	// RefreshMode is "reconcile" (default) or "rewrite".
+	RefreshMode string `yaml:"refresh_mode"`
+}
+
+// Overlap is a view's overlap window: a duration or a version count.
+type Overlap struct {
+	Duration time.Duration
+	Versions int64
+	IsCount  bool
+	set      bool
+}
+
+// UnmarshalYAML accepts "5s"-style durations and integers.
+func (o *Overlap) UnmarshalYAML(n *yaml.Node) error {
+	s := strings.TrimSpace(n.Value)
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if i < 0 {
+			return fmt.Errorf("line %d: overlap must not be negative", n.Line)
+		}
+		*o = Overlap{Versions: i, IsCount: true, set: true}
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("line %d: overlap %q is neither a duration nor a non-negative integer", n.Line, s)
+	}
+	*o = Overlap{Duration: d, set: true}
+	return nil
+}
+
+var (
+	envRef   = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	viewName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+	// Topic names as Kafka allows them.
+	topicName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+	identName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
+)
+
+// LoadConfig reads a YAML file and returns the validated config.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("distributor: config: %w", err)
+	}
+	return ParseConfig(b)
+}
+
+// ParseConfig parses YAML bytes: ${NAME} is replaced by the environment variable NAME (an
+// unset variable is an error), unknown fields are rejected, and the result is validated.
+func ParseConfig(b []byte) (*Config, error) {
+	var missing []string
+	b = envRef.ReplaceAllFunc(b, func(m []byte) []byte {
+		name := string(envRef.FindSubmatch(m)[1])
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			missing = append(missing, name)
+		}
+		return []byte(v)
+	})
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: environment variable(s) not set: %s", ErrConfig, strings.Join(missing, ", "))
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%w: yaml: %v", ErrConfig, err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate fills defaults and checks the config. Errors wrap ErrConfig and name the stream,
+// the view and the field.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.Postgres.DSN == "" {
+		bad("postgres.dsn: required")
+	}
+	if len(c.Kafka.Brokers) == 0 {
+		bad("kafka.brokers: required")
+	}
+	if c.Kafka.ClientID == "" {
+		c.Kafka.ClientID = DefaultClientID
+	}
+	if c.Kafka.SendBatch <= 0 {
+		c.Kafka.SendBatch = DefaultSendBatch
+	}
+	if c.Kafka.MaxMessageBytes < 0 {
+		bad("kafka.max_message_bytes: must not be negative")
+	}
+	if len(c.Streams) == 0 {
+		bad("streams: at least one stream is required")
+	}
+	topics := map[string]bool{}
+	views := map[string]string{}
+	for i := range c.Streams {
+		s := &c.Streams[i]
+		where := fmt.Sprintf("streams[%d]", i)
+		if !topicName.MatchString(s.Topic) {
+			bad("%s.topic: %q is not a valid topic name", where, s.Topic)
+		} else {
+			where = fmt.Sprintf("stream %q", s.Topic)
+		}
+		if topics[s.Topic] {
+			bad("%s: topic configured twice", where)
+		}
+		topics[s.Topic] = true
+		if s.ReplicationFactor == 0 {
+			s.ReplicationFactor = DefaultReplicationFactor
+		}
+		if s.DeleteRetention == 0 {
+			s.DeleteRetention = DefaultDeleteRetention
+		}
+		if s.Segment == 0 {
+			s.Segment = DefaultSegment
+		}
+		if s.DeleteRetention < 0 || s.Segment < 0 || s.MinCompactionLag < 0 {
+			bad("%s: delete_retention, segment and min_compaction_lag must not be negative", where)
+		}
+		for k := range s.TopicConfigs {
+			switch k {
+			case "cleanup.policy", "delete.retention.ms", "segment.ms", "min.compaction.lag.ms":
+				bad("%s.topic_configs: %s is set by its own field (or fixed)", where, k)
+			}
+		}
+		if len(s.Views) == 0 {
+			bad("%s.views: at least one view is required", where)
+		}
+		for j := range s.Views {
+			v := &s.Views[j]
+			vw := fmt.Sprintf("%s.views[%d]", where, j)
+			if !viewName.MatchString(v.Name) {
+				bad("%s.name: %q must match [A-Za-z_][A-Za-z0-9_.-]*", vw, v.Name)
+			} else {
+				vw = fmt.Sprintf("view %q", v.Name)
+				if t, dup := views[v.Name]; dup {
+					bad("%s: name already used in stream %q", vw, t)
+				}
+				views[v.Name] = s.Topic
+			}
+			v.SQL = strings.TrimSpace(v.SQL)
+			v.SQL = strings.TrimSpace(strings.TrimSuffix(v.SQL, ";"))
+			if v.SQL == "" {
+				bad("%s.sql: required", vw)
+			}
+			if len(v.Key) == 0 {
+				bad("%s.key: at least one key column is required", vw)
+			}
+			seen := map[string]bool{}
+			for _, k := range v.Key {
+				if k == "" || seen[k] {
+					bad("%s.key: empty or repeated column %q", vw, k)
+				}
+				seen[k] = true
+			}
+			if v.Incremental != "" && strings.ContainsAny(v.Incremental, "\"\x00") {
+				bad("%s.incremental: invalid column name %q", vw, v.Incremental)
+			}
+			if v.PollInterval < 0 {
+				bad("%s.poll_interval: must not be negative", vw)
+			}
+			if v.PollInterval == 0 {
+				v.PollInterval = DefaultPollInterval
+			}
+			if v.Incremental == "" && (v.Overlap.set || v.Listen != "") {
+				bad("%s: overlap and listen need an incremental column", vw)
+			}
+			if v.Listen != "" && !identName.MatchString(v.Listen) {
+				bad("%s.listen: %q is not a plain identifier", vw, v.Listen)
+			}
+			if v.RefreshCron != "" {
+				if _, err := cron.ParseStandard(v.RefreshCron); err != nil {
+					bad("%s.refresh_cron: %q: %v", vw, v.RefreshCron, err)
+				}
+			}
+			switch v.RefreshMode {
+			case "":
+				v.RefreshMode = ModeReconcile
+			case ModeReconcile, ModeRewrite:
+			default:
+				bad("%s.refresh_mode: %q must be %q or %q", vw, v.RefreshMode, ModeReconcile, ModeRewrite)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	return nil
+}
+
+// view returns the config of the named view and its stream.
+func (c *Config) view(name string) (*StreamConfig, *ViewConfig) {
+	for i := range c.Streams {
+		for j := range c.Streams[i].Views {
+			if c.Streams[i].Views[j].Name == name {
+				return &c.Streams[i], &c.Streams[i].Views[j]
+			}
+		}
+	}
+	return nil, nil
+}
