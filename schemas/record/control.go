@@ -1,0 +1,200 @@
+package record
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Epoch modes carried by EpochBegin.Mode.
+const (
+	ModeSnapshot  = "snapshot"
+	ModeReconcile = "reconcile"
+	ModeRewrite   = "rewrite"
+)
+
+// Control is the value of a control record: *EpochBegin, *EpochEnd or *Poll.
+type Control interface {
+	Kind() Kind
+	Marshal() []byte
+}
+
+// EpochBegin opens an epoch (key ControlKey(view, KindEpochBegin)).
+type EpochBegin struct {
+	Epoch      uint64
+	Mode       string // ModeSnapshot, ModeReconcile or ModeRewrite
+	SourceLSN  string
+	SourceTime time.Time
+}
+
+// EpochEnd closes an epoch. Rows and Hash describe the whole view as of the epoch's
+// snapshot; Published and Tombstones count what the epoch itself wrote.
+type EpochEnd struct {
+	Epoch      uint64
+	Rows       int64
+	Hash       uint64 // EpochHash.Sum of every live row; 16 hex digits in JSON
+	Published  int64
+	Tombstones int64
+	SourceLSN  string
+}
+
+// Poll records the progress of an incremental poll.
+type Poll struct {
+	Watermark  string // key text of the incremental column's highest published value
+	SourceLSN  string
+	SourceTime time.Time
+}
+
+type epochBeginJSON struct {
+	Epoch      *uint64 `json:"epoch"`
+	Mode       string  `json:"mode"`
+	SourceLSN  string  `json:"source_lsn"`
+	SourceTime string  `json:"source_time"`
+}
+
+type epochEndJSON struct {
+	Epoch      *uint64 `json:"epoch"`
+	Rows       int64   `json:"rows"`
+	Hash       string  `json:"hash"`
+	Published  int64   `json:"published"`
+	Tombstones int64   `json:"tombstones"`
+	SourceLSN  string  `json:"source_lsn"`
+}
+
+type pollJSON struct {
+	Watermark  *string `json:"watermark"`
+	SourceLSN  string  `json:"source_lsn"`
+	SourceTime string  `json:"source_time"`
+}
+
+func (*EpochBegin) Kind() Kind { return KindEpochBegin }
+func (*EpochEnd) Kind() Kind   { return KindEpochEnd }
+func (*Poll) Kind() Kind       { return KindPoll }
+
+func mustMarshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil { // only plain strings and integers: cannot fail
+		panic(err)
+	}
+	return b
+}
+
+func formatOptTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return FormatTime(t)
+}
+
+// Marshal returns the JSON value of the record.
+func (c *EpochBegin) Marshal() []byte {
+	e := c.Epoch
+	return mustMarshal(epochBeginJSON{Epoch: &e, Mode: c.Mode, SourceLSN: c.SourceLSN, SourceTime: formatOptTime(c.SourceTime)})
+}
+
+// Marshal returns the JSON value of the record.
+func (c *EpochEnd) Marshal() []byte {
+	e := c.Epoch
+	return mustMarshal(epochEndJSON{Epoch: &e, Rows: c.Rows, Hash: FormatHash(c.Hash), Published: c.Published, Tombstones: c.Tombstones, SourceLSN: c.SourceLSN})
+}
+
+// Marshal returns the JSON value of the record.
+func (c *Poll) Marshal() []byte {
+	w := c.Watermark
+	return mustMarshal(pollJSON{Watermark: &w, SourceLSN: c.SourceLSN, SourceTime: formatOptTime(c.SourceTime)})
+}
+
+func unmarshal(kind Kind, value []byte, v any) error {
+	if len(value) == 0 {
+		return fmt.Errorf("%w: empty %s value", ErrBadControl, kind)
+	}
+	d := json.NewDecoder(bytes.NewReader(value))
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadControl, kind, err)
+	}
+	if d.More() {
+		return fmt.Errorf("%w: %s: trailing data", ErrBadControl, kind)
+	}
+	return nil
+}
+
+func parseOptTime(kind Kind, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := ParseTime(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %s: source_time %q is not RFC 3339", ErrBadControl, kind, s)
+	}
+	return t, nil
+}
+
+// ParseEpochBegin parses an epoch-begin value.
+func ParseEpochBegin(value []byte) (*EpochBegin, error) {
+	var j epochBeginJSON
+	if err := unmarshal(KindEpochBegin, value, &j); err != nil {
+		return nil, err
+	}
+	if j.Epoch == nil {
+		return nil, fmt.Errorf("%w: epoch-begin without epoch", ErrBadControl)
+	}
+	switch j.Mode {
+	case ModeSnapshot, ModeReconcile, ModeRewrite:
+	default:
+		return nil, fmt.Errorf("%w: epoch-begin mode %q", ErrBadControl, j.Mode)
+	}
+	t, err := parseOptTime(KindEpochBegin, j.SourceTime)
+	if err != nil {
+		return nil, err
+	}
+	return &EpochBegin{Epoch: *j.Epoch, Mode: j.Mode, SourceLSN: j.SourceLSN, SourceTime: t}, nil
+}
+
+// ParseEpochEnd parses an epoch-end value.
+func ParseEpochEnd(value []byte) (*EpochEnd, error) {
+	var j epochEndJSON
+	if err := unmarshal(KindEpochEnd, value, &j); err != nil {
+		return nil, err
+	}
+	if j.Epoch == nil {
+		return nil, fmt.Errorf("%w: epoch-end without epoch", ErrBadControl)
+	}
+	h, err := ParseHash(j.Hash)
+	if err != nil {
+		return nil, err
+	}
+	if j.Rows < 0 || j.Published < 0 || j.Tombstones < 0 {
+		return nil, fmt.Errorf("%w: epoch-end with a negative count", ErrBadControl)
+	}
+	return &EpochEnd{Epoch: *j.Epoch, Rows: j.Rows, Hash: h, Published: j.Published, Tombstones: j.Tombstones, SourceLSN: j.SourceLSN}, nil
+}
+
+// ParsePoll parses a poll value.
+func ParsePoll(value []byte) (*Poll, error) {
+	var j pollJSON
+	if err := unmarshal(KindPoll, value, &j); err != nil {
+		return nil, err
+	}
+	if j.Watermark == nil {
+		return nil, fmt.Errorf("%w: poll without watermark", ErrBadControl)
+	}
+	t, err := parseOptTime(KindPoll, j.SourceTime)
+	if err != nil {
+		return nil, err
+	}
+	return &Poll{Watermark: *j.Watermark, SourceLSN: j.SourceLSN, SourceTime: t}, nil
+}
+
+// ParseControl parses the value of a control record of the given kind.
+func ParseControl(kind Kind, value []byte) (Control, error) {
+	switch kind {
+	case KindEpochBegin:
+		return ParseEpochBegin(value)
+	case KindEpochEnd:
+		return ParseEpochEnd(value)
+	case KindPoll:
+		return ParsePoll(value)
+	}
+	return nil, fmt.Errorf("%w: %q is not a control kind", ErrBadControl, string(kind))
+}

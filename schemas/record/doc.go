@@ -1,0 +1,11 @@
+// Package record holds the Go helpers of the statecast record contract described in
+// schemas/README.md: record keys (EncodeKey, DecodeKey, control keys), record kinds and
+// headers (Meta), control values (EpochBegin, EpochEnd, Poll) and the row/epoch hashes.
+//
+// The package is a light core: it depends on the standard library and xxhash only, so the
+// cacheclient can embed it. Kafka-client glue lives in recordsarama, and the PostgreSQL row
+// encoder (pgx) in pgjson.
+//
+// Concurrency: every function is safe for concurrent use; an EpochHash value is not (it is
+// a plain accumulator owned by one goroutine).
+package record
