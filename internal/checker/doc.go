@@ -1,0 +1,38 @@
+// Package checker records what each target of the player received and reports violations
+// of the delivery guarantees of DESIGN.md by name: ordered, unique, reliable, resumable.
+//
+// A test creates one Checker, calls Hello / Batch / Progress / SnapshotBegin / SnapshotEnd /
+// Resync for every frame a target sends or receives (in the order the target saw them), and
+// at the end, once faults have stopped and everything has been delivered, reads the ground
+// truth from the topic (ReadTopic) and calls Check(truth). Recording is cheap; all the
+// reasoning happens in Check, so the truth can be read after the run.
+//
+// A target is identified by its client id and lives across reconnects and player restarts.
+// Each Hello starts a new session (one gRPC stream). What a target has applied is modelled
+// as its "lineage": the indexes it received since its last snapshot (plus that snapshot,
+// which covers every index <= its X). A Hello with resume index r tells the checker that the
+// target holds exactly what it received up to r: indexes > r received in earlier sessions
+// are forgotten (the target never applied them, e.g. it was killed before persisting), so
+// their redelivery is legitimate. A Hello without resume index is a new target: its lineage
+// is cleared and a snapshot bootstrap must follow.
+//
+// The guarantees, as checked:
+//
+//   - ordered: within a session, live entry indexes strictly increase, starting above the
+//     resume index (or above the snapshot's X); progress never goes back; snapshot entries
+//     strictly increase and are <= X.
+//   - unique: no index enters the target's lineage twice; a snapshot may re-send state only
+//     after a Hello without resume index or a ResyncRequired on the same session.
+//   - reliable: at the end, every record of the target's views (as of its last Hello) up to
+//     the last index of the truth is in its lineage or covered by its last snapshot; every
+//     snapshot holds the latest non-tombstone record <= X of each key whose whole history in
+//     the truth is <= X (for keys written again after X a compacted truth cannot tell).
+//   - resumable: a session resuming from i (or continuing after a snapshot at X) receives
+//     exactly the records of its views after i, in order, without gaps: a delivered entry or a
+//     progress index p implies every record of the views in (previous, p] was delivered;
+//     delivered entries exist in the truth with the same key, view, kind and tombstone flag,
+//     and belong to the session's views.
+//
+// All methods are safe for concurrent use; events of one target must be recorded in the
+// order that target observed them (the usual case: one goroutine per target).
+package checker

@@ -1,0 +1,331 @@
+package checker
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// evaluator replays one target's history.
+type evaluator struct {
+	id    string
+	tr    *truth
+	opts  Options
+	out   []Violation
+	count map[Guarantee]int
+
+	// lineage: what the target holds across sessions.
+	base    int64 // X of the snapshot its state derives from; -1 none
+	claim   int64 // resume index of the last Hello: the target says it holds everything <= claim
+	lineage map[int64]bool
+	views   viewSet
+
+	// current session.
+	session      int
+	resume       int64
+	hasResume    bool
+	pos          int64 // last index delivered or progressed; valid when posValid
+	posValid     bool
+	needSnapshot bool
+	resync       bool
+	inSnap       bool
+	snapX        int64
+	snapViews    viewSet
+	snapLast     int64
+	snapKeys     map[string]Entry
+}
+
+func evaluate(id string, t *targetLog, tr *truth, opts Options) []Violation {
+	e := &evaluator{id: id, tr: tr, opts: opts, count: map[Guarantee]int{}, base: -1, claim: -1, lineage: map[int64]bool{}}
+	for _, ev := range t.events {
+		e.step(ev)
+	}
+	if !t.gone {
+		e.reliableAtEnd()
+	}
+	return e.out
+}
+
+func (e *evaluator) report(g Guarantee, format string, args ...any) {
+	e.count[g]++
+	n := e.count[g]
+	switch {
+	case n < e.opts.MaxPerTarget:
+	case n == e.opts.MaxPerTarget:
+		format = "(further %s violations of this target not listed) " + format
+		args = append([]any{g}, args...)
+	default:
+		return
+	}
+	e.out = append(e.out, Violation{Guarantee: g, Target: e.id, Session: e.session, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (e *evaluator) step(ev event) {
+	if ev.kind != evHello && e.session == 0 {
+		e.session = 0
+		e.report(Ordered, "frame received before any Hello")
+		e.hello(event{kind: evHello})
+	}
+	switch ev.kind {
+	case evHello:
+		e.hello(ev)
+	case evBatch:
+		if e.inSnap {
+			e.snapBatch(ev.entries)
+		} else {
+			e.liveBatch(ev.entries)
+		}
+	case evProgress:
+		e.progress(ev.index)
+	case evSnapBegin:
+		e.snapBegin(ev)
+	case evSnapEnd:
+		e.snapEnd(ev.index)
+	case evResync:
+		e.resync = true
+	}
+}
+
+func (e *evaluator) hello(ev event) {
+	e.session++
+	e.inSnap, e.resync = false, false // a snapshot cut by a disconnect is discarded by the client
+	e.views = newViewSet(ev.views)
+	e.resume, e.hasResume = ev.resume, ev.hasResume
+	if ev.hasResume {
+		for i := range e.lineage {
+			if i > ev.resume {
+				delete(e.lineage, i) // received but never applied: may come again
+			}
+		}
+		if e.base > ev.resume {
+			e.base = ev.resume
+		}
+		e.claim = ev.resume
+		e.pos, e.posValid, e.needSnapshot = ev.resume, true, false
+		return
+	}
+	e.lineage = map[int64]bool{}
+	e.base, e.claim = -1, -1
+	e.pos, e.posValid, e.needSnapshot = -1, false, true
+}
+
+func (e *evaluator) liveBatch(entries []Entry) {
+	for _, en := range entries {
+		if e.needSnapshot {
+			e.report(Reliable, "new target (no resume index) got live entry %d before any snapshot", en.Index)
+			e.needSnapshot = false
+			e.pos, e.posValid = en.Index-1, true
+		}
+		if e.posValid && en.Index <= e.pos {
+			e.report(Ordered, "entry %d after %d", en.Index, e.pos)
+		}
+		if e.hasResume && en.Index <= e.resume {
+			e.report(Resumable, "entry %d at or below the resume index %d", en.Index, e.resume)
+		}
+		if e.lineage[en.Index] {
+			e.report(Unique, "entry %d delivered again", en.Index)
+		} else if e.base >= 0 && en.Index <= e.base {
+			e.report(Unique, "entry %d already covered by the snapshot at %d", en.Index, e.base)
+		} else if en.Index <= e.claim {
+			e.report(Unique, "entry %d already held by the target (it resumed from %d)", en.Index, e.claim)
+		}
+		if !e.views.has(en.View) {
+			e.report(Resumable, "entry %d of view %q the target did not subscribe to", en.Index, en.View)
+		}
+		if e.posValid && en.Index > e.pos {
+			e.gap(e.pos, en.Index, false)
+		}
+		e.matchTruth(en)
+		e.lineage[en.Index] = true
+		if !e.posValid || en.Index > e.pos {
+			e.pos, e.posValid = en.Index, true
+		}
+	}
+}
+
+// gap reports records of the session's views in (from, to) (or (from, to]) never delivered.
+func (e *evaluator) gap(from, to int64, incl bool) {
+	if !e.tr.known {
+		return
+	}
+	miss := e.tr.between(e.views, from, to, incl)
+	if len(miss) == 0 {
+		return
+	}
+	what := "entry"
+	if incl {
+		what = "progress"
+	}
+	e.report(Resumable, "%s %d skips %d record(s) of its views after %d: %s", what, to, len(miss), from, indexes(miss))
+}
+
+func (e *evaluator) matchTruth(en Entry) {
+	if !e.tr.known {
+		return
+	}
+	r, ok := e.tr.byIndex[en.Index]
+	if !ok {
+		if en.Index > e.tr.end() || !e.opts.AllowCompacted {
+			e.report(Resumable, "entry %d is not a record of the topic (end %d)", en.Index, e.tr.end())
+		}
+		return
+	}
+	if r.Key != en.Key || r.View != en.View || kindOf(r.Kind) != kindOf(en.Kind) || r.Tombstone != en.Tombstone {
+		e.report(Resumable, "entry %d is {key %q view %q kind %s tombstone %v}, the topic has {key %q view %q kind %s tombstone %v}",
+			en.Index, en.Key, en.View, kindOf(en.Kind), en.Tombstone, r.Key, r.View, kindOf(r.Kind), r.Tombstone)
+	}
+}
+
+func (e *evaluator) progress(p int64) {
+	if e.inSnap {
+		e.report(Ordered, "progress %d inside the snapshot at %d", p, e.snapX)
+		return
+	}
+	if e.needSnapshot {
+		e.report(Reliable, "new target (no resume index) got progress %d before any snapshot", p)
+		e.needSnapshot = false
+		e.pos, e.posValid = p, true
+		return
+	}
+	if e.posValid && p < e.pos {
+		e.report(Ordered, "progress %d after %d", p, e.pos)
+		return
+	}
+	if e.posValid {
+		e.gap(e.pos, p, true)
+	}
+	e.pos, e.posValid = p, true
+}
+
+func (e *evaluator) snapBegin(ev event) {
+	if e.inSnap {
+		e.report(Ordered, "snapshot begin %d inside the snapshot at %d", ev.index, e.snapX)
+	}
+	if !e.needSnapshot && !e.resync {
+		e.report(Unique, "snapshot at %d re-sends state on a session resumed from %d without resync-required", ev.index, e.resume)
+	}
+	e.inSnap, e.snapX, e.snapViews, e.snapLast = true, ev.index, newViewSet(ev.views), -1
+	e.snapKeys = map[string]Entry{}
+}
+
+func (e *evaluator) snapBatch(entries []Entry) {
+	for _, en := range entries {
+		if en.Index <= e.snapLast {
+			e.report(Ordered, "snapshot entry %d after %d", en.Index, e.snapLast)
+		}
+		if en.Index > e.snapX {
+			e.report(Ordered, "snapshot entry %d beyond the snapshot index %d", en.Index, e.snapX)
+		}
+		if kindOf(en.Kind) != KindRow {
+			e.report(Resumable, "snapshot entry %d is a control record (%s)", en.Index, en.Kind)
+		}
+		if en.Tombstone {
+			e.report(Reliable, "snapshot entry %d is a tombstone (key %q)", en.Index, en.Key)
+		}
+		if !e.snapViews.has(en.View) {
+			e.report(Resumable, "snapshot entry %d of view %q outside the snapshot's views", en.Index, en.View)
+		}
+		if _, dup := e.snapKeys[en.Key]; dup {
+			e.report(Unique, "snapshot at %d holds key %q twice", e.snapX, en.Key)
+		}
+		e.matchTruth(en)
+		e.snapKeys[en.Key] = en
+		if en.Index > e.snapLast {
+			e.snapLast = en.Index
+		}
+	}
+}
+
+func (e *evaluator) snapEnd(x int64) {
+	if !e.inSnap {
+		e.report(Ordered, "snapshot end %d without begin", x)
+		return
+	}
+	if x != e.snapX {
+		e.report(Ordered, "snapshot end %d does not match its begin %d", x, e.snapX)
+	}
+	e.checkSnapshotContent()
+	e.inSnap, e.needSnapshot, e.resync = false, false, false
+	e.lineage = map[int64]bool{}
+	e.base, e.claim = e.snapX, -1
+	e.pos, e.posValid = e.snapX, true
+}
+
+// checkSnapshotContent compares the snapshot with the state at X for the keys whose whole
+// history in the truth is <= X (later writes may have compacted the value at X away).
+func (e *evaluator) checkSnapshotContent() {
+	if !e.tr.known {
+		return
+	}
+	var missing, stale, deleted []string
+	for key, r := range e.tr.lastRow {
+		if r.Index > e.snapX || !e.snapViews.has(r.View) {
+			continue
+		}
+		got, ok := e.snapKeys[key]
+		switch {
+		case r.Tombstone && ok:
+			deleted = append(deleted, fmt.Sprintf("%q@%d", key, got.Index))
+		case !r.Tombstone && !ok:
+			missing = append(missing, fmt.Sprintf("%q@%d", key, r.Index))
+		case !r.Tombstone && got.Index != r.Index:
+			stale = append(stale, fmt.Sprintf("%q@%d (want %d)", key, got.Index, r.Index))
+		}
+	}
+	slices.Sort(missing)
+	slices.Sort(stale)
+	slices.Sort(deleted)
+	if len(missing) > 0 {
+		e.report(Reliable, "snapshot at %d lacks %d live key(s): %s", e.snapX, len(missing), short(missing))
+	}
+	if len(stale) > 0 {
+		e.report(Reliable, "snapshot at %d holds %d stale value(s): %s", e.snapX, len(stale), short(stale))
+	}
+	if len(deleted) > 0 {
+		e.report(Reliable, "snapshot at %d holds %d deleted key(s): %s", e.snapX, len(deleted), short(deleted))
+	}
+}
+
+func (e *evaluator) reliableAtEnd() {
+	if e.session == 0 {
+		return
+	}
+	if e.inSnap {
+		e.report(Reliable, "the snapshot at %d never completed", e.snapX)
+		return
+	}
+	if e.needSnapshot {
+		e.report(Reliable, "new target never received its snapshot")
+		return
+	}
+	if !e.tr.known {
+		return
+	}
+	var miss []Record
+	floor := max(e.base, e.claim)
+	for _, r := range e.tr.between(e.views, floor, e.tr.end(), true) {
+		if !e.lineage[r.Index] {
+			miss = append(miss, r)
+		}
+	}
+	if len(miss) > 0 {
+		e.report(Reliable, "%d record(s) of its views up to %d never delivered nor covered by a snapshot or resume index (%d): %s",
+			len(miss), e.tr.end(), floor, indexes(miss))
+	}
+}
+
+func indexes(rs []Record) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = fmt.Sprint(r.Index)
+	}
+	return short(s)
+}
+
+func short(s []string) string {
+	const max = 8
+	if len(s) > max {
+		return strings.Join(s[:max], ",") + fmt.Sprintf(",… (%d more)", len(s)-max)
+	}
+	return strings.Join(s, ",")
+}
