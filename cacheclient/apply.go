@@ -1,0 +1,356 @@
+package cacheclient
+
+import (
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Op is the kind of a change.
+type Op uint8
+
+const (
+	// OpCreate: the key was absent (Old is the zero value).
+	OpCreate Op = iota + 1
+	// OpUpdate: the key's object changed.
+	OpUpdate
+	// OpDelete: the key was removed (New is the zero value).
+	OpDelete
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpCreate:
+		return "create"
+	case OpUpdate:
+		return "update"
+	case OpDelete:
+		return "delete"
+	}
+	return "op?"
+}
+
+// Change is one applied change of a view, handed to change handlers after the batch that
+// contains it has been published (a handler's Get sees it, or something newer).
+type Change[T any] struct {
+	View  string
+	Key   string
+	Op    Op
+	Old   T // zero for OpCreate
+	New   T // zero for OpDelete
+	Index int64
+}
+
+// row is one row entry of a batch, after the client parsed the key.
+type row struct {
+	key       string // key text (record key without the view prefix)
+	fullKey   []byte // the record key, for the row hash
+	value     []byte
+	tombstone bool
+	index     int64
+}
+
+// viewWriter is the connection goroutine's side of a view. Nothing in it is read by readers.
+type viewWriter[T any] struct {
+	e     *edit
+	cur   *viewState[T] // working version of the current batch, published by commit
+	dirty bool
+
+	// Accounting over every live row of the view, decoded or not (epoch check).
+	hashSum uint64
+	rows    int64
+	bad     map[string]item[T] // rows the decoder refused: not visible, still accounted
+	bytes   int64              // key + value bytes of the live rows (memory estimate)
+
+	changes []Change[T]
+
+	// Snapshot replacement in progress (SnapshotBegin .. SnapshotEnd, or a StateDir load).
+	staging *stagingView[T]
+}
+
+type stagingView[T any] struct {
+	e       *edit
+	root    *tnode[item[T]]
+	count   int
+	hashSum uint64
+	rows    int64
+	bad     map[string]item[T]
+	bytes   int64
+}
+
+func rowHash(fullKey, value []byte) uint64 {
+	d := xxhash.New()
+	d.Write(fullKey)
+	d.Write([]byte{0})
+	d.Write(value)
+	return d.Sum64()
+}
+
+func (v *View[T]) viewName() string { return v.name }
+
+func (v *View[T]) wantChanges() bool { return len(v.handlers) > 0 }
+
+// begin starts a batch transaction.
+func (v *View[T]) begin() {
+	w := &v.w
+	if w.cur != nil {
+		return
+	}
+	pub := v.state.Load()
+	cur := *pub
+	cur.idx = slices.Clone(pub.idx)
+	if len(cur.idx) < len(v.indexFns) {
+		cur.idx = append(cur.idx, make([]*tnode[*keySet], len(v.indexFns)-len(cur.idx))...)
+	}
+	w.cur, w.e, w.dirty = &cur, new(edit), false
+}
+
+// commit publishes the batch's version with its index. Readers switch to it atomically.
+func (v *View[T]) commit(index int64) {
+	w := &v.w
+	if w.cur == nil {
+		if v.state.Load().index >= index {
+			return
+		}
+		v.begin()
+	}
+	w.cur.index = index
+	v.state.Store(w.cur)
+	v.mem.Store(w.bytes)
+	w.cur, w.e = nil, nil
+}
+
+func (v *View[T]) keep(r *row) string {
+	if v.c != nil && v.c.keepRaw {
+		return string(r.value)
+	}
+	return ""
+}
+
+// applyRow applies one row entry to the current batch transaction.
+func (v *View[T]) applyRow(r *row) {
+	v.begin()
+	w := &v.w
+	w.dirty = true
+	cur := w.cur
+	h := hashKey(r.key)
+	if r.tombstone {
+		if old, ok := cur.root.get(r.key, h); ok {
+			o := *old
+			cur.root, _, _ = cur.root.del(w.e, r.key, h, 0)
+			cur.count--
+			w.unaccount(r.key, o)
+			v.reindex(cur, w.e, r.key, &o.obj, nil)
+			w.change(v, Change[T]{Key: r.key, Op: OpDelete, Old: o.obj, Index: r.index})
+		} else if b, ok := w.bad[r.key]; ok {
+			delete(w.bad, r.key)
+			w.unaccount(r.key, b)
+		}
+		return
+	}
+	it := item[T]{rowhash: rowHash(r.fullKey, r.value), raw: v.keep(r)}
+	obj, err := v.decode(r.key, r.value)
+	if b, ok := w.bad[r.key]; ok {
+		delete(w.bad, r.key)
+		w.unaccount(r.key, b)
+	}
+	if err != nil {
+		v.c.decodeError(v.name, r.key, r.index, err)
+		if old, ok := cur.root.get(r.key, h); ok {
+			o := *old
+			cur.root, _, _ = cur.root.del(w.e, r.key, h, 0)
+			cur.count--
+			w.unaccount(r.key, o)
+			v.reindex(cur, w.e, r.key, &o.obj, nil)
+			w.change(v, Change[T]{Key: r.key, Op: OpDelete, Old: o.obj, Index: r.index})
+		}
+		w.bad[r.key] = it
+		w.account(r.key, it)
+		return
+	}
+	it.obj = obj
+	var old item[T]
+	var had bool
+	cur.root, old, had = cur.root.put(w.e, r.key, h, 0, it)
+	w.account(r.key, it)
+	if had {
+		w.unaccount(r.key, old)
+		v.reindex(cur, w.e, r.key, &old.obj, &it.obj)
+		if old.rowhash != it.rowhash {
+			w.change(v, Change[T]{Key: r.key, Op: OpUpdate, Old: old.obj, New: obj, Index: r.index})
+		}
+		return
+	}
+	cur.count++
+	v.reindex(cur, w.e, r.key, nil, &it.obj)
+	w.change(v, Change[T]{Key: r.key, Op: OpCreate, New: obj, Index: r.index})
+}
+
+func (w *viewWriter[T]) account(key string, it item[T]) {
+	w.hashSum += it.rowhash
+	w.rows++
+	w.bytes += int64(len(key) + len(it.raw))
+}
+
+func (w *viewWriter[T]) unaccount(key string, it item[T]) {
+	w.hashSum -= it.rowhash
+	w.rows--
+	w.bytes -= int64(len(key) + len(it.raw))
+}
+
+func (w *viewWriter[T]) change(v *View[T], c Change[T]) {
+	if !v.wantChanges() {
+		return
+	}
+	c.View = v.name
+	w.changes = append(w.changes, c)
+}
+
+// reindex updates every secondary index for key from old to new (nil = absent).
+func (v *View[T]) reindex(s *viewState[T], e *edit, key string, old, new *T) {
+	for i, fn := range v.indexFns {
+		var ov, nv []string
+		if old != nil {
+			ov = fn(*old)
+		}
+		if new != nil {
+			nv = fn(*new)
+		}
+		for _, val := range ov {
+			if !slices.Contains(nv, val) {
+				s.idx[i] = indexDel(s.idx[i], e, val, key)
+			}
+		}
+		for _, val := range nv {
+			if !slices.Contains(ov, val) {
+				s.idx[i] = indexAdd(s.idx[i], e, val, key)
+			}
+		}
+	}
+}
+
+func indexAdd(idx *tnode[*keySet], e *edit, val, key string) *tnode[*keySet] {
+	vh := hashKey(val)
+	var set *keySet
+	if p, ok := idx.get(val, vh); ok {
+		set = *p
+	}
+	ns, _, _ := set.put(e, key, hashKey(key), 0, struct{}{})
+	if ns != set {
+		idx, _, _ = idx.put(e, val, vh, 0, ns)
+	}
+	return idx
+}
+
+func indexDel(idx *tnode[*keySet], e *edit, val, key string) *tnode[*keySet] {
+	vh := hashKey(val)
+	p, ok := idx.get(val, vh)
+	if !ok {
+		return idx
+	}
+	set := *p
+	ns, _, removed := set.del(e, key, hashKey(key), 0)
+	switch {
+	case !removed:
+	case ns == nil: // empty sets are removed
+		idx, _, _ = idx.del(e, val, vh, 0)
+	case ns != set:
+		idx, _, _ = idx.put(e, val, vh, 0, ns)
+	}
+	return idx
+}
+
+// takeChanges returns and clears the changes collected since the last call.
+func (v *View[T]) takeChanges() []Change[T] {
+	c := v.w.changes
+	v.w.changes = nil
+	return c
+}
+
+// beginReplace starts building a new state that will replace the view at endReplace.
+func (v *View[T]) beginReplace() {
+	v.w.staging = &stagingView[T]{e: new(edit), bad: map[string]item[T]{}}
+}
+
+func (v *View[T]) replacing() bool { return v.w.staging != nil }
+
+// stageRow adds one snapshot row to the replacement state.
+func (v *View[T]) stageRow(r *row) {
+	s := v.w.staging
+	h := hashKey(r.key)
+	if r.tombstone {
+		if old, ok := s.root.get(r.key, h); ok {
+			o := *old
+			s.root, _, _ = s.root.del(s.e, r.key, h, 0)
+			s.count--
+			s.hashSum -= o.rowhash
+			s.rows--
+		}
+		return
+	}
+	it := item[T]{rowhash: rowHash(r.fullKey, r.value), raw: v.keep(r)}
+	obj, err := v.decode(r.key, r.value)
+	if err != nil {
+		v.c.decodeError(v.name, r.key, r.index, err)
+		s.bad[r.key] = it
+		s.hashSum += it.rowhash
+		s.rows++
+		return
+	}
+	it.obj = obj
+	var old item[T]
+	var had bool
+	s.root, old, had = s.root.put(s.e, r.key, h, 0, it)
+	s.hashSum += it.rowhash
+	s.rows++
+	s.bytes += int64(len(r.key) + len(it.raw))
+	if had {
+		s.hashSum -= old.rowhash
+		s.rows--
+	} else {
+		s.count++
+	}
+}
+
+// endReplace publishes the replacement state at index, with its indexes rebuilt, and
+// records the changes between the old and the new state (keys absent from the snapshot
+// are deleted).
+func (v *View[T]) endReplace(index int64) {
+	s := v.w.staging
+	v.w.staging = nil
+	if v.w.cur != nil { // a live batch never overlaps a replacement; be safe
+		v.w.cur, v.w.e = nil, nil
+	}
+	old := v.state.Load()
+	ns := &viewState[T]{root: s.root, count: s.count, index: index, idx: make([]*tnode[*keySet], len(v.indexFns))}
+	e := new(edit)
+	ns.root.each(func(k string, it *item[T]) bool {
+		v.reindex(ns, e, k, nil, &it.obj)
+		return true
+	})
+	if v.wantChanges() {
+		ns.root.each(func(k string, it *item[T]) bool {
+			if o, ok := old.root.get(k, hashKey(k)); !ok {
+				v.w.change(v, Change[T]{Key: k, Op: OpCreate, New: it.obj, Index: index})
+			} else if o.rowhash != it.rowhash {
+				v.w.change(v, Change[T]{Key: k, Op: OpUpdate, Old: o.obj, New: it.obj, Index: index})
+			}
+			return true
+		})
+		old.root.each(func(k string, it *item[T]) bool {
+			if _, ok := ns.root.get(k, hashKey(k)); !ok {
+				v.w.change(v, Change[T]{Key: k, Op: OpDelete, Old: it.obj, Index: index})
+			}
+			return true
+		})
+	}
+	v.w.hashSum, v.w.rows, v.w.bad, v.w.bytes = s.hashSum, s.rows, s.bad, s.bytes
+	v.state.Store(ns)
+	v.mem.Store(s.bytes)
+}
+
+// abortReplace drops a replacement in progress (the stream broke before SnapshotEnd).
+func (v *View[T]) abortReplace() { v.w.staging = nil }
+
+// epochState returns the row count and epoch hash of what the view holds (decoded or not).
+func (v *View[T]) epochState() (rows int64, hash uint64) { return v.w.rows, v.w.hashSum }

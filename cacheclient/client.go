@@ -1,0 +1,283 @@
+package cacheclient
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// viewCore is the type-erased side of a View that the client drives. Every method except
+// stats and capture runs on the connection goroutine.
+type viewCore interface {
+	viewName() string
+	begin()
+	applyRow(r *row)
+	commit(index int64)
+	beginReplace()
+	replacing() bool
+	stageRow(r *row)
+	endReplace(index int64)
+	abortReplace()
+	epochState() (rows int64, hash uint64)
+	flushChanges(ctx context.Context) error
+	handlerList() []handlerCore
+	capture() viewCapture // under applyMu: a consistent, immutable cut for persistence
+	stats() ViewStats
+}
+
+// Client keeps typed views of a stream in memory. See the package documentation.
+type Client struct {
+	cfg  Config
+	opts options
+	log  *slog.Logger
+
+	mu      sync.Mutex // guards started, closed, views registration
+	started bool
+	closed  bool
+	views   []viewCore
+	byName  map[string]viewCore
+	keepRaw bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	ready     chan struct{}
+	readyOnce sync.Once
+	stopped   chan struct{} // closed when the connection goroutine returned
+	runErr    error
+
+	// applyMu is held by the connection goroutine while it applies a batch or snapshot end,
+	// and by the persister while it captures the views: a capture is a consistent cut.
+	applyMu sync.Mutex
+	applied atomic.Int64 // the index every view reflects (-1: none)
+
+	st counters
+}
+
+type counters struct {
+	entries, batches, resyncs, epochOK, epochBad, decodeErrs, reconnects, snapshots atomic.Int64
+	handlerErrs, persists, persistErrs                                              atomic.Int64
+	lastSourceTime                                                                  atomic.Int64 // unix nanos of the last applied row
+	lastLagNanos                                                                    atomic.Int64
+	snapshotTarget                                                                  atomic.Int64
+	connected                                                                       atomic.Bool
+}
+
+var viewNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+
+// New validates cfg and returns a client that is not running yet: register views, indexes
+// and handlers, then call Start (or Run).
+func New(cfg Config, opts ...Option) (*Client, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, byName: map[string]viewCore{}, ready: make(chan struct{}), stopped: make(chan struct{})}
+	for _, o := range opts {
+		o(&c.opts)
+	}
+	if c.opts.logger == nil {
+		c.opts.logger = slog.New(slog.DiscardHandler)
+	}
+	if c.opts.now == nil {
+		c.opts.now = time.Now
+	}
+	c.log = c.opts.logger.With("component", "cacheclient", "stream", cfg.Stream, "client_id", cfg.ClientID)
+	c.keepRaw = cfg.StateDir != ""
+	c.applied.Store(-1)
+	return c, nil
+}
+
+// Register adds a typed view named name to the client, decoded by decode. It must be called
+// before Start.
+func Register[T any](c *Client, name string, decode Decoder[T]) (*View[T], error) {
+	if !viewNameRE.MatchString(name) {
+		return nil, fmt.Errorf("%w: view name %q", ErrInvalidConfig, name)
+	}
+	if decode == nil {
+		return nil, fmt.Errorf("%w: view %q needs a decoder", ErrInvalidConfig, name)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started || c.closed {
+		return nil, ErrStarted
+	}
+	if _, dup := c.byName[name]; dup {
+		return nil, fmt.Errorf("%w: view %q registered twice", ErrInvalidConfig, name)
+	}
+	v := newView(c, name, decode)
+	c.views = append(c.views, v)
+	c.byName[name] = v
+	return v, nil
+}
+
+func (c *Client) checkNotStarted() error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started || c.closed {
+		return ErrStarted
+	}
+	return nil
+}
+
+// Start starts the client's goroutines and returns at once; see WaitReady and Close.
+func (c *Client) Start() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if c.started {
+		return ErrStarted
+	}
+	if len(c.views) == 0 {
+		return fmt.Errorf("%w: no views registered", ErrInvalidConfig)
+	}
+	c.started = true
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	for _, v := range c.views {
+		for _, h := range v.handlerList() {
+			h.start(c.ctx)
+		}
+	}
+	if c.cfg.StateDir != "" {
+		c.loadState()
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer close(c.stopped)
+		c.runErr = c.connect(c.ctx)
+	}()
+	if c.cfg.StateDir != "" {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.persistLoop(c.ctx)
+		}()
+	}
+	return nil
+}
+
+// Run starts the client and blocks until ctx ends, then closes it.
+func (c *Client) Run(ctx context.Context) error {
+	if err := c.Start(); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-c.stopped:
+	}
+	return c.Close()
+}
+
+// Close stops the connection, drains nothing further, waits for the handlers in flight,
+// writes a last state file (with StateDir) and closes the connections. It is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	started := c.started
+	c.mu.Unlock()
+	if !started {
+		return nil
+	}
+	c.cancel()
+	c.wg.Wait()
+	var err error
+	for _, v := range c.views {
+		for _, h := range v.handlerList() {
+			h.stop()
+		}
+	}
+	if c.cfg.StateDir != "" {
+		err = c.persist()
+	}
+	return err
+}
+
+// WaitReady blocks until the initial state of every view is complete (a snapshot applied,
+// or caught up after resuming from an index) and, for handlers registered with
+// WithInitialPass, their changes up to that point have been handled. It returns ctx.Err()
+// when ctx ends first and ErrClosed when the client stopped before.
+func (c *Client) WaitReady(ctx context.Context) error {
+	select {
+	case <-c.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.stopped:
+		select {
+		case <-c.ready:
+			return nil
+		default:
+		}
+		return ErrClosed
+	}
+}
+
+// Ready reports whether WaitReady would return nil at once.
+func (c *Client) Ready() bool {
+	select {
+	case <-c.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// markReady is called on the connection goroutine when the initial state is complete.
+func (c *Client) markReady() {
+	select {
+	case <-c.ready:
+		return
+	default:
+	}
+	var waits []func(context.Context) error
+	for _, v := range c.views {
+		for _, h := range v.handlerList() {
+			if w := h.initialWait(); w != nil {
+				waits = append(waits, w)
+			}
+		}
+	}
+	if len(waits) == 0 {
+		c.readyOnce.Do(func() { close(c.ready) })
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for _, w := range waits {
+			if w(c.ctx) != nil {
+				return
+			}
+		}
+		c.readyOnce.Do(func() { close(c.ready) })
+	}()
+}
+
+// Index returns the stream index the client has applied (-1 before the first).
+func (c *Client) Index() int64 { return c.applied.Load() }
+
+func (c *Client) decodeError(view, key string, index int64, err error) {
+	c.st.decodeErrs.Add(1)
+	c.log.Warn("decode failed; key kept out of the view", "view", view, "key", key, "index", index, "err", err)
+	if h := c.opts.hooks.OnDecodeError; h != nil {
+		h(view, key, err)
+	}
+}
+
+func (c *Client) dialOptions() []grpc.DialOption { return c.opts.dial }

@@ -1,0 +1,135 @@
+package cacheclient
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// Defaults of Config.
+const (
+	DefaultPersistInterval = 30 * time.Second
+	DefaultBackoffMin      = 100 * time.Millisecond
+	DefaultBackoffMax      = 5 * time.Second
+	DefaultReadyIdle       = time.Second
+)
+
+// Config configures a Client. Zero values take the documented defaults.
+type Config struct {
+	// Addresses of the players (host:port), at least one. The client connects to one at a
+	// time and fails over to the next on error, with jittered exponential backoff.
+	Addresses []string
+	// Stream is the stream (Kafka topic) to subscribe to. Required.
+	Stream string
+	// ClientID names this client at the player (logs, metrics). Required.
+	ClientID string
+	// TLS, when set, secures the connections; nil means plaintext.
+	TLS *tls.Config
+	// StateDir, when set, is where the client persists its views and index, so that a
+	// restart resumes from the saved index instead of a full snapshot. The raw values are
+	// then kept in memory beside the decoded objects.
+	StateDir string
+	// PersistInterval between state files (with StateDir), default 30s. Close writes one too.
+	PersistInterval time.Duration
+	// MaxBatchEntries and MaxBatchBytes are hints to the player (0 = its default).
+	MaxBatchEntries uint32
+	MaxBatchBytes   uint32
+	// BackoffMin and BackoffMax bound the reconnect backoff (defaults 100ms and 5s).
+	BackoffMin, BackoffMax time.Duration
+	// ReadyIdle: after resuming from an index, the initial state counts as caught up at the
+	// first Progress frame, or when no frame arrived for ReadyIdle (default 1s).
+	ReadyIdle time.Duration
+}
+
+func (c *Config) validate() error {
+	var errs []string
+	if len(c.Addresses) == 0 {
+		errs = append(errs, "no player Addresses")
+	}
+	for _, a := range c.Addresses {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			errs = append(errs, fmt.Sprintf("address %q: %v", a, err))
+		}
+	}
+	if c.Stream == "" {
+		errs = append(errs, "empty Stream")
+	}
+	if c.ClientID == "" {
+		errs = append(errs, "empty ClientID")
+	}
+	if c.PersistInterval < 0 || c.BackoffMin < 0 || c.BackoffMax < 0 || c.ReadyIdle < 0 {
+		errs = append(errs, "negative duration")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, errs)
+	}
+	if c.PersistInterval == 0 {
+		c.PersistInterval = DefaultPersistInterval
+	}
+	if c.BackoffMin == 0 {
+		c.BackoffMin = DefaultBackoffMin
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = DefaultBackoffMax
+	}
+	if c.BackoffMax < c.BackoffMin {
+		c.BackoffMax = c.BackoffMin
+	}
+	if c.ReadyIdle == 0 {
+		c.ReadyIdle = DefaultReadyIdle
+	}
+	return nil
+}
+
+// Option customises a Client.
+type Option func(*options)
+
+type options struct {
+	logger *slog.Logger
+	hooks  Hooks
+	dial   []grpc.DialOption
+	now    func() time.Time
+}
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithHooks sets metric hooks (default: none).
+func WithHooks(h Hooks) Option { return func(o *options) { o.hooks = h } }
+
+// WithDialOptions adds gRPC dial options (interceptors, custom dialers, …).
+func WithDialOptions(d ...grpc.DialOption) Option {
+	return func(o *options) { o.dial = append(o.dial, d...) }
+}
+
+// withClock replaces time.Now (tests).
+func withClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// Hooks observe the client. Every hook is optional and runs on the connection goroutine
+// (OnHandlerError on a handler goroutine); hooks must be fast and must not call back into
+// the client except for its read-only methods (Stats, views).
+type Hooks struct {
+	// OnBatchApplied: a batch of n entries was applied and published at index; lag is the
+	// time from the source time of its last row to its publication.
+	OnBatchApplied func(n int, index int64, lag time.Duration)
+	// OnConnect: a stream to addr was established (resumed: with a resume index).
+	OnConnect func(addr string, resumed bool)
+	// OnDisconnect: the stream to addr ended with err.
+	OnDisconnect func(addr string, err error)
+	// OnResync: the player sent ResyncRequired, or the client dropped its state (reason).
+	OnResync func(reason string)
+	// OnSnapshot: a snapshot of views was applied at index.
+	OnSnapshot func(index int64, rows int)
+	// OnEpochCheck: an epoch-end check of view passed (err nil) or failed.
+	OnEpochCheck func(view string, epoch int64, err error)
+	// OnDecodeError: the decoder refused a row; the key is absent from the view.
+	OnDecodeError func(view, key string, err error)
+	// OnHandlerError: a change handler exhausted its attempts (*HandlerError).
+	OnHandlerError func(err error)
+	// OnPersist: a state file was written (err nil) or failed.
+	OnPersist func(bytes int64, d time.Duration, err error)
+}

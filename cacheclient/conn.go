@@ -1,0 +1,457 @@
+package cacheclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+)
+
+// connect is the connection goroutine: it keeps one Subscribe stream open to one of the
+// players, failing over to the next address with jittered exponential backoff.
+func (c *Client) connect(ctx context.Context) error {
+	creds := insecure.NewCredentials()
+	if c.cfg.TLS != nil {
+		creds = credentials.NewTLS(c.cfg.TLS)
+	}
+	conns := make([]*grpc.ClientConn, len(c.cfg.Addresses))
+	defer func() {
+		for _, cc := range conns {
+			if cc != nil {
+				cc.Close()
+			}
+		}
+	}()
+	backoff := c.cfg.BackoffMin
+	for i := 0; ; i++ {
+		if ctx.Err() != nil {
+			return nil
+		}
+		n := i % len(conns)
+		addr := c.cfg.Addresses[n]
+		if conns[n] == nil {
+			opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, c.dialOptions()...)
+			cc, err := grpc.NewClient(addr, opts...)
+			if err != nil {
+				c.log.Error("dial failed", "addr", addr, "err", err)
+				continue
+			}
+			conns[n] = cc
+		}
+		progressed, err := c.session(ctx, conns[n], addr)
+		c.st.connected.Store(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.st.reconnects.Add(1)
+		if h := c.opts.hooks.OnDisconnect; h != nil {
+			h(addr, err)
+		}
+		if progressed {
+			backoff = c.cfg.BackoffMin
+		}
+		// Full jitter over [backoff/2, backoff].
+		d := backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
+		c.log.Warn("stream ended; reconnecting", "addr", addr, "err", err, "in", d)
+		backoff = min(backoff*2, c.cfg.BackoffMax)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		if !errors.Is(err, ErrOrder) && !errors.Is(err, ErrEpochMismatch) {
+			continue // transport trouble: try the next player
+		}
+		i-- // our own resubscribe: stay on the same player
+	}
+}
+
+// session runs one Subscribe stream until it fails. progressed tells whether anything was
+// applied (the backoff is then reset).
+func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) (progressed bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	var idle sync.WaitGroup
+	defer func() { cancel(); idle.Wait() }()
+	stream, err := statecastv1.NewPlayerClient(cc).Subscribe(sctx)
+	if err != nil {
+		return false, err
+	}
+	hello := &statecastv1.Hello{
+		ClientId: c.cfg.ClientID, Stream: c.cfg.Stream,
+		MaxBatchEntries: c.cfg.MaxBatchEntries, MaxBatchBytes: c.cfg.MaxBatchBytes,
+	}
+	for _, v := range c.views {
+		hello.Views = append(hello.Views, v.viewName())
+	}
+	resumed := false
+	if idx := c.applied.Load(); idx >= 0 {
+		hello.ResumeIndex = &idx
+		resumed = true
+	}
+	if err := stream.Send(&statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Hello{Hello: hello}}); err != nil {
+		return false, err
+	}
+	c.st.connected.Store(true)
+	c.log.Info("subscribed", "addr", addr, "resume_index", hello.ResumeIndex)
+	if h := c.opts.hooks.OnConnect; h != nil {
+		h(addr, resumed)
+	}
+	r := &receiver{c: c, stream: stream, resumed: resumed}
+	defer r.abort()
+
+	// Readiness after a resume: the first Progress frame, or ReadyIdle without frames.
+	frames := make(chan struct{}, 1)
+	if resumed && !c.Ready() {
+		idle.Add(1)
+		go func() {
+			defer idle.Done()
+			t := time.NewTimer(c.cfg.ReadyIdle)
+			defer t.Stop()
+			for {
+				select {
+				case <-sctx.Done():
+					return
+				case <-frames:
+					t.Reset(c.cfg.ReadyIdle)
+				case <-t.C:
+					r.idleReady()
+					return
+				}
+			}
+		}()
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			if err == io.EOF {
+				err = errors.New("player closed the stream")
+			}
+			return r.progressed, err
+		}
+		select {
+		case frames <- struct{}{}:
+		default:
+		}
+		if err := r.handle(sctx, msg); err != nil {
+			return r.progressed, err
+		}
+	}
+}
+
+// receiver checks and applies the frames of one stream.
+type receiver struct {
+	c          *Client
+	stream     grpc.BidiStreamingClient[statecastv1.SubscribeRequest, statecastv1.SubscribeResponse]
+	resumed    bool
+	progressed bool
+
+	inSnapshot   bool
+	snapIndex    int64
+	snapLast     int64 // last index seen inside the snapshot
+	snapViews    []viewCore
+	snapRows     int
+	resyncReason string
+}
+
+func orderErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrOrder, fmt.Sprintf(format, a...))
+}
+
+func (r *receiver) handle(ctx context.Context, msg *statecastv1.SubscribeResponse) error {
+	switch m := msg.Msg.(type) {
+	case *statecastv1.SubscribeResponse_Batch:
+		if r.inSnapshot {
+			return r.snapshotBatch(m.Batch)
+		}
+		return r.liveBatch(ctx, m.Batch)
+	case *statecastv1.SubscribeResponse_Progress:
+		if r.inSnapshot {
+			return orderErr("progress inside a snapshot")
+		}
+		return r.progress(ctx, m.Progress.GetIndex())
+	case *statecastv1.SubscribeResponse_SnapshotBegin:
+		return r.snapshotBegin(m.SnapshotBegin)
+	case *statecastv1.SubscribeResponse_SnapshotEnd:
+		return r.snapshotEnd(ctx, m.SnapshotEnd.GetIndex())
+	case *statecastv1.SubscribeResponse_ResyncRequired:
+		if r.inSnapshot {
+			return orderErr("resync required inside a snapshot")
+		}
+		rr := m.ResyncRequired
+		r.resyncReason = rr.GetReason().String()
+		r.c.st.resyncs.Add(1)
+		r.c.log.Warn("resync required: a snapshot replaces the views", "reason", r.resyncReason, "detail", rr.GetDetail(), "log_start", rr.GetLogStart())
+		if h := r.c.opts.hooks.OnResync; h != nil {
+			h(r.resyncReason)
+		}
+		return nil
+	}
+	return orderErr("unknown frame %T", msg.Msg)
+}
+
+func (r *receiver) ack(index int64) error {
+	return r.stream.Send(&statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Ack{Ack: &statecastv1.Ack{Index: index}}})
+}
+
+// parseRow checks an entry's view and key and returns its view and row.
+func (r *receiver) parseRow(e *statecastv1.Entry) (viewCore, *row, error) {
+	v, ok := r.c.byName[e.GetView()]
+	if !ok {
+		return nil, nil, orderErr("entry %d of unsubscribed view %q", e.GetIndex(), e.GetView())
+	}
+	key, err := keyText(v.viewName(), e.GetKey())
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: entry %d: %v", ErrOrder, e.GetIndex(), err)
+	}
+	return v, &row{key: key, fullKey: e.GetKey(), value: e.GetValue(), tombstone: e.GetTombstone(), index: e.GetIndex()}, nil
+}
+
+// keyText strips the view prefix "esc(view)|" from a record key.
+func keyText(view string, key []byte) (string, error) {
+	p := escape(view) + "|"
+	if !strings.HasPrefix(string(key), p) {
+		return "", fmt.Errorf("key %q is not a key of view %q", key, view)
+	}
+	return string(key[len(p):]), nil
+}
+
+func (r *receiver) liveBatch(ctx context.Context, b *statecastv1.Batch) error {
+	es := b.GetEntries()
+	if len(es) == 0 {
+		return nil
+	}
+	// Check the whole batch before applying any of it: indexes strictly increasing and all
+	// above the applied index (like an ordered consumer: any anomaly → resubscribe).
+	prev := r.c.applied.Load()
+	for _, e := range es {
+		if e.GetIndex() <= prev {
+			return orderErr("entry index %d after %d", e.GetIndex(), prev)
+		}
+		prev = e.GetIndex()
+		if e.GetKind() == statecastv1.Kind_KIND_ROW {
+			if _, _, err := r.parseRow(e); err != nil {
+				return err
+			}
+		}
+	}
+	last := es[len(es)-1].GetIndex()
+	var mismatch error
+	var lastSource time.Time
+	r.c.applyMu.Lock()
+	for _, e := range es {
+		switch e.GetKind() {
+		case statecastv1.Kind_KIND_ROW:
+			v, rw, _ := r.parseRow(e)
+			v.applyRow(rw)
+			if ts := e.GetSourceTime(); ts != nil {
+				lastSource = ts.AsTime()
+			}
+		case statecastv1.Kind_KIND_EPOCH_END:
+			if err := r.epochCheck(e); err != nil && mismatch == nil {
+				mismatch = err
+			}
+		}
+	}
+	for _, v := range r.c.views {
+		v.commit(last)
+	}
+	r.c.applied.Store(last)
+	r.c.applyMu.Unlock()
+	r.progressed = true
+	now := r.c.opts.now()
+	var lag time.Duration
+	if !lastSource.IsZero() {
+		r.c.st.lastSourceTime.Store(lastSource.UnixNano())
+		lag = now.Sub(lastSource)
+		r.c.st.lastLagNanos.Store(int64(lag))
+	}
+	r.c.st.entries.Add(int64(len(es)))
+	r.c.st.batches.Add(1)
+	if h := r.c.opts.hooks.OnBatchApplied; h != nil {
+		h(len(es), last, lag)
+	}
+	if err := r.ack(last); err != nil {
+		return err
+	}
+	if err := r.flush(ctx); err != nil {
+		return err
+	}
+	if mismatch != nil {
+		// Repair: drop the resume index; the next stream bootstraps from a snapshot that
+		// replaces every view atomically.
+		r.c.applied.Store(-1)
+		r.c.st.resyncs.Add(1)
+		if h := r.c.opts.hooks.OnResync; h != nil {
+			h("epoch mismatch")
+		}
+		return mismatch
+	}
+	return nil
+}
+
+func (r *receiver) flush(ctx context.Context) error {
+	for _, v := range r.c.views {
+		if err := v.flushChanges(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *receiver) epochCheck(e *statecastv1.Entry) error {
+	v, ok := r.c.byName[e.GetView()]
+	if !ok {
+		return nil
+	}
+	end, err := parseEpochEnd(e.GetValue())
+	if err != nil {
+		r.c.log.Warn("unreadable epoch-end record; not checked", "view", e.GetView(), "index", e.GetIndex(), "err", err)
+		return nil
+	}
+	rows, hash := v.epochState()
+	var res error
+	if rows != end.Rows || hash != end.Hash {
+		res = &EpochMismatchError{View: v.viewName(), Epoch: end.Epoch, WantRows: end.Rows, HaveRows: rows, WantHash: end.Hash, HaveHash: hash, Index: e.GetIndex()}
+		r.c.st.epochBad.Add(1)
+		r.c.log.Error("epoch check failed; resyncing from a fresh snapshot", "err", res)
+	} else {
+		r.c.st.epochOK.Add(1)
+		r.c.log.Debug("epoch check passed", "view", v.viewName(), "epoch", end.Epoch, "rows", rows)
+	}
+	if h := r.c.opts.hooks.OnEpochCheck; h != nil {
+		h(v.viewName(), end.Epoch, res)
+	}
+	return res
+}
+
+func (r *receiver) progress(ctx context.Context, index int64) error {
+	if index > r.c.applied.Load() {
+		r.c.applyMu.Lock()
+		for _, v := range r.c.views {
+			v.commit(index)
+		}
+		r.c.applied.Store(index)
+		r.c.applyMu.Unlock()
+		r.progressed = true
+		if err := r.ack(index); err != nil {
+			return err
+		}
+	}
+	if r.resumed {
+		r.c.markReady()
+	}
+	return nil
+}
+
+func (r *receiver) idleReady() {
+	// Runs on the idle-timer goroutine; markReady only starts waiters and closes a channel.
+	r.c.applyMu.Lock()
+	defer r.c.applyMu.Unlock()
+	r.c.markReady()
+}
+
+func (r *receiver) snapshotBegin(m *statecastv1.SnapshotBegin) error {
+	if r.inSnapshot {
+		return orderErr("snapshot begin inside a snapshot")
+	}
+	r.inSnapshot, r.snapIndex, r.snapLast, r.snapRows = true, m.GetIndex(), -1, 0
+	r.snapViews = r.snapViews[:0]
+	names := m.GetViews()
+	if len(names) == 0 {
+		r.snapViews = append(r.snapViews, r.c.views...)
+	}
+	for _, n := range names {
+		v, ok := r.c.byName[n]
+		if !ok {
+			return orderErr("snapshot of unsubscribed view %q", n)
+		}
+		r.snapViews = append(r.snapViews, v)
+	}
+	for _, v := range r.snapViews {
+		v.beginReplace()
+	}
+	r.c.st.snapshotTarget.Store(m.GetIndex())
+	return nil
+}
+
+func (r *receiver) snapshotBatch(b *statecastv1.Batch) error {
+	for _, e := range b.GetEntries() {
+		if e.GetIndex() <= r.snapLast || e.GetIndex() > r.snapIndex {
+			return orderErr("snapshot entry %d after %d (snapshot at %d)", e.GetIndex(), r.snapLast, r.snapIndex)
+		}
+		r.snapLast = e.GetIndex()
+		if e.GetKind() != statecastv1.Kind_KIND_ROW {
+			continue
+		}
+		v, rw, err := r.parseRow(e)
+		if err != nil {
+			return err
+		}
+		if !v.replacing() {
+			return orderErr("snapshot entry of view %q not in the snapshot", v.viewName())
+		}
+		v.stageRow(rw)
+		r.snapRows++
+		if ts := e.GetSourceTime(); ts != nil {
+			if n := ts.AsTime().UnixNano(); n > r.c.st.lastSourceTime.Load() {
+				r.c.st.lastSourceTime.Store(n)
+			}
+		}
+	}
+	return nil
+}
+
+func (r *receiver) snapshotEnd(ctx context.Context, index int64) error {
+	if !r.inSnapshot || index != r.snapIndex {
+		return orderErr("snapshot end %d (begun at %d, open %v)", index, r.snapIndex, r.inSnapshot)
+	}
+	r.c.applyMu.Lock()
+	for _, v := range r.snapViews {
+		v.endReplace(index)
+	}
+	for _, v := range r.c.views {
+		if !v.replacing() {
+			v.commit(index)
+		}
+	}
+	r.c.applied.Store(index)
+	r.c.applyMu.Unlock()
+	r.inSnapshot = false
+	r.progressed = true
+	r.c.st.snapshots.Add(1)
+	r.c.log.Info("snapshot applied", "index", index, "rows", r.snapRows, "resync", r.resyncReason)
+	if h := r.c.opts.hooks.OnSnapshot; h != nil {
+		h(index, r.snapRows)
+	}
+	if err := r.ack(index); err != nil {
+		return err
+	}
+	if err := r.flush(ctx); err != nil {
+		return err
+	}
+	r.c.markReady()
+	return nil
+}
+
+// abort drops a snapshot that was not complete when the stream ended.
+func (r *receiver) abort() {
+	if !r.inSnapshot {
+		return
+	}
+	for _, v := range r.snapViews {
+		v.abortReplace()
+	}
+	r.inSnapshot = false
+}

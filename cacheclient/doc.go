@@ -1,0 +1,87 @@
+// Package cacheclient is the in-memory cache that services embed: it subscribes to a
+// statecast player (gRPC, schemas/proto/statecast/v1), keeps typed views of a stream in
+// memory behind custom secondary indexes, runs change handlers, and can persist its state
+// to resume quickly after a restart. It depends on gRPC and protobuf only (never on a Kafka
+// or PostgreSQL client; a test checks the dependency list). Prometheus metrics live in the
+// subpackage cacheprom.
+//
+// # Types
+//
+//   - [Client]: one subscription to one stream, created by [New] with a [Config] and
+//     [Option]s ([WithLogger], [WithHooks], [WithDialOptions]).
+//   - [View]: a typed view, registered with [Register] and a [Decoder] that turns a row's JSON
+//     into the service's own (light) type. Reads: Get, Range, Len, Index, Snapshot.
+//   - Secondary indexes: [View.AddIndex] with an [IndexFunc] returning zero, one or many
+//     values per object; [View.ByIndex], [View.ByIndexKeys], [View.IndexValues]. They are
+//     maintained from the old and the new object on every change; empty sets are removed.
+//     Results share the objects the view holds: treat them as read-only.
+//   - Change handlers: [OnChange] with a func receiving a [Change] (Key, Op, Old, New, Index).
+//
+// # Goroutines
+//
+//   - The connection goroutine (one per client) holds one Subscribe stream to one player at
+//     a time. It receives frames, checks their order, applies batches, publishes the new
+//     versions of the views, acknowledges, and hands the changes to the handlers. On any
+//     error it fails over to the next player address with jittered exponential backoff and
+//     resumes from its applied index.
+//   - Handler goroutines run the OnChange functions (see "Change handlers").
+//   - With StateDir, a persistence goroutine writes the state file every PersistInterval;
+//     Close writes a last one.
+//   - Readers (the service's goroutines) never block: they only load published versions.
+//
+// # How readers never see a half-applied batch, and what it costs
+//
+// Each view is a persistent (immutable) hash trie (CHAMP layout, 32-way nodes; see trie.go)
+// plus one persistent trie per secondary index, bundled with the count and the stream index
+// into one version struct behind one atomic pointer. The connection goroutine applies a
+// whole batch to a private version — copying only the trie paths it touches, and mutating
+// in place the nodes it already copied in this batch — and then publishes it with one
+// atomic store. A reader loads the pointer once per call, so Get, Range, Len, ByIndex and
+// IndexValues each see one whole batch or none of it; [View.Snapshot] gives several reads
+// the same version. Costs: a Get is a lock-free walk of a few nodes (about sync.Map's cost,
+// see docs/benchmarks/cacheclient.md); a write allocates a copy of each node on its path
+// once per batch (a few hundred bytes of garbage per change; large batches amortise it);
+// a snapshot (resync) is built beside the live version, so memory peaks at two versions.
+// Views are published one after the other: a reader that reads two views may see one of
+// them one batch ahead of the other.
+//
+// # Order checks and resync
+//
+// The client keeps its applied index and checks every frame like an ordered consumer: batch
+// indexes must be strictly increasing and above the applied index, snapshot frames must be
+// well nested, keys must belong to a subscribed view. Any anomaly drops the stream and
+// resubscribes from the applied index (a batch is checked whole before any of it is
+// applied). ResyncRequired is followed by a snapshot that replaces the views' state
+// atomically at SnapshotEnd (keys absent from it are removed, with OpDelete changes). At an
+// epoch-end record the client compares the view's row count and epoch hash (including rows
+// its decoder refused) with the record's; a mismatch is logged, counted and repaired by
+// resubscribing without a resume index (a fresh snapshot replaces the state).
+//
+// # Change handlers
+//
+// Changes are handed to the handlers after their batch is published (a handler's Get sees
+// the change or something newer). The handlers currently run on a serial dispatcher: one
+// goroutine per handler, changes in index order, which satisfies every ordering; a retrying
+// change delays later changes of the handler (the key-ordered parallel engine of package
+// parallel replaces it when it lands, behind the same API). A handler error is retried with
+// backoff ([WithRetry]) and then reported to Hooks.OnHandlerError. The handler queue is
+// bounded: a handler that is slower than the stream eventually slows batch application.
+//
+// # Persistence
+//
+// With Config.StateDir, the raw value of every row is kept beside its object, and the state
+// (stream, applied index, every view's keys and raw values, xxhash64 checksum) is written
+// atomically (temp file, fsync, rename). At Start a valid file is loaded and decoded before
+// the connection starts, which then resumes from its index; any problem (corrupt,
+// truncated, other stream, other format, a registered view missing) is reported and the
+// file ignored as a whole: the client bootstraps from a snapshot.
+//
+// # Concurrency rules
+//
+//   - Register, AddIndex and OnChange must be called before Start; they fail afterwards.
+//   - View reads, Stats, Index, Ready and WaitReady are safe from any goroutine at any time.
+//   - Decoders and index functions run on the connection goroutine; they must be pure and
+//     must not call the client.
+//   - Hooks run on the connection goroutine (OnHandlerError on a handler goroutine) and must
+//     be fast.
+package cacheclient

@@ -1,0 +1,59 @@
+package cacheclient
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalidConfig is wrapped by New, Register, AddIndex and OnChange for bad arguments.
+	ErrInvalidConfig = errors.New("cacheclient: invalid configuration")
+	// ErrStarted is returned when a view, index or handler is registered after Start.
+	ErrStarted = errors.New("cacheclient: client already started")
+	// ErrClosed is returned by Start after Close, and by WaitReady when the client stopped
+	// before it was ready.
+	ErrClosed = errors.New("cacheclient: client closed")
+	// ErrOrder reports an order anomaly at the receiver (an index not above the applied one,
+	// a snapshot frame out of place, a key of another view). The client reconnects from its
+	// last applied index.
+	ErrOrder = errors.New("cacheclient: order anomaly")
+	// ErrEpochMismatch reports a view whose count or hash differs from its epoch-end record.
+	// The client reconnects without a resume index and replaces its state by a snapshot.
+	ErrEpochMismatch = errors.New("cacheclient: epoch check failed")
+	// ErrStateFile reports a StateDir file that cannot be trusted (corrupt, truncated,
+	// another stream or format version). It is reported and replaced, never half-used.
+	ErrStateFile = errors.New("cacheclient: unusable state file")
+)
+
+// EpochMismatchError details an ErrEpochMismatch.
+type EpochMismatchError struct {
+	View               string
+	Epoch              int64
+	WantRows, HaveRows int64
+	WantHash, HaveHash uint64
+	Index              int64
+}
+
+func (e *EpochMismatchError) Error() string {
+	return fmt.Sprintf("cacheclient: view %q epoch %d at index %d: have %d rows hash %016x, epoch says %d rows hash %016x",
+		e.View, e.Epoch, e.Index, e.HaveRows, e.HaveHash, e.WantRows, e.WantHash)
+}
+
+func (e *EpochMismatchError) Unwrap() error { return ErrEpochMismatch }
+
+// HandlerError reports a change handler whose attempts were exhausted (passed to the error
+// hook; the change is then skipped and later changes of the key proceed).
+type HandlerError struct {
+	View     string
+	Key      string
+	Index    int64
+	Attempts int
+	Err      error
+}
+
+func (e *HandlerError) Error() string {
+	return fmt.Sprintf("cacheclient: handler of view %q failed for key %q (index %d) after %d attempts: %v",
+		e.View, e.Key, e.Index, e.Attempts, e.Err)
+}
+
+func (e *HandlerError) Unwrap() error { return e.Err }

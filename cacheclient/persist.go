@@ -1,0 +1,357 @@
+package cacheclient
+
+import (
+	"bufio"
+
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// State file layout (all integers uvarint unless said otherwise):
+//
+//	"SCSTATE1"                                  8-byte magic and format version
+//	len stream, stream                          the stream it belongs to
+//	index (zigzag varint)                       the applied index of every view
+//	nviews, then per view: len name, name, nrows, then per row: len key, key, len raw, raw
+//	xxhash64 of everything above, 8 bytes big endian
+//
+// The file is written to a temp file, fsynced, renamed over the old one and the directory
+// fsynced, so a crash leaves either the old or the new file. A file that fails any check is
+// reported and ignored as a whole (the client then bootstraps from a snapshot).
+const stateMagic = "SCSTATE1"
+
+// StateFileName is the name of the state file inside Config.StateDir.
+const StateFileName = "cacheclient.state"
+
+type viewCapture struct {
+	name string
+	rows func(fn func(key, raw string) bool)
+}
+
+func (v *View[T]) capture() viewCapture {
+	s := v.state.Load()
+	bad := make(map[string]string, len(v.w.bad))
+	for k, it := range v.w.bad {
+		bad[k] = it.raw
+	}
+	return viewCapture{name: v.name, rows: func(fn func(key, raw string) bool) {
+		if !s.root.each(func(k string, it *item[T]) bool { return fn(k, it.raw) }) {
+			return
+		}
+		for k, raw := range bad {
+			if !fn(k, raw) {
+				return
+			}
+		}
+	}}
+}
+
+func (c *Client) statePath() string { return filepath.Join(c.cfg.StateDir, StateFileName) }
+
+// persist writes a state file from a consistent cut of every view.
+func (c *Client) persist() (err error) {
+	start := time.Now()
+	var n int64
+	defer func() {
+		if err != nil {
+			c.st.persistErrs.Add(1)
+			c.log.Error("state file not written", "err", err)
+		} else {
+			c.st.persists.Add(1)
+		}
+		if h := c.opts.hooks.OnPersist; h != nil {
+			h(n, time.Since(start), err)
+		}
+	}()
+	c.applyMu.Lock()
+	index := c.applied.Load()
+	caps := make([]viewCapture, 0, len(c.views))
+	for _, v := range c.views {
+		if v.replacing() {
+			index = -1 // never persist in the middle of a snapshot
+		}
+		caps = append(caps, v.capture())
+	}
+	c.applyMu.Unlock()
+	if index < 0 {
+		return nil
+	}
+	if err := os.MkdirAll(c.cfg.StateDir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(c.cfg.StateDir, StateFileName+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	n, err = writeState(tmp, c.cfg.Stream, index, caps)
+	if err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), c.statePath()); err != nil {
+		return err
+	}
+	if d, derr := os.Open(c.cfg.StateDir); derr == nil {
+		d.Sync()
+		d.Close()
+	}
+	c.log.Debug("state file written", "index", index, "bytes", n, "took", time.Since(start))
+	return nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func writeState(f io.Writer, stream string, index int64, caps []viewCapture) (int64, error) {
+	cw := &countWriter{w: f}
+	bw := bufio.NewWriterSize(cw, 1<<20)
+	d := xxhash.New()
+	w := io.MultiWriter(bw, d)
+	var buf [binary.MaxVarintLen64]byte
+	var werr error
+	put := func(b []byte) {
+		if werr == nil {
+			_, werr = w.Write(b)
+		}
+	}
+	uv := func(x uint64) { put(buf[:binary.PutUvarint(buf[:], x)]) }
+	str := func(s string) { uv(uint64(len(s))); put([]byte(s)) }
+	put([]byte(stateMagic))
+	str(stream)
+	put(buf[:binary.PutVarint(buf[:], index)])
+	uv(uint64(len(caps)))
+	for _, vc := range caps {
+		str(vc.name)
+		var rows uint64
+		vc.rows(func(_, _ string) bool { rows++; return true })
+		uv(rows)
+		vc.rows(func(k, raw string) bool { str(k); str(raw); return werr == nil })
+	}
+	if werr != nil {
+		return cw.n, werr
+	}
+	var sum [8]byte
+	binary.BigEndian.PutUint64(sum[:], d.Sum64())
+	if _, err := bw.Write(sum[:]); err != nil {
+		return cw.n, err
+	}
+	err := bw.Flush()
+	return cw.n, err
+}
+
+// stateReader reads a state file while hashing it.
+type stateReader struct {
+	r *bufio.Reader
+	d hash.Hash64
+}
+
+func (s *stateReader) ReadByte() (byte, error) {
+	b, err := s.r.ReadByte()
+	if err == nil {
+		s.d.Write([]byte{b})
+	}
+	return b, err
+}
+
+func (s *stateReader) full(n uint64) ([]byte, error) {
+	if n > 1<<30 {
+		return nil, fmt.Errorf("length %d too large", n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(s.r, b); err != nil {
+		return nil, err
+	}
+	s.d.Write(b)
+	return b, nil
+}
+
+func (s *stateReader) str() ([]byte, error) {
+	n, err := binary.ReadUvarint(s)
+	if err != nil {
+		return nil, err
+	}
+	return s.full(n)
+}
+
+// stateSink receives the content of a state file as it is read.
+type stateSink interface {
+	view(name string) (ok bool)              // false: the file names a view not registered
+	row(view string, key string, raw []byte) // a row of the last accepted view
+}
+
+// readState reads and verifies a state file; rows are streamed to sink, which must not
+// make them visible before readState returned nil.
+func readState(r io.Reader, stream string, sink stateSink) (int64, map[string]bool, error) {
+	s := &stateReader{r: bufio.NewReaderSize(r, 1<<20), d: xxhash.New()}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrStateFile, fmt.Sprintf(format, a...))
+	}
+	magic, err := s.full(uint64(len(stateMagic)))
+	if err != nil || string(magic) != stateMagic {
+		return 0, nil, bad("not a state file of this format (magic %q, %v)", magic, err)
+	}
+	st, err := s.str()
+	if err != nil {
+		return 0, nil, bad("stream: %v", err)
+	}
+	if string(st) != stream {
+		return 0, nil, bad("file of stream %q, client of stream %q", st, stream)
+	}
+	index, err := binary.ReadVarint(s)
+	if err != nil || index < 0 {
+		return 0, nil, bad("index %d: %v", index, err)
+	}
+	nv, err := binary.ReadUvarint(s)
+	if err != nil || nv > 1<<16 {
+		return 0, nil, bad("view count %d: %v", nv, err)
+	}
+	seen := map[string]bool{}
+	for range nv {
+		name, err := s.str()
+		if err != nil {
+			return 0, nil, bad("view name: %v", err)
+		}
+		if seen[string(name)] {
+			return 0, nil, bad("view %q twice", name)
+		}
+		keep := sink.view(string(name))
+		seen[string(name)] = keep
+		rows, err := binary.ReadUvarint(s)
+		if err != nil {
+			return 0, nil, bad("row count of %q: %v", name, err)
+		}
+		for range rows {
+			k, err := s.str()
+			if err != nil {
+				return 0, nil, bad("key in %q: %v", name, err)
+			}
+			raw, err := s.str()
+			if err != nil {
+				return 0, nil, bad("value in %q: %v", name, err)
+			}
+			if keep {
+				sink.row(string(name), string(k), raw)
+			}
+		}
+	}
+	want := s.d.Sum64()
+	var sum [8]byte
+	if _, err := io.ReadFull(s.r, sum[:]); err != nil {
+		return 0, nil, bad("checksum: %v", err)
+	}
+	if got := binary.BigEndian.Uint64(sum[:]); got != want {
+		return 0, nil, bad("checksum %016x, content hashes to %016x", got, want)
+	}
+	if _, err := s.r.ReadByte(); err != io.EOF {
+		return 0, nil, bad("trailing bytes after the checksum")
+	}
+	return index, seen, nil
+}
+
+// clientSink stages the rows of a state file into the client's views.
+type clientSink struct{ c *Client }
+
+func (k clientSink) view(name string) bool {
+	v, ok := k.c.byName[name]
+	if ok {
+		v.beginReplace()
+	}
+	return ok
+}
+
+func (k clientSink) row(view, key string, raw []byte) {
+	v := k.c.byName[view]
+	full := append([]byte(escape(view)+"|"), key...)
+	v.stageRow(&row{key: key, fullKey: full, value: raw, index: -1})
+}
+
+// loadState loads the state file, if any, before the connection starts. Anything wrong
+// with it is reported and the client starts empty (snapshot bootstrap).
+func (c *Client) loadState() {
+	start := time.Now()
+	f, err := os.Open(c.statePath())
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	abort := func(err error) {
+		for _, v := range c.views {
+			v.abortReplace()
+		}
+		c.log.Error("state file ignored; bootstrapping from a snapshot", "path", c.statePath(), "err", err)
+		if h := c.opts.hooks.OnResync; h != nil {
+			h("state file unusable")
+		}
+	}
+	if err != nil {
+		abort(err)
+		return
+	}
+	defer f.Close()
+	index, seen, err := readState(f, c.cfg.Stream, clientSink{c})
+	if err != nil {
+		abort(err)
+		return
+	}
+	for _, v := range c.views {
+		if !seen[v.viewName()] {
+			abort(fmt.Errorf("%w: view %q is not in the file", ErrStateFile, v.viewName()))
+			return
+		}
+	}
+	c.applyMu.Lock()
+	rows := 0
+	for _, v := range c.views {
+		v.endReplace(index)
+		rows += v.stats().Len
+	}
+	c.applied.Store(index)
+	c.applyMu.Unlock()
+	c.log.Info("state file loaded; resuming", "index", index, "rows", rows, "took", time.Since(start))
+	for _, v := range c.views {
+		if err := v.flushChanges(c.ctx); err != nil {
+			return
+		}
+	}
+}
+
+func (c *Client) persistLoop(ctx interface {
+	Done() <-chan struct{}
+}) {
+	t := time.NewTicker(c.cfg.PersistInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.persist()
+		}
+	}
+}

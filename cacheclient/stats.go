@@ -1,0 +1,75 @@
+package cacheclient
+
+import (
+	"time"
+	"unsafe"
+)
+
+// ViewStats describes one view.
+type ViewStats struct {
+	Name  string
+	Len   int
+	Index int64
+	// MemoryBytes estimates the view's memory: key and raw value bytes, plus a fixed cost
+	// per entry (the entry struct with the object inline and the trie's share, measured in
+	// docs/benchmarks/cacheclient.md). Heap memory the objects point to is not counted.
+	MemoryBytes int64
+}
+
+// Stats is a snapshot of the client's counters and gauges.
+type Stats struct {
+	Index     int64 // applied index
+	Connected bool
+	Ready     bool
+	// EntriesApplied counts entries of live batches; SnapshotsApplied counts snapshots.
+	EntriesApplied, Batches, SnapshotsApplied int64
+	Resyncs, Reconnects                       int64
+	EpochChecks, EpochMismatches              int64
+	DecodeErrors, HandlerErrors               int64
+	Persists, PersistErrors                   int64
+	// LastSourceTime is the source (database snapshot) time of the last applied row.
+	LastSourceTime time.Time
+	// Staleness is now minus LastSourceTime (0 before the first row).
+	Staleness time.Duration
+	// Lag is the delay from source time to publication of the last applied batch.
+	Lag time.Duration
+	// LagEntries: during a snapshot, how far the client's index is below the snapshot's;
+	// otherwise 0 (the protocol does not tell the client the head of the stream).
+	LagEntries int64
+	Views      []ViewStats
+}
+
+// trieOverheadPerEntry is the measured average trie cost per entry beyond the item itself
+// (node headers and child pointers amortised; see the memory benchmark).
+const trieOverheadPerEntry = 24
+
+func (v *View[T]) stats() ViewStats {
+	s := v.state.Load()
+	var it item[T]
+	return ViewStats{Name: v.name, Len: s.count, Index: s.index,
+		MemoryBytes: v.mem.Load() + int64(s.count)*int64(unsafe.Sizeof(it)+trieOverheadPerEntry)}
+}
+
+// Stats returns the client's counters and gauges. Safe for concurrent use.
+func (c *Client) Stats() Stats {
+	s := Stats{
+		Index: c.applied.Load(), Connected: c.st.connected.Load(), Ready: c.Ready(),
+		EntriesApplied: c.st.entries.Load(), Batches: c.st.batches.Load(), SnapshotsApplied: c.st.snapshots.Load(),
+		Resyncs: c.st.resyncs.Load(), Reconnects: c.st.reconnects.Load(),
+		EpochChecks: c.st.epochOK.Load() + c.st.epochBad.Load(), EpochMismatches: c.st.epochBad.Load(),
+		DecodeErrors: c.st.decodeErrs.Load(), HandlerErrors: c.st.handlerErrs.Load(),
+		Persists: c.st.persists.Load(), PersistErrors: c.st.persistErrs.Load(),
+		Lag: time.Duration(c.st.lastLagNanos.Load()),
+	}
+	if ns := c.st.lastSourceTime.Load(); ns != 0 {
+		s.LastSourceTime = time.Unix(0, ns)
+		s.Staleness = c.opts.now().Sub(s.LastSourceTime)
+	}
+	if t := c.st.snapshotTarget.Load(); t > s.Index {
+		s.LagEntries = t - max(s.Index, 0)
+	}
+	for _, v := range c.views {
+		s.Views = append(s.Views, v.stats())
+	}
+	return s
+}

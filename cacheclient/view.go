@@ -1,0 +1,188 @@
+package cacheclient
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// Decoder turns a row of a view into the service's own type. key is the row's key text (the
+// record key without its view prefix, see [Key]); value is the row's JSON object (see
+// schemas/README.md). It runs on the connection goroutine; it may keep value.
+type Decoder[T any] func(key string, value []byte) (T, error)
+
+// IndexFunc returns the values an object is indexed by: zero, one or many.
+type IndexFunc[T any] func(obj T) []string
+
+// item is what a view holds per key.
+type item[T any] struct {
+	obj     T
+	rowhash uint64 // record.RowHash of the record, for the epoch check
+	raw     string // the record value, kept only when the client persists (StateDir)
+}
+
+type keySet = tnode[struct{}]
+
+// viewState is one published, immutable version of a view: readers load it with one atomic
+// load and see one whole batch or none of it.
+type viewState[T any] struct {
+	root  *tnode[item[T]]
+	count int
+	index int64             // the stream index this version reflects (-1 before any)
+	idx   []*tnode[*keySet] // per secondary index: value -> set of keys
+}
+
+// View is a typed, read-only, in-memory copy of one view of the stream. All its methods are
+// safe for concurrent use and never block: they read the last published version.
+type View[T any] struct {
+	name   string
+	decode Decoder[T]
+	c      *Client
+
+	state atomic.Pointer[viewState[T]]
+
+	// Registered before Start, read-only afterwards.
+	indexNames map[string]int
+	indexFns   []IndexFunc[T]
+	handlers   []*handler[T]
+
+	w   viewWriter[T] // owned by the connection goroutine
+	mem atomic.Int64  // key + raw bytes, published with each version (Stats)
+}
+
+func newView[T any](c *Client, name string, decode Decoder[T]) *View[T] {
+	v := &View[T]{name: name, decode: decode, c: c, indexNames: map[string]int{}}
+	v.state.Store(&viewState[T]{index: -1})
+	v.w.bad = map[string]item[T]{}
+	return v
+}
+
+// Name returns the view's name.
+func (v *View[T]) Name() string { return v.name }
+
+// Get returns the object stored under key (the key text, see [Key]).
+func (v *View[T]) Get(key string) (T, bool) {
+	s := v.state.Load()
+	if it, ok := s.root.get(key, hashKey(key)); ok {
+		return it.obj, true
+	}
+	var zero T
+	return zero, false
+}
+
+// Len returns the number of objects in the view.
+func (v *View[T]) Len() int { return v.state.Load().count }
+
+// Index returns the stream index the view reflects: every record of the view up to it has
+// been applied (-1 before the first batch).
+func (v *View[T]) Index() int64 { return v.state.Load().index }
+
+// Range calls fn for every object of one consistent version of the view, in no particular
+// order, until fn returns false. Changes applied meanwhile are not seen.
+func (v *View[T]) Range(fn func(key string, obj T) bool) {
+	v.state.Load().root.each(func(k string, it *item[T]) bool { return fn(k, it.obj) })
+}
+
+// Snapshot returns a consistent, immutable version of the view; its reads all see the same
+// batches. Use it when several reads must agree with each other.
+func (v *View[T]) Snapshot() *Snapshot[T] { return &Snapshot[T]{v: v, s: v.state.Load()} }
+
+// AddIndex registers a secondary index. It must be called before the client starts.
+func (v *View[T]) AddIndex(name string, fn IndexFunc[T]) error {
+	if fn == nil || name == "" {
+		return fmt.Errorf("%w: index needs a name and a function", ErrInvalidConfig)
+	}
+	if err := v.c.checkNotStarted(); err != nil {
+		return err
+	}
+	if _, dup := v.indexNames[name]; dup {
+		return fmt.Errorf("%w: view %q already has an index %q", ErrInvalidConfig, v.name, name)
+	}
+	v.indexNames[name] = len(v.indexFns)
+	v.indexFns = append(v.indexFns, fn)
+	return nil
+}
+
+// ByIndex returns the objects whose index function returned value. The slice is new, but the
+// objects are the ones the view holds: treat them as read-only. Unknown index → nil.
+func (v *View[T]) ByIndex(index, value string) []T { return v.Snapshot().ByIndex(index, value) }
+
+// ByIndexKeys returns the keys of the objects whose index function returned value.
+func (v *View[T]) ByIndexKeys(index, value string) []string {
+	return v.Snapshot().ByIndexKeys(index, value)
+}
+
+// IndexValues returns the values the index currently holds (each with at least one object).
+func (v *View[T]) IndexValues(index string) []string { return v.Snapshot().IndexValues(index) }
+
+// Snapshot is one immutable version of a view. Its methods are safe for concurrent use.
+type Snapshot[T any] struct {
+	v *View[T]
+	s *viewState[T]
+}
+
+// Get returns the object stored under key in this version.
+func (s *Snapshot[T]) Get(key string) (T, bool) {
+	if it, ok := s.s.root.get(key, hashKey(key)); ok {
+		return it.obj, true
+	}
+	var zero T
+	return zero, false
+}
+
+// Len returns the number of objects in this version.
+func (s *Snapshot[T]) Len() int { return s.s.count }
+
+// Index returns the stream index of this version.
+func (s *Snapshot[T]) Index() int64 { return s.s.index }
+
+// Range calls fn for every object of this version until fn returns false.
+func (s *Snapshot[T]) Range(fn func(key string, obj T) bool) {
+	s.s.root.each(func(k string, it *item[T]) bool { return fn(k, it.obj) })
+}
+
+func (s *Snapshot[T]) set(index, value string) *keySet {
+	i, ok := s.v.indexNames[index]
+	if !ok {
+		return nil
+	}
+	p, ok := s.s.idx[i].get(value, hashKey(value))
+	if !ok {
+		return nil
+	}
+	return *p
+}
+
+// ByIndex returns the objects indexed under value (read-only, see View.ByIndex).
+func (s *Snapshot[T]) ByIndex(index, value string) []T {
+	set := s.set(index, value)
+	if set == nil {
+		return nil
+	}
+	var out []T
+	set.each(func(k string, _ *struct{}) bool {
+		if it, ok := s.s.root.get(k, hashKey(k)); ok {
+			out = append(out, it.obj)
+		}
+		return true
+	})
+	return out
+}
+
+// ByIndexKeys returns the keys indexed under value.
+func (s *Snapshot[T]) ByIndexKeys(index, value string) []string {
+	set := s.set(index, value)
+	var out []string
+	set.each(func(k string, _ *struct{}) bool { out = append(out, k); return true })
+	return out
+}
+
+// IndexValues returns the values of an index that have at least one object.
+func (s *Snapshot[T]) IndexValues(index string) []string {
+	i, ok := s.v.indexNames[index]
+	if !ok {
+		return nil
+	}
+	var out []string
+	s.s.idx[i].each(func(k string, _ **keySet) bool { out = append(out, k); return true })
+	return out
+}

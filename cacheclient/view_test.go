@@ -1,0 +1,268 @@
+package cacheclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+type event struct {
+	ID    int64    `json:"id"`
+	Sport string   `json:"sport"`
+	Tags  []string `json:"tags"`
+}
+
+func decodeEvent(key string, b []byte) (event, error) {
+	var e event
+	err := json.Unmarshal(b, &e)
+	return e, err
+}
+
+func newTestClient(t testing.TB, opts ...Option) *Client {
+	t.Helper()
+	c, err := New(Config{Addresses: []string{"127.0.0.1:1"}, Stream: "s", ClientID: "t"}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func newEventView(t testing.TB) *View[event] {
+	t.Helper()
+	v, err := Register(newTestClient(t), "events", decodeEvent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.AddIndex("sport", func(e event) []string { return []string{e.Sport} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.AddIndex("tag", func(e event) []string { return e.Tags }); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// op is one row of a scripted batch: value "" is a tombstone.
+type op struct{ key, value string }
+
+func applyBatch(v *View[event], index int64, ops ...op) {
+	for i, o := range ops {
+		full := []byte("events|" + o.key)
+		v.applyRow(&row{key: o.key, fullKey: full, value: []byte(o.value), tombstone: o.value == "", index: index - int64(len(ops)-1-i)})
+	}
+	v.commit(index)
+}
+
+func sorted(s []string) []string { slices.Sort(s); return s }
+
+func ids(es []event) string {
+	var out []string
+	for _, e := range es {
+		out = append(out, fmt.Sprint(e.ID))
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
+}
+
+func TestViewApplyAndIndexes(t *testing.T) {
+	tests := []struct {
+		name    string
+		batches [][]op
+		wantLen int
+		bySport map[string]string // sport -> ids
+		sports  []string
+		tags    []string
+		wantGet map[string]int64 // key -> id (absent: -1)
+	}{
+		{
+			name:    "create",
+			batches: [][]op{{{"1", `{"id":1,"sport":"soccer","tags":["a","b"]}`}, {"2", `{"id":2,"sport":"tennis"}`}}},
+			wantLen: 2, bySport: map[string]string{"soccer": "1", "tennis": "2"},
+			sports: []string{"soccer", "tennis"}, tags: []string{"a", "b"},
+			wantGet: map[string]int64{"1": 1, "2": 2, "3": -1},
+		},
+		{
+			name: "update moves index entries and removes empty sets",
+			batches: [][]op{
+				{{"1", `{"id":1,"sport":"soccer","tags":["a","b"]}`}},
+				{{"1", `{"id":1,"sport":"tennis","tags":["b","c"]}`}},
+			},
+			wantLen: 1, bySport: map[string]string{"soccer": "", "tennis": "1"},
+			sports: []string{"tennis"}, tags: []string{"b", "c"},
+			wantGet: map[string]int64{"1": 1},
+		},
+		{
+			name: "delete removes object and index entries",
+			batches: [][]op{
+				{{"1", `{"id":1,"sport":"soccer","tags":["a"]}`}, {"2", `{"id":2,"sport":"soccer"}`}},
+				{{"1", ""}},
+			},
+			wantLen: 1, bySport: map[string]string{"soccer": "2"},
+			sports: []string{"soccer"}, tags: nil,
+			wantGet: map[string]int64{"1": -1, "2": 2},
+		},
+		{
+			name:    "tombstone of an absent key",
+			batches: [][]op{{{"9", ""}}},
+			wantLen: 0, sports: nil, tags: nil,
+			wantGet: map[string]int64{"9": -1},
+		},
+		{
+			name: "undecodable row hides the key",
+			batches: [][]op{
+				{{"1", `{"id":1,"sport":"soccer"}`}},
+				{{"1", `{not json`}},
+			},
+			wantLen: 0, bySport: map[string]string{"soccer": ""}, sports: nil,
+			wantGet: map[string]int64{"1": -1},
+		},
+		{
+			name: "same key several times in one batch",
+			batches: [][]op{{
+				{"1", `{"id":1,"sport":"a"}`}, {"1", `{"id":1,"sport":"b"}`}, {"1", ""}, {"1", `{"id":1,"sport":"c"}`},
+			}},
+			wantLen: 1, bySport: map[string]string{"a": "", "b": "", "c": "1"}, sports: []string{"c"},
+			wantGet: map[string]int64{"1": 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := newEventView(t)
+			idx := int64(0)
+			for _, b := range tt.batches {
+				idx += int64(len(b))
+				applyBatch(v, idx, b...)
+			}
+			if v.Len() != tt.wantLen {
+				t.Errorf("Len = %d, want %d", v.Len(), tt.wantLen)
+			}
+			if v.Index() != idx {
+				t.Errorf("Index = %d, want %d", v.Index(), idx)
+			}
+			for s, want := range tt.bySport {
+				if got := ids(v.ByIndex("sport", s)); got != want {
+					t.Errorf("ByIndex(sport, %s) = %q, want %q", s, got, want)
+				}
+			}
+			if got := sorted(v.IndexValues("sport")); !slices.Equal(got, tt.sports) {
+				t.Errorf("IndexValues(sport) = %v, want %v", got, tt.sports)
+			}
+			if got := sorted(v.IndexValues("tag")); !slices.Equal(got, tt.tags) {
+				t.Errorf("IndexValues(tag) = %v, want %v", got, tt.tags)
+			}
+			for k, want := range tt.wantGet {
+				e, ok := v.Get(k)
+				if (want < 0) == ok || (ok && e.ID != want) {
+					t.Errorf("Get(%s) = %v,%v want %d", k, e, ok, want)
+				}
+			}
+			// The epoch accounting covers every live row, decoded or not.
+			rows, _ := v.epochState()
+			live := map[string]bool{}
+			for _, b := range tt.batches {
+				for _, o := range b {
+					live[o.key] = o.value != ""
+				}
+			}
+			n := 0
+			for _, l := range live {
+				if l {
+					n++
+				}
+			}
+			if rows != int64(n) {
+				t.Errorf("epoch rows = %d, want %d", rows, n)
+			}
+		})
+	}
+}
+
+func TestEpochHashMatchesContract(t *testing.T) {
+	v := newEventView(t)
+	applyBatch(v, 2, op{"1", `{"id":1}`}, op{"2", `{"id":2}`})
+	applyBatch(v, 4, op{"2", ""}, op{"3", `{"id":3}`})
+	want := rowHash([]byte("events|1"), []byte(`{"id":1}`)) + rowHash([]byte("events|3"), []byte(`{"id":3}`))
+	rows, h := v.epochState()
+	if rows != 2 || h != want {
+		t.Fatalf("epoch state %d %x, want 2 %x", rows, h, want)
+	}
+}
+
+func TestReplaceEmitsChanges(t *testing.T) {
+	c := newTestClient(t)
+	v, _ := Register(c, "events", decodeEvent)
+	var got []string
+	if err := OnChange(v, func(_ context.Context, ch Change[event]) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	applyBatch(v, 3, op{"1", `{"id":1}`}, op{"2", `{"id":2}`}, op{"3", `{"id":3}`})
+	v.takeChanges()
+	v.beginReplace()
+	for _, o := range []op{{"2", `{"id":2}`}, {"3", `{"id":33}`}, {"4", `{"id":4}`}} {
+		v.stageRow(&row{key: o.key, fullKey: []byte("events|" + o.key), value: []byte(o.value)})
+	}
+	if v.Len() != 3 {
+		t.Fatal("staging is visible")
+	}
+	v.endReplace(10)
+	for _, ch := range v.takeChanges() {
+		got = append(got, ch.Op.String()+":"+ch.Key)
+	}
+	slices.Sort(got)
+	want := []string{"create:4", "delete:1", "update:3"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("changes %v, want %v", got, want)
+	}
+	if v.Len() != 3 || v.Index() != 10 {
+		t.Fatalf("len %d index %d", v.Len(), v.Index())
+	}
+}
+
+// TestReadersSeeWholeBatches: a writer moves a fixed total between keys in each batch; a
+// reader's snapshot must always see the same total (never half a batch).
+func TestReadersSeeWholeBatches(t *testing.T) {
+	c := newTestClient(t)
+	v, _ := Register(c, "events", decodeEvent)
+	const keys = 50
+	var ops []op
+	for i := range keys {
+		ops = append(ops, op{fmt.Sprint(i), `{"id":10}`})
+	}
+	applyBatch(v, keys, ops...)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		idx := int64(keys)
+		for i := 0; i < 2000; i++ {
+			a, b := fmt.Sprint(i%keys), fmt.Sprint((i*7+1)%keys)
+			if a == b {
+				continue
+			}
+			ea, _ := v.Get(a)
+			eb, _ := v.Get(b)
+			idx += 2
+			applyBatch(v, idx, op{a, fmt.Sprintf(`{"id":%d}`, ea.ID-1)}, op{b, fmt.Sprintf(`{"id":%d}`, eb.ID+1)})
+		}
+		close(stop)
+	}()
+	for done := false; !done; {
+		select {
+		case <-stop:
+			done = true
+		default:
+		}
+		s := v.Snapshot()
+		total := int64(0)
+		s.Range(func(_ string, e event) bool { total += e.ID; return true })
+		if total != keys*10 {
+			t.Fatalf("reader saw a half-applied batch: total %d at index %d", total, s.Index())
+		}
+	}
+	wg.Wait()
+}
