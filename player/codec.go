@@ -1,0 +1,27 @@
+package player
+
+import (
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+)
+
+// rawFrame is an already marshalled SubscribeResponse: the codec sends its bytes as they
+// are. This is how an entry is encoded once for all targets.
+type rawFrame []byte
+
+// codec is the gRPC "proto" codec plus pass-through of rawFrame.
+type codec struct{ base encoding.CodecV2 }
+
+func newCodec() codec { return codec{base: encoding.GetCodecV2(proto.Name)} }
+
+func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(rawFrame); ok {
+		return mem.BufferSlice{mem.SliceBuffer(r)}, nil
+	}
+	return c.base.Marshal(v)
+}
+
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error { return c.base.Unmarshal(data, v) }
+
+func (c codec) Name() string { return c.base.Name() }

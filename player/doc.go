@@ -1,0 +1,65 @@
+// Package player is the LogPlayer of the paper (seeds/000): it delivers a stream (a
+// single-partition Kafka topic) exactly once and in order to subscribed targets over one
+// gRPC bidirectional stream each (statecast.v1.Player/Subscribe, schemas/proto).
+//
+// # Use
+//
+//	p, err := player.New(player.Config{Brokers: b, Streams: []player.StreamConfig{{Name: "s", Topic: t}}},
+//		player.WithLogger(log), player.WithRegisterer(reg))
+//	go p.Run(ctx)      // Kafka fetchers; returns when ctx ends, Close is called or a fetcher fails
+//	go p.Serve(lis)    // gRPC: Player, health (SERVING once every stream is ready), reflection
+//	p.WaitReady(ctx)   // optional: the materialized copies have caught up
+//	p.Close()          // targets end with Unavailable; waits for every goroutine
+//
+// # How the paper maps to this code
+//
+// Algorithm 1 (target queue: push/front/pop/suspend/fetchingCompleted) is queue.go: a
+// normal and a catch-up FIFO, the states N, RF, FC, S (State), and a term checked on every
+// push; suspend clears both queues; fetchingCompleted moves RF to N (catch-up empty) or FC;
+// pop moves FC to N when the catch-up queue drains. Pure data, guarded by its target's mutex.
+//
+// Algorithm 2 (batching, the popped map) is queue.nextBatch/ack: batches bounded by entry
+// count and bytes; a sent batch stays accounted in popped until an ack covers its last index.
+// Frames (SnapshotBegin/End, ResyncRequired) travel through the same queue, alone.
+//
+// Algorithm 3 (dispatcher) is stream.apply, called by the main fetcher goroutine for every
+// record: it updates the materialized copy and pushes the entry to the targets subscribed to
+// its view (header sc-view), skipping targets whose last ack is >= the entry's index, then
+// publishes current_index (stream.current). The entry is marshalled once (item.wire) and
+// the same bytes go to every target (codec.go passes pre-marshalled frames through gRPC).
+//
+// Algorithm 4 (completion-queue thread) is replaced by two goroutines per target: the
+// sender (target.sendLoop, the Subscribe handler goroutine) does sendNext — one write at a
+// time, which is what write_status ensured — and the receiver (target.receive) handles read
+// completions: acks update last_ack and release popped batches. The sender also sends
+// progress messages (the paper's dummy entries) to targets in N with nothing to send for
+// Config.ProgressInterval, and is the health checker: ack time-outs and stream errors
+// suspend the target.
+//
+// Algorithm 5 (recovery). Player restart: the player keeps no state; the main fetcher starts
+// at the head of the log (after reading the log from its start into the materialized copy)
+// and every target resumes from the index it sends in Hello. Target recovery (stream.admit):
+// under the stream lock the target is registered in RF with a new term and the main position
+// ci is read, so main entries > ci go to its normal queue; a recovery fetcher
+// (target.kafkaSource, its own sarama consumer) reads [resume+1, ci] into the catch-up
+// queue and calls fetchingCompleted. Caught-up is "saw an offset >= ci", never index+1
+// counting: indexes have gaps. A target without resume index gets a snapshot bootstrap
+// instead (target.snapshotSource: SnapshotBegin X, rows of its views sorted by index from
+// the materialized copy, SnapshotEnd X, X = ci); one whose resume index is below the log
+// start, at/after the log end or older than the tombstone horizon (delete.retention.ms,
+// judged from the append time of the record at/before the resume index) gets
+// ResyncRequired then the snapshot.
+//
+// Byte budget (not in the paper): a target's normal queue may hold Config.TargetBudgetBytes/2;
+// past it the queue is dropped and the target continues from Kafka in RF without being
+// disconnected (in N or FC a recovery fetcher starts for the dropped range; in RF the running
+// source's range is extended by fetchingCompleted). Recovery sources block while the
+// catch-up queue holds TargetBudgetBytes/4, and the send window (unacked batches) is
+// TargetBudgetBytes/4, so one target holds at most its budget however slow it is.
+//
+// # Goroutines and locks
+//
+// Per stream: one main fetcher (stream.run). Per target: the sender, the receiver, and at
+// most one recovery source at a time (per term). Lock order: stream.mu, then target.mu.
+// Every goroutine is tracked by the Player's WaitGroup or the gRPC server; Close waits.
+package player

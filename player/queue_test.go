@@ -1,0 +1,164 @@
+package player
+
+import (
+	"testing"
+
+	"github.com/statecast/statecast/schemas/gen/statecast/v1"
+)
+
+func ent(i int64) *item { return &item{index: i, wire: make([]byte, 10)} }
+
+func indexes(items []*item) []int64 {
+	var out []int64
+	for _, it := range items {
+		out = append(out, it.index)
+	}
+	return out
+}
+
+func TestQueueStateMachine(t *testing.T) {
+	type step struct {
+		op        string // pushN, pushC, done, pop, suspend, restart
+		idx       int64
+		term      uint64
+		wantOK    bool
+		wantState State
+		wantFront int64 // -1 = nil
+	}
+	tests := []struct {
+		name  string
+		start State
+		steps []step
+	}{
+		{"normal push and pop", StateN, []step{
+			{op: "pushN", idx: 1, term: 1, wantOK: true, wantState: StateN, wantFront: 1},
+			{op: "pushN", idx: 3, term: 1, wantOK: true, wantState: StateN, wantFront: 1},
+			{op: "pop", wantState: StateN, wantFront: 3},
+			{op: "pop", wantState: StateN, wantFront: -1},
+		}},
+		{"stale term dropped", StateN, []step{
+			{op: "pushN", idx: 1, term: 0, wantOK: false, wantState: StateN, wantFront: -1},
+			{op: "pushN", idx: 1, term: 2, wantOK: false, wantState: StateN, wantFront: -1},
+		}},
+		{"RF serves catch-up only, normal waits", StateRF, []step{
+			{op: "pushN", idx: 10, term: 1, wantOK: true, wantState: StateRF, wantFront: -1},
+			{op: "pushC", idx: 5, term: 1, wantOK: true, wantState: StateRF, wantFront: 5},
+			{op: "pop", wantState: StateRF, wantFront: -1},
+			{op: "pushC", idx: 7, term: 1, wantOK: true, wantState: StateRF, wantFront: 7},
+			{op: "done", term: 1, wantOK: true, wantState: StateFC, wantFront: 7},
+			{op: "pop", wantState: StateN, wantFront: 10}, // FC -> N when catch-up drains
+			{op: "pop", wantState: StateN, wantFront: -1},
+		}},
+		{"fetchingCompleted with empty catch-up goes to N", StateRF, []step{
+			{op: "pushN", idx: 4, term: 1, wantOK: true, wantState: StateRF, wantFront: -1},
+			{op: "done", term: 1, wantOK: true, wantState: StateN, wantFront: 4},
+		}},
+		{"fetchingCompleted with stale term ignored", StateRF, []step{
+			{op: "done", term: 0, wantOK: false, wantState: StateRF, wantFront: -1},
+		}},
+		{"fetchingCompleted outside RF ignored", StateN, []step{
+			{op: "done", term: 1, wantOK: false, wantState: StateN, wantFront: -1},
+		}},
+		{"suspend clears and rejects pushes of old term", StateRF, []step{
+			{op: "pushN", idx: 9, term: 1, wantOK: true, wantState: StateRF, wantFront: -1},
+			{op: "pushC", idx: 3, term: 1, wantOK: true, wantState: StateRF, wantFront: 3},
+			{op: "suspend", wantState: StateS, wantFront: -1},
+			{op: "pushC", idx: 4, term: 1, wantOK: false, wantState: StateS, wantFront: -1},
+			{op: "pushN", idx: 10, term: 2, wantOK: false, wantState: StateS, wantFront: -1}, // S rejects even the new term
+			{op: "done", term: 2, wantOK: false, wantState: StateS, wantFront: -1},
+		}},
+		{"restart: new term, old recovery pushes dropped", StateN, []step{
+			{op: "pushN", idx: 1, term: 1, wantOK: true, wantState: StateN, wantFront: 1},
+			{op: "restart", wantState: StateRF, wantFront: -1},
+			{op: "pushC", idx: 2, term: 1, wantOK: false, wantState: StateRF, wantFront: -1},
+			{op: "pushC", idx: 2, term: 2, wantOK: true, wantState: StateRF, wantFront: 2},
+			{op: "done", term: 1, wantOK: false, wantState: StateRF, wantFront: 2},
+			{op: "done", term: 2, wantOK: true, wantState: StateFC, wantFront: 2},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newQueue(1, tc.start)
+			for i, s := range tc.steps {
+				var ok bool
+				switch s.op {
+				case "pushN":
+					ok = q.push(ent(s.idx), true, s.term)
+				case "pushC":
+					ok = q.push(ent(s.idx), false, s.term)
+				case "done":
+					ok = q.fetchingCompleted(s.term)
+				case "pop":
+					ok = q.pop() != nil
+					s.wantOK = true
+				case "suspend":
+					q.suspend()
+					ok, s.wantOK = true, true
+				case "restart":
+					q.restart()
+					ok, s.wantOK = true, true
+				}
+				if ok != s.wantOK {
+					t.Fatalf("step %d %s: ok=%v want %v", i, s.op, ok, s.wantOK)
+				}
+				if q.state != s.wantState {
+					t.Fatalf("step %d %s: state %s want %s", i, s.op, q.state, s.wantState)
+				}
+				f := q.front()
+				got := int64(-1)
+				if f != nil {
+					got = f.index
+				}
+				if got != s.wantFront {
+					t.Fatalf("step %d %s: front %d want %d", i, s.op, got, s.wantFront)
+				}
+			}
+		})
+	}
+}
+
+func TestQueueBatching(t *testing.T) {
+	q := newQueue(1, StateN)
+	for _, i := range []int64{1, 2, 4, 7, 8, 9} { // gaps: never index+1
+		q.push(ent(i), true, 1)
+	}
+	b := q.nextBatch(2, 1<<20, nil)
+	if got := indexes(b); len(got) != 2 || got[0] != 1 || got[1] != 2 {
+		t.Fatalf("batch by entries: %v", got)
+	}
+	b = q.nextBatch(10, int64(2*ent(0).size()), nil)
+	if got := indexes(b); len(got) != 2 || got[0] != 4 || got[1] != 7 {
+		t.Fatalf("batch by bytes: %v", got)
+	}
+	b = q.nextBatch(10, 1, nil) // at least one entry even if larger than maxBytes
+	if got := indexes(b); len(got) != 1 || got[0] != 8 {
+		t.Fatalf("oversized entry: %v", got)
+	}
+	if len(q.popped) != 3 || q.poppedBytes == 0 {
+		t.Fatalf("popped %d bytes %d", len(q.popped), q.poppedBytes)
+	}
+	q.ack(5) // releases batches with last <= 5: {1,2}
+	if len(q.popped) != 2 || q.popped[0].last != 7 {
+		t.Fatalf("after ack 5: %+v", q.popped)
+	}
+	q.ack(8)
+	if len(q.popped) != 0 || q.poppedBytes != 0 {
+		t.Fatalf("after ack 8: %+v bytes %d", q.popped, q.poppedBytes)
+	}
+	// A frame is always alone in its batch.
+	fr := frameItem(20, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotEnd{SnapshotEnd: &statecastv1.SnapshotEnd{Index: 20}}})
+	q.push(fr, true, 1)
+	q.push(ent(21), true, 1)
+	if b = q.nextBatch(10, 1<<20, nil); len(b) != 1 || b[0].index != 9 {
+		t.Fatalf("batch before frame: %v", indexes(b))
+	}
+	if b = q.nextBatch(10, 1<<20, nil); len(b) != 1 || b[0] != fr {
+		t.Fatalf("frame batch: %v", indexes(b))
+	}
+	if b = q.nextBatch(10, 1<<20, nil); len(b) != 1 || b[0].index != 21 {
+		t.Fatalf("after frame: %v", indexes(b))
+	}
+	if b = q.nextBatch(10, 1<<20, nil); len(b) != 0 {
+		t.Fatalf("empty: %v", indexes(b))
+	}
+}

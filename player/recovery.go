@@ -1,0 +1,114 @@
+package player
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/schemas/gen/statecast/v1"
+)
+
+// kafkaSource is a recovery fetcher (Algorithm 5): it reads [from, to] of the log into
+// the target's catch-up queue under term, then calls fetching-completed. The range may be
+// extended by complete when the target's main entries were dropped meanwhile. Indexes
+// have gaps: the fetcher is done when it has seen an offset >= to, never by counting.
+func (t *target) kafkaSource(term uint64, from, to int64) {
+	for from > to {
+		more, nto := t.complete(term)
+		if !more {
+			return
+		}
+		to = nto
+	}
+	s := t.s
+	consumer, err := sarama.NewConsumerFromClient(s.recClient)
+	if err != nil {
+		t.fail(term, fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, err))
+		return
+	}
+	defer consumer.Close()
+	pc, err := consumer.ConsumePartition(s.cfg.Topic, 0, from)
+	if err != nil {
+		if errors.Is(err, sarama.ErrOffsetOutOfRange) {
+			err = fmt.Errorf("%w: recovery from %d: log start moved past it; reconnect to resync", ErrStreamUnavailable, from)
+		} else {
+			err = fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, err)
+		}
+		t.fail(term, err)
+		return
+	}
+	defer pc.AsyncClose()
+	s.log.Debug("recovery fetcher started", "target", t.id, "from", from, "to", to, "term", term)
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-s.p.ctx.Done():
+			return
+		case e := <-pc.Errors():
+			t.fail(term, fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, e.Err))
+			return
+		case m := <-pc.Messages():
+			for m.Offset > to {
+				more, nto := t.complete(term)
+				if !more {
+					return
+				}
+				to = nto
+			}
+			if !t.pushCatchup(itemOf(m), term, false) {
+				return
+			}
+			if m.Offset == to {
+				more, nto := t.complete(term)
+				if !more {
+					return
+				}
+				to = nto
+			}
+		}
+	}
+}
+
+// fail suspends the target if term is still current.
+func (t *target) fail(term uint64, err error) {
+	t.mu.Lock()
+	cur := t.q.term == term
+	t.mu.Unlock()
+	if cur {
+		t.s.log.Warn("recovery failed", "target", t.id, "err", err)
+		t.suspend(err)
+	}
+}
+
+// snapshotSource pushes the snapshot bootstrap (optionally preceded by a resync frame)
+// into the catch-up queue: SnapshotBegin X, the rows sorted by index, SnapshotEnd X; then
+// fetching-completed (or a Kafka recovery from X+1 if main entries were dropped).
+func (t *target) snapshotSource(term uint64, resync *statecastv1.ResyncRequired, rows []*item, x int64) {
+	slices.SortFunc(rows, func(a, b *item) int { return cmp.Compare(a.index, b.index) })
+	if resync != nil {
+		if !t.pushCatchup(frameItem(-1, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_ResyncRequired{ResyncRequired: resync}}), term, true) {
+			return
+		}
+	}
+	begin := frameItem(-1, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotBegin{SnapshotBegin: &statecastv1.SnapshotBegin{Index: x, Views: t.viewList}}})
+	if !t.pushCatchup(begin, term, true) {
+		return
+	}
+	for _, r := range rows {
+		if !t.pushCatchup(r, term, true) {
+			return
+		}
+	}
+	end := frameItem(x, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotEnd{SnapshotEnd: &statecastv1.SnapshotEnd{Index: x}}})
+	if !t.pushCatchup(end, term, true) {
+		return
+	}
+	more, to := t.complete(term)
+	if more {
+		t.kafkaSource(term, x+1, to)
+	}
+}

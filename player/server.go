@@ -1,0 +1,293 @@
+package player
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/statecast/statecast/schemas/gen/statecast/v1"
+	"github.com/statecast/statecast/schemas/record"
+)
+
+// service implements statecastv1.PlayerServer.
+type service struct {
+	statecastv1.UnimplementedPlayerServer
+	p    *Player
+	anon atomic.Int64
+}
+
+// Subscribe runs one target: it admits the Hello, then the calling goroutine is the
+// target's sender (Algorithm 4's write side) and a second goroutine its receiver (the
+// read side: acks). It returns when the target is suspended.
+func (sv *service) Subscribe(stream statecastv1.Player_SubscribeServer) error {
+	p := sv.p
+	req, err := stream.Recv()
+	if err != nil {
+		return toStatus(err)
+	}
+	hello := req.GetHello()
+	if hello == nil {
+		return toStatus(fmt.Errorf("%w: the first message must be Hello", ErrBadHello))
+	}
+	if err := validateHello(hello); err != nil {
+		return toStatus(err)
+	}
+	s := p.streams[hello.GetStream()]
+	if s == nil {
+		return toStatus(fmt.Errorf("%w: %q", ErrUnknownStream, hello.GetStream()))
+	}
+	select {
+	case <-s.ready:
+	case <-stream.Context().Done():
+		return toStatus(stream.Context().Err())
+	case <-p.ctx.Done():
+		return toStatus(ErrClosed)
+	}
+	id := hello.GetClientId()
+	if id == "" {
+		id = "anonymous-" + strconv.FormatInt(sv.anon.Add(1), 10)
+	}
+	t, err := s.admit(id, hello)
+	if err != nil {
+		return toStatus(err)
+	}
+	defer s.remove(t)
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t.receive(stream)
+	}()
+	err = t.sendLoop(stream)
+	t.suspend(err)
+	// Returning ends the stream's context, which ends the receiver's Recv.
+	go func() { wg.Wait() }()
+	t.mu.Lock()
+	err = t.err
+	t.mu.Unlock()
+	s.log.Info("target ended", "target", t.id, "err", err)
+	return toStatus(err)
+}
+
+func validateHello(h *statecastv1.Hello) error {
+	if h.GetStream() == "" {
+		return fmt.Errorf("%w: empty stream", ErrBadHello)
+	}
+	for _, v := range h.GetViews() {
+		if !record.ValidViewName(v) {
+			return fmt.Errorf("%w: bad view name %q", ErrBadHello, v)
+		}
+	}
+	if h.ResumeIndex != nil && h.GetResumeIndex() < -1 {
+		return fmt.Errorf("%w: negative resume index %d", ErrBadHello, h.GetResumeIndex())
+	}
+	return nil
+}
+
+// admit decides how the target starts (Algorithm 5, target recovery): snapshot bootstrap,
+// resync + snapshot, recovery from Kafka, or straight to N; and registers it with the
+// dispatcher atomically with the main position (s.mu), so that every entry after that
+// position goes to its normal queue and every entry up to it comes from the source.
+func (s *stream) admit(id string, h *statecastv1.Hello) (*target, error) {
+	p := s.p
+	var resync *statecastv1.ResyncRequired
+	var logStart, logEnd int64
+	if h.ResumeIndex != nil {
+		var err error
+		if logStart, logEnd, err = s.offsets(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrStreamUnavailable, err)
+		}
+		r := h.GetResumeIndex()
+		switch {
+		case r < logStart-1:
+			resync = &statecastv1.ResyncRequired{Reason: statecastv1.ResyncRequired_REASON_BELOW_LOG_START,
+				Detail: fmt.Sprintf("resume index %d is below the log start %d", r, logStart)}
+		case r >= logEnd:
+			resync = &statecastv1.ResyncRequired{Reason: statecastv1.ResyncRequired_REASON_AHEAD_OF_LOG,
+				Detail: fmt.Sprintf("resume index %d is at or past the log end %d", r, logEnd)}
+		}
+		if resync != nil {
+			resync.LogStart = logStart
+		}
+	}
+	maxEntries := p.cfg.MaxBatchEntries
+	if n := int(h.GetMaxBatchEntries()); n > 0 && n < maxEntries {
+		maxEntries = n
+	}
+	maxBytes := p.cfg.MaxBatchBytes
+	if n := int64(h.GetMaxBatchBytes()); n > 0 && n < maxBytes {
+		maxBytes = n
+	}
+
+	s.mu.Lock()
+	if h.ResumeIndex != nil && resync == nil && h.GetResumeIndex() >= 0 {
+		if ts, ok := s.logTimeAtOrBefore(h.GetResumeIndex()); ok && time.Since(ts) >= s.retention {
+			resync = &statecastv1.ResyncRequired{Reason: statecastv1.ResyncRequired_REASON_PAST_TOMBSTONE_HORIZON,
+				Detail:   fmt.Sprintf("resume index %d was written at %s, older than delete.retention.ms (%s)", h.GetResumeIndex(), ts.UTC().Format(time.RFC3339), s.retention),
+				LogStart: logStart}
+		}
+	}
+	old := s.byClient[id]
+	s.terms[id]++
+	term := s.terms[id]
+	ci := s.current.Load()
+	var t *target
+	switch {
+	case h.ResumeIndex == nil || resync != nil:
+		t = newTarget(s, id, h.GetViews(), term, StateRF, maxEntries, maxBytes)
+		t.lastAck, t.sentUpTo, t.recEnd = -1, -1, ci
+		rows := s.snapshotRows(t.views)
+		p.goTracked(func() { t.snapshotSource(term, resync, rows, ci) })
+	case h.GetResumeIndex() >= ci:
+		t = newTarget(s, id, h.GetViews(), term, StateN, maxEntries, maxBytes)
+		t.lastAck, t.sentUpTo, t.recEnd = h.GetResumeIndex(), h.GetResumeIndex(), h.GetResumeIndex()
+	default:
+		r := h.GetResumeIndex()
+		t = newTarget(s, id, h.GetViews(), term, StateRF, maxEntries, maxBytes)
+		t.lastAck, t.sentUpTo = r, r
+		t.mu.Lock()
+		t.startRecoveryLocked(r+1, ci)
+		t.mu.Unlock()
+	}
+	s.byClient[id] = t
+	s.register(t)
+	s.mu.Unlock()
+	if old != nil {
+		old.suspend(fmt.Errorf("%w: replaced by a new connection of the same client", ErrSuspended))
+		s.remove(old)
+	}
+	if resync != nil {
+		p.metrics.resyncs.WithLabelValues(s.cfg.Name, resync.GetReason().String()).Inc()
+	}
+	s.log.Info("target admitted", "target", id, "views", h.GetViews(), "resume", h.ResumeIndex, "term", term, "state", t.q.state.String(), "current", ci, "resync", resync.GetReason().String())
+	return t, nil
+}
+
+// receive reads acks until the stream fails (Algorithm 4, read completions).
+func (t *target) receive(stream statecastv1.Player_SubscribeServer) {
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("%w: client closed its send side", ErrSuspended)
+			}
+			t.suspend(err)
+			t.signal()
+			return
+		}
+		ack := req.GetAck()
+		if ack == nil {
+			t.suspend(fmt.Errorf("%w: only Acks may follow Hello", ErrBadHello))
+			t.signal()
+			return
+		}
+		t.mu.Lock()
+		if ack.GetIndex() > t.sentUpTo {
+			err := fmt.Errorf("%w: ack %d above the highest index sent %d", ErrBadAck, ack.GetIndex(), t.sentUpTo)
+			t.mu.Unlock()
+			t.suspend(err)
+			t.signal()
+			return
+		}
+		if ack.GetIndex() > t.lastAck {
+			t.lastAck = ack.GetIndex()
+		}
+		t.lastAckAt = time.Now()
+		t.q.ack(ack.GetIndex())
+		t.mu.Unlock()
+		t.signal()
+	}
+}
+
+// sendLoop is the target's writer (sendNext): one write at a time, batches from the queue
+// (Algorithm 2), a send window bounded by the budget, progress messages when idle, and the
+// ack time-out health check.
+func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
+	p := t.s.p
+	tick := time.NewTicker(min(p.cfg.ProgressInterval, p.cfg.AckTimeout/4, 250*time.Millisecond))
+	defer tick.Stop()
+	var batch []*item
+	for {
+		select {
+		case <-t.wake:
+		case <-tick.C:
+		case <-t.done:
+			return nil
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		case <-p.ctx.Done():
+			return ErrClosed
+		}
+		for {
+			ci := t.s.current.Load()
+			now := time.Now()
+			t.mu.Lock()
+			q := t.q
+			if q.state == StateS {
+				t.mu.Unlock()
+				return nil
+			}
+			if len(q.popped) > 0 && now.Sub(q.popped[0].sentAt) > p.cfg.AckTimeout && now.Sub(t.lastAckAt) > p.cfg.AckTimeout {
+				t.mu.Unlock()
+				return fmt.Errorf("%w: no ack for %s", ErrAckTimeout, p.cfg.AckTimeout)
+			}
+			if q.poppedBytes >= t.budget/4 {
+				t.mu.Unlock()
+				break // send window full: wait for acks
+			}
+			wasCatchup := q.state != StateN
+			batch = q.nextBatch(t.maxEntries, t.maxBytes, batch)
+			var out []byte
+			if len(batch) > 0 {
+				for _, it := range batch {
+					if it.index > t.sentUpTo {
+						t.sentUpTo = it.index
+					}
+				}
+				q.popped[len(q.popped)-1].sentAt = now
+				// Nothing is acked inside a snapshot (the client acks X after SnapshotEnd):
+				// its batches are not tracked (their rows are shared with the materialized
+				// copy), so neither the send window nor the ack time-out can stall it.
+				f := batch[0].frame
+				if f.GetSnapshotBegin() != nil {
+					t.inSnapshot = true
+				}
+				if (t.inSnapshot && f.GetSnapshotEnd() == nil) || (f != nil && batch[0].index < 0) {
+					last := q.popped[len(q.popped)-1]
+					q.popped = q.popped[:len(q.popped)-1]
+					q.poppedBytes -= last.bytes
+				}
+				if f.GetSnapshotEnd() != nil {
+					t.inSnapshot = false
+				}
+				if wasCatchup {
+					t.space.Broadcast()
+				}
+				out = encodeBatch(nil, batch)
+			} else if q.state == StateN && q.normal.len() == 0 && ci > t.sentUpTo && now.Sub(t.lastSend) >= p.cfg.ProgressInterval {
+				t.sentUpTo = ci
+				out = encodeProgress(ci)
+			}
+			if out == nil {
+				t.mu.Unlock()
+				break
+			}
+			t.lastSend = now
+			t.mu.Unlock()
+			if err := stream.SendMsg(rawFrame(out)); err != nil {
+				return err
+			}
+			for _, it := range batch {
+				if !it.dispatched.IsZero() {
+					p.metrics.delay.WithLabelValues(t.s.cfg.Name).Observe(time.Since(it.dispatched).Seconds())
+				}
+			}
+			clear(batch)
+		}
+	}
+}

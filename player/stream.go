@@ -1,0 +1,323 @@
+package player
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/internal/kafkautil"
+)
+
+// tsMark is a sample of the log's timeline: the record at off was appended at ts.
+type tsMark struct {
+	off int64
+	ts  time.Time
+}
+
+// stream is one served stream: its main fetcher (run), the materialized copy, the
+// dispatcher and the registered targets. mu guards everything below it; the lock order is
+// stream.mu before target.mu.
+type stream struct {
+	p         *Player
+	cfg       StreamConfig
+	log       *slog.Logger
+	client    sarama.Client // main fetcher and offset look-ups
+	recClient sarama.Client // recovery fetchers (kept apart from the main fetcher's connection)
+	retention time.Duration
+
+	ready   chan struct{} // closed when the materialized copy has caught up with the log
+	current atomic.Int64  // index of the last entry dispatched (or read at start-up)
+
+	mu       sync.Mutex
+	rows     map[string]map[string]*item // view -> key -> latest row (tombstones applied)
+	nrows    int
+	timeline []tsMark
+	byView   map[string]map[*target]struct{}
+	allViews map[*target]struct{}
+	byClient map[string]*target
+	terms    map[string]uint64
+	lastLog  time.Time // log time of the last entry read
+	fetchErr string
+}
+
+func newStream(p *Player, cfg StreamConfig) *stream {
+	s := &stream{
+		p: p, cfg: cfg, log: p.log.With("stream", cfg.Name),
+		ready:    make(chan struct{}),
+		rows:     map[string]map[string]*item{},
+		byView:   map[string]map[*target]struct{}{},
+		allViews: map[*target]struct{}{},
+		byClient: map[string]*target{},
+		terms:    map[string]uint64{},
+	}
+	s.current.Store(-1)
+	return s
+}
+
+// connect opens the Kafka clients and reads the tombstone horizon.
+func (s *stream) connect() error {
+	kc := kafkautil.NewConfig(s.p.cfg.ClientID)
+	kc.Consumer.MaxWaitTime = 100 * time.Millisecond
+	kc.Consumer.Fetch.Default = 4 << 20
+	var err error
+	if s.client, err = sarama.NewClient(s.p.cfg.Brokers, kc); err != nil {
+		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
+	}
+	if s.recClient, err = sarama.NewClient(s.p.cfg.Brokers, kc); err != nil {
+		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
+	}
+	parts, err := s.client.Partitions(s.cfg.Topic)
+	if err != nil {
+		return fmt.Errorf("%w: stream %s: topic %s: %v", ErrStreamUnavailable, s.cfg.Name, s.cfg.Topic, err)
+	}
+	if len(parts) != 1 {
+		return fmt.Errorf("%w: stream %s: topic %s has %d partitions, want 1", ErrConfig, s.cfg.Name, s.cfg.Topic, len(parts))
+	}
+	s.retention = s.p.cfg.DeleteRetention
+	if s.retention <= 0 {
+		s.retention = 24 * time.Hour // Kafka's default delete.retention.ms
+		admin, err := sarama.NewClusterAdminFromClient(s.client)
+		if err == nil {
+			entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: s.cfg.Topic, ConfigNames: []string{"delete.retention.ms"}})
+			if err == nil {
+				for _, e := range entries {
+					if ms, perr := strconv.ParseInt(e.Value, 10, 64); e.Name == "delete.retention.ms" && perr == nil {
+						s.retention = time.Duration(ms) * time.Millisecond
+					}
+				}
+			} else {
+				s.log.Warn("describe topic config failed; using the default tombstone horizon", "err", err)
+			}
+			// Not admin.Close(): it would close the shared client.
+		}
+	}
+	return nil
+}
+
+func (s *stream) close() {
+	if s.recClient != nil {
+		_ = s.recClient.Close()
+	}
+	if s.client != nil {
+		_ = s.client.Close()
+	}
+}
+
+// offsets returns the log start offset and the high-water mark.
+func (s *stream) offsets() (start, end int64, err error) {
+	if start, err = s.client.GetOffset(s.cfg.Topic, 0, sarama.OffsetOldest); err != nil {
+		return 0, 0, err
+	}
+	if end, err = s.client.GetOffset(s.cfg.Topic, 0, sarama.OffsetNewest); err != nil {
+		return 0, 0, err
+	}
+	return start, end, nil
+}
+
+// run is the main fetcher (the paper's fetcher thread + Algorithm 3's caller): it reads
+// the log from its start to build the materialized copy, marks the stream ready, then
+// keeps reading the head and dispatching every entry until ctx ends.
+func (s *stream) run(ctx context.Context) error {
+	start, end, err := s.offsets()
+	if err != nil {
+		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
+	}
+	s.current.Store(end - 1)
+	consumer, err := sarama.NewConsumerFromClient(s.client)
+	if err != nil {
+		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
+	}
+	defer consumer.Close()
+	pc, err := consumer.ConsumePartition(s.cfg.Topic, 0, start)
+	if err != nil {
+		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
+	}
+	defer pc.AsyncClose()
+	s.log.Info("main fetcher started", "topic", s.cfg.Topic, "log_start", start, "log_end", end)
+	loading := end > start
+	if !loading {
+		s.markReady(start, end)
+	}
+	idle := time.NewTimer(2 * time.Second)
+	defer idle.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m, ok := <-pc.Messages():
+			if !ok {
+				return nil
+			}
+			s.apply(m, !loading)
+			if loading && m.Offset >= end-1 {
+				loading = false
+				s.markReady(start, end)
+			}
+			if loading {
+				idle.Reset(2 * time.Second)
+			}
+		case e, ok := <-pc.Errors():
+			if !ok {
+				return nil
+			}
+			s.log.Error("main fetcher error", "err", e.Err)
+			s.mu.Lock()
+			s.fetchErr = e.Err.Error()
+			s.mu.Unlock()
+			if errors.Is(e.Err, sarama.ErrOffsetOutOfRange) {
+				return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, e.Err)
+			}
+		case <-idle.C:
+			// The last offsets below the high-water mark may be transaction markers that are
+			// never delivered: after a quiet period the copy is as complete as it gets.
+			if loading {
+				loading = false
+				s.markReady(start, end)
+			}
+		}
+	}
+}
+
+func (s *stream) markReady(start, end int64) {
+	s.mu.Lock()
+	n := s.nrows
+	s.mu.Unlock()
+	s.log.Info("stream ready", "log_start", start, "log_end", end, "current", s.current.Load(), "rows", n)
+	close(s.ready)
+}
+
+// apply materializes m and, when live, dispatches it (Algorithm 3).
+func (s *stream) apply(m *sarama.ConsumerMessage, live bool) {
+	it := itemOf(m)
+	var woken []*target
+	s.mu.Lock()
+	if it.kind == 1 /* KIND_ROW */ || it.kind == 0 {
+		vm := s.rows[it.view]
+		if it.tombstone {
+			if vm != nil {
+				if _, ok := vm[it.key]; ok {
+					delete(vm, it.key)
+					s.nrows--
+				}
+			}
+		} else {
+			if vm == nil {
+				vm = map[string]*item{}
+				s.rows[it.view] = vm
+			}
+			if _, ok := vm[it.key]; !ok {
+				s.nrows++
+			}
+			vm[it.key] = it
+		}
+	}
+	if n := len(s.timeline); n == 0 || m.Timestamp.Sub(s.timeline[n-1].ts) >= time.Second {
+		s.timeline = append(s.timeline, tsMark{off: m.Offset, ts: m.Timestamp})
+	}
+	s.lastLog = m.Timestamp
+	if live {
+		it.dispatched = time.Now()
+		for t := range s.byView[it.view] {
+			if t.pushMain(it) {
+				woken = append(woken, t)
+			}
+		}
+		for t := range s.allViews {
+			if t.pushMain(it) {
+				woken = append(woken, t)
+			}
+		}
+	}
+	s.current.Store(m.Offset)
+	s.mu.Unlock()
+	for _, t := range woken {
+		t.signal()
+	}
+}
+
+// logTimeAtOrBefore returns a lower bound of the append time of the record at index r:
+// the time of the last timeline sample at or before r (or the first sample).
+func (s *stream) logTimeAtOrBefore(r int64) (time.Time, bool) {
+	i, found := slices.BinarySearchFunc(s.timeline, r, func(m tsMark, r int64) int {
+		switch {
+		case m.off < r:
+			return -1
+		case m.off > r:
+			return 1
+		}
+		return 0
+	})
+	switch {
+	case found:
+		return s.timeline[i].ts, true
+	case i > 0:
+		return s.timeline[i-1].ts, true
+	case len(s.timeline) > 0:
+		return s.timeline[0].ts, true
+	}
+	return time.Time{}, false
+}
+
+// snapshotRows copies the current rows of views (nil = all); s.mu must be held.
+func (s *stream) snapshotRows(views map[string]bool) []*item {
+	var out []*item
+	for v, vm := range s.rows {
+		if views != nil && !views[v] {
+			continue
+		}
+		for _, it := range vm {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+func (s *stream) register(t *target) {
+	if t.views == nil {
+		s.allViews[t] = struct{}{}
+		return
+	}
+	for v := range t.views {
+		m := s.byView[v]
+		if m == nil {
+			m = map[*target]struct{}{}
+			s.byView[v] = m
+		}
+		m[t] = struct{}{}
+	}
+}
+
+// remove unregisters t (after it was suspended).
+func (s *stream) remove(t *target) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.allViews, t)
+	for v := range t.views {
+		delete(s.byView[v], t)
+		if len(s.byView[v]) == 0 {
+			delete(s.byView, v)
+		}
+	}
+	if s.byClient[t.id] == t {
+		delete(s.byClient, t.id)
+	}
+}
+
+// targetsSnapshot lists the registered targets.
+func (s *stream) targetsSnapshot() []*target {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*target, 0, len(s.byClient))
+	for _, t := range s.byClient {
+		out = append(out, t)
+	}
+	return out
+}
