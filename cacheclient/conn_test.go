@@ -1,0 +1,259 @@
+package cacheclient
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+)
+
+func TestBootstrapThenLive(t *testing.T) {
+	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		if h.ResumeIndex != nil {
+			return errors.New("unexpected resume")
+		}
+		if err := s.snapshot(10, ent(3, "1", evJSON(1, "soccer")), ent(7, "2", evJSON(2, "tennis"))); err != nil {
+			return err
+		}
+		return s.batch(ent(11, "3", evJSON(3, "soccer")), ent(12, "2", ""))
+	})
+	c, v := startClient(t, Config{}, nil, fp)
+	waitReady(t, c)
+	fp.waitFor(t, "ack 12", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 12 })
+	if got := ids(v.ByIndex("sport", "soccer")); got != "1,3" {
+		t.Fatalf("soccer = %s", got)
+	}
+	if _, ok := v.Get("2"); ok || v.Len() != 2 || v.Index() != 12 || c.Index() != 12 {
+		t.Fatalf("len %d index %d", v.Len(), v.Index())
+	}
+	if got := v.IndexValues("sport"); !slices.Equal(got, []string{"soccer"}) {
+		t.Fatalf("sport values %v", got)
+	}
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	if !slices.Equal(fp.hellos[0].Views, []string{"events"}) || fp.hellos[0].Stream != "s" {
+		t.Fatalf("hello %v", fp.hellos[0])
+	}
+	if fp.acks[0] != 10 {
+		t.Fatalf("first ack %d, want the snapshot index 10", fp.acks[0])
+	}
+}
+
+func TestOrderAnomalyResubscribesFromApplied(t *testing.T) {
+	tests := []struct {
+		name string
+		bad  []*statecastv1.Entry
+	}{
+		{"index not above applied", []*statecastv1.Entry{ent(20, "x", evJSON(9, "x"))}},
+		{"index repeated in batch", []*statecastv1.Entry{ent(22, "x", evJSON(9, "x")), ent(22, "y", evJSON(9, "x"))}},
+		{"index decreasing in batch", []*statecastv1.Entry{ent(25, "x", evJSON(9, "x")), ent(23, "y", evJSON(9, "x"))}},
+		{"key of another view", []*statecastv1.Entry{{Index: 30, View: "events", Kind: statecastv1.Kind_KIND_ROW, Key: []byte("other|1"), Value: []byte("{}")}}},
+		{"unsubscribed view", []*statecastv1.Entry{{Index: 30, View: "other", Kind: statecastv1.Kind_KIND_ROW, Key: []byte("other|1"), Value: []byte("{}")}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+				switch conn {
+				case 0:
+					if err := s.snapshot(20, ent(1, "1", evJSON(1, "a"))); err != nil {
+						return err
+					}
+					// The bad batch must be refused whole: "x" never appears.
+					return s.batch(tt.bad...)
+				default:
+					if h.ResumeIndex == nil || *h.ResumeIndex != 20 {
+						return errors.New("want resume 20")
+					}
+					return s.batch(ent(21, "2", evJSON(2, "a")))
+				}
+			})
+			c, v := startClient(t, Config{}, nil, fp)
+			waitReady(t, c)
+			fp.waitFor(t, "ack 21", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 21 })
+			if _, ok := v.Get("x"); ok || v.Len() != 2 {
+				t.Fatalf("len %d", v.Len())
+			}
+			if c.Stats().Reconnects < 1 {
+				t.Fatal("no reconnect counted")
+			}
+		})
+	}
+}
+
+func TestResyncReplacesStateWithDeletes(t *testing.T) {
+	var mu sync.Mutex
+	var changes []string
+	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		switch conn {
+		case 0:
+			if err := s.snapshot(5, ent(1, "1", evJSON(1, "a")), ent(2, "2", evJSON(2, "a"))); err != nil {
+				return err
+			}
+			s.waitAck(5)
+			return errors.New("player restarts")
+		default:
+			if h.ResumeIndex == nil || *h.ResumeIndex != 5 {
+				return errors.New("want resume 5")
+			}
+			if err := s.resync(statecastv1.ResyncRequired_REASON_PAST_TOMBSTONE_HORIZON); err != nil {
+				return err
+			}
+			return s.snapshot(50, ent(40, "2", evJSON(2, "b")), ent(41, "3", evJSON(3, "a")))
+		}
+	})
+	c, v := startClient(t, Config{}, func(c *Client, v *View[event]) {
+		OnChange(v, func(_ context.Context, ch Change[event]) error {
+			mu.Lock()
+			changes = append(changes, ch.Op.String()+":"+ch.Key)
+			mu.Unlock()
+			return nil
+		})
+	}, fp)
+	waitReady(t, c)
+	fp.waitFor(t, "ack 50", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 50 })
+	eventually(t, "5 changes", func() bool { mu.Lock(); defer mu.Unlock(); return len(changes) == 5 })
+	if _, ok := v.Get("1"); ok {
+		t.Fatal("key 1 absent from the snapshot survived")
+	}
+	if got := ids(v.ByIndex("sport", "a")); got != "3" {
+		t.Fatalf("sport a = %s", got)
+	}
+	mu.Lock()
+	got := slices.Clone(changes)
+	mu.Unlock()
+	slices.Sort(got[2:])
+	want := []string{"create:1", "create:2", "create:3", "delete:1", "update:2"}
+	slices.Sort(got[:2])
+	if !slices.Equal(got[:2], want[:2]) || !slices.Equal(got[2:], want[2:]) {
+		t.Fatalf("changes %v, want %v", got, want)
+	}
+	if st := c.Stats(); st.Resyncs != 1 || st.SnapshotsApplied != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestEpochMismatchRepairsWithFreshSnapshot(t *testing.T) {
+	good := rowHash([]byte("events|1"), []byte(evJSON(1, "a")))
+	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		switch conn {
+		case 0:
+			if err := s.snapshot(5, ent(1, "1", evJSON(1, "a"))); err != nil {
+				return err
+			}
+			// The epoch says the view holds rows 1 and 9: the client misses 9.
+			return s.batch(ent(6, "1", evJSON(1, "a")), epochEndEntry(7, 2, good+12345))
+		case 1:
+			if h.ResumeIndex != nil {
+				return errors.New("want a fresh snapshot after a mismatch")
+			}
+			return s.snapshot(8, ent(1, "1", evJSON(1, "a")), ent(3, "9", evJSON(9, "a")))
+		}
+		return errors.New("too many streams")
+	})
+	c, v := startClient(t, Config{}, nil, fp)
+	fp.waitFor(t, "ack 8", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 8 })
+	waitReady(t, c)
+	if v.Len() != 2 {
+		t.Fatalf("len %d", v.Len())
+	}
+	if st := c.Stats(); st.EpochMismatches != 1 || st.EpochChecks != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestEpochMatchPasses(t *testing.T) {
+	h := rowHash([]byte("events|1"), []byte(evJSON(1, "a"))) + rowHash([]byte("events|2"), []byte(`{bad`))
+	fp := startFake(t, func(conn int, _ *statecastv1.Hello, s *fakeStream) error {
+		if err := s.snapshot(5, ent(1, "1", evJSON(1, "a"))); err != nil {
+			return err
+		}
+		// A row the decoder refuses still counts in the epoch.
+		return s.batch(ent(6, "2", `{bad`), epochEndEntry(7, 2, h))
+	})
+	c, v := startClient(t, Config{}, nil, fp)
+	fp.waitFor(t, "ack 7", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 7 })
+	if st := c.Stats(); st.EpochMismatches != 0 || st.EpochChecks != 1 || st.DecodeErrors != 1 || v.Len() != 1 {
+		t.Fatalf("stats %+v len %d", st, v.Len())
+	}
+}
+
+func TestFailoverResumesOnOtherPlayer(t *testing.T) {
+	a := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		if conn == 0 {
+			if err := s.snapshot(5, ent(1, "1", evJSON(1, "a"))); err != nil {
+				return err
+			}
+			if err := s.batch(ent(6, "2", evJSON(2, "a"))); err != nil {
+				return err
+			}
+			s.waitAck(6)
+		}
+		return errors.New("player a is going away")
+	})
+	b := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		if h.ResumeIndex == nil || *h.ResumeIndex != 6 {
+			return errors.New("want resume 6")
+		}
+		return s.batch(ent(9, "3", evJSON(3, "a")))
+	})
+	c, v := startClient(t, Config{}, nil, a, b)
+	b.waitFor(t, "ack 9 on b", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 9 })
+	waitReady(t, c)
+	if v.Len() != 3 {
+		t.Fatalf("len %d", v.Len())
+	}
+}
+
+func TestSnapshotFramesOutOfPlace(t *testing.T) {
+	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		if conn == 0 {
+			// An entry above the snapshot index inside the snapshot: refused, nothing applied.
+			return s.snapshot(5, ent(1, "1", evJSON(1, "a")), ent(6, "2", evJSON(2, "a")))
+		}
+		return s.snapshot(5, ent(1, "1", evJSON(1, "a")))
+	})
+	c, v := startClient(t, Config{}, nil, fp)
+	waitReady(t, c)
+	if v.Len() != 1 {
+		t.Fatalf("len %d", v.Len())
+	}
+}
+
+func TestResumeReadyOnProgress(t *testing.T) {
+	dir := t.TempDir()
+	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		if h.ResumeIndex == nil {
+			return s.snapshot(5, ent(1, "1", evJSON(1, "a")))
+		}
+		if err := s.batch(ent(8, "2", evJSON(2, "a"))); err != nil {
+			return err
+		}
+		return s.progress(12)
+	})
+	c, _ := startClient(t, Config{StateDir: dir}, nil, fp)
+	waitReady(t, c)
+	fp.waitFor(t, "ack 5", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 5 })
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fp.mu.Lock()
+	sent := fp.sent
+	fp.mu.Unlock()
+	c2, v2 := startClient(t, Config{StateDir: dir}, nil, fp)
+	waitReady(t, c2)
+	fp.waitFor(t, "ack 12", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 12 })
+	if v2.Len() != 2 || v2.Index() != 12 {
+		t.Fatalf("len %d index %d", v2.Len(), v2.Index())
+	}
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	if h := fp.hellos[len(fp.hellos)-1]; h.ResumeIndex == nil || *h.ResumeIndex != 5 {
+		t.Fatalf("restart hello %v, want resume 5", h)
+	}
+	if fp.sent-sent != 1 {
+		t.Fatalf("restart received %d rows, want only the 1 after the saved index", fp.sent-sent)
+	}
+}
