@@ -1,0 +1,93 @@
+package saramapc
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/parallel"
+)
+
+// Message is the payload type of the engines: the sarama message.
+type Message = *sarama.ConsumerMessage
+
+// MetadataPolicy decides what happens when committed metadata cannot be decoded.
+type MetadataPolicy int
+
+const (
+	// MetadataFail fails the claim and Run returns the error (default).
+	MetadataFail MetadataPolicy = iota
+	// MetadataIgnore logs, ignores the metadata and reprocesses from the committed offset.
+	MetadataIgnore
+)
+
+// Config configures a Consumer.
+type Config struct {
+	Brokers []string
+	Group   string
+	Topics  []string
+	// Sarama is the client configuration, default kafkautil.NewConfig("statecast-parallel").
+	// Auto-commit is turned off (the consumer commits itself).
+	Sarama *sarama.Config
+	// Engine configures each partition's engine: Handler or BatchHandler, Ordering,
+	// MaxConcurrency, retries, failure policy, buffer bounds. Resume is set by the consumer.
+	Engine parallel.Config[Message]
+	// CommitInterval between periodic commits, default 1s.
+	CommitInterval time.Duration
+	// RevokeTimeout bounds the wait for in-flight records when a claim ends, default 10s.
+	RevokeTimeout time.Duration
+	// Drain finishes queued records when Run's ctx ends (at most DrainTimeout, default 30s).
+	Drain        bool
+	DrainTimeout time.Duration
+	// InvalidMetadata, default MetadataFail.
+	InvalidMetadata MetadataPolicy
+	// Logger, default discards.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("no Brokers"))
+	}
+	if c.Group == "" {
+		errs = append(errs, errors.New("no Group"))
+	}
+	if len(c.Topics) == 0 {
+		errs = append(errs, errors.New("no Topics"))
+	}
+	if c.Engine.Handler == nil && c.Engine.BatchHandler == nil {
+		errs = append(errs, errors.New("no Engine.Handler"))
+	}
+	if c.CommitInterval < 0 || c.RevokeTimeout < 0 || c.DrainTimeout < 0 {
+		errs = append(errs, errors.New("negative duration"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("saramapc: invalid config: %w", errors.Join(errs...))
+	}
+	if c.Sarama == nil {
+		c.Sarama = kafkautil.NewConfig("statecast-parallel")
+	}
+	c.Sarama.Consumer.Offsets.AutoCommit.Enable = false
+	c.Sarama.Consumer.Return.Errors = true
+	if c.CommitInterval == 0 {
+		c.CommitInterval = time.Second
+	}
+	if c.RevokeTimeout == 0 {
+		c.RevokeTimeout = 10 * time.Second
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Engine.Logger == nil {
+		c.Engine.Logger = c.Logger
+	}
+	return nil
+}

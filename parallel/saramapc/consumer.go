@@ -1,0 +1,126 @@
+package saramapc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/parallel"
+)
+
+// Consumer is a sarama consumer group whose partitions run on parallel engines.
+type Consumer struct {
+	cfg Config
+
+	mu      sync.Mutex
+	fatal   error // first claim failure; ends Run
+	cancel  context.CancelFunc
+	runCtx  context.Context
+	engines map[string]*parallel.Engine[Message] // live engines by "topic/partition"
+}
+
+// New validates cfg and returns a Consumer; Run starts it.
+func New(cfg Config) (*Consumer, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Consumer{cfg: cfg, engines: map[string]*parallel.Engine[Message]{}}, nil
+}
+
+// Stats returns the stats of the engines of the partitions currently claimed.
+func (c *Consumer) Stats() map[string]parallel.Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]parallel.Stats, len(c.engines))
+	for k, e := range c.engines {
+		out[k] = e.Stats()
+	}
+	return out
+}
+
+// Run consumes until ctx ends (returns nil) or a claim fails (returns its error: a
+// *parallel.RecordError under FailStop, a metadata error under MetadataFail, a commit error).
+func (c *Consumer) Run(ctx context.Context) error {
+	client, err := sarama.NewClient(c.cfg.Brokers, c.cfg.Sarama)
+	if err != nil {
+		return fmt.Errorf("saramapc: client: %w", err)
+	}
+	defer client.Close()
+	group, err := sarama.NewConsumerGroupFromClient(c.cfg.Group, client)
+	if err != nil {
+		return fmt.Errorf("saramapc: consumer group: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.mu.Lock()
+	c.runCtx, c.cancel = runCtx, cancel
+	c.mu.Unlock()
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for err := range group.Errors() {
+			c.cfg.Logger.Warn("saramapc: consumer error", "err", err)
+		}
+	})
+	h := &groupHandler{c: c, coord: &coordinator{client: client, conf: c.cfg.Sarama, group: c.cfg.Group}}
+	for runCtx.Err() == nil {
+		if err := group.Consume(runCtx, c.cfg.Topics, h); err != nil {
+			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
+				break
+			}
+			c.cfg.Logger.Warn("saramapc: consume", "err", err)
+			select {
+			case <-runCtx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	closeErr := group.Close()
+	wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fatal != nil {
+		return c.fatal
+	}
+	if closeErr != nil && ctx.Err() == nil {
+		return closeErr
+	}
+	return nil
+}
+
+func (c *Consumer) fail(err error) {
+	c.mu.Lock()
+	if c.fatal == nil {
+		c.fatal = err
+	}
+	cancel := c.cancel
+	c.mu.Unlock()
+	cancel()
+}
+
+func (c *Consumer) closing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runCtx.Err() != nil
+}
+
+type groupHandler struct {
+	c     *Consumer
+	coord *coordinator
+}
+
+func (h *groupHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	err := h.consumeClaim(sess, claim)
+	if err != nil {
+		h.c.cfg.Logger.Error("saramapc: claim failed", "topic", claim.Topic(), "partition", claim.Partition(), "err", err)
+		h.c.fail(err)
+	}
+	return err
+}

@@ -1,0 +1,348 @@
+package saramapc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/parallel"
+)
+
+func TestConfigValidation(t *testing.T) {
+	h := func(context.Context, parallel.Record[Message]) error { return nil }
+	if _, err := New(Config{}); err == nil {
+		t.Fatal("empty config accepted")
+	}
+	if _, err := New(Config{Brokers: []string{"x"}, Group: "g", Topics: []string{"t"}, Engine: parallel.Config[Message]{Handler: h}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCrashRestartNoReprocessing: a stuck record holds the watermark; every other record
+// completes and is committed in the metadata; after a restart only the stuck one runs again.
+func TestCrashRestartNoReprocessing(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopic(t, "pc_restart", nil)
+	group := testenv.UniqueName("g")
+	offs := produce(t, brokers, topic, keyed(60, 6, "v")...)
+	stuckOff := offs[3] // key k3
+	rec1 := newRecorder()
+	cfg := testConfig(brokers, group, topic, func(ctx context.Context, r parallel.Record[Message]) error {
+		if r.Offset == stuckOff {
+			<-ctx.Done() // "crashes" before finishing
+			return ctx.Err()
+		}
+		rec1.add(r.Value)
+		return nil
+	})
+	cfg.RevokeTimeout = 200 * time.Millisecond
+	_, stop := start(t, cfg)
+	cl := newClient(t, brokers)
+	// Everything but key k3 from the stuck record on completes (k3's later records wait).
+	waitCommitted(t, cl, group, topic, "completed set", func(cp parallel.Checkpoint) bool {
+		if cp.Watermark != stuckOff {
+			return false
+		}
+		for i, o := range offs {
+			if i%6 != 3 && !cp.Contains(o) {
+				return false
+			}
+		}
+		return true
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	rec2 := newRecorder()
+	cfg2 := testConfig(brokers, group, topic, func(_ context.Context, r parallel.Record[Message]) error {
+		rec2.add(r.Value)
+		return nil
+	})
+	_, stop2 := start(t, cfg2)
+	last := offs[len(offs)-1]
+	waitCommitted(t, cl, group, topic, "watermark at end", func(cp parallel.Checkpoint) bool { return cp.Watermark == last+1 })
+	if err := stop2(); err != nil {
+		t.Fatal(err)
+	}
+	got := rec2.processed()
+	for i, o := range offs {
+		want := 0
+		if i%6 == 3 {
+			want = 1 // the stuck record and the k3 records queued behind it
+		}
+		if got[o] != want {
+			t.Errorf("resumable: offset %d (key k%d) processed %d times after restart, want %d", o, i%6, got[o], want)
+		}
+	}
+	rec2.checkKeyOrder(t)
+}
+
+// TestGapsTransactionalAndCompacted: transaction markers and compaction leave holes in the
+// offsets; the watermark moves across them and nothing is lost or repeated.
+func TestGapsTransactionalAndCompacted(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopic(t, "pc_gaps", map[string]string{
+		"cleanup.policy":            "compact",
+		"segment.ms":                "100",
+		"min.cleanable.dirty.ratio": "0.01",
+		"min.compaction.lag.ms":     "0",
+		"delete.retention.ms":       "100",
+	})
+	pc := kafkautil.ProducerConfig("saramapc-txn")
+	pc.Producer.Transaction.ID = testenv.UniqueName("txn")
+	p, err := sarama.NewSyncProducer(brokers, pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Duplicate keys across transactions: compaction removes the older versions.
+	for txn := range 5 {
+		if err := p.BeginTxn(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			key := fmt.Sprintf("t%d_%d", txn, i)
+			if i%3 == 0 {
+				key = fmt.Sprintf("dup%d", i) // rewritten by every transaction
+			}
+			_, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(key), Value: sarama.StringEncoder(fmt.Sprintf("t%d", txn))})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.CommitTxn(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(150 * time.Millisecond) // let segment.ms roll segments so the cleaner has work
+	}
+	_ = p.Close()
+	// Trigger rolling of the last segment and wait for compaction to remove old versions.
+	produce(t, brokers, topic, "roll", "x")
+	time.Sleep(200 * time.Millisecond)
+	produce(t, brokers, topic, "roll", "y")
+	cl := newClient(t, brokers)
+	offsets := func() []int64 {
+		c, err := sarama.NewConsumerFromClient(cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		hwm, _ := cl.GetOffset(topic, 0, sarama.OffsetNewest)
+		pcns, err := c.ConsumePartition(topic, 0, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pcns.Close()
+		var offs []int64
+		for {
+			select {
+			case m := <-pcns.Messages():
+				offs = append(offs, m.Offset)
+				if m.Offset >= hwm-1 {
+					return offs
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("reading back: %v (hwm %d)", offs, hwm)
+			}
+		}
+	}
+	var present []int64
+	waitUntil(t, "compaction", func() bool {
+		present = offsets()
+		return len(present) < 52 // 50 transactional + 2 roll records before compaction
+	})
+	gaps := 0
+	for i := 1; i < len(present); i++ {
+		if present[i] != present[i-1]+1 {
+			gaps++
+		}
+	}
+	if gaps < 3 {
+		t.Fatalf("no gaps in %v", present)
+	}
+
+	group := testenv.UniqueName("g")
+	rec := newRecorder()
+	cfg := testConfig(brokers, group, topic, func(_ context.Context, r parallel.Record[Message]) error {
+		time.Sleep(time.Duration(r.Offset%3) * time.Millisecond)
+		rec.add(r.Value)
+		return nil
+	})
+	_, stop := start(t, cfg)
+	last := present[len(present)-1]
+	waitCommitted(t, cl, group, topic, "watermark past the last record", func(cp parallel.Checkpoint) bool {
+		return cp.Watermark == last+1 && len(cp.Completed) == 0
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	got := rec.processed()
+	for _, o := range present {
+		if got[o] != 1 {
+			t.Errorf("offset %d processed %d times", o, got[o])
+		}
+	}
+	t.Logf("%d records, %d gaps, offsets %v", len(present), gaps, present)
+	rec.checkKeyOrder(t)
+}
+
+// TestPoisonToDeadLetter: a record that always fails reaches the dead-letter callback while
+// the other keys — and later records of its own key — continue.
+func TestPoisonToDeadLetter(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopic(t, "pc_poison", nil)
+	group := testenv.UniqueName("g")
+	kvs := keyed(40, 4, "v")
+	kvs[2*5+1] = "poison" // offset 5, key k1
+	offs := produce(t, brokers, topic, kvs...)
+	rec := newRecorder()
+	dlq := make(chan Message, 10)
+	cfg := testConfig(brokers, group, topic, func(_ context.Context, r parallel.Record[Message]) error {
+		if string(r.Value.Value) == "poison" {
+			return errors.New("cannot process")
+		}
+		rec.add(r.Value)
+		return nil
+	})
+	cfg.Engine.MaxAttempts = 3
+	cfg.Engine.Backoff = parallel.ExponentialBackoff(time.Millisecond, 10*time.Millisecond)
+	cfg.Engine.OnFailure = parallel.FailSkip
+	cfg.Engine.DeadLetter = func(_ context.Context, r parallel.Record[Message], err error) { dlq <- r.Value }
+	_, stop := start(t, cfg)
+	cl := newClient(t, brokers)
+	waitCommitted(t, cl, group, topic, "end", func(cp parallel.Checkpoint) bool { return cp.Watermark == offs[len(offs)-1]+1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-dlq:
+		if m.Offset != offs[5] {
+			t.Fatalf("dead letter at %d, want %d", m.Offset, offs[5])
+		}
+	default:
+		t.Fatal("no dead letter")
+	}
+	if len(dlq) != 0 {
+		t.Fatal("more than one dead letter")
+	}
+	if got := rec.processed(); len(got) != 39 {
+		t.Fatalf("processed %d records, want 39", len(got))
+	}
+	rec.checkKeyOrder(t)
+}
+
+// TestFailStopEndsRun: under FailStop the consumer stops with the RecordError and commits
+// the watermark below the failed record.
+func TestFailStopEndsRun(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopic(t, "pc_stop", nil)
+	group := testenv.UniqueName("g")
+	offs := produce(t, brokers, topic, keyed(20, 2, "v")...)
+	cfg := testConfig(brokers, group, topic, func(_ context.Context, r parallel.Record[Message]) error {
+		if r.Offset == offs[7] {
+			return errors.New("fatal")
+		}
+		return nil
+	})
+	cfg.Engine.MaxAttempts = 1
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Run(context.Background())
+	var re *parallel.RecordError
+	if !errors.As(err, &re) || re.Offset != offs[7] {
+		t.Fatalf("Run: %v", err)
+	}
+	cp, err := FetchCheckpoint(newClient(t, brokers), group, topic, 0)
+	if err != nil || cp.Watermark != offs[7] {
+		t.Fatalf("committed %+v, %v; want watermark %d", cp, err, offs[7])
+	}
+}
+
+// TestOffsetOutOfRange: a committed offset past the end of the log is reset per
+// Consumer.Offsets.Initial (oldest here) instead of failing, and its metadata is ignored.
+func TestOffsetOutOfRange(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopic(t, "pc_oor", nil)
+	group := testenv.UniqueName("g")
+	offs := produce(t, brokers, topic, keyed(10, 3, "v")...)
+	cl := newClient(t, brokers)
+	bogus := parallel.Checkpoint{Watermark: 1000, Completed: []parallel.Range{{From: 1002, To: 1003}}}
+	if err := CommitProgress(cl, group, topic, 0, parallel.Progress{Watermark: 1000, Metadata: bogus.Encode(0)}); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	cfg := testConfig(brokers, group, topic, func(_ context.Context, r parallel.Record[Message]) error {
+		rec.add(r.Value)
+		return nil
+	})
+	_, stop := start(t, cfg)
+	waitCommitted(t, cl, group, topic, "reset and processed", func(cp parallel.Checkpoint) bool { return cp.Watermark == offs[len(offs)-1]+1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.processed(); len(got) != len(offs) {
+		t.Fatalf("processed %d of %d", len(got), len(offs))
+	}
+}
+
+// TestStuckKeyBoundedMemory: with one key stuck, intake stops at the engine's buffer bound
+// while the other keys complete; releasing the key finishes everything.
+func TestStuckKeyBoundedMemory(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopic(t, "pc_stuck", nil)
+	group := testenv.UniqueName("g")
+	var kvs []string
+	for i := range 500 {
+		k := fmt.Sprint("k", i)
+		if i%100 == 0 {
+			k = "stuck"
+		}
+		kvs = append(kvs, k, "v")
+	}
+	offs := produce(t, brokers, topic, kvs...)
+	release := make(chan struct{})
+	var done atomic.Int64
+	const bound = 50
+	cfg := testConfig(brokers, group, topic, func(ctx context.Context, r parallel.Record[Message]) error {
+		if string(r.Key) == "stuck" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		done.Add(1)
+		return nil
+	})
+	cfg.Engine.MaxBufferedRecords = bound
+	c, stop := start(t, cfg)
+	waitUntil(t, "intake paused at the bound", func() bool {
+		for _, s := range c.Stats() {
+			return done.Load() == bound-1 && s.Watermark == offs[0]
+		}
+		return false
+	})
+	for _, s := range c.Stats() {
+		if s.InFlight+s.Queued > bound {
+			t.Fatalf("stats %+v exceed bound %d", s, bound)
+		}
+	}
+	close(release)
+	cl := newClient(t, brokers)
+	waitCommitted(t, cl, group, topic, "end", func(cp parallel.Checkpoint) bool { return cp.Watermark == offs[len(offs)-1]+1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if done.Load() != int64(len(offs)) {
+		t.Fatalf("processed %d of %d", done.Load(), len(offs))
+	}
+}
