@@ -97,11 +97,11 @@ func (s *stream) admit(id string, h *statecastv1.Hello) (*target, error) {
 	p := s.p
 	var resync *statecastv1.ResyncRequired
 	var logStart, logEnd int64
+	var err error
+	if logStart, logEnd, err = s.offsets(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStreamUnavailable, err)
+	}
 	if h.ResumeIndex != nil {
-		var err error
-		if logStart, logEnd, err = s.offsets(); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrStreamUnavailable, err)
-		}
 		r := h.GetResumeIndex()
 		switch {
 		case r < logStart-1:
@@ -142,7 +142,7 @@ func (s *stream) admit(id string, h *statecastv1.Hello) (*target, error) {
 		t = newTarget(s, id, h.GetViews(), term, StateRF, maxEntries, maxBytes)
 		t.lastAck, t.sentUpTo, t.recEnd = -1, -1, ci
 		rows := s.snapshotRows(t.views)
-		p.goTracked(func() { t.snapshotSource(term, resync, rows, ci) })
+		p.goTracked(func() { t.snapshotSource(term, resync, rows, ci, logStart) })
 	case h.GetResumeIndex() >= ci:
 		t = newTarget(s, id, h.GetViews(), term, StateN, maxEntries, maxBytes)
 		t.lastAck, t.sentUpTo, t.recEnd = h.GetResumeIndex(), h.GetResumeIndex(), h.GetResumeIndex()

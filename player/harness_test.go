@@ -1,0 +1,312 @@
+package player
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/statecast/statecast/internal/checker"
+	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/schemas/gen/statecast/v1"
+	"github.com/statecast/statecast/schemas/record"
+	"github.com/statecast/statecast/schemas/record/recordsarama"
+)
+
+// env is one integration test's world: a fresh topic, a producer and a delivery checker.
+type env struct {
+	t       *testing.T
+	brokers []string
+	topic   string
+	prod    sarama.SyncProducer
+	chk     *checker.Checker
+	mu      sync.Mutex
+	last    int64 // offset of the last produced record
+}
+
+func newEnv(t *testing.T, configs map[string]string) *env {
+	t.Helper()
+	brokers := testenv.KafkaBrokers(t)
+	if configs == nil {
+		configs = map[string]string{"cleanup.policy": "compact"}
+	}
+	topic := testenv.NewTopic(t, "player", configs)
+	prod, err := sarama.NewSyncProducer(brokers, kafkautil.ProducerConfig("player-test"))
+	if err != nil {
+		t.Fatalf("producer: %v", err)
+	}
+	t.Cleanup(func() { _ = prod.Close() })
+	return &env{t: t, brokers: brokers, topic: topic, prod: prod, chk: checker.New(), last: -1}
+}
+
+// produce writes n records over views (rows over a small key space, with tombstones and
+// poll control records mixed in) and returns the offset of the last one.
+func (e *env) produce(n int, views []string, valueSize int, rnd *rand.Rand) int64 {
+	e.t.Helper()
+	msgs := make([]*sarama.ProducerMessage, 0, 100)
+	flush := func() {
+		if len(msgs) == 0 {
+			return
+		}
+		if err := e.prod.SendMessages(msgs); err != nil {
+			e.t.Errorf("produce: %v", err)
+		}
+		e.mu.Lock()
+		for _, m := range msgs {
+			e.last = max(e.last, m.Offset)
+		}
+		e.mu.Unlock()
+		msgs = msgs[:0]
+	}
+	pad := make([]byte, valueSize)
+	for i := range pad {
+		pad[i] = 'x'
+	}
+	for range n {
+		v := views[rnd.IntN(len(views))]
+		meta := record.Meta{View: v, Kind: record.KindRow, Epoch: 1, SourceTime: time.Now(), SourceLSN: "0/1"}
+		k := strconv.Itoa(rnd.IntN(50))
+		key := record.EncodeKey(v, k)
+		var value []byte
+		switch r := rnd.IntN(20); {
+		case r == 0:
+			meta.Kind = record.KindPoll
+			key = record.ControlKey(v, record.KindPoll)
+			value = []byte(`{"watermark":"1","source_lsn":"0/1","source_time":"2026-11-29T00:00:00Z"}`)
+		case r < 3:
+			value = nil // tombstone
+		default:
+			value = fmt.Appendf(nil, `{"id":%q,"pad":%q}`, k, pad)
+		}
+		msgs = append(msgs, recordsarama.ProducerMessage(e.topic, key, value, meta))
+		if len(msgs) == cap(msgs) {
+			flush()
+		}
+	}
+	flush()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.last
+}
+
+func (e *env) lastOffset() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.last
+}
+
+// check reads the topic and runs the delivery checker over everything recorded.
+func (e *env) check() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	truth, err := checker.ReadTopic(ctx, e.brokers, e.topic)
+	if err != nil {
+		e.t.Fatalf("read topic: %v", err)
+	}
+	if err := e.chk.Check(truth); err != nil {
+		e.t.Fatalf("delivery checker: %v", err)
+	}
+}
+
+// testPlayer is an in-process player on a loopback listener.
+type testPlayer struct {
+	p    *Player
+	addr string
+	done chan struct{}
+}
+
+func startPlayer(t *testing.T, e *env, mod func(*Config)) *testPlayer {
+	t.Helper()
+	cfg := Config{
+		Brokers:          e.brokers,
+		Streams:          []StreamConfig{{Name: "s", Topic: e.topic}},
+		ProgressInterval: 50 * time.Millisecond,
+		AckTimeout:       20 * time.Second,
+		ShutdownGrace:    2 * time.Second,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := &testPlayer{p: p, addr: lis.Addr().String(), done: make(chan struct{})}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := p.Run(context.Background()); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if err := p.Serve(lis); err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	go func() { wg.Wait(); close(tp.done) }()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.WaitReady(ctx); err != nil {
+		t.Fatalf("WaitReady: %v", err)
+	}
+	t.Cleanup(tp.stop)
+	return tp
+}
+
+func (tp *testPlayer) stop() {
+	_ = tp.p.Close()
+	<-tp.done
+}
+
+// client is a test target: it applies what it receives (the applied index only), acks
+// it, records everything in the checker, and resumes from its applied index.
+type client struct {
+	id    string
+	views []string
+	chk   *checker.Checker
+
+	mu       sync.Mutex
+	applied  int64
+	hasState bool
+	resyncs  []statecastv1.ResyncRequired_Reason
+	batch    int // max batch entries hint
+	frames   int
+}
+
+func newClient(id string, chk *checker.Checker, views ...string) *client {
+	return &client{id: id, views: views, chk: chk, applied: -1, batch: 8}
+}
+
+func (c *client) Applied() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.applied
+}
+
+func kindString(k statecastv1.Kind) string {
+	switch k {
+	case statecastv1.Kind_KIND_EPOCH_BEGIN:
+		return checker.KindEpochBegin
+	case statecastv1.Kind_KIND_EPOCH_END:
+		return checker.KindEpochEnd
+	case statecastv1.Kind_KIND_POLL:
+		return checker.KindPoll
+	}
+	return checker.KindRow
+}
+
+// session runs one Subscribe stream against addr until ctx ends, the stream fails, or
+// stopAfter frames were received (0 = no limit). A lost snapshot is forgotten. pause, if
+// not nil, is called before each Recv (to stall the client).
+func (c *client) session(ctx context.Context, addr string, stopAfter int, pause func()) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := statecastv1.NewPlayerClient(conn).Subscribe(ctx)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	hello := &statecastv1.Hello{ClientId: c.id, Stream: "s", Views: c.views, MaxBatchEntries: uint32(c.batch)}
+	var resume *int64
+	if c.hasState {
+		r := c.applied
+		resume = &r
+		hello.ResumeIndex = &r
+	}
+	c.mu.Unlock()
+	if err := st.Send(&statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Hello{Hello: hello}}); err != nil {
+		return err
+	}
+	c.chk.Hello(c.id, c.views, resume)
+	ack := func(i int64) error {
+		return st.Send(&statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Ack{Ack: &statecastv1.Ack{Index: i}}})
+	}
+	inSnap := false
+	for n := 0; stopAfter == 0 || n < stopAfter; n++ {
+		if pause != nil {
+			pause()
+		}
+		resp, err := st.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) || ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		c.mu.Lock()
+		c.frames++
+		var ackIdx int64 = -2
+		switch m := resp.Msg.(type) {
+		case *statecastv1.SubscribeResponse_Batch:
+			es := make([]checker.Entry, len(m.Batch.Entries))
+			for i, en := range m.Batch.Entries {
+				es[i] = checker.Entry{Index: en.Index, Key: string(en.Key), View: en.View, Kind: kindString(en.Kind), Tombstone: en.Tombstone}
+			}
+			c.chk.Batch(c.id, es)
+			if !inSnap && len(es) > 0 {
+				c.applied = es[len(es)-1].Index
+				ackIdx = c.applied
+			}
+		case *statecastv1.SubscribeResponse_Progress:
+			c.chk.Progress(c.id, m.Progress.Index)
+			if m.Progress.Index > c.applied {
+				c.applied = m.Progress.Index
+			}
+			ackIdx = c.applied
+		case *statecastv1.SubscribeResponse_SnapshotBegin:
+			c.chk.SnapshotBegin(c.id, m.SnapshotBegin.Index, m.SnapshotBegin.Views)
+			inSnap = true
+		case *statecastv1.SubscribeResponse_SnapshotEnd:
+			c.chk.SnapshotEnd(c.id, m.SnapshotEnd.Index)
+			inSnap = false
+			c.applied, c.hasState = m.SnapshotEnd.Index, true
+			ackIdx = c.applied
+		case *statecastv1.SubscribeResponse_ResyncRequired:
+			c.chk.Resync(c.id, m.ResyncRequired.Reason.String())
+			c.resyncs = append(c.resyncs, m.ResyncRequired.Reason)
+		}
+		c.mu.Unlock()
+		if ackIdx >= -1 {
+			if err := ack(ackIdx); err != nil {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

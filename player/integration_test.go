@@ -1,0 +1,80 @@
+package player
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// runClient keeps a client connected to one of addrs (chosen by pick) until ctx ends,
+// disconnecting after a random number of frames when churn is set.
+func runClient(ctx context.Context, t *testing.T, c *client, addrs func() string, churn bool, seed uint64) {
+	rnd := rand.New(rand.NewPCG(seed, 7))
+	for ctx.Err() == nil {
+		stop := 0
+		if churn {
+			stop = 1 + rnd.IntN(40)
+		}
+		if err := c.session(ctx, addrs(), stop, nil); err != nil && ctx.Err() == nil {
+			t.Logf("client %s: session ended: %v", c.id, err)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// TestViewsAndChurn: several targets with different views, some of them disconnecting and
+// reconnecting at random (some forgetting their state) while records are produced.
+func TestViewsAndChurn(t *testing.T) {
+	e := newEnv(t, nil)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	e.produce(300, []string{"a", "b", "c"}, 100, rnd) // history before the player starts
+	tp := startPlayer(t, e, nil)
+
+	clients := []*client{
+		newClient("all", e.chk),
+		newClient("a", e.chk, "a"),
+		newClient("bc", e.chk, "b", "c"),
+		newClient("a-churn", e.chk, "a"),
+		newClient("all-churn", e.chk),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runClient(ctx, t, c, func() string { return tp.addr }, c.id == "a-churn" || c.id == "all-churn", uint64(i))
+		}()
+	}
+	// A client that loses its state now and then (reconnects without resume index).
+	amnesiac := newClient("amnesiac", e.chk, "b")
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			_ = amnesiac.session(ctx, tp.addr, 30, nil)
+			if i%3 == 2 {
+				amnesiac.mu.Lock()
+				amnesiac.hasState, amnesiac.applied = false, -1
+				amnesiac.mu.Unlock()
+			}
+		}
+	}()
+	for range 40 {
+		e.produce(50, []string{"a", "b", "c"}, 100, rnd)
+		time.Sleep(20 * time.Millisecond) // pacing, not synchronisation
+	}
+	last := e.lastOffset()
+	for _, c := range append(clients, amnesiac) {
+		waitFor(t, 90*time.Second, c.id+" to reach the end", func() bool { return c.Applied() >= last })
+	}
+	cancel()
+	wg.Wait()
+	for _, c := range append(clients, amnesiac) {
+		t.Logf("client %s: frames %d applied %d", c.id, c.frames, c.applied)
+	}
+	t.Logf("status: %+v", tp.p.Status())
+	e.check()
+}
