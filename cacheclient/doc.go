@@ -60,12 +60,13 @@
 // # Change handlers
 //
 // Changes are handed to the handlers after their batch is published (a handler's Get sees
-// the change or something newer). The handlers currently run on a serial dispatcher: one
-// goroutine per handler, changes in index order, which satisfies every ordering; a retrying
-// change delays later changes of the handler (the key-ordered parallel engine of package
-// parallel replaces it when it lands, behind the same API). A handler error is retried with
-// backoff ([WithRetry]) and then reported to Hooks.OnHandlerError. The handler queue is
-// bounded: a handler that is slower than the stream eventually slows batch application.
+// the change or something newer). Each handler runs on its own engine of package parallel
+// (WithConcurrency goroutines, default 16): by default the changes of one key run one at a
+// time in index order and different keys in parallel ([WithOrdering] selects the engine's
+// other orderings). A handler error is retried with backoff ([WithRetry]) while only that
+// key waits, then reported to Hooks.OnHandlerError and skipped. The handler queue is
+// bounded: a handler slower than the stream eventually slows batch application. Close
+// waits for the handler calls in flight; queued changes are dropped.
 //
 // # Persistence
 //

@@ -1,0 +1,142 @@
+package cacheclient
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+)
+
+type memSink struct {
+	rows  map[string]map[string]string
+	known map[string]bool
+}
+
+func (m *memSink) view(name string) bool {
+	if m.rows == nil {
+		m.rows = map[string]map[string]string{}
+	}
+	if m.known != nil && !m.known[name] {
+		return false
+	}
+	m.rows[name] = map[string]string{}
+	return true
+}
+
+func (m *memSink) row(view, key string, raw []byte) { m.rows[view][key] = string(raw) }
+
+func captureOf(name string, rows map[string]string) viewCapture {
+	return viewCapture{name: name, rows: func(fn func(k, raw string) bool) {
+		for k, r := range rows {
+			if !fn(k, r) {
+				return
+			}
+		}
+	}}
+}
+
+func testStateFile(t testing.TB) []byte {
+	var buf bytes.Buffer
+	_, err := writeState(&buf, "s", 42, []viewCapture{
+		captureOf("events", map[string]string{"1": `{"id":1}`, "a|b": `{"id":2}`}),
+		captureOf("empty", nil),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestStateFileRoundTrip(t *testing.T) {
+	b := testStateFile(t)
+	var sink memSink
+	index, seen, err := readState(bytes.NewReader(b), "s", &sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if index != 42 || !seen["events"] || !seen["empty"] || len(sink.rows["events"]) != 2 || sink.rows["events"]["a|b"] != `{"id":2}` {
+		t.Fatalf("index %d seen %v rows %v", index, seen, sink.rows)
+	}
+}
+
+func TestStateFileRejected(t *testing.T) {
+	good := testStateFile(t)
+	flip := func(i int) []byte { b := bytes.Clone(good); b[i] ^= 0x40; return b }
+	tests := []struct {
+		name   string
+		data   []byte
+		stream string
+	}{
+		{"empty", nil, "s"},
+		{"bad magic", flip(0), "s"},
+		{"other format version", append([]byte("SCSTATE2"), good[8:]...), "s"},
+		{"other stream", good, "t"},
+		{"flipped row byte", flip(len(good) - 12), "s"},
+		{"flipped checksum", flip(len(good) - 1), "s"},
+		{"truncated", good[:len(good)-3], "s"},
+		{"truncated in rows", good[:len(good)/2], "s"},
+		{"trailing bytes", append(bytes.Clone(good), 0), "s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := readState(bytes.NewReader(tt.data), tt.stream, &memSink{})
+			if !errors.Is(err, ErrStateFile) {
+				t.Fatalf("readState: %v, want ErrStateFile", err)
+			}
+		})
+	}
+}
+
+// TestCorruptStateFileBootstrapsFromSnapshot: a corrupt file is reported and replaced; the
+// client subscribes without a resume index and never shows the file's content.
+func TestCorruptStateFileBootstrapsFromSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	b := testStateFile(t)
+	b[len(b)-12] ^= 1
+	if err := os.WriteFile(filepath.Join(dir, StateFileName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		if h.ResumeIndex != nil {
+			return errors.New("resumed from a corrupt file")
+		}
+		return s.snapshot(7, ent(3, "9", evJSON(9, "a")))
+	})
+	c, v := startClient(t, Config{StateDir: dir}, nil, fp)
+	waitReady(t, c)
+	if _, ok := v.Get("1"); ok || v.Len() != 1 {
+		t.Fatalf("len %d", v.Len())
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Close replaced the file with a good one at index 7.
+	f, err := os.Open(filepath.Join(dir, StateFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var sink memSink
+	index, _, err := readState(f, "s", &sink)
+	if err != nil || index != 7 || sink.rows["events"]["9"] != evJSON(9, "a") {
+		t.Fatalf("rewritten file: %v index %d rows %v", err, index, sink.rows)
+	}
+}
+
+func TestStateFileMissingViewIsIncompatible(t *testing.T) {
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	writeState(&buf, "s", 5, []viewCapture{captureOf("other", map[string]string{"1": "{}"})})
+	os.WriteFile(filepath.Join(dir, StateFileName), buf.Bytes(), 0o644)
+	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		if h.ResumeIndex != nil {
+			return errors.New("resumed from an incompatible file")
+		}
+		return s.snapshot(7)
+	})
+	c, _ := startClient(t, Config{StateDir: dir}, nil, fp)
+	waitReady(t, c)
+}
