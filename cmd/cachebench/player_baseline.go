@@ -1,0 +1,186 @@
+package main
+
+// Baselines for the player benchmarks: a bare gRPC fan-out (the transport's own limit:
+// one Subscribe stream per receiver, one goroutine per stream, no queues, terms, acks or
+// batching logic) and plain sarama consumers reading the topic directly.
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"google.golang.org/grpc"
+
+	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/schemas/record"
+	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+)
+
+// fanout is the bare gRPC fan-out server.
+type fanout struct {
+	statecastv1.UnimplementedPlayerServer
+	mu   sync.Mutex
+	subs []chan *statecastv1.SubscribeResponse
+}
+
+func (f *fanout) Subscribe(st statecastv1.Player_SubscribeServer) error {
+	if _, err := st.Recv(); err != nil { // Hello
+		return err
+	}
+	ch := make(chan *statecastv1.SubscribeResponse, 1<<16)
+	f.mu.Lock()
+	f.subs = append(f.subs, ch)
+	f.mu.Unlock()
+	go func() { // acks: read and dropped
+		for {
+			if _, err := st.Recv(); err != nil {
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case m := <-ch:
+			if err := st.Send(m); err != nil {
+				return err
+			}
+		case <-st.Context().Done():
+			return nil
+		}
+	}
+}
+
+func (f *fanout) joined() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.subs)
+}
+
+// publish hands m to every stream's goroutine (blocking when a stream is 65,536 behind).
+func (f *fanout) publish(m *statecastv1.SubscribeResponse) {
+	f.mu.Lock()
+	subs := f.subs
+	f.mu.Unlock()
+	for _, ch := range subs {
+		ch <- m
+	}
+}
+
+// bareServer starts a bare fan-out on loopback and connects n receivers to it.
+type bareServer struct {
+	f     *fanout
+	srv   *grpc.Server
+	conns []*grpc.ClientConn
+	recv  []*receiver
+	wg    sync.WaitGroup
+	stop  context.CancelFunc
+}
+
+func startBare(n, conns int) (*bareServer, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	b := &bareServer{f: &fanout{}, srv: grpc.NewServer()}
+	statecastv1.RegisterPlayerServer(b.srv, b.f)
+	go func() { _ = b.srv.Serve(lis) }()
+	if b.conns, err = dial(lis.Addr().String(), conns); err != nil {
+		b.close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.stop = cancel
+	for i := range n {
+		r := &receiver{id: "t" + strconv.Itoa(i)}
+		b.recv = append(b.recv, r)
+		cli := statecastv1.NewPlayerClient(b.conns[i%len(b.conns)])
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			_ = r.run(ctx, cli, &statecastv1.Hello{ClientId: r.id, Stream: "bare"})
+		}()
+	}
+	waitFor(10*time.Second, func() bool { return b.f.joined() == n })
+	return b, nil
+}
+
+func (b *bareServer) close() {
+	if b.stop != nil {
+		b.stop()
+	}
+	b.srv.Stop()
+	b.wg.Wait()
+	for _, c := range b.conns {
+		_ = c.Close()
+	}
+}
+
+// bareEntry builds entry i of the bare fan-out, stamped with the dispatch time.
+func bareEntry(i int, size, keys int) *statecastv1.Entry {
+	return &statecastv1.Entry{Index: int64(i), Key: record.EncodeKey("v", strconv.Itoa(i%keys)),
+		Value: payload(size, time.Now()), View: "v", Kind: statecastv1.Kind_KIND_ROW}
+}
+
+// consumers are n plain sarama consumers of partition 0, each with its own client, from
+// offset start; each records (offset, payload stamp, arrival) per message.
+type consumers struct {
+	clients []sarama.Client
+	got     []*receiver
+	wg      sync.WaitGroup
+	pcs     []sarama.PartitionConsumer
+}
+
+func startConsumers(brokers []string, topic string, n int, start int64) (*consumers, error) {
+	c := &consumers{}
+	for i := range n {
+		cfg := kafkautil.NewConfig("cachebench-consumer-" + strconv.Itoa(i))
+		cfg.Consumer.MaxWaitTime = 100 * time.Millisecond // as the player's fetchers
+		cl, err := sarama.NewClient(brokers, cfg)
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		c.clients = append(c.clients, cl)
+		co, err := sarama.NewConsumerFromClient(cl)
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		pc, err := co.ConsumePartition(topic, 0, start)
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		c.pcs = append(c.pcs, pc)
+		r := &receiver{id: "c" + strconv.Itoa(i)}
+		c.got = append(c.got, r)
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			for m := range pc.Messages() {
+				now := time.Now().UnixNano()
+				var stamp int64
+				if ts, ok := stampOf(m.Value); ok {
+					stamp = ts.UnixNano()
+				}
+				r.mu.Lock()
+				r.got = append(r.got, delivery{index: m.Offset, stamp: stamp, applied: now})
+				r.mu.Unlock()
+			}
+		}()
+	}
+	return c, nil
+}
+
+func (c *consumers) close() {
+	for _, pc := range c.pcs {
+		pc.AsyncClose()
+	}
+	c.wg.Wait()
+	for _, cl := range c.clients {
+		_ = cl.Close()
+	}
+}
