@@ -188,7 +188,8 @@ type client struct {
 	applied  int64
 	hasState bool
 	resyncs  []statecastv1.ResyncRequired_Reason
-	batch    int // max batch entries hint
+	batch    int   // max batch entries hint
+	window   int32 // if > 0: the gRPC stream/conn window (no BDP growth), to stall for real
 	frames   int
 }
 
@@ -218,7 +219,11 @@ func kindString(k statecastv1.Kind) string {
 // stopAfter frames were received (0 = no limit). A lost snapshot is forgotten. pause, if
 // not nil, is called before each Recv (to stall the client).
 func (c *client) session(ctx context.Context, addr string, stopAfter int, pause func()) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	dopts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if c.window > 0 {
+		dopts = append(dopts, grpc.WithInitialWindowSize(c.window), grpc.WithInitialConnWindowSize(c.window))
+	}
+	conn, err := grpc.NewClient(addr, dopts...)
 	if err != nil {
 		return err
 	}

@@ -164,7 +164,10 @@ func (s *stream) admit(id string, h *statecastv1.Hello) (*target, error) {
 	if resync != nil {
 		p.metrics.resyncs.WithLabelValues(s.cfg.Name, resync.GetReason().String()).Inc()
 	}
-	s.log.Info("target admitted", "target", id, "views", h.GetViews(), "resume", h.ResumeIndex, "term", term, "state", t.q.state.String(), "current", ci, "resync", resync.GetReason().String())
+	t.mu.Lock()
+	state := t.q.state
+	t.mu.Unlock()
+	s.log.Info("target admitted", "target", id, "views", h.GetViews(), "resume", h.ResumeIndex, "term", term, "state", state.String(), "current", ci, "resync", resync.GetReason().String())
 	return t, nil
 }
 
