@@ -1,6 +1,7 @@
 package player
 
 import (
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -49,7 +50,7 @@ func itemOf(m *sarama.ConsumerMessage) *item {
 			e.View = v
 		}
 		for _, h := range m.Headers {
-			if h != nil && string(h.Key) == record.HeaderView {
+			if h != nil && string(h.Key) == record.HeaderView && record.ValidViewName(string(h.Value)) {
 				e.View = string(h.Value)
 			}
 		}
@@ -62,7 +63,12 @@ func itemOf(m *sarama.ConsumerMessage) *item {
 		}
 		e.SourceLsn = meta.SourceLSN
 	}
-	wire, _ := proto.Marshal(e)
+	// proto3 strings must be valid UTF-8; a malformed header must not make the entry vanish.
+	e.View, e.SourceLsn = strings.ToValidUTF8(e.View, "\uFFFD"), strings.ToValidUTF8(e.SourceLsn, "\uFFFD")
+	wire, err := proto.Marshal(e)
+	if err != nil {
+		panic("player: marshal entry: " + err.Error()) // unreachable: every field is valid
+	}
 	return &item{
 		index: m.Offset, view: e.View, key: string(m.Key), kind: e.Kind,
 		tombstone: e.Tombstone, logTime: m.Timestamp, wire: wire,

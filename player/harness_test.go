@@ -304,6 +304,8 @@ func (c *client) session(ctx context.Context, addr string, stopAfter int, pause 
 	return nil
 }
 
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed+1)) }
+
 // waitFor polls cond until it holds or the timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,21 +56,45 @@ func (sv *service) Subscribe(stream statecastv1.Player_SubscribeServer) error {
 	}
 	defer s.remove(t)
 
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t.receive(stream)
-	}()
-	err = t.sendLoop(stream)
-	t.suspend(err)
-	// Returning ends the stream's context, which ends the receiver's Recv.
-	go func() { wg.Wait() }()
+	// The receiver and the sender run in their own goroutines; this goroutine is the health
+	// checker. Returning cancels the stream's context, which unblocks a Send or Recv stuck
+	// on a dead or stalled client.
+	p.goTracked(func() { t.receive(stream) })
+	p.goTracked(func() { t.suspend(t.sendLoop(stream)) })
+	tick := time.NewTicker(min(p.cfg.AckTimeout/4, time.Second))
+	defer tick.Stop()
+	for alive := true; alive; {
+		select {
+		case <-t.done:
+			alive = false
+		case <-tick.C:
+			if err := t.healthCheck(); err != nil {
+				t.suspend(err)
+			}
+		case <-stream.Context().Done():
+			t.suspend(fmt.Errorf("%w: %v", ErrSuspended, stream.Context().Err()))
+		case <-p.ctx.Done():
+			t.suspend(ErrClosed)
+		}
+	}
 	t.mu.Lock()
 	err = t.err
 	t.mu.Unlock()
 	s.log.Info("target ended", "target", t.id, "err", err)
 	return toStatus(err)
+}
+
+// healthCheck reports an ack time-out: batches sent more than AckTimeout ago are still
+// unacknowledged and no ack came for AckTimeout.
+func (t *target) healthCheck() error {
+	timeout := t.s.p.cfg.AckTimeout
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.q.popped) > 0 && now.Sub(t.q.popped[0].sentAt) > timeout && now.Sub(t.lastAckAt) > timeout {
+		return fmt.Errorf("%w: no ack for %s", ErrAckTimeout, timeout)
+	}
+	return nil
 }
 
 func validateHello(h *statecastv1.Hello) error {
@@ -212,7 +235,7 @@ func (t *target) receive(stream statecastv1.Player_SubscribeServer) {
 // ack time-out health check.
 func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
 	p := t.s.p
-	tick := time.NewTicker(min(p.cfg.ProgressInterval, p.cfg.AckTimeout/4, 250*time.Millisecond))
+	tick := time.NewTicker(min(p.cfg.ProgressInterval, 250*time.Millisecond))
 	defer tick.Stop()
 	var batch []*item
 	for {
@@ -234,10 +257,6 @@ func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
 			if q.state == StateS {
 				t.mu.Unlock()
 				return nil
-			}
-			if len(q.popped) > 0 && now.Sub(q.popped[0].sentAt) > p.cfg.AckTimeout && now.Sub(t.lastAckAt) > p.cfg.AckTimeout {
-				t.mu.Unlock()
-				return fmt.Errorf("%w: no ack for %s", ErrAckTimeout, p.cfg.AckTimeout)
 			}
 			if q.poppedBytes >= t.budget/4 {
 				t.mu.Unlock()

@@ -1,0 +1,49 @@
+package player
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/statecast/statecast/schemas/gen/statecast/v1"
+)
+
+// FuzzItemBatch: any Kafka record decodes into an entry, and a batch made of
+// pre-marshalled entries is a valid SubscribeResponse holding exactly those entries.
+func FuzzItemBatch(f *testing.F) {
+	f.Add([]byte("a|1"), []byte(`{"x":1}`), []byte("a"), []byte("row"), []byte("3"), int64(5), false)
+	f.Add([]byte("!ctl|a|poll"), []byte(`{}`), []byte("a"), []byte("poll"), []byte("x"), int64(0), true)
+	f.Add([]byte{}, []byte(nil), []byte("bad|view"), []byte("zzz"), []byte("-1"), int64(1<<40), true)
+	f.Fuzz(func(t *testing.T, key, value, view, kind, epoch []byte, off int64, tomb bool) {
+		if tomb {
+			value = nil
+		} else if value == nil {
+			value = []byte{}
+		}
+		if off < 0 {
+			off = -off
+		}
+		m := &sarama.ConsumerMessage{Key: key, Value: value, Offset: off, Timestamp: time.Unix(1, 0), Headers: []*sarama.RecordHeader{
+			{Key: []byte("sc-view"), Value: view}, {Key: []byte("sc-kind"), Value: kind}, {Key: []byte("sc-epoch"), Value: epoch},
+		}}
+		it := itemOf(m)
+		it2 := itemOf(&sarama.ConsumerMessage{Key: []byte("b|2"), Value: []byte("v"), Offset: off + 3})
+		var got statecastv1.SubscribeResponse
+		if err := proto.Unmarshal(encodeBatch(nil, []*item{it, it2}), &got); err != nil {
+			t.Fatalf("batch does not decode: %v", err)
+		}
+		es := got.GetBatch().GetEntries()
+		if len(es) != 2 || es[0].Index != off || es[1].Index != off+3 {
+			t.Fatalf("entries %v", es)
+		}
+		if !bytes.Equal(es[0].Key, key) || es[0].Tombstone != (value == nil) || (!tomb && !bytes.Equal(es[0].Value, value)) {
+			t.Fatalf("entry %v from key %q value %q", es[0], key, value)
+		}
+		if es[0].View != it.view {
+			t.Fatalf("view %q vs item %q", es[0].View, it.view)
+		}
+	})
+}

@@ -1,0 +1,95 @@
+package player
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/statecast/statecast/schemas/gen/statecast/v1"
+)
+
+func TestStatusTable(t *testing.T) {
+	for _, row := range StatusTable {
+		err := toStatus(fmt.Errorf("wrapped: %w", row.Err))
+		if got := status.Code(err); got != row.Code {
+			t.Errorf("%v -> %v, want %v", row.Err, got, row.Code)
+		}
+	}
+	if got := status.Code(toStatus(errors.New("boom"))); got != codes.Internal {
+		t.Errorf("unknown error -> %v, want Internal", got)
+	}
+}
+
+func hello(stream string, resume *int64, views ...string) *statecastv1.SubscribeRequest {
+	return &statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Hello{Hello: &statecastv1.Hello{ClientId: "c", Stream: stream, Views: views, ResumeIndex: resume}}}
+}
+
+func ackReq(i int64) *statecastv1.SubscribeRequest {
+	return &statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Ack{Ack: &statecastv1.Ack{Index: i}}}
+}
+
+// TestProtocolErrors drives the error table through a real player: each bad conversation
+// ends with its documented gRPC code. Health reports SERVING.
+func TestProtocolErrors(t *testing.T) {
+	e := newEnv(t, nil)
+	e.produce(10, []string{"a"}, 10, newRand(1))
+	tp := startPlayer(t, e, func(c *Config) { c.AckTimeout = 400 * time.Millisecond })
+	conn, err := grpc.NewClient(tp.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	hc, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "statecast.v1.Player"})
+	if err != nil || hc.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v %v", hc, err)
+	}
+
+	neg := int64(-5)
+	tests := []struct {
+		name string
+		send []*statecastv1.SubscribeRequest
+		recv bool // read frames until the stream ends
+		want codes.Code
+	}{
+		{"first message is an ack", []*statecastv1.SubscribeRequest{ackReq(1)}, false, codes.InvalidArgument},
+		{"unknown stream", []*statecastv1.SubscribeRequest{hello("nope", nil)}, false, codes.NotFound},
+		{"bad view name", []*statecastv1.SubscribeRequest{hello("s", nil, "a|b")}, false, codes.InvalidArgument},
+		{"negative resume", []*statecastv1.SubscribeRequest{hello("s", &neg)}, false, codes.InvalidArgument},
+		{"ack above what was sent", []*statecastv1.SubscribeRequest{hello("s", nil), ackReq(1 << 40)}, true, codes.InvalidArgument},
+		{"second hello", []*statecastv1.SubscribeRequest{hello("s", nil), hello("s", nil)}, true, codes.InvalidArgument},
+		{"never acks", []*statecastv1.SubscribeRequest{hello("s", nil)}, true, codes.DeadlineExceeded},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := statecastv1.NewPlayerClient(conn).Subscribe(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range tc.send {
+				if err := st.Send(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for {
+				_, err = st.Recv()
+				if err != nil {
+					break
+				}
+			}
+			if got := status.Code(err); got != tc.want {
+				t.Fatalf("ended with %v (%v), want %v", got, err, tc.want)
+			}
+		})
+	}
+}
