@@ -20,7 +20,7 @@ type Engine[T any] struct {
 	waiters  int
 	tr       *tracker
 	resume   *Checkpoint
-	ready    []*item[T]
+	ready    readyQueue[T]
 	keys     map[string]*keyQueue[T]
 	serial   *keyQueue[T] // OrderPartition
 	timers   map[*item[T]]*time.Timer
@@ -43,6 +43,7 @@ type item[T any] struct {
 	size     int64
 	attempts int
 	kq       *keyQueue[T]
+	idx      int // position in the ready queue, -1 when not in it
 }
 
 type keyQueue[T any] struct {
@@ -147,7 +148,7 @@ func (e *Engine[T]) Submit(ctx context.Context, r Record[T]) error {
 		e.mu.Lock()
 		e.waiters--
 	}
-	it := &item[T]{rec: r, size: size, seq: e.tr.add(r.Offset, false)}
+	it := &item[T]{rec: r, size: size, seq: e.tr.add(r.Offset, false), idx: -1}
 	e.records++
 	e.bytes += size
 	e.queued++
@@ -190,11 +191,13 @@ func (e *Engine[T]) enqueueKey(kq *keyQueue[T], it *item[T]) {
 	kq.items = append(kq.items, it)
 	if len(kq.items) == 1 {
 		e.pushReady(it)
+	} else {
+		e.ready.fix(kq.items[0])
 	}
 }
 
 func (e *Engine[T]) pushReady(it *item[T]) {
-	e.ready = append(e.ready, it)
+	e.ready.push(it)
 	e.work.Signal()
 }
 
@@ -207,25 +210,22 @@ func (e *Engine[T]) notifySpace() {
 
 // take removes up to BatchSize ready items; under the 75 % rule only the watermark record.
 func (e *Engine[T]) take() []*item[T] {
-	if len(e.ready) == 0 || e.stopErr != nil {
+	if e.ready.len() == 0 || e.stopErr != nil {
 		return nil
 	}
 	if e.paused() {
-		for i, it := range e.ready {
-			if e.tr.isHead(it.seq) {
-				e.ready = append(e.ready[:i], e.ready[i+1:]...)
-				return []*item[T]{it}
-			}
+		if len(e.tr.entries) == 0 {
+			return nil
+		}
+		if i := e.ready.find(e.tr.headSeq); i >= 0 {
+			return []*item[T]{e.ready.remove(i)}
 		}
 		return nil
 	}
-	n := min(e.cfg.BatchSize, len(e.ready))
+	n := min(e.cfg.BatchSize, e.ready.len())
 	batch := make([]*item[T], n)
-	copy(batch, e.ready)
-	clear(e.ready[:n])
-	e.ready = e.ready[n:]
-	if len(e.ready) == 0 {
-		e.ready = nil
+	for i := range batch {
+		batch[i] = e.ready.pop()
 	}
 	return batch
 }
@@ -239,7 +239,7 @@ func (e *Engine[T]) finished() bool {
 		return false
 	}
 	if e.mode == NoDrain {
-		return len(e.ready) == 0
+		return e.ready.len() == 0
 	}
 	return e.queued == 0 && e.inFlight == 0
 }
@@ -364,8 +364,8 @@ func (e *Engine[T]) dropQueued() {
 		delete(e.timers, it)
 		e.inFlight--
 	}
-	e.queued -= len(e.ready)
-	e.ready = nil
+	e.queued -= e.ready.len()
+	e.ready.clear()
 }
 
 // complete marks it done; the lock is held.

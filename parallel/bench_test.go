@@ -1,0 +1,199 @@
+package parallel
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	benchMessages = flag.Int("pc.messages", 10000, "messages per row of the seed table")
+	benchSeed     = flag.Uint64("pc.seed", 1, "random seed for processing times and keys")
+)
+
+// seedRow is one row of the Parallel Consumer table in seeds/001 (published numbers).
+type seedRow struct {
+	ordering  Ordering
+	keys      int // 0: not relevant
+	published string
+}
+
+var seedTable = []seedRow{
+	{OrderPartition, 0, "22.221s"},
+	{OrderKey, 1, "26.743s"},
+	{OrderKey, 2, "13.576s"},
+	{OrderKey, 5, "5.916s"},
+	{OrderKey, 10, "3.310s"},
+	{OrderKey, 20, "2.242s"},
+	{OrderKey, 50, "2.204s"},
+	{OrderKey, 100, "2.178s"},
+	{OrderKey, 1000, "2.056s"},
+	{OrderKey, 10000, "2.128s"},
+	{OrderUnordered, 0, "2.829s"},
+}
+
+// workload returns n records with random keys (keys > 0) and random 0–5 ms processing times
+// drawn from seed; the same seed gives the same workload to every row and to the bound.
+func workload(n, keys int, seed uint64) ([]Record[time.Duration], time.Duration) {
+	rng := rand.New(rand.NewPCG(seed, 5))
+	recs := make([]Record[time.Duration], n)
+	for i := range recs {
+		d := time.Duration(rng.Int64N(int64(5*time.Millisecond) + 1))
+		k := 0
+		if keys > 0 {
+			k = rng.IntN(keys)
+		}
+		recs[i] = Record[time.Duration]{Key: []byte(strconv.Itoa(k)), Offset: int64(i), Value: d}
+	}
+	var total time.Duration
+	for _, r := range recs {
+		total += r.Value
+	}
+	return recs, total
+}
+
+// lowerBound is the larger of total work / workers and the heaviest serial chain's work.
+func lowerBound(recs []Record[time.Duration], o Ordering, workers int) time.Duration {
+	var total, heaviest time.Duration
+	perKey := map[string]time.Duration{}
+	for _, r := range recs {
+		total += r.Value
+		switch o {
+		case OrderKey:
+			perKey[string(r.Key)] += r.Value
+			heaviest = max(heaviest, perKey[string(r.Key)])
+		case OrderPartition:
+			heaviest = total
+		case OrderUnordered:
+			heaviest = max(heaviest, r.Value)
+		}
+	}
+	return max(total/time.Duration(workers), heaviest)
+}
+
+// runWorkload runs recs and returns the elapsed time and the records with the durations
+// their sleeps actually took (time.Sleep overshoots: the realised work).
+func runWorkload(b *testing.B, recs []Record[time.Duration], o Ordering, workers int) (time.Duration, []Record[time.Duration]) {
+	actual := make([]Record[time.Duration], len(recs))
+	copy(actual, recs)
+	e, err := New(Config[time.Duration]{
+		Ordering:           o,
+		MaxConcurrency:     workers,
+		MaxBufferedRecords: len(recs),
+		Handler: func(_ context.Context, r Record[time.Duration]) error {
+			t0 := time.Now()
+			time.Sleep(r.Value)
+			actual[r.Offset].Value = time.Since(t0)
+			return nil
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	for _, r := range recs {
+		if err := e.Submit(context.Background(), r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := e.Shutdown(context.Background(), Drain); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start), actual
+}
+
+// BenchmarkSeedTable reproduces the Parallel Consumer table of seeds/001: 10,000 messages,
+// random 0–5 ms processing (time.Sleep, as the seed measured), one partition. Each row prints
+// the published Parallel Consumer duration (measured by Confluent at maxConcurrency 100 with
+// 16 threads, on their hardware) and the lower bound for the same workload.
+func BenchmarkSeedTable(b *testing.B) {
+	for _, workers := range []int{16, 100} {
+		b.Run(fmt.Sprintf("concurrency=%d", workers), func(b *testing.B) {
+			var worst, worstRealised float64
+			for b.Loop() {
+				worst, worstRealised = 0, 0
+				fmt.Fprintf(os.Stdout, "\nseed table: %d messages, random 0-5ms (seed %d), concurrency %d\n", *benchMessages, *benchSeed, workers)
+				fmt.Fprintf(os.Stdout, "%-10s %6s %12s %12s %12s %7s %14s %7s\n", "ordering", "keys", "published PC", "lower bound", "measured", "ratio", "realised bound", "ratio")
+				for _, row := range seedTable {
+					keys := row.keys
+					if row.ordering != OrderKey {
+						keys = 20
+					}
+					recs, _ := workload(*benchMessages, keys, *benchSeed)
+					lb := lowerBound(recs, row.ordering, workers)
+					got, actual := runWorkload(b, recs, row.ordering, workers)
+					ratio := float64(got) / float64(lb)
+					rb := lowerBound(actual, row.ordering, workers)
+					rratio := float64(got) / float64(rb)
+					worst = max(worst, ratio)
+					worstRealised = max(worstRealised, rratio)
+					k := strconv.Itoa(row.keys)
+					if row.keys == 0 {
+						k = "-"
+					}
+					fmt.Fprintf(os.Stdout, "%-10s %6s %12s %12s %12s %7.3f %14s %7.3f\n", row.ordering, k, row.published,
+						lb.Round(time.Millisecond), got.Round(time.Millisecond), ratio, rb.Round(time.Millisecond), rratio)
+				}
+			}
+			b.ReportMetric(worst, "worst-ratio")
+			b.ReportMetric(worstRealised, "worst-realised-ratio")
+		})
+	}
+}
+
+// BenchmarkOverhead measures the engine's cost per record with a no-op handler, beside a
+// plain channel + worker goroutines baseline (no ordering, no tracking) in the same run.
+func BenchmarkOverhead(b *testing.B) {
+	const workers = 16
+	b.Run("baseline=channel+goroutines", func(b *testing.B) {
+		ch := make(chan Record[int], 1024)
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for r := range ch {
+					_ = r
+				}
+			})
+		}
+		i := int64(0)
+		for b.Loop() {
+			ch <- Record[int]{Key: []byte("k"), Offset: i}
+			i++
+		}
+		close(ch)
+		wg.Wait()
+	})
+	keys := make([][]byte, 1000)
+	for i := range keys {
+		keys[i] = []byte(strconv.Itoa(i))
+	}
+	for _, o := range []Ordering{OrderUnordered, OrderKey, OrderPartition} {
+		b.Run("engine="+o.String(), func(b *testing.B) {
+			e, err := New(Config[int]{
+				Ordering:           o,
+				MaxConcurrency:     workers,
+				MaxBufferedRecords: 1024,
+				Handler:            func(context.Context, Record[int]) error { return nil },
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			i := int64(0)
+			for b.Loop() {
+				if err := e.Submit(context.Background(), Record[int]{Key: keys[i%1000], Offset: i}); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			if err := e.Shutdown(context.Background(), Drain); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
