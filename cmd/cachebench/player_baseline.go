@@ -13,24 +13,56 @@ import (
 
 	"github.com/IBM/sarama"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	gproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/statecast/statecast/internal/kafkautil"
 	"github.com/statecast/statecast/schemas/record"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 
+// rawMsg is an already marshalled SubscribeResponse, sent as is by rawCodec: the bare
+// fan-out encodes each message once for all streams, as the player does, so the baseline
+// is the transport's limit and not the cost of marshalling per stream.
+type rawMsg []byte
+
+type rawCodec struct{ base encoding.CodecV2 }
+
+func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(rawMsg); ok {
+		return mem.BufferSlice{mem.SliceBuffer(r)}, nil
+	}
+	return c.base.Marshal(v)
+}
+
+func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.base.Unmarshal(data, v) }
+
+func (c rawCodec) Name() string { return c.base.Name() }
+
+// encodeOnce marshals m for rawMsg.
+func encodeOnce(m *statecastv1.SubscribeResponse) rawMsg {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
 // fanout is the bare gRPC fan-out server.
 type fanout struct {
 	statecastv1.UnimplementedPlayerServer
-	mu   sync.Mutex
-	subs []chan *statecastv1.SubscribeResponse
+	depth int // per-stream channel capacity
+	mu    sync.Mutex
+	subs  []chan rawMsg
 }
 
 func (f *fanout) Subscribe(st statecastv1.Player_SubscribeServer) error {
 	if _, err := st.Recv(); err != nil { // Hello
 		return err
 	}
-	ch := make(chan *statecastv1.SubscribeResponse, 1<<16)
+	ch := make(chan rawMsg, f.depth)
 	f.mu.Lock()
 	f.subs = append(f.subs, ch)
 	f.mu.Unlock()
@@ -44,12 +76,22 @@ func (f *fanout) Subscribe(st statecastv1.Player_SubscribeServer) error {
 	for {
 		select {
 		case m := <-ch:
-			if err := st.Send(m); err != nil {
+			if err := st.SendMsg(m); err != nil {
 				return err
 			}
 		case <-st.Context().Done():
 			return nil
 		}
+	}
+}
+
+// publishTo hands m to the streams of the given subscribers (by order of joining).
+func (f *fanout) publishTo(subs []int, m rawMsg) {
+	f.mu.Lock()
+	all := f.subs
+	f.mu.Unlock()
+	for _, i := range subs {
+		all[i] <- m
 	}
 }
 
@@ -59,8 +101,8 @@ func (f *fanout) joined() int {
 	return len(f.subs)
 }
 
-// publish hands m to every stream's goroutine (blocking when a stream is 65,536 behind).
-func (f *fanout) publish(m *statecastv1.SubscribeResponse) {
+// publish hands m to every stream's goroutine (blocking when a stream is depth behind).
+func (f *fanout) publish(m rawMsg) {
 	f.mu.Lock()
 	subs := f.subs
 	f.mu.Unlock()
@@ -79,12 +121,16 @@ type bareServer struct {
 	stop  context.CancelFunc
 }
 
-func startBare(n, conns int) (*bareServer, error) {
+func startBare(n, conns int, stalled func(int) bool) (*bareServer, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	b := &bareServer{f: &fanout{}, srv: grpc.NewServer()}
+	depth := 1 << 16
+	if n > 100 {
+		depth = 1 << 12
+	}
+	b := &bareServer{f: &fanout{depth: depth}, srv: grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{base: encoding.GetCodecV2(gproto.Name)}))}
 	statecastv1.RegisterPlayerServer(b.srv, b.f)
 	go func() { _ = b.srv.Serve(lis) }()
 	if b.conns, err = dial(lis.Addr().String(), conns); err != nil {
@@ -94,7 +140,7 @@ func startBare(n, conns int) (*bareServer, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.stop = cancel
 	for i := range n {
-		r := &receiver{id: "t" + strconv.Itoa(i)}
+		r := &receiver{id: "t" + strconv.Itoa(i), stalled: stalled != nil && stalled(i)}
 		b.recv = append(b.recv, r)
 		cli := statecastv1.NewPlayerClient(b.conns[i%len(b.conns)])
 		b.wg.Add(1)
@@ -102,8 +148,9 @@ func startBare(n, conns int) (*bareServer, error) {
 			defer b.wg.Done()
 			_ = r.run(ctx, cli, &statecastv1.Hello{ClientId: r.id, Stream: "bare"})
 		}()
+		// One at a time, so that subscriber i is f.subs[i].
+		waitFor(10*time.Second, func() bool { return b.f.joined() == i+1 })
 	}
-	waitFor(10*time.Second, func() bool { return b.f.joined() == n })
 	return b, nil
 }
 

@@ -15,7 +15,8 @@ import (
 // runPlayerDelay measures the delivery delay for each (targets, entry size) cell at a fixed
 // rate, for three systems run one after the other in this process:
 //
-//   - bare: a bare gRPC fan-out, entries generated in process, stamped at dispatch;
+//   - bare: a bare gRPC fan-out (each entry a batch of one, encoded once, one goroutine per
+//     stream, no queues/terms/acks logic), entries generated in process, stamped at dispatch;
 //     delay = dispatch → applied at the receiver;
 //   - kafka: the entries produced to a topic and read by one plain sarama consumer per
 //     target; produce → applied and Kafka-ack → applied;
@@ -67,7 +68,7 @@ func runPlayerDelay(ctx context.Context, args []string, w io.Writer) error {
 			}
 			var bare, kafkaSent, playerAck, playerSent summary
 			if strings.Contains(*systems, "bare") {
-				b, err := startBare(n, n)
+				b, err := startBare(n, n, nil)
 				if err != nil {
 					return err
 				}
@@ -75,8 +76,8 @@ func runPlayerDelay(ctx context.Context, args []string, w io.Writer) error {
 					if i >= total {
 						return false
 					}
-					b.f.publish(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Batch{
-						Batch: &statecastv1.Batch{Entries: []*statecastv1.Entry{bareEntry(i, size, *keys)}}}})
+					b.f.publish(encodeOnce(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Batch{
+						Batch: &statecastv1.Batch{Entries: []*statecastv1.Entry{bareEntry(i, size, *keys)}}}}))
 					return true
 				})
 				if !waitFor(30*time.Second, func() bool { return allHave(b.recv, total) }) {

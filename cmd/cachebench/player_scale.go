@@ -2,7 +2,204 @@ package main
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"io"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/statecast/statecast/player"
+	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 
-func runPlayerScale(ctx context.Context, args []string, w io.Writer) error { return nil }
+// runPlayerScale: one in-process player, S subscribers spread over V views (subscriber i
+// wants view i mod V), R entries/s of B bytes spread over the views (so each entry reaches
+// S/V subscribers); subscriber 0 is stalled: it subscribes to every view and never reads,
+// so its traffic (R x B per second) passes the byte budget within seconds. Reports the
+// lag (produce → applied, Kafka-ack → applied) of the live subscribers, the player's
+// per-target queue bytes (its metric) for the stalled target and the largest, and the
+// process heap (player + producer + all receivers: an upper bound of the player's).
+func runPlayerScale(ctx context.Context, args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("player-scale", flag.ContinueOnError)
+	brokers := brokersFlag(fs)
+	subs := fs.Int("subscribers", 1000, "subscribers")
+	views := fs.Int("views", 100, "views")
+	rate := fs.Int("rate", 10000, "entries per second")
+	size := fs.Int("size", 200, "entry size in bytes")
+	dur := fs.Duration("duration", 15*time.Second, "measured time")
+	warm := fs.Duration("warmup", 3*time.Second, "warm-up (not measured)")
+	budget := fs.Int64("budget", 4<<20, "player target_budget_bytes")
+	conns := fs.Int("conns", 20, "client connections carrying the subscribers")
+	bare := fs.Bool("bare", true, "also run the bare gRPC fan-out baseline (same routing, a frame per entry)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	bs, err := splitBrokers(*brokers)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "player-scale: %d subscribers over %d views (%d per view), %d entries/s of %d B, subscriber 0 stalled, budget %d B/target, %s measured after %s, GOMAXPROCS=%d, receivers in this process\n",
+		*subs, *views, *subs / *views, *rate, *size, *budget, *dur, *warm, runtime.GOMAXPROCS(0))
+	total := int(float64(*rate) * (*dur + *warm).Seconds())
+	warmN := int(float64(*rate) * warm.Seconds())
+	if *bare {
+		if err := scaleBare(ctx, w, *subs, *views, *rate, *size, total, warmN, *conns); err != nil {
+			return err
+		}
+	}
+	runtime.GC() // the baseline's buffers must not count in the player's heap
+	topic, drop, err := newTopic(bs, "bench_scale")
+	if err != nil {
+		return err
+	}
+	defer drop()
+	pr, err := startPlayer(bs, topic, func(c *player.Config) { c.TargetBudgetBytes = *budget })
+	if err != nil {
+		return err
+	}
+	defer pr.close()
+	// The delivery checker is not attached here: its records would dominate the heap.
+	start := time.Now()
+	err = pr.connect(*subs, *conns, func(i int) []string {
+		if i == 0 {
+			return nil // the stalled subscriber wants every view: 10x the traffic of the others
+		}
+		return []string{"v" + strconv.Itoa(i%*views)}
+	}, func(i int) bool { return i == 0 })
+	if err != nil {
+		return err
+	}
+	for _, r := range pr.recv {
+		r.frames = nil
+	}
+	fmt.Fprintf(w, "%d subscribers admitted in %.1fs\n", *subs, time.Since(start).Seconds())
+
+	var maxHeap, maxStalled, maxQueue, maxSum int64
+	sample := func() {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		maxHeap = max(maxHeap, int64(ms.HeapInuse))
+		st := pr.p.Status()
+		var sum int64
+		for _, s := range st.Streams {
+			for _, t := range s.Targets {
+				sum += t.QueueBytes
+				maxQueue = max(maxQueue, t.QueueBytes)
+				if t.ID == "t0" {
+					maxStalled = max(maxStalled, t.QueueBytes)
+				}
+			}
+		}
+		maxSum = max(maxSum, sum)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tk := time.NewTicker(250 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-tk.C:
+				sample()
+			}
+		}
+	}()
+	p, err := newProducer(bs, topic)
+	if err != nil {
+		stop()
+		return err
+	}
+	perView := make([]int, *views)
+	pace(ctx, *rate, func(i int) bool {
+		if i >= total {
+			return false
+		}
+		v := i % *views
+		perView[v]++
+		p.send("v"+strconv.Itoa(v), (i / *views)%100, *size)
+		return true
+	})
+	if err := p.close(); err != nil {
+		stop()
+		return err
+	}
+	ok := waitFor(2*time.Minute, func() bool {
+		for i, r := range pr.recv {
+			if !r.stalled && r.count() < perView[i%*views] {
+				return false
+			}
+		}
+		return true
+	})
+	stop()
+	<-done
+	sample()
+	if !ok {
+		return fmt.Errorf("live subscribers did not get all their entries")
+	}
+	// The first warmN records are offsets < warmN (the topic is fresh).
+	st, ak, _ := latencies(pr.recv, int64(warmN), p.acks)
+	stalled := "no longer connected (suspended: ack time-out or stream error)"
+	for _, s := range pr.p.Status().Streams {
+		for _, t := range s.Targets {
+			if t.ID == "t0" {
+				stalled = fmt.Sprintf("state %s, last ack %d, queue %d B, unacked batches %d, overflows %d, recoveries %d",
+					t.State, t.LastAck, t.QueueBytes, t.Unacked, t.Overflows, t.Recoveries)
+			}
+		}
+	}
+	fmt.Fprintf(w, "player: lag produce→applied    %s\n", summarize(st))
+	fmt.Fprintf(w, "player: lag kafka-ack→applied  %s\n", summarize(ak))
+	fmt.Fprintf(w, "goal: lag p99 <= 100 ms\n")
+	fmt.Fprintf(w, "stalled target t0: max queue %d B (budget %d B); at end: %s\n", maxStalled, *budget, stalled)
+	fmt.Fprintf(w, "largest target queue %d B; all targets' queues max %d B; process heap in use max %.1f MB (player + producer + %d receivers)\n",
+		maxQueue, maxSum, float64(maxHeap)/1e6, *subs)
+	return nil
+}
+
+// scaleBare is the same routing on the bare gRPC fan-out: entry i goes, as a one-entry
+// frame encoded once, to the subscribers of view i mod views; lag = dispatch → applied.
+func scaleBare(ctx context.Context, w io.Writer, subs, views, rate, size, total, warmN, conns int) error {
+	b, err := startBare(subs, conns, func(i int) bool { return i == 0 })
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	byView := make([][]int, views)
+	for i := range subs {
+		if i != 0 { // a stalled stream would block this simple fan-out (no budget logic): left out
+			byView[i%views] = append(byView[i%views], i)
+		}
+	}
+	perView := make([]int, views)
+	pace(ctx, rate, func(i int) bool {
+		if i >= total {
+			return false
+		}
+		v := i % views
+		perView[v]++
+		e := bareEntry(i, size, 100)
+		e.View = "v" + strconv.Itoa(v)
+		b.f.publishTo(byView[v], encodeOnce(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Batch{
+			Batch: &statecastv1.Batch{Entries: []*statecastv1.Entry{e}}}}))
+		return true
+	})
+	ok := waitFor(2*time.Minute, func() bool {
+		for i, r := range b.recv {
+			if !r.stalled && r.count() < perView[i%views] {
+				return false
+			}
+		}
+		return true
+	})
+	if !ok {
+		return fmt.Errorf("bare fan-out: subscribers did not get all their entries")
+	}
+	st, _, _ := latencies(b.recv, int64(warmN), nil)
+	fmt.Fprintf(w, "bare gRPC fan-out: lag dispatch→applied  %s\n", summarize(st))
+	return nil
+}
