@@ -19,8 +19,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/statecast/statecast/internal/kafkautil"
-	"github.com/statecast/statecast/schemas/record"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // rawMsg is an already marshalled SubscribeResponse, sent as is by rawCodec: the bare

@@ -19,9 +19,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/statecast/statecast/internal/kafkautil"
+	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
-	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 
 // summary of a latency sample.

@@ -213,4 +213,3 @@ func runPlayerCell(ctx context.Context, brokers []string, n, size, rate, total, 
 	}
 	return out, h, verdict, nil
 }
-

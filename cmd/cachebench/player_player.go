@@ -145,8 +145,8 @@ func (pr *playerRun) close() {
 // histogram reads a player histogram (summed over label sets): mean and quantiles
 // interpolated within buckets.
 type histogram struct {
-	count              uint64
-	mean, p50, p99     time.Duration
+	count          uint64
+	mean, p50, p99 time.Duration
 }
 
 func (pr *playerRun) histogram(name string) histogram {
