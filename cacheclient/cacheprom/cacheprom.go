@@ -1,0 +1,105 @@
+// Package cacheprom exports a cacheclient.Client's metrics to Prometheus. It lives apart
+// from cacheclient so that services embedding the cache do not depend on the Prometheus
+// client unless they ask for it.
+//
+// The collector reads Client.Stats on every scrape (no goroutine, no hooks): register it
+// with prometheus.MustRegister(cacheprom.NewCollector(client)).
+package cacheprom
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/statecast/statecast/cacheclient"
+)
+
+// Collector is a prometheus.Collector over one client.
+type Collector struct {
+	c      *cacheclient.Client
+	labels prometheus.Labels
+
+	index, lag, lagEntries, staleness, connected, ready   *prometheus.Desc
+	entries, batches, snapshots, resyncs, reconnects      *prometheus.Desc
+	epochChecks, epochMismatches, decodeErrs, handlerErrs *prometheus.Desc
+	persists, persistErrs                                 *prometheus.Desc
+	viewLen, viewIndex, viewMemory                        *prometheus.Desc
+}
+
+// NewCollector returns a collector for c; constLabels are added to every metric (for
+// example the stream name when a service runs several clients).
+func NewCollector(c *cacheclient.Client, constLabels prometheus.Labels) *Collector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("statecast_cacheclient_"+name, help, labels, constLabels)
+	}
+	return &Collector{
+		c:               c,
+		index:           d("applied_index", "Stream index the client has applied."),
+		lag:             d("lag_seconds", "Delay from source time to publication of the last applied batch."),
+		lagEntries:      d("lag_entries", "During a snapshot: entries between the applied index and the snapshot's index."),
+		staleness:       d("staleness_seconds", "Now minus the source time of the last applied row."),
+		connected:       d("connected", "1 while a Subscribe stream is open."),
+		ready:           d("ready", "1 once the initial state is complete."),
+		entries:         d("entries_applied_total", "Entries of live batches applied."),
+		batches:         d("batches_applied_total", "Live batches applied."),
+		snapshots:       d("snapshots_applied_total", "Snapshots applied (bootstrap and resync)."),
+		resyncs:         d("resyncs_total", "Resyncs (ResyncRequired or epoch mismatch)."),
+		reconnects:      d("reconnects_total", "Streams that ended and were reopened."),
+		epochChecks:     d("epoch_checks_total", "Epoch-end checks run."),
+		epochMismatches: d("epoch_mismatches_total", "Epoch-end checks that failed."),
+		decodeErrs:      d("decode_errors_total", "Rows the decoder refused."),
+		handlerErrs:     d("handler_errors_total", "Changes whose handler attempts were exhausted."),
+		persists:        d("state_files_written_total", "State files written."),
+		persistErrs:     d("state_file_errors_total", "State files that could not be written."),
+		viewLen:         d("view_entries", "Objects in the view.", "view"),
+		viewIndex:       d("view_index", "Stream index the view reflects.", "view"),
+		viewMemory:      d("view_memory_bytes", "Estimated memory of the view.", "view"),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (k *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{k.index, k.lag, k.lagEntries, k.staleness, k.connected, k.ready,
+		k.entries, k.batches, k.snapshots, k.resyncs, k.reconnects, k.epochChecks, k.epochMismatches,
+		k.decodeErrs, k.handlerErrs, k.persists, k.persistErrs, k.viewLen, k.viewIndex, k.viewMemory} {
+		ch <- d
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Collect implements prometheus.Collector.
+func (k *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := k.c.Stats()
+	g := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	cnt := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	g(k.index, float64(s.Index))
+	g(k.lag, s.Lag.Seconds())
+	g(k.lagEntries, float64(s.LagEntries))
+	g(k.staleness, s.Staleness.Seconds())
+	g(k.connected, b2f(s.Connected))
+	g(k.ready, b2f(s.Ready))
+	cnt(k.entries, s.EntriesApplied)
+	cnt(k.batches, s.Batches)
+	cnt(k.snapshots, s.SnapshotsApplied)
+	cnt(k.resyncs, s.Resyncs)
+	cnt(k.reconnects, s.Reconnects)
+	cnt(k.epochChecks, s.EpochChecks)
+	cnt(k.epochMismatches, s.EpochMismatches)
+	cnt(k.decodeErrs, s.DecodeErrors)
+	cnt(k.handlerErrs, s.HandlerErrors)
+	cnt(k.persists, s.Persists)
+	cnt(k.persistErrs, s.PersistErrors)
+	for _, v := range s.Views {
+		g(k.viewLen, float64(v.Len), v.Name)
+		g(k.viewIndex, float64(v.Index), v.Name)
+		g(k.viewMemory, float64(v.MemoryBytes), v.Name)
+	}
+}
