@@ -40,3 +40,5 @@ func (e *ViewError) Error() string {
 }
 
 func (e *ViewError) Unwrap() []error { return []error{ErrView, e.Err} }
+
+func isErr(err, target error) bool { return errors.Is(err, target) }

@@ -1,0 +1,126 @@
+package distributor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/statecast/statecast/schemas/record/pgjson"
+)
+
+// The row encoding itself is schemas/record/pgjson's; this file only adapts it to a view:
+// compiling the encoder of a view's query, mapping its errors to *ViewError, and keeping the
+// encoded values in an arena so a snapshot does not allocate per row.
+
+// compileEncoder describes the view's query (without running it) and compiles its encoder.
+func compileEncoder(ctx context.Context, tx pgx.Tx, v *ViewConfig, query string) (*pgjson.Encoder, error) {
+	sd, err := tx.Prepare(ctx, "", query)
+	if err != nil {
+		return nil, sqlError(v, err)
+	}
+	enc, err := pgjson.Compile(ctx, tx, sd.Fields, v.Key)
+	if err != nil {
+		var te *pgjson.TypeError
+		switch {
+		case errors.As(err, &te):
+			return nil, &ViewError{View: v.Name, Column: te.Column, Err: err}
+		case errors.Is(err, pgjson.ErrNoKeyColumn), errors.Is(err, pgjson.ErrDuplicateColumn):
+			return nil, &ViewError{View: v.Name, Err: err}
+		}
+		return nil, fmt.Errorf("distributor: view %q: %w", v.Name, err)
+	}
+	if v.Incremental != "" && enc.ColumnIndex(v.Incremental) < 0 {
+		return nil, &ViewError{View: v.Name, Column: v.Incremental, Err: errors.New("incremental column not in the query's result")}
+	}
+	return enc, nil
+}
+
+// sameColumns reports whether fields are the columns enc was compiled for.
+func sameColumns(enc *pgjson.Encoder, fields []pgconn.FieldDescription) bool {
+	cols := enc.Columns()
+	if len(cols) != len(fields) {
+		return false
+	}
+	for i, f := range fields {
+		if cols[i].Name != f.Name || cols[i].OID != f.DataTypeOID {
+			return false
+		}
+	}
+	return true
+}
+
+// rowCodec encodes the rows of one read of a view.
+type rowCodec struct {
+	v      *ViewConfig
+	enc    *pgjson.Encoder
+	inc    int // index of the incremental column, -1 if none
+	incOID uint32
+	arena  []byte
+	keyBuf []byte
+}
+
+const arenaChunk = 1 << 20
+
+func newRowCodec(v *ViewConfig, enc *pgjson.Encoder) *rowCodec {
+	c := &rowCodec{v: v, enc: enc, inc: -1}
+	if v.Incremental != "" {
+		c.inc = enc.ColumnIndex(v.Incremental)
+		c.incOID = enc.Columns()[c.inc].OID
+	}
+	return c
+}
+
+// encode returns the record key, the JSON value (stable: it is never overwritten) and the
+// key text of the incremental column ("" if none or NULL) of a raw binary row.
+func (c *rowCodec) encode(raw [][]byte) (key string, value []byte, inc string, err error) {
+	c.keyBuf, err = c.enc.AppendKey(c.keyBuf[:0], c.v.Name, raw)
+	if err != nil {
+		if errors.Is(err, pgjson.ErrNullKey) {
+			parts, _ := c.partialKey(raw)
+			return "", nil, "", &ViewError{View: c.v.Name, Key: parts, Err: err}
+		}
+		return "", nil, "", &ViewError{View: c.v.Name, Err: err}
+	}
+	key = string(c.keyBuf)
+	if cap(c.arena)-len(c.arena) < 4096 {
+		c.arena = make([]byte, 0, arenaChunk)
+	}
+	start := len(c.arena)
+	c.arena, err = c.enc.AppendValue(c.arena, raw)
+	if err != nil {
+		return "", nil, "", &ViewError{View: c.v.Name, Key: key, Err: err}
+	}
+	value = c.arena[start:len(c.arena):len(c.arena)]
+	if c.inc >= 0 && raw[c.inc] != nil {
+		b, err := c.enc.AppendKeyText(nil, c.inc, raw)
+		if err != nil {
+			return "", nil, "", &ViewError{View: c.v.Name, Key: key, Column: c.v.Incremental, Err: err}
+		}
+		inc = string(b)
+	}
+	return key, value, inc, nil
+}
+
+// partialKey describes a row whose key has a NULL column, for the error message.
+func (c *rowCodec) partialKey(raw [][]byte) (string, error) {
+	s := ""
+	for i, k := range c.v.Key {
+		idx := c.enc.ColumnIndex(k)
+		if i > 0 {
+			s += "|"
+		}
+		if raw[idx] == nil {
+			s += "NULL"
+			continue
+		}
+		b, err := c.enc.AppendKeyText(nil, idx, raw)
+		if err != nil {
+			return s, err
+		}
+		s += string(b)
+	}
+	return s, nil
+}

@@ -1,0 +1,236 @@
+package distributor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/statecast/statecast/internal/kafkautil"
+)
+
+// Option configures a Distributor.
+type Option func(*Distributor)
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(d *Distributor) { d.log = l } }
+
+// WithRegistry sets the Prometheus registry the metrics are registered in (default: a new
+// registry, served by Handler's /metrics).
+func WithRegistry(r *prometheus.Registry) Option { return func(d *Distributor) { d.reg = r } }
+
+// Distributor publishes the configured views into their streams. Create it with New, run
+// it with Run. Reconcile, WaitReady and Handler are safe for concurrent use.
+type Distributor struct {
+	cfg  Config
+	log  *slog.Logger
+	reg  *prometheus.Registry
+	m    *metrics
+	pool *pgxpool.Pool
+
+	streams []*stream
+	byView  map[string]*stream
+
+	mu      sync.Mutex
+	running bool
+}
+
+// New validates cfg and returns a Distributor. It does not connect: Run does.
+func New(cfg Config, opts ...Option) (*Distributor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d := &Distributor{cfg: cfg, byView: map[string]*stream{}}
+	for _, o := range opts {
+		o(d)
+	}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if d.reg == nil {
+		d.reg = prometheus.NewRegistry()
+	}
+	d.m = newMetrics(d.reg)
+	return d, nil
+}
+
+// Run connects to PostgreSQL and Kafka, makes sure every stream's topic exists (created
+// compacted with one partition; an unusable one is refused), and runs every stream until
+// ctx ends: each waits for its advisory lock (standby), restores its state from the topic,
+// publishes its start-up epochs, then polls and reconciles. It returns nil after ctx ends
+// (graceful shutdown), or the first fatal error: a bad topic or a view that cannot be
+// published (*ViewError; nothing of that view was published). Run may be called once.
+func (d *Distributor) Run(ctx context.Context) error {
+	d.mu.Lock()
+	if d.running || d.streams != nil {
+		d.mu.Unlock()
+		return errors.New("distributor: Run called twice")
+	}
+	d.running = true
+	d.mu.Unlock()
+
+	pcfg, err := pgxpool.ParseConfig(d.cfg.Postgres.DSN)
+	if err != nil {
+		return fmt.Errorf("%w: postgres.dsn: %v", ErrConfig, err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("distributor: postgres: %w", err)
+	}
+	defer pool.Close()
+	d.pool = pool
+
+	admin, err := sarama.NewClusterAdmin(d.cfg.Kafka.Brokers, kafkautil.NewConfig(d.cfg.Kafka.ClientID+"-admin"))
+	if err != nil {
+		return fmt.Errorf("distributor: kafka admin: %w", err)
+	}
+	streams := make([]*stream, 0, len(d.cfg.Streams))
+	for i := range d.cfg.Streams {
+		sc := &d.cfg.Streams[i]
+		maxBytes, err := ensureTopic(admin, sc)
+		if err != nil {
+			_ = admin.Close()
+			return err
+		}
+		if m := d.cfg.Kafka.MaxMessageBytes; m > 0 && m < maxBytes {
+			maxBytes = m
+		}
+		s := newStream(d, sc)
+		s.cfg.maxBytes = maxBytes
+		streams = append(streams, s)
+	}
+	_ = admin.Close()
+	d.mu.Lock()
+	d.streams = streams
+	for _, s := range streams {
+		for _, v := range s.cfg.Views {
+			d.byView[v.Name] = s
+		}
+	}
+	d.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, len(streams)+1)
+	if d.cfg.HTTPAddr != "" {
+		ln, err := net.Listen("tcp", d.cfg.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("distributor: http_addr: %w", err)
+		}
+		srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		wg.Go(func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("distributor: http: %w", err)
+			}
+		})
+		wg.Go(func() {
+			<-ctx.Done()
+			sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+			defer c()
+			_ = srv.Shutdown(sctx)
+		})
+	}
+	for _, s := range streams {
+		wg.Go(func() {
+			if err := s.run(ctx); err != nil {
+				errc <- err
+			}
+		})
+	}
+	var first error
+	select {
+	case <-ctx.Done():
+	case first = <-errc:
+		d.log.Error("distributor stopping", "err", first)
+	}
+	cancel()
+	wg.Wait()
+	return first
+}
+
+// Reconcile publishes a new epoch of the named view now, in its refresh mode (reconcile:
+// changed/missing rows and tombstones for vanished keys; rewrite: every row), and returns
+// when it is acknowledged. It fails with ErrUnknownView, or ErrNotActive while this
+// Distributor is a standby or not running.
+func (d *Distributor) Reconcile(ctx context.Context, view string) error {
+	d.mu.Lock()
+	s := d.byView[view]
+	d.mu.Unlock()
+	if s == nil {
+		if _, v := d.cfg.view(view); v == nil {
+			return fmt.Errorf("%w: %q", ErrUnknownView, view)
+		}
+		return ErrNotActive
+	}
+	if !s.active.Load() {
+		return ErrNotActive
+	}
+	done := make(chan error, 1)
+	select {
+	case s.reconcileCh <- reconcileReq{view: s.views[view], done: done}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Views lists the configured view names, in configuration order.
+func (d *Distributor) Views() []string {
+	var out []string
+	for _, s := range d.cfg.Streams {
+		for _, v := range s.Views {
+			out = append(out, v.Name)
+		}
+	}
+	return out
+}
+
+// WaitReady returns when every stream has published its start-up epochs (for a standby:
+// after it took over), or ctx's error.
+func (d *Distributor) WaitReady(ctx context.Context) error {
+	for {
+		d.mu.Lock()
+		streams := d.streams
+		d.mu.Unlock()
+		if streams != nil {
+			for _, s := range streams {
+				select {
+				case <-s.ready:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		}
+		if !sleepCtx(ctx, 10*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// Active reports whether this Distributor holds the lock of every stream.
+func (d *Distributor) Active() bool {
+	d.mu.Lock()
+	streams := d.streams
+	d.mu.Unlock()
+	for _, s := range streams {
+		if !s.active.Load() {
+			return false
+		}
+	}
+	return len(streams) > 0
+}

@@ -1,0 +1,49 @@
+package distributor
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Handler serves:
+//
+//	GET  /healthz            200 with {"streams":{topic:"active"|"standby"}} (a standby is healthy)
+//	GET  /metrics            Prometheus metrics
+//	POST /reconcile?view=V   runs Reconcile(V); 200, 404 unknown view, 503 not active, 500
+func (d *Distributor) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		streams := d.streams
+		d.mu.Unlock()
+		st := map[string]string{}
+		for _, s := range streams {
+			if s.active.Load() {
+				st[s.cfg.Topic] = "active"
+			} else {
+				st[s.cfg.Topic] = "standby"
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"streams": st})
+	})
+	mux.HandleFunc("POST /reconcile", func(w http.ResponseWriter, r *http.Request) {
+		view := r.URL.Query().Get("view")
+		err := d.Reconcile(r.Context(), view)
+		switch {
+		case err == nil:
+			w.WriteHeader(http.StatusOK)
+			return
+		case isErr(err, ErrUnknownView):
+			http.Error(w, err.Error(), http.StatusNotFound)
+		case isErr(err, ErrNotActive):
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		default:
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	return mux
+}

@@ -1,0 +1,138 @@
+package distributor
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/schemas/record"
+	"github.com/statecast/statecast/schemas/record/recordsarama"
+)
+
+// headerBytes bounds the bytes of the five sc-* headers of a record of view.
+func headerBytes(view string) int {
+	return len(record.HeaderView) + len(view) +
+		len(record.HeaderKind) + len(record.KindEpochBegin) +
+		len(record.HeaderEpoch) + 20 +
+		len(record.HeaderSourceTime) + 40 +
+		len(record.HeaderSourceLSN) + 24 +
+		5*4 // varint lengths
+}
+
+// sendRows publishes rows (value nil = tombstone) with the headers of meta, in chunks built
+// lazily so that a large snapshot does not hold a sarama message per row in memory.
+func (s *stream) sendRows(ctx context.Context, rows []pendingRow, meta record.Meta) error {
+	meta.Kind = record.KindRow
+	hdrs := recordsarama.Headers(meta) // shared, read-only
+	chunk := s.cfg.sendBatch
+	msgs := make([]*sarama.ProducerMessage, 0, min(chunk, len(rows)))
+	for len(rows) > 0 {
+		n := min(chunk, len(rows))
+		msgs = msgs[:0]
+		for _, r := range rows[:n] {
+			m := &sarama.ProducerMessage{Key: sarama.StringEncoder(r.key), Headers: hdrs}
+			if r.value != nil {
+				m.Value = sarama.ByteEncoder(r.value)
+			}
+			msgs = append(msgs, m)
+		}
+		if err := s.prod.send(ctx, msgs); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+// sendControls publishes control records, in order, in one send.
+func (s *stream) sendControls(ctx context.Context, view string, meta record.Meta, cs ...record.Control) error {
+	msgs := make([]*sarama.ProducerMessage, 0, len(cs))
+	for _, c := range cs {
+		meta.View = view
+		meta.Kind = c.Kind()
+		msgs = append(msgs, &sarama.ProducerMessage{
+			Key:     sarama.ByteEncoder(record.ControlKey(view, c.Kind())),
+			Value:   sarama.ByteEncoder(c.Marshal()),
+			Headers: recordsarama.Headers(meta),
+		})
+	}
+	return s.prod.send(ctx, msgs)
+}
+
+// publishEpoch publishes r as a new epoch of its view: epoch-begin, the rows and tombstones,
+// then (only after all of them were acknowledged) epoch-end and, for incremental views, a
+// poll record with the epoch's watermark. The view's state changes only after the end was
+// acknowledged; an error or a cancelled ctx leaves the epoch without an end.
+func (s *stream) publishEpoch(ctx context.Context, r *viewRead, mode string) error {
+	st := r.view
+	name := st.cfg.Name
+	st.epoch++ // used even if the epoch fails: a later epoch never reuses its number
+	meta := record.Meta{View: name, Epoch: st.epoch, SourceTime: r.src.time, SourceLSN: r.src.lsn}
+	begin := &record.EpochBegin{Epoch: st.epoch, Mode: mode, SourceLSN: r.src.lsn, SourceTime: r.src.time}
+	if err := s.sendControls(ctx, name, meta, begin); err != nil {
+		return err
+	}
+	if err := s.sendRows(ctx, r.publish, meta); err != nil {
+		return err
+	}
+	end := &record.EpochEnd{Epoch: st.epoch, Rows: r.sum.Rows(), Hash: r.sum.Sum(),
+		Published: int64(len(r.publish)) - r.tombs, Tombstones: r.tombs, SourceLSN: r.src.lsn}
+	controls := []record.Control{end}
+	wm := st.watermark
+	if st.polled() {
+		if r.maxInc != "" && (wm == "" || incLess(st.incType, wm, r.maxInc)) {
+			wm = r.maxInc
+		}
+		controls = append(controls, &record.Poll{Watermark: wm, SourceLSN: r.src.lsn, SourceTime: r.src.time})
+	}
+	if err := s.sendControls(ctx, name, meta, controls...); err != nil {
+		return err
+	}
+	st.hashes = r.hashes
+	st.ended = st.epoch
+	s.setWatermark(st, wm)
+	s.m.rows.WithLabelValues(s.cfg.Topic, name).Add(float64(int64(len(r.publish)) - r.tombs))
+	s.m.tombstones.WithLabelValues(s.cfg.Topic, name).Add(float64(r.tombs))
+	s.m.epoch.WithLabelValues(s.cfg.Topic, name).Set(float64(st.epoch))
+	s.log.Info("epoch published", "stream", s.cfg.Topic, "view", name, "epoch", st.epoch, "mode", mode,
+		"rows", r.sum.Rows(), "published", int64(len(r.publish))-r.tombs, "tombstones", r.tombs,
+		"hash", record.FormatHash(r.sum.Sum()), "source_lsn", r.src.lsn)
+	return nil
+}
+
+// publishPoll publishes the changed rows of a poll, then a poll record; the watermark and
+// hashes advance only after the broker acknowledged both.
+func (s *stream) publishPoll(ctx context.Context, r *viewRead) error {
+	st := r.view
+	name := st.cfg.Name
+	meta := record.Meta{View: name, Epoch: st.epoch, SourceTime: r.src.time, SourceLSN: r.src.lsn}
+	if err := s.sendRows(ctx, r.publish, meta); err != nil {
+		return err
+	}
+	wm := st.watermark
+	if r.maxInc != "" && (wm == "" || incLess(st.incType, wm, r.maxInc)) {
+		wm = r.maxInc
+	}
+	if err := s.sendControls(ctx, name, meta, &record.Poll{Watermark: wm, SourceLSN: r.src.lsn, SourceTime: r.src.time}); err != nil {
+		return err
+	}
+	for k, h := range r.hashes {
+		st.hashes[k] = h
+	}
+	s.setWatermark(st, wm)
+	s.m.rows.WithLabelValues(s.cfg.Topic, name).Add(float64(len(r.publish)))
+	if len(r.publish) > 0 {
+		s.log.Debug("poll published", "stream", s.cfg.Topic, "view", name, "rows", len(r.publish), "watermark", wm)
+	}
+	return nil
+}
+
+func (s *stream) setWatermark(st *viewState, wm string) {
+	st.watermark = wm
+	if wm != "" {
+		s.m.watermarkT.WithLabelValues(s.cfg.Topic, st.cfg.Name).Set(watermarkSeconds(st.incType, wm))
+	}
+}
+
+var _ = strconv.Itoa

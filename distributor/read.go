@@ -1,0 +1,156 @@
+package distributor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/statecast/statecast/schemas/record"
+	"github.com/statecast/statecast/schemas/record/pgjson"
+)
+
+// source identifies the database snapshot a read ran in (stamped on the records).
+type source struct {
+	lsn  string
+	time time.Time
+}
+
+// beginSnapshot opens a REPEATABLE READ, READ ONLY transaction and captures the WAL
+// position and time at the start of its snapshot (its first statement).
+func beginSnapshot(ctx context.Context, db querier) (pgx.Tx, source, error) {
+	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, source{}, fmt.Errorf("distributor: begin snapshot: %w", err)
+	}
+	var src source
+	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text, now()").Scan(&src.lsn, &src.time); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, source{}, fmt.Errorf("distributor: snapshot position: %w", err)
+	}
+	return tx, src, nil
+}
+
+// querier is what the distributor needs from a pgxpool.Pool.
+type querier interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// pendingRow is a record to publish: value nil is a tombstone.
+type pendingRow struct {
+	key   string
+	value []byte
+	hash  uint64
+}
+
+// viewRead is the validated result of reading a view: what to publish and, for a full
+// read, the view's complete new state.
+type viewRead struct {
+	view    *viewState
+	full    bool
+	publish []pendingRow      // rows to publish (changed, missing, or all for rewrite), then tombstones
+	hashes  map[string]uint64 // full read: key → hash of every row; poll: changed rows only
+	sum     record.EpochHash  // full read: the epoch hash of the whole view
+	rows    int64             // rows read
+	tombs   int64             // tombstones in publish
+	maxInc  string            // highest incremental key text seen ("" = none)
+	src     source
+}
+
+// readView runs the view's query in tx and validates every row before anything is
+// published: key columns exist, keys are neither NULL nor duplicated, every column type is
+// mapped and no record exceeds maxBytes. A full read (an epoch) also lists the keys that
+// vanished (tombstones); rewrite publishes every row. A poll reads only the rows above the
+// watermark − overlap. Nothing in st changes.
+func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool, src source, maxBytes int, hdrBytes int) (*viewRead, error) {
+	v := st.cfg
+	query, args := v.SQL, []any(nil)
+	if full || st.enc == nil {
+		enc, err := compileEncoder(ctx, tx, v, query)
+		if err != nil {
+			return nil, err
+		}
+		st.enc = enc // type facts only; not publication state
+	}
+	codec := newRowCodec(v, st.enc)
+	if codec.inc >= 0 {
+		if err := checkIncremental(v, codec.incOID); err != nil {
+			return nil, err
+		}
+		st.incType = codec.incOID
+	}
+	if !full {
+		query, args = pollQuery(v, st.incType, st.watermark)
+	}
+	rows, err := tx.Query(ctx, query, append([]any{pgjson.ResultFormats}, args...)...)
+	if err != nil {
+		return nil, sqlError(v, err)
+	}
+	defer rows.Close()
+	if !sameColumns(st.enc, rows.FieldDescriptions()) {
+		st.enc = nil
+		return nil, fmt.Errorf("distributor: view %q: the query's columns changed; retrying", v.Name)
+	}
+	r := &viewRead{view: st, full: full, src: src, hashes: make(map[string]uint64)}
+	if full {
+		r.hashes = make(map[string]uint64, len(st.hashes))
+	}
+	for rows.Next() {
+		key, value, inc, err := codec.encode(rows.RawValues())
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := r.hashes[key]; dup {
+			return nil, &ViewError{View: v.Name, Key: key, Err: errors.New("duplicate key in one snapshot (key columns must be unique in the view)")}
+		}
+		if n := len(key) + len(value) + hdrBytes + recordOverhead; n > maxBytes {
+			return nil, &ViewError{View: v.Name, Key: key, Err: fmt.Errorf("record of %d bytes exceeds the broker's message limit of %d bytes", n, maxBytes)}
+		}
+		h := record.RowHash([]byte(key), value)
+		r.hashes[key] = h
+		r.rows++
+		if full {
+			r.sum.Add(h)
+		}
+		if inc != "" && (r.maxInc == "" || incLess(st.incType, r.maxInc, inc)) {
+			r.maxInc = inc
+		}
+		if old, ok := st.hashes[key]; rewrite || !ok || old != h {
+			r.publish = append(r.publish, pendingRow{key: key, value: value, hash: h})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, sqlError(v, err)
+	}
+	if !full {
+		// a poll keeps only the changed rows' hashes
+		for k := range r.hashes {
+			if old, ok := st.hashes[k]; ok && old == r.hashes[k] {
+				delete(r.hashes, k)
+			}
+		}
+		return r, nil
+	}
+	for k := range st.hashes {
+		if _, ok := r.hashes[k]; !ok {
+			r.publish = append(r.publish, pendingRow{key: k})
+			r.tombs++
+		}
+	}
+	return r, nil
+}
+
+// recordOverhead bounds the bytes Kafka adds around one record's key, value and headers
+// (record batch header and record framing).
+const recordOverhead = 128
+
+func sqlError(v *ViewConfig, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return &ViewError{View: v.Name, Err: fmt.Errorf("sql: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)}
+	}
+	return fmt.Errorf("distributor: view %q: query: %w", v.Name, err)
+}

@@ -1,0 +1,102 @@
+package distributor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/schemas/record"
+)
+
+// restore reads the topic from its start to its end (the end offset taken before reading)
+// and rebuilds each configured view's state: key → content hash of the live rows, the last
+// epoch and the watermark of the last poll record. Records of views that are not configured
+// any more are skipped. It is the only state store: no other is needed.
+func restore(ctx context.Context, brokers []string, clientID, topic string, views map[string]*viewState, log *slog.Logger) (n int64, err error) {
+	cfg := kafkautil.NewConfig(clientID + "-restore")
+	cfg.Consumer.Fetch.Default = 4 << 20
+	client, err := sarama.NewClient(brokers, cfg)
+	if err != nil {
+		return 0, fmt.Errorf("distributor: restore %q: %w", topic, err)
+	}
+	defer client.Close()
+	oldest, err := client.GetOffset(topic, 0, sarama.OffsetOldest)
+	if err != nil {
+		return 0, fmt.Errorf("distributor: restore %q: oldest offset: %w", topic, err)
+	}
+	end, err := client.GetOffset(topic, 0, sarama.OffsetNewest)
+	if err != nil {
+		return 0, fmt.Errorf("distributor: restore %q: end offset: %w", topic, err)
+	}
+	if end <= oldest {
+		return 0, nil
+	}
+	consumer, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		return 0, fmt.Errorf("distributor: restore %q: %w", topic, err)
+	}
+	defer consumer.Close()
+	pc, err := consumer.ConsumePartition(topic, 0, oldest)
+	if err != nil {
+		return 0, fmt.Errorf("distributor: restore %q: consume: %w", topic, err)
+	}
+	defer pc.AsyncClose()
+	skipped := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case cerr := <-pc.Errors():
+			return n, fmt.Errorf("distributor: restore %q: %w", topic, cerr)
+		case m := <-pc.Messages():
+			n++
+			if err := applyRestored(m, views); err != nil {
+				skipped++
+				if skipped <= 10 {
+					log.Warn("restore: record skipped", "topic", topic, "offset", m.Offset, "err", err)
+				}
+			}
+			if m.Offset >= end-1 {
+				return n, nil
+			}
+		}
+	}
+}
+
+func applyRestored(m *sarama.ConsumerMessage, views map[string]*viewState) error {
+	var b record.MetaBuilder
+	for _, h := range m.Headers {
+		if err := b.Add(h.Key, h.Value); err != nil {
+			return err
+		}
+	}
+	meta, err := b.Meta()
+	if err != nil {
+		return err
+	}
+	st := views[meta.View]
+	if st == nil {
+		return nil // a view no longer configured
+	}
+	st.epoch = max(st.epoch, meta.Epoch)
+	switch meta.Kind {
+	case record.KindRow:
+		if len(m.Value) == 0 {
+			delete(st.hashes, string(m.Key))
+		} else {
+			st.hashes[string(m.Key)] = record.RowHash(m.Key, m.Value)
+		}
+	case record.KindEpochEnd:
+		st.ended = max(st.ended, meta.Epoch)
+	case record.KindPoll:
+		p, err := record.ParsePoll(m.Value)
+		if err != nil {
+			return err
+		}
+		st.watermark = p.Watermark
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package distributor
+
+import (
+	"time"
+
+	"github.com/statecast/statecast/schemas/record/pgjson"
+)
+
+// viewState is what the distributor knows about a view's publication: the content hash of
+// every live key in the topic, the last epoch and the incremental watermark. It is owned by
+// the stream's publisher loop (no locking). It changes only after the broker acknowledged.
+type viewState struct {
+	cfg    *ViewConfig
+	hashes map[string]uint64 // record key → record.RowHash of the live value in the topic
+	// epoch is the highest epoch number used for the view (begun, maybe not ended).
+	epoch uint64
+	// ended is the last epoch whose epoch-end is in the topic.
+	ended uint64
+	// watermark is the key text of the highest incremental value published ("" = none).
+	watermark string
+	// incType is the PostgreSQL type OID of the incremental column (0 until a read saw it).
+	incType uint32
+	// enc is the compiled row encoder of the view's query (re-compiled at every epoch).
+	enc *pgjson.Encoder
+
+	nextPoll time.Time     // when the next incremental poll is due
+	backoff  time.Duration // current retry backoff after errors (0 = none)
+}
+
+func newViewState(cfg *ViewConfig) *viewState {
+	return &viewState{cfg: cfg, hashes: make(map[string]uint64)}
+}
+
+// polled reports whether the view has an incremental poll.
+func (s *viewState) polled() bool { return s.cfg.Incremental != "" }
+
+// fail records an error and returns the backoff to wait before the next try
+// (doubling from 100ms up to 30s).
+func (s *viewState) fail() time.Duration {
+	switch {
+	case s.backoff == 0:
+		s.backoff = 100 * time.Millisecond
+	case s.backoff < 30*time.Second:
+		s.backoff = min(2*s.backoff, 30*time.Second)
+	}
+	return s.backoff
+}
+
+func (s *viewState) ok() { s.backoff = 0 }

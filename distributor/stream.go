@@ -1,0 +1,337 @@
+package distributor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/robfig/cron/v3"
+
+	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/schemas/record"
+)
+
+// streamSettings are a stream's resolved settings.
+type streamSettings struct {
+	*StreamConfig
+	sendBatch int
+	maxBytes  int // record size limit (broker/topic max.message.bytes, or the config's lower one)
+}
+
+type reconcileReq struct {
+	view *viewState
+	done chan error // nil for cron requests
+}
+
+// stream runs one topic: standby until it holds the advisory lock, then the start-up epoch
+// and the publisher loop (see doc.go).
+type stream struct {
+	d    *Distributor
+	cfg  streamSettings
+	log  *slog.Logger
+	m    *metrics
+	pool *pgxpool.Pool
+
+	views map[string]*viewState
+	order []*viewState
+
+	reconcileCh chan reconcileReq
+	wakeCh      chan string
+
+	active atomic.Bool
+	ready  chan struct{} // closed after the first start-up epoch
+	once   sync.Once
+
+	// owned by the publisher loop while active
+	prod *producer
+}
+
+func newStream(d *Distributor, sc *StreamConfig) *stream {
+	s := &stream{
+		d: d, cfg: streamSettings{StreamConfig: sc, sendBatch: d.cfg.Kafka.SendBatch},
+		log: d.log, m: d.m, pool: d.pool,
+		views:       map[string]*viewState{},
+		reconcileCh: make(chan reconcileReq),
+		wakeCh:      make(chan string, 64),
+		ready:       make(chan struct{}),
+	}
+	s.resetState()
+	return s
+}
+
+func (s *stream) resetState() {
+	s.views = map[string]*viewState{}
+	s.order = s.order[:0]
+	for i := range s.cfg.Views {
+		st := newViewState(&s.cfg.Views[i])
+		s.views[st.cfg.Name] = st
+		s.order = append(s.order, st)
+	}
+}
+
+// run is the stream's lifecycle: wait for the lock (standby), be active until the lock is
+// lost or ctx ends, and go back to standby after a lost lock. Fatal start-up errors (a bad
+// view) are returned.
+func (s *stream) run(ctx context.Context) error {
+	for {
+		s.log.Info("standby: waiting for the stream lock", "stream", s.cfg.Topic)
+		lock, err := acquireLock(ctx, s.d.cfg.Postgres.DSN, s.cfg.Topic)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			s.m.errors.WithLabelValues(s.cfg.Topic, "", "lock").Inc()
+			s.log.Error("stream lock", "stream", s.cfg.Topic, "err", err)
+			if !sleepCtx(ctx, 2*time.Second) {
+				return nil
+			}
+			continue
+		}
+		err = s.activeRun(ctx, lock)
+		lock.Close()
+		s.active.Store(false)
+		s.m.active.WithLabelValues(s.cfg.Topic).Set(0)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrView) || errors.Is(err, ErrTopic) {
+			return err
+		}
+		s.m.errors.WithLabelValues(s.cfg.Topic, "", "lock").Inc()
+		s.log.Error("stream stopped; back to standby", "stream", s.cfg.Topic, "err", err)
+		if !sleepCtx(ctx, time.Second) {
+			return nil
+		}
+	}
+}
+
+// activeRun runs while the lock is held.
+func (s *stream) activeRun(parent context.Context, lock *streamLock) error {
+	ctx, cancel := context.WithCancelCause(parent)
+	var wg sync.WaitGroup
+	defer wg.Wait()   // runs last: every goroutine of this activation has ended
+	defer cancel(nil) // runs first
+	wg.Go(func() {
+		if err := lock.watch(ctx, time.Second); err != nil && ctx.Err() == nil {
+			cancel(err)
+		}
+	})
+	s.log.Info("active: holding the stream lock", "stream", s.cfg.Topic)
+	s.active.Store(true)
+	s.m.active.WithLabelValues(s.cfg.Topic).Set(1)
+
+	pcfg := kafkautil.ProducerConfig(s.d.cfg.Kafka.ClientID)
+	pcfg.Producer.MaxMessageBytes = s.cfg.maxBytes
+	pcfg.Producer.Flush.Bytes = 1 << 20
+	pcfg.Producer.Flush.Frequency = time.Millisecond
+	s.prod = &producer{brokers: s.d.cfg.Kafka.Brokers, cfg: pcfg, topic: s.cfg.Topic, sendBatch: s.cfg.sendBatch}
+	defer func() {
+		if err := s.prod.Close(); err != nil {
+			s.log.Warn("producer close", "stream", s.cfg.Topic, "err", err)
+		}
+	}()
+
+	// Start-up: state from the topic, then one epoch per view from one snapshot.
+	for attempt := 0; ; attempt++ {
+		s.resetState()
+		err := s.startup(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if errors.Is(err, ErrView) {
+			s.m.errors.WithLabelValues(s.cfg.Topic, viewOf(err), "snapshot").Inc()
+			return err
+		}
+		s.m.errors.WithLabelValues(s.cfg.Topic, "", "snapshot").Inc()
+		d := backoff(attempt)
+		s.log.Error("start-up epoch failed; retrying", "stream", s.cfg.Topic, "err", err, "retry_in", d)
+		if !sleepCtx(ctx, d) {
+			return context.Cause(ctx)
+		}
+	}
+	s.once.Do(func() { close(s.ready) })
+
+	wg.Go(func() { s.listen(ctx) })
+	cr := cron.New()
+	for _, st := range s.order {
+		if st.cfg.RefreshCron == "" {
+			continue
+		}
+		st := st
+		if _, err := cr.AddFunc(st.cfg.RefreshCron, func() {
+			select {
+			case s.reconcileCh <- reconcileReq{view: st}:
+			case <-ctx.Done():
+			}
+		}); err != nil {
+			return fmt.Errorf("%w: view %q refresh_cron: %v", ErrConfig, st.cfg.Name, err)
+		}
+	}
+	cr.Start()
+	defer func() { <-cr.Stop().Done() }()
+	return s.loop(ctx)
+}
+
+// startup restores the views' state from the topic and publishes one epoch per view, all
+// read from ONE snapshot and validated before anything is published.
+func (s *stream) startup(ctx context.Context) error {
+	n, err := restore(ctx, s.d.cfg.Kafka.Brokers, s.d.cfg.Kafka.ClientID, s.cfg.Topic, s.views, s.log)
+	if err != nil {
+		return err
+	}
+	s.log.Info("state restored from the topic", "stream", s.cfg.Topic, "records", n)
+	tx, src, err := beginSnapshot(ctx, s.pool)
+	if err != nil {
+		return err
+	}
+	reads := make([]*viewRead, 0, len(s.order))
+	for _, st := range s.order {
+		r, err := readView(ctx, tx, st, true, false, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
+		if err != nil {
+			_ = tx.Rollback(ctx)
+			return err
+		}
+		reads = append(reads, r)
+	}
+	_ = tx.Rollback(ctx) // read only
+	for _, r := range reads {
+		mode := record.ModeReconcile
+		if r.view.epoch == 0 && len(r.view.hashes) == 0 {
+			mode = record.ModeSnapshot
+		}
+		if err := s.publishEpoch(ctx, r, mode); err != nil {
+			return err
+		}
+		r.view.nextPoll = time.Now().Add(r.view.cfg.PollInterval)
+	}
+	return nil
+}
+
+// loop is the publisher loop: polls when due or woken, reconciles on request.
+func (s *stream) loop(ctx context.Context) error {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next := time.Now().Add(time.Hour)
+		for _, st := range s.order {
+			if st.polled() && st.nextPoll.Before(next) {
+				next = st.nextPoll
+			}
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case req := <-s.reconcileCh:
+			err := s.reconcile(ctx, req.view)
+			if req.done != nil {
+				req.done <- err
+			}
+		case name := <-s.wakeCh:
+			if st := s.views[name]; st != nil && st.backoff == 0 {
+				st.nextPoll = time.Now()
+			}
+		case <-timer.C:
+		}
+		now := time.Now()
+		for _, st := range s.order {
+			if ctx.Err() != nil {
+				break
+			}
+			if st.polled() && !now.Before(st.nextPoll) {
+				s.poll(ctx, st)
+			}
+		}
+	}
+}
+
+// poll runs one incremental poll of st; errors are logged, counted and retried with backoff.
+func (s *stream) poll(ctx context.Context, st *viewState) {
+	start := time.Now()
+	err := func() error {
+		tx, src, err := beginSnapshot(ctx, s.pool)
+		if err != nil {
+			return err
+		}
+		r, err := readView(ctx, tx, st, false, false, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
+		_ = tx.Rollback(ctx)
+		if err != nil {
+			return err
+		}
+		return s.publishPoll(ctx, r)
+	}()
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		d := st.fail()
+		st.nextPoll = time.Now().Add(d)
+		s.m.errors.WithLabelValues(s.cfg.Topic, st.cfg.Name, "poll").Inc()
+		s.log.Error("poll failed; retrying", "stream", s.cfg.Topic, "view", st.cfg.Name, "err", err, "retry_in", d)
+		return
+	}
+	st.ok()
+	s.m.pollTime.WithLabelValues(s.cfg.Topic, st.cfg.Name).Observe(time.Since(start).Seconds())
+	st.nextPoll = time.Now().Add(st.cfg.PollInterval)
+}
+
+// reconcile publishes a new epoch of st in its refresh mode.
+func (s *stream) reconcile(ctx context.Context, st *viewState) error {
+	err := func() error {
+		tx, src, err := beginSnapshot(ctx, s.pool)
+		if err != nil {
+			return err
+		}
+		rewrite := st.cfg.RefreshMode == ModeRewrite
+		r, err := readView(ctx, tx, st, true, rewrite, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
+		_ = tx.Rollback(ctx)
+		if err != nil {
+			return err
+		}
+		mode := record.ModeReconcile
+		if rewrite {
+			mode = record.ModeRewrite
+		}
+		return s.publishEpoch(ctx, r, mode)
+	}()
+	if err != nil && ctx.Err() == nil {
+		s.m.errors.WithLabelValues(s.cfg.Topic, st.cfg.Name, "reconcile").Inc()
+		s.log.Error("reconcile failed", "stream", s.cfg.Topic, "view", st.cfg.Name, "err", err)
+	}
+	return err
+}
+
+func viewOf(err error) string {
+	var ve *ViewError
+	if errors.As(err, &ve) {
+		return ve.View
+	}
+	return ""
+}
+
+func backoff(attempt int) time.Duration {
+	d := 100 * time.Millisecond << min(attempt, 9)
+	return min(d, 30*time.Second)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+var _ = sarama.OffsetOldest
