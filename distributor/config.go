@@ -157,7 +157,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	dec.KnownFields(true)
 	var c Config
 	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("%w: yaml: %v", ErrConfig, err)
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
