@@ -18,6 +18,10 @@
 //   - [OrderPartition]: every record runs one at a time, in offset order (a serial consumer).
 //   - [OrderUnordered]: any record may run at any time, up to MaxConcurrency at once.
 //
+// When more records may start than there are free workers, the engine starts first the one
+// whose key has the longest backlog (the heaviest key bounds the total time), then the
+// lowest offset (which advances the watermark).
+//
 // # Completion tracking, watermark and checkpoint metadata
 //
 // The engine tracks the offsets it has observed. The low watermark ([Progress.Watermark]) is
@@ -32,6 +36,10 @@
 // and only the record at the watermark is dispatched, until the watermark advances.
 // If the set still does not fit, Encode drops the highest completed offsets (they will be
 // processed again after a restart: at-least-once, never lost).
+//
+// Memory is bounded: queued plus in-flight records are limited by MaxBufferedRecords and
+// MaxBufferedBytes, and the observed offsets tracked from the watermark on (completed ones
+// behind a stuck record included) by MaxBufferedRecords; Submit blocks at either bound.
 //
 // After a restart, pass the decoded [Checkpoint] as Config.Resume: submitted records below
 // its watermark or inside its completed set are marked complete without running.

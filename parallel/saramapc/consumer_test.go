@@ -25,9 +25,9 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
-// TestCrashRestartNoReprocessing: a stuck record holds the watermark; every other record
+// TestStopRestartNoReprocessing: a stuck record holds the watermark; every other record
 // completes and is committed in the metadata; after a restart only the stuck one runs again.
-func TestCrashRestartNoReprocessing(t *testing.T) {
+func TestStopRestartNoReprocessing(t *testing.T) {
 	brokers := testenv.KafkaBrokers(t)
 	topic := testenv.NewTopic(t, "pc_restart", nil)
 	group := testenv.UniqueName("g")
