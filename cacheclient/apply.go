@@ -120,11 +120,26 @@ func (v *View[T]) commit(index int64) {
 	w.cur, w.e = nil, nil
 }
 
-func (v *View[T]) keep(r *row) string {
+func (v *View[T]) keep(r *row) *string {
 	if v.c != nil && v.c.keepRaw {
-		return string(r.value)
+		s := string(r.value)
+		return &s
 	}
-	return ""
+	return nil
+}
+
+func (it *item[T]) rawLen() int {
+	if it.raw == nil {
+		return 0
+	}
+	return len(*it.raw)
+}
+
+func (it *item[T]) rawString() string {
+	if it.raw == nil {
+		return ""
+	}
+	return *it.raw
 }
 
 // applyRow applies one row entry to the current batch transaction.
@@ -189,13 +204,13 @@ func (v *View[T]) applyRow(r *row) {
 func (w *viewWriter[T]) account(key string, it item[T]) {
 	w.hashSum += it.rowhash
 	w.rows++
-	w.bytes += int64(len(key) + len(it.raw))
+	w.bytes += int64(len(key) + it.rawLen())
 }
 
 func (w *viewWriter[T]) unaccount(key string, it item[T]) {
 	w.hashSum -= it.rowhash
 	w.rows--
-	w.bytes -= int64(len(key) + len(it.raw))
+	w.bytes -= int64(len(key) + it.rawLen())
 }
 
 func (w *viewWriter[T]) change(v *View[T], c Change[T]) {
@@ -303,7 +318,7 @@ func (v *View[T]) stageRow(r *row) {
 	s.root, old, had = s.root.put(s.e, r.key, h, 0, it)
 	s.hashSum += it.rowhash
 	s.rows++
-	s.bytes += int64(len(r.key) + len(it.raw))
+	s.bytes += int64(len(r.key) + it.rawLen())
 	if had {
 		s.hashSum -= old.rowhash
 		s.rows--

@@ -40,10 +40,10 @@ func (v *View[T]) capture() viewCapture {
 	s := v.state.Load()
 	bad := make(map[string]string, len(v.w.bad))
 	for k, it := range v.w.bad {
-		bad[k] = it.raw
+		bad[k] = it.rawString()
 	}
 	return viewCapture{name: v.name, rows: func(fn func(key, raw string) bool) {
-		if !s.root.each(func(k string, it *item[T]) bool { return fn(k, it.raw) }) {
+		if !s.root.each(func(k string, it *item[T]) bool { return fn(k, it.rawString()) }) {
 			return
 		}
 		for k, raw := range bad {
