@@ -1,0 +1,101 @@
+// Command cachectl is statecast's operator tool.
+//
+//	cachectl dev  [-for 20s] [-step 1s] [-kafka embedded|env] [-polls] [-v]   the demo (make demo)
+//	cachectl tail -topic T [-brokers a,b] [-from N] [-follow]         print a stream's records
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/internal/devenv"
+)
+
+const usage = `usage: cachectl <command> [flags]
+
+commands:
+  dev    seed the demo database, run the distributor on an embedded Kafka, print the stream
+  tail   print the records of a stream
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "dev":
+		err = dev(ctx, os.Args[2:])
+	case "tail":
+		err = tail(ctx, os.Args[2:])
+	case "-h", "-help", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "cachectl: unknown command %q\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "cachectl:", err)
+		os.Exit(1)
+	}
+}
+
+func dev(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("dev", flag.ExitOnError)
+	dsn := fs.String("pg", os.Getenv("STATECAST_PG_DSN"), "DSN of the local PostgreSQL server (default $STATECAST_PG_DSN)")
+	kafka := fs.String("kafka", "embedded", `"embedded" (in-process kfake broker) or "env" ($STATECAST_KAFKA_BROKERS)`)
+	dur := fs.Duration("for", 20*time.Second, "how long to run after the first epochs (0: until interrupted)")
+	step := fs.Duration("step", time.Second, "pause between the scripted database changes")
+	maxValue := fs.Int("max-value", 160, "cut printed values to this many bytes (0: never)")
+	verbose := fs.Bool("v", false, "print the distributor's logs on stderr")
+	polls := fs.Bool("polls", false, "print poll records too")
+	_ = fs.Parse(args)
+	if *dsn == "" {
+		return errors.New("no PostgreSQL: set STATECAST_PG_DSN (deploy/local/postgres.sh start prints it) or -pg")
+	}
+	o := devenv.DevOptions{AdminDSN: *dsn, Out: os.Stdout, Duration: *dur, Step: *step, MaxValue: *maxValue, ShowPolls: *polls}
+	switch *kafka {
+	case "embedded":
+	case "env":
+		b := os.Getenv("STATECAST_KAFKA_BROKERS")
+		if b == "" {
+			return errors.New("-kafka env: STATECAST_KAFKA_BROKERS is empty")
+		}
+		o.Brokers = strings.Split(b, ",")
+	default:
+		return fmt.Errorf("-kafka: %q is neither embedded nor env", *kafka)
+	}
+	if *verbose {
+		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return devenv.Dev(ctx, o)
+}
+
+func tail(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("tail", flag.ExitOnError)
+	brokers := fs.String("brokers", os.Getenv("STATECAST_KAFKA_BROKERS"), "Kafka brokers, comma-separated (default $STATECAST_KAFKA_BROKERS)")
+	topic := fs.String("topic", "", "stream topic (required)")
+	from := fs.Int64("from", sarama.OffsetOldest, "first offset (default: the oldest)")
+	follow := fs.Bool("follow", false, "keep printing new records until interrupted")
+	maxValue := fs.Int("max-value", 0, "cut printed values to this many bytes (0: never)")
+	_ = fs.Parse(args)
+	if *topic == "" || *brokers == "" {
+		return errors.New("tail needs -topic and -brokers (or STATECAST_KAFKA_BROKERS)")
+	}
+	p := devenv.Printer{W: os.Stdout, MaxValue: *maxValue}
+	return devenv.Tail(ctx, devenv.TailOptions{Brokers: strings.Split(*brokers, ","), Topic: *topic, From: *from, Follow: *follow}, p.Print)
+}

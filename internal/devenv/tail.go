@@ -1,0 +1,123 @@
+package devenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/schemas/record"
+	"github.com/statecast/statecast/schemas/record/recordsarama"
+)
+
+// Record is one record of a stream as Tail reports it.
+type Record struct {
+	Offset int64
+	Meta   record.Meta
+	Key    []byte
+	Value  []byte // nil for a tombstone
+	Err    error  // headers that do not parse (Meta is then partial)
+}
+
+// TailOptions says what Tail reads.
+type TailOptions struct {
+	Brokers []string
+	Topic   string
+	From    int64 // first offset; sarama.OffsetOldest (-2) for the beginning
+	// Follow keeps reading new records until ctx ends; otherwise Tail returns once it
+	// reached the end offset taken when it started.
+	Follow bool
+}
+
+// Tail reads partition 0 of a stream and calls fn with every record, in offset order, in
+// the caller's goroutine. It returns nil when ctx ends (Follow) or the end is reached.
+func Tail(ctx context.Context, o TailOptions, fn func(Record) error) error {
+	client, err := sarama.NewClient(o.Brokers, kafkautil.NewConfig("statecast-tail"))
+	if err != nil {
+		return fmt.Errorf("devenv: kafka: %w", err)
+	}
+	defer client.Close()
+	end, err := client.GetOffset(o.Topic, 0, sarama.OffsetNewest)
+	if err != nil {
+		return fmt.Errorf("devenv: end offset of %s: %w", o.Topic, err)
+	}
+	if !o.Follow {
+		start, err := client.GetOffset(o.Topic, 0, sarama.OffsetOldest)
+		if err != nil {
+			return fmt.Errorf("devenv: start offset of %s: %w", o.Topic, err)
+		}
+		if end <= start || (o.From >= 0 && o.From >= end) {
+			return nil
+		}
+	}
+	cons, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		return fmt.Errorf("devenv: consumer: %w", err)
+	}
+	defer cons.Close()
+	pc, err := cons.ConsumePartition(o.Topic, 0, o.From)
+	if err != nil {
+		return fmt.Errorf("devenv: consume %s: %w", o.Topic, err)
+	}
+	defer pc.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-pc.Errors():
+			return fmt.Errorf("devenv: consume %s: %w", o.Topic, err)
+		case m := <-pc.Messages():
+			meta, merr := recordsarama.Meta(m)
+			if err := fn(Record{Offset: m.Offset, Meta: meta, Key: m.Key, Value: m.Value, Err: merr}); err != nil {
+				return err
+			}
+			if !o.Follow && m.Offset+1 >= end {
+				return nil
+			}
+		}
+	}
+}
+
+// Printer writes records one per line:
+//
+//	offset kind view epoch=N key value
+//
+// Values longer than MaxValue bytes are cut (0: never).
+type Printer struct {
+	W        io.Writer
+	MaxValue int
+}
+
+// Print writes one record.
+func (p Printer) Print(r Record) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%6d  %-11s %-14s epoch=%-3d %s", r.Offset, r.Meta.Kind, r.Meta.View, r.Meta.Epoch, r.Key)
+	switch {
+	case r.Err != nil:
+		fmt.Fprintf(&b, "  !! %v", r.Err)
+	case r.Value == nil:
+		b.WriteString("  <tombstone>")
+	default:
+		v := string(r.Value)
+		if p.MaxValue > 0 && len(v) > p.MaxValue {
+			n := p.MaxValue
+			for n > 0 && !utf8.RuneStart(v[n]) {
+				n--
+			}
+			v = v[:n] + "…"
+		}
+		b.WriteString("  ")
+		b.WriteString(v)
+	}
+	b.WriteByte('\n')
+	_, err := io.WriteString(p.W, b.String())
+	return err
+}
+
+// ErrStop may be returned by a Tail callback to stop reading; Tail then returns it.
+var ErrStop = errors.New("devenv: stop")

@@ -1,0 +1,85 @@
+package devenv
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/schemas/record"
+	"github.com/statecast/statecast/schemas/record/recordsarama"
+)
+
+func TestTailToEnd(t *testing.T) {
+	b, err := StartBroker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// An empty topic: Tail without Follow returns at once.
+	admin, err := sarama.NewClusterAdmin(b.Addrs(), kafkautil.NewConfig("tail-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CreateTopic("s", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	_ = admin.Close()
+	n := 0
+	if err := Tail(ctx, TailOptions{Brokers: b.Addrs(), Topic: "s", From: sarama.OffsetOldest}, func(Record) error { n++; return nil }); err != nil || n != 0 {
+		t.Fatalf("empty topic: %d records, %v", n, err)
+	}
+
+	p, err := sarama.NewSyncProducer(b.Addrs(), kafkautil.ProducerConfig("tail-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := record.Meta{View: "v", Kind: record.KindRow, Epoch: 2}
+	end := &record.EpochEnd{Epoch: 2, Rows: 1}
+	msgs := []*sarama.ProducerMessage{
+		recordsarama.ProducerMessage("s", record.EncodeKey("v", "1"), []byte(`{"id":1,"n":"é✓"}`), meta),
+		recordsarama.ProducerMessage("s", record.EncodeKey("v", "2"), nil, meta),
+		recordsarama.ProducerMessage("s", record.ControlKey("v", record.KindEpochEnd), end.Marshal(),
+			record.Meta{View: "v", Kind: record.KindEpochEnd, Epoch: 2}),
+		{Topic: "s", Key: sarama.StringEncoder("foreign")},
+	}
+	if err := p.SendMessages(msgs); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Close()
+
+	var out bytes.Buffer
+	pr := Printer{W: &out, MaxValue: 16}
+	if err := Tail(ctx, TailOptions{Brokers: b.Addrs(), Topic: "s", From: sarama.OffsetOldest}, pr.Print); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("printed %d lines:\n%s", len(lines), out.String())
+	}
+	for i, want := range []string{
+		`v|1  {"id":1,"n":"é…`, // cut on a rune boundary
+		"v|2  <tombstone>",
+		`!ctl|v|end  {"epoch":2,"rows…`,
+		"foreign  !! record: bad header: missing sc-view",
+	} {
+		if !strings.HasSuffix(lines[i], want) {
+			t.Errorf("line %d = %q, want suffix %q", i, lines[i], want)
+		}
+	}
+	// From an offset in the middle.
+	var keys []string
+	if err := Tail(ctx, TailOptions{Brokers: b.Addrs(), Topic: "s", From: 2}, func(r Record) error {
+		keys = append(keys, string(r.Key))
+		return nil
+	}); err != nil || strings.Join(keys, ",") != "!ctl|v|end,foreign" {
+		t.Fatalf("from 2: %q, %v", keys, err)
+	}
+}
