@@ -1,0 +1,211 @@
+// Package sportsbook is an example service that embeds cacheclient over the demo schema
+// (deploy/demo): it keeps the sports, events, event_markets and selections views in
+// memory, indexes events by competition, tag and status, markets by event and selections
+// by market, answers HTTP lookups from memory only, and logs event changes.
+//
+// Endpoints (JSON): /sports, /events/{id} (with its markets and their selections),
+// /competitions/{id}/events, /tags/{tag}/events, /status/{status}/events, /stats,
+// /metrics (Prometheus), /readyz.
+package sportsbook
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/statecast/statecast/cacheclient"
+	"github.com/statecast/statecast/cacheclient/cacheprom"
+)
+
+// Light objects: only the fields the service serves.
+type (
+	Sport struct {
+		ID   int64  `json:"id"`
+		Name string `json:"name"`
+	}
+	Event struct {
+		ID            int64    `json:"id"`
+		CompetitionID int64    `json:"competition_id"`
+		Name          string   `json:"name"`
+		StartsAt      string   `json:"starts_at"`
+		Status        string   `json:"status"`
+		Tags          []string `json:"tags"`
+	}
+	Market struct {
+		EventID     int64  `json:"event_id"`
+		MarketID    int64  `json:"market_id"`
+		Competition string `json:"competition"`
+		Market      string `json:"market"`
+		Suspended   bool   `json:"suspended"`
+	}
+	Selection struct {
+		MarketID int64  `json:"market_id"`
+		ID       int64  `json:"id"`
+		Name     string `json:"name"`
+		Price    string `json:"price"` // numeric: exact decimal text
+	}
+)
+
+func decodeJSON[T any](_ string, b []byte) (T, error) {
+	var v T
+	err := json.Unmarshal(b, &v)
+	return v, err
+}
+
+func itoa(i int64) string { return strconv.FormatInt(i, 10) }
+
+// Service is the example service.
+type Service struct {
+	Client     *cacheclient.Client
+	Sports     *cacheclient.View[Sport]
+	Events     *cacheclient.View[Event]
+	Markets    *cacheclient.View[Market]
+	Selections *cacheclient.View[Selection]
+	log        *slog.Logger
+	reg        *prometheus.Registry
+}
+
+// New registers the views, indexes and the change logger on a new client.
+func New(cfg cacheclient.Config, log *slog.Logger) (*Service, error) {
+	c, err := cacheclient.New(cfg, cacheclient.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{Client: c, log: log, reg: prometheus.NewRegistry()}
+	if s.Sports, err = cacheclient.Register(c, "sports", decodeJSON[Sport]); err != nil {
+		return nil, err
+	}
+	if s.Events, err = cacheclient.Register(c, "events", decodeJSON[Event]); err != nil {
+		return nil, err
+	}
+	if s.Markets, err = cacheclient.Register(c, "event_markets", decodeJSON[Market]); err != nil {
+		return nil, err
+	}
+	if s.Selections, err = cacheclient.Register(c, "selections", decodeJSON[Selection]); err != nil {
+		return nil, err
+	}
+	for _, err := range []error{
+		s.Events.AddIndex("competition", func(e Event) []string { return []string{itoa(e.CompetitionID)} }),
+		s.Events.AddIndex("tag", func(e Event) []string { return e.Tags }),
+		s.Events.AddIndex("status", func(e Event) []string { return []string{e.Status} }),
+		s.Markets.AddIndex("event", func(m Market) []string { return []string{itoa(m.EventID)} }),
+		s.Selections.AddIndex("market", func(x Selection) []string { return []string{itoa(x.MarketID)} }),
+		cacheclient.OnChange(s.Events, s.logChange),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	s.reg.MustRegister(cacheprom.NewCollector(c, nil))
+	return s, nil
+}
+
+func (s *Service) logChange(_ context.Context, ch cacheclient.Change[Event]) error {
+	switch ch.Op {
+	case cacheclient.OpDelete:
+		s.log.Info("event removed", "id", ch.Key, "name", ch.Old.Name, "index", ch.Index)
+	case cacheclient.OpCreate:
+		s.log.Info("event added", "id", ch.Key, "name", ch.New.Name, "status", ch.New.Status, "index", ch.Index)
+	default:
+		s.log.Info("event changed", "id", ch.Key, "name", ch.New.Name, "status", ch.Old.Status+"→"+ch.New.Status, "index", ch.Index)
+	}
+	return nil
+}
+
+// EventDetail is an event with its markets and their selections.
+type EventDetail struct {
+	Event
+	Markets []MarketDetail `json:"markets"`
+}
+
+// MarketDetail is a market with its selections.
+type MarketDetail struct {
+	Market
+	Selections []Selection `json:"selections"`
+}
+
+func byID[T any](xs []T, id func(T) int64) []T {
+	slices.SortFunc(xs, func(a, b T) int { return int(id(a) - id(b)) })
+	return xs
+}
+
+// Event returns an event with its markets and selections, read from memory.
+func (s *Service) Event(id string) (EventDetail, bool) {
+	e, ok := s.Events.Get(id)
+	if !ok {
+		return EventDetail{}, false
+	}
+	d := EventDetail{Event: e, Markets: []MarketDetail{}}
+	for _, m := range byID(s.Markets.ByIndex("event", id), func(m Market) int64 { return m.MarketID }) {
+		sel := byID(s.Selections.ByIndex("market", itoa(m.MarketID)), func(x Selection) int64 { return x.ID })
+		if sel == nil {
+			sel = []Selection{}
+		}
+		d.Markets = append(d.Markets, MarketDetail{Market: m, Selections: sel})
+	}
+	return d, true
+}
+
+// Handler serves the HTTP API.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	events := func(index string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			es := byID(s.Events.ByIndex(index, r.PathValue("v")), func(e Event) int64 { return e.ID })
+			if es == nil {
+				es = []Event{}
+			}
+			writeJSON(w, es)
+		}
+	}
+	mux.HandleFunc("GET /events/{id}", func(w http.ResponseWriter, r *http.Request) {
+		d, ok := s.Event(r.PathValue("id"))
+		if !ok {
+			http.Error(w, "no such event", http.StatusNotFound)
+			return
+		}
+		writeJSON(w, d)
+	})
+	mux.HandleFunc("GET /competitions/{v}/events", events("competition"))
+	mux.HandleFunc("GET /tags/{v}/events", events("tag"))
+	mux.HandleFunc("GET /status/{v}/events", events("status"))
+	mux.HandleFunc("GET /sports", func(w http.ResponseWriter, r *http.Request) {
+		var out []Sport
+		s.Sports.Range(func(_ string, sp Sport) bool { out = append(out, sp); return true })
+		writeJSON(w, byID(out, func(s Sport) int64 { return s.ID }))
+	})
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.Client.Stats()) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !s.Client.Ready() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// Run serves HTTP on addr and runs the client until ctx ends.
+func (s *Service) Run(ctx context.Context, addr string) error {
+	srv := &http.Server{Addr: addr, Handler: s.Handler()}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	runErr := s.Client.Run(ctx)
+	srv.Shutdown(context.Background())
+	if err := <-errc; err != nil && err != http.ErrServerClosed {
+		return err
+	}
+	return runErr
+}
