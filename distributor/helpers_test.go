@@ -23,7 +23,7 @@ import (
 
 // env is one test's database and topic.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	dsn     string
 	brokers []string
 	topic   string
@@ -306,7 +306,7 @@ func (e *env) dbRows(view, sql string, key ...string) map[string]string {
 }
 
 // canon re-marshals a JSON object with sorted keys, so two encodings compare by content.
-func canon(t *testing.T, s string) string {
+func canon(t testing.TB, s string) string {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal([]byte(s), &m); err != nil {
@@ -316,7 +316,7 @@ func canon(t *testing.T, s string) string {
 	return string(b)
 }
 
-func canonMap(t *testing.T, m map[string]string) map[string]string {
+func canonMap(t testing.TB, m map[string]string) map[string]string {
 	out := make(map[string]string, len(m))
 	for k, v := range m {
 		out[k] = canon(t, v)
@@ -360,4 +360,41 @@ func createTopic(t *testing.T, e *env, partitions int32, policy string) {
 		ConfigEntries: map[string]*string{"cleanup.policy": &policy}}, false); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// newBenchEnv is newEnv for benchmarks.
+func newBenchEnv(b *testing.B) *env {
+	b.Helper()
+	e := &env{t: b, brokers: testenv.KafkaBrokers(b), dsn: testenv.NewDatabase(b)}
+	db, err := pgx.Connect(context.Background(), e.dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.db = db
+	b.Cleanup(func() { closeConn(db) })
+	return e
+}
+
+func deleteTopicLater(tb testing.TB, brokers []string, topic string) {
+	tb.Cleanup(func() {
+		a, err := sarama.NewClusterAdmin(brokers, kafkautil.NewConfig("test"))
+		if err == nil {
+			_ = a.DeleteTopic(topic)
+			_ = a.Close()
+		}
+	})
+}
+
+// readAllB counts the records of a topic.
+func readAllB(tb testing.TB, brokers []string, topic string) int64 {
+	client, err := sarama.NewClient(brokers, kafkautil.NewConfig("test-reader"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer client.Close()
+	end, err := client.GetOffset(topic, 0, sarama.OffsetNewest)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return end
 }

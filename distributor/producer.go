@@ -3,49 +3,85 @@ package distributor
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/IBM/sarama"
 )
 
-// producer sends a stream's records through one idempotent sarama SyncProducer (acks=all,
-// one request in flight, lz4: internal/kafkautil.ProducerConfig), in chunks of sendBatch
-// records so that sarama batches them into few produce requests. It is used by the stream's
-// publisher loop only. After a send error the sarama producer is closed and re-created on
-// the next send (an idempotent producer that saw an error may be unusable).
+// producer sends a stream's records through one idempotent sarama AsyncProducer (acks=all,
+// one request in flight, lz4: internal/kafkautil.ProducerConfig). Records are fed as a
+// continuous pipeline (no stall between batches) while a goroutine counts the broker's
+// acknowledgements; idempotence with one request in flight keeps them in order. It is used
+// by the stream's publisher loop only (one send at a time). After a send error the sarama
+// producer is closed and re-created on the next send (an idempotent producer that saw an
+// error may be unusable).
 type producer struct {
-	brokers   []string
-	cfg       *sarama.Config
-	topic     string
-	sendBatch int
-	p         sarama.SyncProducer
+	brokers []string
+	cfg     *sarama.Config
+	topic   string
+	p       sarama.AsyncProducer
 }
 
 // send publishes msgs in order and returns when the broker acknowledged all of them.
-// ctx is checked between chunks: a cancelled send returns ctx.Err() and the caller must not
-// treat the records as published.
 func (p *producer) send(ctx context.Context, msgs []*sarama.ProducerMessage) error {
-	for len(msgs) > 0 {
-		if err := ctx.Err(); err != nil {
-			return err
+	return p.sendN(ctx, len(msgs), func(i int) *sarama.ProducerMessage { return msgs[i] })
+}
+
+// sendN publishes the n messages gen(0) … gen(n-1) in order and returns when the broker
+// acknowledged all of them, or the first error. When ctx ends, feeding stops, the records
+// already fed are flushed (waited for) and ctx.Err() is returned: the caller must not treat
+// the send as complete.
+func (p *producer) sendN(ctx context.Context, n int, gen func(int) *sarama.ProducerMessage) error {
+	if n == 0 {
+		return nil
+	}
+	if p.p == nil {
+		ap, err := sarama.NewAsyncProducer(p.brokers, p.cfg)
+		if err != nil {
+			return fmt.Errorf("distributor: producer for topic %q: %w", p.topic, err)
 		}
-		if p.p == nil {
-			sp, err := sarama.NewSyncProducer(p.brokers, p.cfg)
-			if err != nil {
-				return fmt.Errorf("distributor: producer for topic %q: %w", p.topic, err)
+		p.p = ap
+	}
+	ap := p.p
+	var failed atomic.Bool
+	fed := make(chan int, 1)
+	result := make(chan error, 1)
+	go func() {
+		var first error
+		got, total := 0, -1
+		fedc := fed
+		for total < 0 || got < total {
+			select {
+			case <-ap.Successes():
+				got++
+			case perr := <-ap.Errors():
+				got++
+				if first == nil {
+					first = perr.Err
+					failed.Store(true)
+				}
+			case total = <-fedc:
+				fedc = nil
 			}
-			p.p = sp
 		}
-		n := min(len(msgs), p.sendBatch)
-		for _, m := range msgs[:n] {
-			m.Topic = p.topic
-			m.Partition = 0
-		}
-		if err := p.p.SendMessages(msgs[:n]); err != nil {
-			_ = p.p.Close()
-			p.p = nil
-			return fmt.Errorf("distributor: produce to topic %q: %w", p.topic, err)
-		}
-		msgs = msgs[n:]
+		result <- first
+	}()
+	i := 0
+	for ; i < n && !failed.Load() && ctx.Err() == nil; i++ {
+		m := gen(i)
+		m.Topic = p.topic
+		m.Partition = 0
+		ap.Input() <- m
+	}
+	fed <- i
+	err := <-result
+	if err != nil {
+		_ = p.p.Close()
+		p.p = nil
+		return fmt.Errorf("distributor: produce to topic %q: %w", p.topic, err)
+	}
+	if i < n {
+		return ctx.Err()
 	}
 	return nil
 }

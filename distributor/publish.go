@@ -2,7 +2,7 @@ package distributor
 
 import (
 	"context"
-	"strconv"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -20,29 +20,18 @@ func headerBytes(view string) int {
 		5*4 // varint lengths
 }
 
-// sendRows publishes rows (value nil = tombstone) with the headers of meta, in chunks built
-// lazily so that a large snapshot does not hold a sarama message per row in memory.
+// sendRows publishes rows (value nil = tombstone) with the headers of meta. Messages are
+// built as they are fed, so a large snapshot does not hold a sarama message per row.
 func (s *stream) sendRows(ctx context.Context, rows []pendingRow, meta record.Meta) error {
 	meta.Kind = record.KindRow
 	hdrs := recordsarama.Headers(meta) // shared, read-only
-	chunk := s.cfg.sendBatch
-	msgs := make([]*sarama.ProducerMessage, 0, min(chunk, len(rows)))
-	for len(rows) > 0 {
-		n := min(chunk, len(rows))
-		msgs = msgs[:0]
-		for _, r := range rows[:n] {
-			m := &sarama.ProducerMessage{Key: sarama.StringEncoder(r.key), Headers: hdrs}
-			if r.value != nil {
-				m.Value = sarama.ByteEncoder(r.value)
-			}
-			msgs = append(msgs, m)
+	return s.prod.sendN(ctx, len(rows), func(i int) *sarama.ProducerMessage {
+		m := &sarama.ProducerMessage{Key: sarama.StringEncoder(rows[i].key), Headers: hdrs}
+		if rows[i].value != nil {
+			m.Value = sarama.ByteEncoder(rows[i].value)
 		}
-		if err := s.prod.send(ctx, msgs); err != nil {
-			return err
-		}
-		rows = rows[n:]
-	}
-	return nil
+		return m
+	})
 }
 
 // sendControls publishes control records, in order, in one send.
@@ -67,6 +56,7 @@ func (s *stream) sendControls(ctx context.Context, view string, meta record.Meta
 func (s *stream) publishEpoch(ctx context.Context, r *viewRead, mode string) error {
 	st := r.view
 	name := st.cfg.Name
+	start := time.Now()
 	st.epoch++ // used even if the epoch fails: a later epoch never reuses its number
 	meta := record.Meta{View: name, Epoch: st.epoch, SourceTime: r.src.time, SourceLSN: r.src.lsn}
 	begin := &record.EpochBegin{Epoch: st.epoch, Mode: mode, SourceLSN: r.src.lsn, SourceTime: r.src.time}
@@ -97,7 +87,7 @@ func (s *stream) publishEpoch(ctx context.Context, r *viewRead, mode string) err
 	s.m.epoch.WithLabelValues(s.cfg.Topic, name).Set(float64(st.epoch))
 	s.log.Info("epoch published", "stream", s.cfg.Topic, "view", name, "epoch", st.epoch, "mode", mode,
 		"rows", r.sum.Rows(), "published", int64(len(r.publish))-r.tombs, "tombstones", r.tombs,
-		"hash", record.FormatHash(r.sum.Sum()), "source_lsn", r.src.lsn)
+		"hash", record.FormatHash(r.sum.Sum()), "source_lsn", r.src.lsn, "duration", time.Since(start))
 	return nil
 }
 
@@ -135,4 +125,3 @@ func (s *stream) setWatermark(st *viewState, wm string) {
 	}
 }
 
-var _ = strconv.Itoa

@@ -130,7 +130,7 @@ func (s *stream) activeRun(parent context.Context, lock *streamLock) error {
 	pcfg.Producer.MaxMessageBytes = s.cfg.maxBytes
 	pcfg.Producer.Flush.Bytes = 1 << 20
 	pcfg.Producer.Flush.Frequency = time.Millisecond
-	s.prod = &producer{brokers: s.d.cfg.Kafka.Brokers, cfg: pcfg, topic: s.cfg.Topic, sendBatch: s.cfg.sendBatch}
+	s.prod = &producer{brokers: s.d.cfg.Kafka.Brokers, cfg: pcfg, topic: s.cfg.Topic}
 	defer func() {
 		if err := s.prod.Close(); err != nil {
 			s.log.Warn("producer close", "stream", s.cfg.Topic, "err", err)
@@ -189,6 +189,7 @@ func (s *stream) startup(ctx context.Context) error {
 		return err
 	}
 	s.log.Info("state restored from the topic", "stream", s.cfg.Topic, "records", n)
+	readStart := time.Now()
 	tx, src, err := beginSnapshot(ctx, s.pool)
 	if err != nil {
 		return err
@@ -203,6 +204,8 @@ func (s *stream) startup(ctx context.Context) error {
 		reads = append(reads, r)
 	}
 	_ = tx.Rollback(ctx) // read only
+	s.log.Info("start-up snapshot read and validated", "stream", s.cfg.Topic, "views", len(reads),
+		"duration", time.Since(readStart), "source_lsn", src.lsn)
 	for _, r := range reads {
 		mode := record.ModeReconcile
 		if r.view.epoch == 0 && len(r.view.hashes) == 0 {
