@@ -22,7 +22,6 @@ const (
 	DefaultMinCompactionLag  = 0
 	DefaultClientID          = "statecast-distributor"
 	DefaultReplicationFactor = 1
-	DefaultSendBatch         = 5000
 )
 
 // Refresh modes of a view's reconcile epochs.
@@ -51,8 +50,6 @@ type KafkaConfig struct {
 	ClientID string   `yaml:"client_id"` // default DefaultClientID
 	// MaxMessageBytes caps a record; 0 means the topic's max.message.bytes.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
-	// SendBatch is the number of records handed to the producer at once (default 5000).
-	SendBatch int `yaml:"send_batch"`
 }
 
 // StreamConfig is one topic and its views.
@@ -178,9 +175,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Kafka.ClientID == "" {
 		c.Kafka.ClientID = DefaultClientID
-	}
-	if c.Kafka.SendBatch <= 0 {
-		c.Kafka.SendBatch = DefaultSendBatch
 	}
 	if c.Kafka.MaxMessageBytes < 0 {
 		bad("kafka.max_message_bytes: must not be negative")

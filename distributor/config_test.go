@@ -41,7 +41,7 @@ func TestParseConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := c.Streams[0]
-	if c.Postgres.DSN != "postgres://u@h/db" || c.Kafka.ClientID != DefaultClientID || c.Kafka.SendBatch != DefaultSendBatch {
+	if c.Postgres.DSN != "postgres://u@h/db" || c.Kafka.ClientID != DefaultClientID {
 		t.Errorf("defaults/env: %+v", c)
 	}
 	if s.DeleteRetention != 48*time.Hour || s.Segment != DefaultSegment || s.ReplicationFactor != 1 {

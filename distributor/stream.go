@@ -20,7 +20,6 @@ import (
 // streamSettings are a stream's resolved settings.
 type streamSettings struct {
 	*StreamConfig
-	sendBatch int
 	maxBytes  int // record size limit (broker/topic max.message.bytes, or the config's lower one)
 }
 
@@ -54,7 +53,7 @@ type stream struct {
 
 func newStream(d *Distributor, sc *StreamConfig) *stream {
 	s := &stream{
-		d: d, cfg: streamSettings{StreamConfig: sc, sendBatch: d.cfg.Kafka.SendBatch},
+		d: d, cfg: streamSettings{StreamConfig: sc},
 		log: d.log, m: d.m, pool: d.pool,
 		views:       map[string]*viewState{},
 		reconcileCh: make(chan reconcileReq),
