@@ -41,7 +41,6 @@ type Stats struct {
 
 // trieOverheadPerEntry is the measured average cost per entry beyond the item itself (the
 // key string header and the trie nodes amortised: BenchmarkMemoryPerEntry, 1M entries)
-// (node headers and child pointers amortised; see the memory benchmark).
 const trieOverheadPerEntry = 40
 
 func (v *View[T]) stats() ViewStats {

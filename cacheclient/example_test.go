@@ -1,0 +1,86 @@
+package cacheclient_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/statecast/statecast/cacheclient"
+)
+
+// Event is a light object: only the fields the service needs from the events view.
+type Event struct {
+	ID     int64    `json:"id"`
+	Name   string   `json:"name"`
+	Status string   `json:"status"`
+	Tags   []string `json:"tags"`
+}
+
+func decodeEvent(_ string, value []byte) (Event, error) {
+	var e Event
+	err := json.Unmarshal(value, &e)
+	return e, err
+}
+
+// A service keeps the events view in memory, indexed by status and tag, logs changes, and
+// serves reads from memory once the initial state is complete.
+func Example() {
+	client, err := cacheclient.New(cacheclient.Config{
+		Addresses: []string{"player-1:7070", "player-2:7070"}, // failover in this order
+		Stream:    "sportsbook",
+		ClientID:  "pricing-service",
+		StateDir:  "/var/lib/pricing/cache", // optional: restart from the saved index
+	}, cacheclient.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))))
+	if err != nil {
+		panic(err)
+	}
+	events, err := cacheclient.Register(client, "events", decodeEvent)
+	if err != nil {
+		panic(err)
+	}
+	events.AddIndex("status", func(e Event) []string { return []string{e.Status} })
+	events.AddIndex("tag", func(e Event) []string { return e.Tags }) // zero, one or many values
+	cacheclient.OnChange(events, func(ctx context.Context, ch cacheclient.Change[Event]) error {
+		fmt.Println(ch.Op, ch.Key, ch.Old.Status, "→", ch.New.Status)
+		return nil // an error is retried with backoff, then reported to Hooks.OnHandlerError
+	})
+	if err := client.Start(); err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := client.WaitReady(ctx); err != nil {
+		panic(err)
+	}
+	if e, ok := events.Get("1000"); ok {
+		fmt.Println(e.Name)
+	}
+	for _, e := range events.ByIndex("status", "live") { // read-only objects
+		fmt.Println(e.ID)
+	}
+}
+
+// Composite keys: Key builds the key text from the key columns' texts.
+func ExampleKey() {
+	fmt.Println(cacheclient.Key("1000", "10001"))
+	fmt.Println(cacheclient.Key(`a|b`))
+	parts, _ := cacheclient.SplitKey(`a\|b|c`)
+	fmt.Println(len(parts), parts[0])
+	// Output:
+	// 1000|10001
+	// a\|b
+	// 2 a|b
+}
+
+// Several reads that must agree use one Snapshot (one published version of the view).
+func ExampleView_Snapshot() {
+	c, _ := cacheclient.New(cacheclient.Config{Addresses: []string{"p:7070"}, Stream: "s", ClientID: "c"})
+	events, _ := cacheclient.Register(c, "events", decodeEvent)
+	s := events.Snapshot()
+	fmt.Println(s.Len(), s.Index())
+	// Output: 0 -1
+}
