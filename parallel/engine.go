@@ -16,13 +16,15 @@ type Engine[T any] struct {
 
 	mu       sync.Mutex
 	work     *sync.Cond // workers wait here for ready records or the end
-	space    chan struct{}
+	space    chan struct{} // capacity 1: a kick for one blocked Submit
+	ended    chan struct{} // closed when Submit can no longer succeed (closing or stopped)
 	waiters  int
 	tr       *tracker
 	resume   *Checkpoint
 	ready    readyQueue[T]
 	keys     map[string]*keyQueue[T]
 	serial   *keyQueue[T] // OrderPartition
+	freeKQ   []*keyQueue[T]
 	timers   map[*item[T]]*time.Timer
 	records  int   // submitted, not complete, not dropped
 	bytes    int64 // their sizes
@@ -85,7 +87,8 @@ func New[T any](cfg Config[T]) (*Engine[T], error) {
 		ctx:    ctx,
 		cancel: cancel,
 		done:   make(chan struct{}),
-		space:  make(chan struct{}),
+		space:  make(chan struct{}, 1),
+		ended:  make(chan struct{}),
 		keys:   make(map[string]*keyQueue[T]),
 		timers: make(map[*item[T]]*time.Timer),
 		resume: cfg.Resume,
@@ -96,6 +99,7 @@ func New[T any](cfg Config[T]) (*Engine[T], error) {
 	}
 	e.tr = newTracker(start)
 	e.work = sync.NewCond(&e.mu)
+	e.ready.fifo = cfg.Ordering == OrderUnordered
 	if cfg.Ordering == OrderPartition {
 		e.serial = &keyQueue[T]{}
 	}
@@ -134,11 +138,11 @@ func (e *Engine[T]) Submit(ctx context.Context, r Record[T]) error {
 		if e.hasSpace(size) {
 			break
 		}
-		ch := e.space
 		e.waiters++
 		e.mu.Unlock()
 		select {
-		case <-ch:
+		case <-e.space:
+		case <-e.ended:
 		case <-ctx.Done():
 			e.mu.Lock()
 			e.waiters--
@@ -147,6 +151,9 @@ func (e *Engine[T]) Submit(ctx context.Context, r Record[T]) error {
 		}
 		e.mu.Lock()
 		e.waiters--
+	}
+	if e.waiters > 0 {
+		e.notifySpace() // pass the kick on: there may be room for the next waiter too
 	}
 	it := &item[T]{rec: r, size: size, seq: e.tr.add(r.Offset, false), idx: -1}
 	e.records++
@@ -161,7 +168,13 @@ func (e *Engine[T]) Submit(ctx context.Context, r Record[T]) error {
 		k := string(r.Key)
 		kq := e.keys[k]
 		if kq == nil {
-			kq = &keyQueue[T]{key: k}
+			if n := len(e.freeKQ); n > 0 {
+				kq = e.freeKQ[n-1]
+				e.freeKQ = e.freeKQ[:n-1]
+				kq.key = k
+			} else {
+				kq = &keyQueue[T]{key: k}
+			}
 			e.keys[k] = kq
 		}
 		e.enqueueKey(kq, it)
@@ -203,13 +216,25 @@ func (e *Engine[T]) pushReady(it *item[T]) {
 
 func (e *Engine[T]) notifySpace() {
 	if e.waiters > 0 {
-		close(e.space)
-		e.space = make(chan struct{})
+		select {
+		case e.space <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// end wakes every blocked Submit for good; the lock is held.
+func (e *Engine[T]) end() {
+	select {
+	case <-e.ended:
+	default:
+		close(e.ended)
 	}
 }
 
 // take removes up to BatchSize ready items; under the 75 % rule only the watermark record.
-func (e *Engine[T]) take() []*item[T] {
+func (e *Engine[T]) take(batch []*item[T]) []*item[T] {
+	batch = batch[:0]
 	if e.ready.len() == 0 || e.stopErr != nil {
 		return nil
 	}
@@ -218,14 +243,12 @@ func (e *Engine[T]) take() []*item[T] {
 			return nil
 		}
 		if i := e.ready.find(e.tr.headSeq); i >= 0 {
-			return []*item[T]{e.ready.remove(i)}
+			return append(batch, e.ready.remove(i))
 		}
 		return nil
 	}
-	n := min(e.cfg.BatchSize, e.ready.len())
-	batch := make([]*item[T], n)
-	for i := range batch {
-		batch[i] = e.ready.pop()
+	for range min(e.cfg.BatchSize, e.ready.len()) {
+		batch = append(batch, e.ready.pop())
 	}
 	return batch
 }
@@ -246,9 +269,10 @@ func (e *Engine[T]) finished() bool {
 
 func (e *Engine[T]) worker() {
 	var recs []Record[T]
+	buf := make([]*item[T], 0, e.cfg.BatchSize)
 	e.mu.Lock()
 	for {
-		batch := e.take()
+		batch := e.take(buf)
 		if batch == nil {
 			if e.finished() {
 				break
@@ -352,7 +376,7 @@ func (e *Engine[T]) stop(err error) {
 	e.stopErr = err
 	e.dropQueued()
 	e.cancel()
-	e.notifySpace()
+	e.end()
 	e.work.Broadcast()
 }
 
@@ -388,9 +412,12 @@ func (e *Engine[T]) complete(it *item[T], failed bool) {
 				e.pushReady(kq.items[0])
 			}
 		} else {
-			kq.items = nil
+			kq.items = kq.items[:0]
 			if kq != e.serial {
 				delete(e.keys, kq.key)
+				if len(e.freeKQ) < 1024 {
+					e.freeKQ = append(e.freeKQ, kq)
+				}
 			}
 		}
 	}
@@ -463,7 +490,7 @@ func (e *Engine[T]) Shutdown(ctx context.Context, mode ShutdownMode) error {
 			trim(e.serial)
 		}
 	}
-	e.notifySpace()
+	e.end()
 	e.work.Broadcast()
 	e.mu.Unlock()
 	select {

@@ -5,8 +5,12 @@ package parallel
 // with the longest backlog first (the critical-path rule: the heaviest key bounds the
 // makespan), and among equal backlogs the lowest offset (which advances the watermark).
 // Not safe for concurrent use: the engine holds its lock.
+//
+// Under OrderUnordered every backlog is equal, so the queue is a plain FIFO (fifo set).
 type readyQueue[T any] struct {
-	h []*item[T]
+	h    []*item[T]
+	fifo bool
+	head int // first live element in fifo mode
 }
 
 func backlog[T any](it *item[T]) int {
@@ -60,9 +64,16 @@ func (q *readyQueue[T]) down(i int) {
 	}
 }
 
-func (q *readyQueue[T]) len() int { return len(q.h) }
+func (q *readyQueue[T]) len() int { return len(q.h) - q.head }
 
 func (q *readyQueue[T]) push(it *item[T]) {
+	if q.fifo {
+		if q.head > 0 && q.head == len(q.h) {
+			q.h, q.head = q.h[:0], 0
+		}
+		q.h = append(q.h, it)
+		return
+	}
 	it.idx = len(q.h)
 	q.h = append(q.h, it)
 	q.up(it.idx)
@@ -70,12 +81,22 @@ func (q *readyQueue[T]) push(it *item[T]) {
 
 // fix restores the order after it's backlog grew.
 func (q *readyQueue[T]) fix(it *item[T]) {
-	if it.idx >= 0 {
+	if !q.fifo && it.idx >= 0 {
 		q.up(it.idx)
 	}
 }
 
 func (q *readyQueue[T]) remove(i int) *item[T] {
+	if q.fifo {
+		it := q.h[i]
+		if i == q.head {
+			q.h[i] = nil
+			q.head++
+		} else {
+			q.h = append(q.h[:i], q.h[i+1:]...)
+		}
+		return it
+	}
 	it := q.h[i]
 	last := len(q.h) - 1
 	if i != last {
@@ -91,12 +112,12 @@ func (q *readyQueue[T]) remove(i int) *item[T] {
 	return it
 }
 
-func (q *readyQueue[T]) pop() *item[T] { return q.remove(0) }
+func (q *readyQueue[T]) pop() *item[T] { return q.remove(q.head) }
 
 // find returns the index of the item with sequence seq, or -1.
 func (q *readyQueue[T]) find(seq int64) int {
-	for i, it := range q.h {
-		if it.seq == seq {
+	for i := q.head; i < len(q.h); i++ {
+		if q.h[i].seq == seq {
 			return i
 		}
 	}
@@ -104,8 +125,8 @@ func (q *readyQueue[T]) find(seq int64) int {
 }
 
 func (q *readyQueue[T]) clear() {
-	for _, it := range q.h {
+	for _, it := range q.h[q.head:] {
 		it.idx = -1
 	}
-	q.h = nil
+	q.h, q.head = nil, 0
 }
