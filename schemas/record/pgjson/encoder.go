@@ -1,6 +1,7 @@
 package pgjson
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -156,7 +157,6 @@ func (e *Encoder) AppendKey(dst []byte, view string, row [][]byte) ([]byte, erro
 		return dst, err
 	}
 	dst = record.AppendEscaped(dst, view)
-	var scratch [64]byte
 	for _, k := range e.keys {
 		dst = append(dst, '|')
 		if e.cols[k].isString {
@@ -166,11 +166,16 @@ func (e *Encoder) AppendKey(dst []byte, view string, row [][]byte) ([]byte, erro
 			dst = record.AppendEscaped(dst, row[k])
 			continue
 		}
-		text, err := e.AppendKeyText(scratch[:0], k, row)
-		if err != nil {
+		start := len(dst)
+		var err error
+		if dst, err = e.AppendKeyText(dst, k, row); err != nil {
 			return dst, err
 		}
-		dst = record.AppendEscaped(dst, text)
+		// Numbers, times, uuids and base64 never need escaping; json and arrays may.
+		if bytes.IndexByte(dst[start:], '|') >= 0 || bytes.IndexByte(dst[start:], '\\') >= 0 {
+			text := bytes.Clone(dst[start:])
+			dst = record.AppendEscaped(dst[:start], text)
+		}
 	}
 	return dst, nil
 }

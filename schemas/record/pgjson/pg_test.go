@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 const everySchema = `
@@ -152,6 +153,22 @@ func TestEveryTypeAgainstPostgres(t *testing.T) {
 	}
 	if want := `v|a\|b|1|2026-11-29T19:25:06.123456Z|a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11|12.3400|3q2+7w==|[1,null,3]`; len(got) != 1 || got[-1][0] != want {
 		t.Errorf("composite key = %v, want %q", got, want)
+	}
+}
+
+func TestKeyEscapingOfJSONKeyTexts(t *testing.T) {
+	ctx, conn := openEvery(t)
+	got, err := encodeAll(ctx, t, conn, "SELECT id, ac, at FROM every WHERE id = 4", "v", []string{"id", "ac", "at"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `v|4|["a\|b"]|["\\\\"]`
+	if got[4][0] != want {
+		t.Fatalf("key = %q, want %q", got[4][0], want)
+	}
+	view, parts, err := record.DecodeKey([]byte(want))
+	if err != nil || view != "v" || len(parts) != 3 || parts[1] != `["a|b"]` || parts[2] != `["\\"]` {
+		t.Fatalf("DecodeKey = %q %q %v", view, parts, err)
 	}
 }
 
