@@ -398,3 +398,15 @@ func readAllB(tb testing.TB, brokers []string, topic string) int64 {
 	}
 	return end
 }
+
+// waitCond polls cond until it holds (bounded).
+func waitCond(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timeout waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -24,6 +24,7 @@ type viewState struct {
 	enc *pgjson.Encoder
 
 	nextPoll time.Time     // when the next incremental poll is due
+	retryAt  time.Time     // when a failed reconcile is retried (zero = none)
 	backoff  time.Duration // current retry backoff after errors (0 = none)
 }
 

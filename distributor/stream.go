@@ -228,6 +228,9 @@ func (s *stream) loop(ctx context.Context) error {
 			if st.polled() && st.nextPoll.Before(next) {
 				next = st.nextPoll
 			}
+			if !st.retryAt.IsZero() && st.retryAt.Before(next) {
+				next = st.retryAt
+			}
 		}
 		timer.Reset(time.Until(next))
 		select {
@@ -248,6 +251,9 @@ func (s *stream) loop(ctx context.Context) error {
 		for _, st := range s.order {
 			if ctx.Err() != nil {
 				break
+			}
+			if !st.retryAt.IsZero() && !now.Before(st.retryAt) {
+				_ = s.reconcile(ctx, st)
 			}
 			if st.polled() && !now.Before(st.nextPoll) {
 				s.poll(ctx, st)
@@ -305,9 +311,15 @@ func (s *stream) reconcile(ctx context.Context, st *viewState) error {
 		}
 		return s.publishEpoch(ctx, r, mode)
 	}()
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case err == nil:
+		st.retryAt = time.Time{}
+		st.ok()
+	case ctx.Err() == nil:
+		d := st.fail()
+		st.retryAt = time.Now().Add(d)
 		s.m.errors.WithLabelValues(s.cfg.Topic, st.cfg.Name, "reconcile").Inc()
-		s.log.Error("reconcile failed", "stream", s.cfg.Topic, "view", st.cfg.Name, "err", err)
+		s.log.Error("reconcile failed; retrying", "stream", s.cfg.Topic, "view", st.cfg.Name, "err", err, "retry_in", d)
 	}
 	return err
 }
