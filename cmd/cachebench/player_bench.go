@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -88,4 +90,34 @@ func allHave(rs []*receiver, n int) bool {
 		}
 	}
 	return true
+}
+
+// profiles starts the requested profiles; the returned function writes them.
+func profiles(cpu, mutex string) (func(), error) {
+	var stops []func()
+	if cpu != "" {
+		f, err := os.Create(cpu)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
+	}
+	if mutex != "" {
+		runtime.SetMutexProfileFraction(5)
+		stops = append(stops, func() {
+			if f, err := os.Create(mutex); err == nil {
+				_ = pprof.Lookup("mutex").WriteTo(f, 0)
+				f.Close()
+			}
+		})
+	}
+	return func() {
+		for _, s := range stops {
+			s()
+		}
+	}, nil
 }

@@ -35,9 +35,16 @@ func runPlayerDelay(ctx context.Context, args []string, w io.Writer) error {
 	warm := fs.Duration("warmup", time.Second, "warm-up per system and cell (not measured)")
 	systems := fs.String("systems", "bare,kafka,player", "systems to run")
 	keys := fs.Int("keys", 1000, "distinct keys (bounds the player's materialized copy)")
+	cpuprof := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	mutexprof := fs.String("mutexprofile", "", "write a mutex contention profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	stopProf, err := profiles(*cpuprof, *mutexprof)
+	if err != nil {
+		return err
+	}
+	defer stopProf()
 	bs, err := splitBrokers(*brokers)
 	if err != nil {
 		return err
