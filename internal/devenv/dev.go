@@ -82,7 +82,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	cfg.Postgres.DSN = dsn
 	brokers := o.Brokers
 	if len(brokers) == 0 {
-		b, err := StartBroker()
+		b, err := StartBroker(0)
 		if err != nil {
 			return err
 		}

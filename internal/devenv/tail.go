@@ -60,7 +60,28 @@ func Tail(ctx context.Context, o TailOptions, fn func(Record) error) error {
 		return fmt.Errorf("devenv: consumer: %w", err)
 	}
 	defer cons.Close()
-	pc, err := cons.ConsumePartition(o.Topic, 0, o.From)
+	next := o.From
+	for {
+		err := tailFrom(ctx, cons, o, next, end, fn, &next)
+		if !errors.Is(err, sarama.ErrOffsetOutOfRange) {
+			return err
+		}
+		// The embedded broker (kfake) moves the log start past what compaction removed;
+		// a reader below it resumes at the new start (Apache Kafka never does this).
+		start, serr := client.GetOffset(o.Topic, 0, sarama.OffsetOldest)
+		if serr != nil {
+			return fmt.Errorf("devenv: start offset of %s: %w", o.Topic, serr)
+		}
+		if next >= 0 && next >= start {
+			return fmt.Errorf("devenv: consume %s at %d: %w", o.Topic, next, err)
+		}
+		next = start
+	}
+}
+
+// tailFrom consumes from offset from, advancing *next past every record handed to fn.
+func tailFrom(ctx context.Context, cons sarama.Consumer, o TailOptions, from, end int64, fn func(Record) error, next *int64) error {
+	pc, err := cons.ConsumePartition(o.Topic, 0, from)
 	if err != nil {
 		return fmt.Errorf("devenv: consume %s: %w", o.Topic, err)
 	}
@@ -72,6 +93,7 @@ func Tail(ctx context.Context, o TailOptions, fn func(Record) error) error {
 		case err := <-pc.Errors():
 			return fmt.Errorf("devenv: consume %s: %w", o.Topic, err)
 		case m := <-pc.Messages():
+			*next = m.Offset + 1
 			meta, merr := recordsarama.Meta(m)
 			if err := fn(Record{Offset: m.Offset, Meta: meta, Key: m.Key, Value: m.Value, Err: merr}); err != nil {
 				return err

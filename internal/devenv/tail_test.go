@@ -15,7 +15,7 @@ import (
 )
 
 func TestTailToEnd(t *testing.T) {
-	b, err := StartBroker()
+	b, err := StartBroker(0)
 	if err != nil {
 		t.Fatal(err)
 	}
