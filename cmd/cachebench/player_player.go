@@ -108,7 +108,7 @@ func (pr *playerRun) connect(n, nconns int, views func(int) []string, stalled fu
 		}()
 	}
 	// Admitted targets show up on the status page.
-	if !waitFor(30*time.Second, func() bool {
+	if !waitFor(2*time.Minute, func() bool {
 		st := pr.p.Status()
 		c := 0
 		for _, s := range st.Streams {
@@ -116,7 +116,7 @@ func (pr *playerRun) connect(n, nconns int, views func(int) []string, stalled fu
 		}
 		return c >= len(pr.recv)
 	}) {
-		return fmt.Errorf("targets not admitted")
+		return fmt.Errorf("%d targets not admitted within 2 minutes", len(pr.recv))
 	}
 	return nil
 }
