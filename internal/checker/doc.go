@@ -21,10 +21,13 @@
 //   - ordered: within a session, live entry indexes strictly increase, starting above the
 //     resume index (or above the snapshot's X); progress never goes back; snapshot entries
 //     strictly increase and are <= X.
-//   - unique: no index enters the target's lineage twice; a snapshot may re-send state only
-//     after a Hello without resume index or a ResyncRequired on the same session.
+//   - unique: no index enters the target's lineage twice, nor an index at or below what the
+//     target already holds (its snapshot's X or its resume index); a snapshot may re-send
+//     state only after a Hello without resume index or a ResyncRequired on the same session.
 //   - reliable: at the end, every record of the target's views (as of its last Hello) up to
-//     the last index of the truth is in its lineage or covered by its last snapshot; every
+//     the last index of the truth is in its lineage or covered by its last snapshot or by
+//     the resume index of its last Hello (the target says it holds everything up to it;
+//     a record skipped before that point was already reported as resumable); every
 //     snapshot holds the latest non-tombstone record <= X of each key whose whole history in
 //     the truth is <= X (for keys written again after X a compacted truth cannot tell).
 //   - resumable: a session resuming from i (or continuing after a snapshot at X) receives
@@ -32,6 +35,11 @@
 //     progress index p implies every record of the views in (previous, p] was delivered;
 //     delivered entries exist in the truth with the same key, view, kind and tombstone flag,
 //     and belong to the session's views.
+//
+// Without truth (Check(nil)) only the structural checks run (order, duplicates, snapshot
+// framing). Options.AllowCompacted accepts delivered indexes missing from the truth (records
+// compacted or deleted between delivery and ReadTopic). Gone(target) exempts a target that
+// stopped for good from reliable.
 //
 // All methods are safe for concurrent use; events of one target must be recorded in the
 // order that target observed them (the usual case: one goroutine per target).
