@@ -28,13 +28,14 @@
 // publishes current_index (stream.current). The entry is marshalled once (item.wire) and
 // the same bytes go to every target (codec.go passes pre-marshalled frames through gRPC).
 //
-// Algorithm 4 (completion-queue thread) is replaced by two goroutines per target: the
-// sender (target.sendLoop, the Subscribe handler goroutine) does sendNext — one write at a
-// time, which is what write_status ensured — and the receiver (target.receive) handles read
-// completions: acks update last_ack and release popped batches. The sender also sends
-// progress messages (the paper's dummy entries) to targets in N with nothing to send for
-// Config.ProgressInterval, and is the health checker: ack time-outs and stream errors
-// suspend the target.
+// Algorithm 4 (completion-queue thread) is replaced by goroutines per target: the sender
+// (target.sendLoop) does sendNext — one write at a time, which is what write_status
+// ensured — and the receiver (target.receive) handles read completions: acks update
+// last_ack and release popped batches. The sender also sends progress messages (the
+// paper's dummy entries) to targets in N with nothing to send for Config.ProgressInterval.
+// The Subscribe handler goroutine is the health checker: ack time-outs and stream errors
+// suspend the target, and returning from the handler cancels the stream, which unblocks a
+// write stuck on a stalled client.
 //
 // Algorithm 5 (recovery). Player restart: the player keeps no state; the main fetcher starts
 // at the head of the log (after reading the log from its start into the materialized copy)
@@ -46,9 +47,10 @@
 // counting: indexes have gaps. A target without resume index gets a snapshot bootstrap
 // instead (target.snapshotSource: SnapshotBegin X, rows of its views sorted by index from
 // the materialized copy, SnapshotEnd X, X = ci); one whose resume index is below the log
-// start, at/after the log end or older than the tombstone horizon (delete.retention.ms,
-// judged from the append time of the record at/before the resume index) gets
-// ResyncRequired then the snapshot.
+// start, at/after the log end, or followed by records older than the tombstone horizon
+// (the topic's delete.retention.ms, read with DescribeConfig; the append time of the first
+// record after the resume index is bounded from a timeline sampled every second of log
+// time, stream.firstAfterTime) gets ResyncRequired then the snapshot.
 //
 // Byte budget (not in the paper): a target's normal queue may hold Config.TargetBudgetBytes/2;
 // past it the queue is dropped and the target continues from Kafka in RF without being
@@ -59,7 +61,7 @@
 //
 // # Goroutines and locks
 //
-// Per stream: one main fetcher (stream.run). Per target: the sender, the receiver, and at
-// most one recovery source at a time (per term). Lock order: stream.mu, then target.mu.
+// Per stream: one main fetcher (stream.run). Per target: the handler (health), the sender,
+// the receiver, and at most one recovery source at a time (per term). Lock order: stream.mu, then target.mu.
 // Every goroutine is tracked by the Player's WaitGroup or the gRPC server; Close waits.
 package player

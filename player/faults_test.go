@@ -203,13 +203,7 @@ func TestResyncRequired(t *testing.T) {
 	below := newClient("below", e.chk, "a")
 	ahead := newClient("ahead", e.chk)
 	for _, c := range []*client{below, ahead} {
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			waitFor(t, 30*time.Second, c.id+" to get the head", func() bool { return c.Applied() >= 199 })
-			cancel()
-		}()
-		_ = c.session(ctx, tp.addr, 0, nil)
-		cancel()
+		sessionUntil(t, c, tp.addr, 30*time.Second, func() bool { return c.Applied() >= 199 })
 	}
 	e.produce(100, []string{"a", "b"}, 100, rnd)
 	admin, err := sarama.NewClusterAdmin(e.brokers, kafkautil.NewConfig("player-test"))
@@ -226,15 +220,7 @@ func TestResyncRequired(t *testing.T) {
 	e.produce(50, []string{"a", "b"}, 100, rnd)
 	last := e.lastOffset()
 	for _, c := range []*client{below, ahead} {
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			waitFor(t, 60*time.Second, c.id+" to reach the end", func() bool { a := c.Applied(); return a >= last && a < 1_000_000 })
-			cancel()
-		}()
-		if err := c.session(ctx, tp.addr, 0, nil); err != nil {
-			t.Errorf("%s: %v", c.id, err)
-		}
-		cancel()
+		sessionUntil(t, c, tp.addr, 60*time.Second, func() bool { a := c.Applied(); return a >= last && a < 1_000_000 })
 	}
 	if want := []statecastv1.ResyncRequired_Reason{statecastv1.ResyncRequired_REASON_BELOW_LOG_START}; !slices.Equal(below.resyncs, want) {
 		t.Errorf("below: resyncs %v, want %v", below.resyncs, want)

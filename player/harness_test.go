@@ -306,14 +306,41 @@ func (c *client) session(ctx context.Context, addr string, stopAfter int, pause 
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed+1)) }
 
-// waitFor polls cond until it holds or the timeout passes.
+// waitFor polls cond until it holds or the timeout passes (then the test fails now).
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !poll(timeout, cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// poll polls cond until it holds (true) or the timeout passes (false); usable from any
+// goroutine.
+func poll(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			return false
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// sessionUntil runs one session of c until cond holds (or the timeout passes: error).
+func sessionUntil(t *testing.T, c *client, addr string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ok := make(chan bool, 1)
+	go func() {
+		ok <- poll(timeout, cond)
+		cancel()
+	}()
+	if err := c.session(ctx, addr, 0, nil); err != nil {
+		t.Errorf("%s: session: %v", c.id, err)
+	}
+	if !<-ok {
+		t.Errorf("%s: condition not reached within %s", c.id, timeout)
 	}
 }

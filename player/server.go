@@ -149,9 +149,9 @@ func (s *stream) admit(id string, h *statecastv1.Hello) (*target, error) {
 
 	s.mu.Lock()
 	if h.ResumeIndex != nil && resync == nil && h.GetResumeIndex() >= 0 {
-		if ts, ok := s.logTimeAtOrBefore(h.GetResumeIndex()); ok && time.Since(ts) >= s.retention {
+		if ts, ok := s.firstAfterTime(h.GetResumeIndex()); ok && time.Since(ts) >= s.retention {
 			resync = &statecastv1.ResyncRequired{Reason: statecastv1.ResyncRequired_REASON_PAST_TOMBSTONE_HORIZON,
-				Detail:   fmt.Sprintf("resume index %d was written at %s, older than delete.retention.ms (%s)", h.GetResumeIndex(), ts.UTC().Format(time.RFC3339), s.retention),
+				Detail:   fmt.Sprintf("records after resume index %d date from %s, beyond delete.retention.ms (%s): tombstones may be gone", h.GetResumeIndex(), ts.UTC().Format(time.RFC3339), s.retention),
 				LogStart: logStart}
 		}
 	}

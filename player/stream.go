@@ -1,6 +1,7 @@
 package player
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,8 +19,9 @@ import (
 
 // tsMark is a sample of the log's timeline: the record at off was appended at ts.
 type tsMark struct {
-	off int64
-	ts  time.Time
+	off  int64
+	prev int64 // offset of the record read before it (-1 for the first)
+	ts   time.Time
 }
 
 // stream is one served stream: its main fetcher (run), the materialized copy, the
@@ -45,6 +47,7 @@ type stream struct {
 	byClient map[string]*target
 	terms    map[string]uint64
 	lastLog  time.Time // log time of the last entry read
+	lastOff  int64     // offset of the last entry read (-1 none)
 	fetchErr string
 }
 
@@ -57,6 +60,7 @@ func newStream(p *Player, cfg StreamConfig) *stream {
 		allViews: map[*target]struct{}{},
 		byClient: map[string]*target{},
 		terms:    map[string]uint64{},
+		lastOff:  -1,
 	}
 	s.current.Store(-1)
 	return s
@@ -219,10 +223,7 @@ func (s *stream) apply(m *sarama.ConsumerMessage, live bool) {
 			vm[it.key] = it
 		}
 	}
-	if n := len(s.timeline); n == 0 || m.Timestamp.Sub(s.timeline[n-1].ts) >= time.Second {
-		s.timeline = append(s.timeline, tsMark{off: m.Offset, ts: m.Timestamp})
-	}
-	s.lastLog = m.Timestamp
+	s.sample(m.Offset, m.Timestamp)
 	if live {
 		it.dispatched = time.Now()
 		for t := range s.byView[it.view] {
@@ -243,27 +244,36 @@ func (s *stream) apply(m *sarama.ConsumerMessage, live bool) {
 	}
 }
 
-// logTimeAtOrBefore returns a lower bound of the append time of the record at index r:
-// the time of the last timeline sample at or before r (or the first sample).
-func (s *stream) logTimeAtOrBefore(r int64) (time.Time, bool) {
-	i, found := slices.BinarySearchFunc(s.timeline, r, func(m tsMark, r int64) int {
-		switch {
-		case m.off < r:
-			return -1
-		case m.off > r:
-			return 1
-		}
-		return 0
-	})
-	switch {
-	case found:
+// firstAfterTime returns a lower bound of the append time of the first record after index
+// r, and false when no record after r has been read. Tombstones after r are at least that
+// old, so if the bound is within the tombstone horizon none of them can have been removed.
+// The timeline samples a record when its time is >= 1s after the last sample's (record
+// times are assumed non-decreasing, as with one producer or LogAppendTime): either the
+// first sample after r is that record (its predecessor is <= r: exact), or the record lies
+// between the last sample <= r and the next sample, hence at least as old as the former
+// and less than 1s younger. s.mu must be held.
+func (s *stream) firstAfterTime(r int64) (time.Time, bool) {
+	if r >= s.current.Load() {
+		return time.Time{}, false
+	}
+	i, _ := slices.BinarySearchFunc(s.timeline, r+1, func(m tsMark, x int64) int { return cmp.Compare(m.off, x) })
+	if i < len(s.timeline) && s.timeline[i].prev <= r {
 		return s.timeline[i].ts, true
-	case i > 0:
+	}
+	if i > 0 {
 		return s.timeline[i-1].ts, true
-	case len(s.timeline) > 0:
-		return s.timeline[0].ts, true
 	}
 	return time.Time{}, false
+}
+
+// sample adds the record (off, ts) to the timeline when needed (see firstAfterTime).
+// s.mu held.
+func (s *stream) sample(off int64, ts time.Time) {
+	n := len(s.timeline)
+	if n == 0 || ts.Sub(s.timeline[n-1].ts) >= time.Second {
+		s.timeline = append(s.timeline, tsMark{off: off, prev: s.lastOff, ts: ts})
+	}
+	s.lastLog, s.lastOff = ts, off
 }
 
 // snapshotRows copies the current rows of views (nil = all); s.mu must be held.
