@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
 )
@@ -48,6 +49,8 @@ type PostgresConfig struct {
 type KafkaConfig struct {
 	Brokers  []string `yaml:"brokers"`
 	ClientID string   `yaml:"client_id"` // default DefaultClientID
+	// Compression of produced batches: lz4 (default), zstd, snappy, gzip or none.
+	Compression string `yaml:"compression"`
 	// MaxMessageBytes caps a record; 0 means the topic's max.message.bytes.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
 }
@@ -176,6 +179,9 @@ func (c *Config) Validate() error {
 	if c.Kafka.ClientID == "" {
 		c.Kafka.ClientID = DefaultClientID
 	}
+	if _, ok := compressions[c.Kafka.Compression]; !ok {
+		bad("kafka.compression: %q must be lz4, zstd, snappy, gzip or none", c.Kafka.Compression)
+	}
 	if c.Kafka.MaxMessageBytes < 0 {
 		bad("kafka.max_message_bytes: must not be negative")
 	}
@@ -289,4 +295,9 @@ func (c *Config) view(name string) (*StreamConfig, *ViewConfig) {
 		}
 	}
 	return nil, nil
+}
+
+var compressions = map[string]sarama.CompressionCodec{
+	"": sarama.CompressionLZ4, "lz4": sarama.CompressionLZ4, "zstd": sarama.CompressionZSTD,
+	"snappy": sarama.CompressionSnappy, "gzip": sarama.CompressionGZIP, "none": sarama.CompressionNone,
 }

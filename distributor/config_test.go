@@ -84,6 +84,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"repeated key", edit("key: [id]", "key: [id, id]"), `view "items".key`},
 		{"no sql", edit("sql: SELECT id, name, updated_at FROM items;", "sql: ' ;'"), `view "items".sql`},
 		{"listen without incremental", edit("incremental: version", "listen: x"), `view "orders": overlap and listen`},
+		{"bad compression", edit("brokers: [localhost:9092]", "brokers: [localhost:9092]\n  compression: brotli"), "kafka.compression"},
 		{"no brokers", edit("brokers: [localhost:9092]", "brokers: []"), "kafka.brokers"},
 		{"bad topic", edit("topic: cache.shop", "topic: 'a b'"), "streams[0].topic"},
 		{"fixed topic config", edit(`min.cleanable.dirty.ratio: "0.1"`, `cleanup.policy: delete`), "cleanup.policy"},

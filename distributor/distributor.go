@@ -176,7 +176,7 @@ func (d *Distributor) Reconcile(ctx context.Context, view string) error {
 	}
 	done := make(chan error, 1)
 	select {
-	case s.reconcileCh <- reconcileReq{view: s.views[view], done: done}:
+	case s.reconcileCh <- reconcileReq{view: view, done: done}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}

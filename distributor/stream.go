@@ -24,7 +24,7 @@ type streamSettings struct {
 }
 
 type reconcileReq struct {
-	view *viewState
+	view string     // looked up by the publisher loop (the only owner of s.views)
 	done chan error // nil for cron requests
 }
 
@@ -127,6 +127,7 @@ func (s *stream) activeRun(parent context.Context, lock *streamLock) error {
 
 	pcfg := kafkautil.ProducerConfig(s.d.cfg.Kafka.ClientID)
 	pcfg.Producer.MaxMessageBytes = s.cfg.maxBytes
+	pcfg.Producer.Compression = compressions[s.d.cfg.Kafka.Compression]
 	pcfg.Producer.Flush.Bytes = 1 << 20
 	pcfg.Producer.Flush.Frequency = time.Millisecond
 	s.prod = &producer{brokers: s.d.cfg.Kafka.Brokers, cfg: pcfg, topic: s.cfg.Topic}
@@ -168,7 +169,7 @@ func (s *stream) activeRun(parent context.Context, lock *streamLock) error {
 		st := st
 		if _, err := cr.AddFunc(st.cfg.RefreshCron, func() {
 			select {
-			case s.reconcileCh <- reconcileReq{view: st}:
+			case s.reconcileCh <- reconcileReq{view: st.cfg.Name}:
 			case <-ctx.Done():
 			}
 		}); err != nil {
@@ -237,7 +238,7 @@ func (s *stream) loop(ctx context.Context) error {
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case req := <-s.reconcileCh:
-			err := s.reconcile(ctx, req.view)
+			err := s.reconcile(ctx, s.views[req.view])
 			if req.done != nil {
 				req.done <- err
 			}

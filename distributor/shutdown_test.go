@@ -1,0 +1,89 @@
+package distributor
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/schemas/record"
+)
+
+// TestShutdownMidEpoch: a shutdown during the start-up epoch writes no epoch-end for it;
+// the next start restores what was acknowledged, does not republish it, and completes the
+// view in a new epoch.
+func TestShutdownMidEpoch(t *testing.T) {
+	const n = 100000
+	e := newEnv(t)
+	e.exec(`CREATE TABLE big (id int PRIMARY KEY, v text NOT NULL)`)
+	e.exec(`INSERT INTO big SELECT i, repeat('x', 100) FROM generate_series(1, $1) i`, n)
+	cfg := e.config(ViewConfig{Name: "big", SQL: "SELECT id, v FROM big", Key: []string{"id"}})
+	r := start(t, cfg)
+	client, err := sarama.NewClient(e.brokers, kafkautil.NewConfig("test-offsets"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	waitCond(t, "the epoch under way", func() bool {
+		end, err := client.GetOffset(e.topic, 0, sarama.OffsetNewest)
+		return err == nil && end > 1000
+	})
+	r.stop(t)
+	recs := readAll(t, e.brokers, e.topic)
+	if countEnds(recs, "big") != 0 {
+		t.Skipf("the epoch finished (%d records) before the shutdown; cannot check the interrupted case", len(recs))
+	}
+	first := len(rowsOf(recs, "big"))
+	t.Logf("interrupted after %d of %d rows", first, n)
+
+	r2 := start(t, cfg)
+	r2.waitReady(t)
+	recs = readAll(t, e.brokers, e.topic)
+	end := lastEnd(t, recs, "big")
+	if end.Epoch != 2 || end.Rows != n || end.Published != int64(n-first) {
+		t.Fatalf("epoch-end %+v: want epoch 2, %d rows, %d published (the rest)", end, n, n-first)
+	}
+	if got := len(rowsOf(recs, "big")); got != n {
+		t.Fatalf("topic holds %d rows, want %d", got, n)
+	}
+	// epoch 1 has a begin and no end; epoch 2 has both
+	var begins []uint64
+	for _, rc := range recs {
+		if rc.meta.Kind == record.KindEpochBegin {
+			begins = append(begins, rc.meta.Epoch)
+		}
+	}
+	if len(begins) != 2 || begins[0] != 1 || begins[1] != 2 {
+		t.Errorf("epoch begins %v", begins)
+	}
+}
+
+// TestTwoStreams: one Distributor runs two streams (topics) with their own views.
+func TestTwoStreams(t *testing.T) {
+	e := newEnv(t)
+	e.createItems()
+	cfg := e.config(itemsView())
+	other := e.topic + "_b"
+	deleteTopicLater(t, e.brokers, other)
+	cfg.Streams = append(cfg.Streams, StreamConfig{Topic: other, Views: []ViewConfig{
+		{Name: "names", SQL: "SELECT name FROM items WHERE name IS NOT NULL", Key: []string{"name"}},
+	}})
+	r := start(t, cfg)
+	r.waitReady(t)
+	e.exec(`DELETE FROM items WHERE id = 3`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.d.Reconcile(ctx, "names"); err != nil {
+		t.Fatal(err)
+	}
+	a := readAll(t, e.brokers, e.topic)
+	b := readAll(t, e.brokers, other)
+	if len(rowsOf(a, "items")) != 3 || len(rowsOf(a, "names")) != 0 {
+		t.Errorf("stream a: %s", dump(a))
+	}
+	if got := rowsOf(b, "names"); len(got) != 2 || got["names|plum"] != "" {
+		t.Errorf("stream b: %s", dump(b))
+	}
+}
