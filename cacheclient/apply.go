@@ -2,6 +2,7 @@ package cacheclient
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -69,13 +70,21 @@ type viewWriter[T any] struct {
 }
 
 type stagingView[T any] struct {
-	e       *edit
+	list []staged[T] // every snapshot row in arrival order; the trie is built at the end
+	bad  map[string]item[T]
+	// Filled by build.
 	root    *tnode[item[T]]
 	count   int
 	hashSum uint64
 	rows    int64
-	bad     map[string]item[T]
 	bytes   int64
+}
+
+// staged is one snapshot row waiting for the bulk build.
+type staged[T any] struct {
+	sk   uint64 // trie order of the key's hash (see trieOrder)
+	l    leaf[item[T]]
+	tomb bool
 }
 
 func rowHash(fullKey, value []byte) uint64 {
@@ -284,47 +293,89 @@ func (v *View[T]) takeChanges() []Change[T] {
 
 // beginReplace starts building a new state that will replace the view at endReplace.
 func (v *View[T]) beginReplace() {
-	v.w.staging = &stagingView[T]{e: new(edit), bad: map[string]item[T]{}}
+	v.w.staging = &stagingView[T]{bad: map[string]item[T]{}}
 }
 
 func (v *View[T]) replacing() bool { return v.w.staging != nil }
 
-// stageRow adds one snapshot row to the replacement state.
+// stageRow adds one snapshot row to the replacement state. Rows are decoded at once and
+// collected; the trie is built in one pass at endReplace (no path copying, no garbage).
 func (v *View[T]) stageRow(r *row) {
 	s := v.w.staging
-	h := hashKey(r.key)
-	if r.tombstone {
-		if old, ok := s.root.get(r.key, h); ok {
-			o := *old
-			s.root, _, _ = s.root.del(s.e, r.key, h, 0)
-			s.count--
-			s.hashSum -= o.rowhash
-			s.rows--
+	st := staged[T]{sk: trieOrder(hashKey(r.key)), tomb: r.tombstone}
+	st.l.key = r.key
+	if !r.tombstone {
+		it := item[T]{rowhash: rowHash(r.fullKey, r.value), raw: v.keep(r)}
+		obj, err := v.decode(r.key, r.value)
+		if err != nil {
+			v.c.decodeError(v.name, r.key, r.index, err)
+			s.bad[r.key] = it
+			st.tomb = true // hidden from the view; accounted through bad
+		} else {
+			delete(s.bad, r.key)
+			it.obj = obj
+			st.l.val = it
 		}
-		return
+	} else {
+		delete(s.bad, r.key)
 	}
-	it := item[T]{rowhash: rowHash(r.fullKey, r.value), raw: v.keep(r)}
-	obj, err := v.decode(r.key, r.value)
-	if err != nil {
-		v.c.decodeError(v.name, r.key, r.index, err)
-		s.bad[r.key] = it
+	s.list = append(s.list, st)
+}
+
+// build sorts the staged rows into trie order, keeps the last row of each key and builds
+// the trie bottom-up with exact-size nodes.
+func (s *stagingView[T]) build() {
+	// Sort small (order, position) pairs rather than the rows themselves.
+	type pos struct {
+		sk uint64
+		i  int
+	}
+	order := make([]pos, len(s.list))
+	for i := range s.list {
+		order[i] = pos{s.list[i].sk, i}
+	}
+	slices.SortFunc(order, func(a, b pos) int {
+		if a.sk != b.sk {
+			return cmpU64(a.sk, b.sk)
+		}
+		if c := strings.Compare(s.list[a.i].l.key, s.list[b.i].l.key); c != 0 {
+			return c
+		}
+		return a.i - b.i
+	})
+	leaves := make([]leaf[item[T]], 0, len(s.list))
+	hs := make([]uint64, 0, len(s.list))
+	for n, p := range order {
+		st := &s.list[p.i]
+		if n+1 < len(order) && s.list[order[n+1].i].l.key == st.l.key {
+			continue // a later row of the same key wins
+		}
+		if st.tomb {
+			continue
+		}
+		leaves = append(leaves, st.l)
+		hs = append(hs, st.sk)
+		s.hashSum += st.l.val.rowhash
+		s.bytes += int64(len(st.l.key) + st.l.val.rawLen())
+	}
+	s.list = nil
+	s.count = len(leaves)
+	s.rows = int64(len(leaves))
+	for k, it := range s.bad {
 		s.hashSum += it.rowhash
 		s.rows++
-		return
+		s.bytes += int64(len(k) + it.rawLen())
 	}
-	it.obj = obj
-	var old item[T]
-	var had bool
-	s.root, old, had = s.root.put(s.e, r.key, h, 0, it)
-	s.hashSum += it.rowhash
-	s.rows++
-	s.bytes += int64(len(r.key) + it.rawLen())
-	if had {
-		s.hashSum -= old.rowhash
-		s.rows--
-	} else {
-		s.count++
+	if len(leaves) > 0 {
+		s.root = buildTrie(leaves, hs, 0)
 	}
+}
+
+func cmpU64(a, b uint64) int {
+	if a < b {
+		return -1
+	}
+	return 1
 }
 
 // endReplace publishes the replacement state at index, with its indexes rebuilt, and
@@ -333,6 +384,7 @@ func (v *View[T]) stageRow(r *row) {
 func (v *View[T]) endReplace(index int64) {
 	s := v.w.staging
 	v.w.staging = nil
+	s.build()
 	if v.w.cur != nil { // a live batch never overlaps a replacement; be safe
 		v.w.cur, v.w.e = nil, nil
 	}

@@ -3,6 +3,7 @@ package cacheclient
 import (
 	"hash/maphash"
 	"math/bits"
+	"slices"
 )
 
 // trie is a persistent (immutable once published) hash array mapped trie keyed by string,
@@ -262,4 +263,72 @@ func (n *tnode[V]) stats() (nodes, leaves, children int) {
 		nodes, leaves, children = nodes+a, leaves+b, children+d
 	}
 	return
+}
+
+// trieOrder maps a hash to a number whose order is the trie's order: the 5-bit chunk used
+// at depth 0 becomes the most significant, and so on (the last chunk has 4 bits). Sorting
+// keys by it groups them exactly as the trie's levels do.
+func trieOrder(h uint64) uint64 {
+	var o uint64
+	for shift := uint(0); shift < 60; shift += trieBits {
+		o = o<<trieBits | (h>>shift)&trieMask
+	}
+	return o<<4 | h>>60
+}
+
+// chunkAt returns the slot number at shift of a key whose trieOrder is o.
+func chunkAt(o uint64, shift uint) uint64 {
+	if shift >= 60 {
+		return o & 15
+	}
+	return (o >> (59 - shift)) & trieMask
+}
+
+// buildTrie builds the canonical trie of leaves sorted by trieOrder (os holds their
+// orders): a slot with one key holds it inline, a slot with more holds a child node.
+// The nodes carry no edit token of a live transaction, so they are immutable once
+// published.
+func buildTrie[V any](leaves []leaf[V], os []uint64, shift uint) *tnode[V] {
+	n := &tnode[V]{}
+	if shift >= trieDepth {
+		n.leaves = slices.Clone(leaves)
+		return n
+	}
+	nl, nn := 0, 0
+	for i := 0; i < len(leaves); {
+		c := chunkAt(os[i], shift)
+		j := i + 1
+		for j < len(leaves) && chunkAt(os[j], shift) == c {
+			j++
+		}
+		if j-i == 1 {
+			nl++
+		} else {
+			nn++
+		}
+		i = j
+	}
+	if nl > 0 {
+		n.leaves = make([]leaf[V], 0, nl)
+	}
+	if nn > 0 {
+		n.nodes = make([]*tnode[V], 0, nn)
+	}
+	for i := 0; i < len(leaves); {
+		c := chunkAt(os[i], shift)
+		j := i + 1
+		for j < len(leaves) && chunkAt(os[j], shift) == c {
+			j++
+		}
+		bit := uint32(1) << c
+		if j-i == 1 {
+			n.leaves = append(n.leaves, leaves[i])
+			n.datamap |= bit
+		} else {
+			n.nodes = append(n.nodes, buildTrie(leaves[i:j], os[i:j], shift+trieBits))
+			n.nodemap |= bit
+		}
+		i = j
+	}
+	return n
 }

@@ -3,6 +3,7 @@ package cacheclient
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -110,5 +111,42 @@ func TestTrieCollisions(t *testing.T) {
 	}
 	if root != nil {
 		t.Fatal("not empty")
+	}
+}
+
+// TestBuildTrieIsCanonical: the bulk build gives the same shape as inserting one by one
+// (and every key is found), including forced full-hash collisions.
+func TestBuildTrieIsCanonical(t *testing.T) {
+	for _, n := range []int{1, 2, 33, 5000, 100000} {
+		var root *tnode[int]
+		e := new(edit)
+		type kv struct {
+			o uint64
+			l leaf[int]
+		}
+		var kvs []kv
+		for i := range n {
+			k := fmt.Sprintf("key-%d", i)
+			root, _, _ = root.put(e, k, hashKey(k), 0, i)
+			kvs = append(kvs, kv{trieOrder(hashKey(k)), leaf[int]{k, i}})
+		}
+		slices.SortFunc(kvs, func(a, b kv) int { return cmpU64(a.o, b.o) })
+		var ls []leaf[int]
+		var os []uint64
+		for _, x := range kvs {
+			ls = append(ls, x.l)
+			os = append(os, x.o)
+		}
+		built := buildTrie(ls, os, 0)
+		a1, b1, c1 := root.stats()
+		a2, b2, c2 := built.stats()
+		if a1 != a2 || b1 != b2 || c1 != c2 {
+			t.Fatalf("n=%d: put gives %d nodes %d leaves %d children, build %d %d %d", n, a1, b1, c1, a2, b2, c2)
+		}
+		for _, x := range kvs {
+			if v, ok := built.get(x.l.key, hashKey(x.l.key)); !ok || *v != x.l.val {
+				t.Fatalf("n=%d: %s not found", n, x.l.key)
+			}
+		}
 	}
 }

@@ -17,7 +17,7 @@ type IndexFunc[T any] func(obj T) []string
 // 8 bytes for it, not a 16-byte string header.
 type item[T any] struct {
 	obj     T
-	rowhash uint64 // record.RowHash of the record, for the epoch check
+	rowhash uint64  // record.RowHash of the record, for the epoch check
 	raw     *string // the record value, kept only when the client persists (StateDir)
 }
 

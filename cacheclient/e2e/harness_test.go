@@ -108,7 +108,9 @@ func ev(id int, sport string) string {
 
 // startPlayer runs an in-process player on a loopback listener until the test ends or
 // stop is called.
-func startPlayer(t *testing.T, e *kafkaEnv) (addr string, stop func()) {
+func startPlayer(t *testing.T, e *kafkaEnv) (addr string, stop func()) { return startPlayerB(t, e) }
+
+func startPlayerB(t testing.TB, e *kafkaEnv) (addr string, stop func()) {
 	t.Helper()
 	p, err := player.New(player.Config{
 		Brokers:          e.brokers,

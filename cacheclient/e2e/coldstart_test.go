@@ -1,0 +1,163 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/cacheclient"
+	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/schemas/record"
+	"github.com/statecast/statecast/schemas/record/recordsarama"
+)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// BenchmarkColdStart fills a topic with CC_BENCH_RECORDS records (default 3× the keys)
+// over CC_BENCH_KEYS keys (default 1,000,000), then measures, in the same run:
+//
+//   - replay: a plain sarama consumer reading the partition from offset 0 to the end into
+//     a map, decoding each value with the same decoder (the seed article's consumer);
+//   - cold: a cacheclient without state to ready (snapshot bootstrap from a running player);
+//   - restart: a cacheclient restarted from its StateDir to ready (state file load + resume);
+//   - decode: the decoder alone over one value per key (where the time goes).
+//
+// Run: go test -run '^$' -bench ColdStart -benchtime 1x -timeout 60m ./cacheclient/e2e/
+func BenchmarkColdStart(b *testing.B) {
+	keys := envInt("CC_BENCH_KEYS", 1_000_000)
+	records := envInt("CC_BENCH_RECORDS", 3*keys)
+	brokers := testenv.KafkaBrokers(b)
+	topic := testenv.NewTopic(b, "cacheclient-bench", map[string]string{"cleanup.policy": "compact"})
+	cfg := kafkautil.ProducerConfig("cacheclient-bench")
+	prod, err := sarama.NewSyncProducer(brokers, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	meta := record.Meta{View: "events", Kind: record.KindRow, Epoch: 1, SourceTime: time.Now(), SourceLSN: "0/1"}
+	msgs := make([]*sarama.ProducerMessage, 0, 5000)
+	for i := range records {
+		k := i % keys
+		v := fmt.Appendf(nil, `{"id":%d,"sport":"sport-%d","name":"event %d generation %d"}`, k, k%50, k, i/keys)
+		msgs = append(msgs, recordsarama.ProducerMessage(topic, record.EncodeKey("events", strconv.Itoa(k)), v, meta))
+		if len(msgs) == cap(msgs) || i == records-1 {
+			if err := prod.SendMessages(msgs); err != nil {
+				b.Fatal(err)
+			}
+			msgs = msgs[:0]
+		}
+	}
+	prod.Close()
+	b.Logf("produced %d records over %d keys in %v", records, keys, time.Since(start).Round(time.Millisecond))
+
+	// Baseline: replay from offset 0 into a map.
+	replay := func() time.Duration {
+		start := time.Now()
+		c, err := sarama.NewConsumer(brokers, kafkautil.NewConfig("cacheclient-bench-replay"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		client, _ := sarama.NewClient(brokers, kafkautil.NewConfig("cacheclient-bench-hwm"))
+		end, err := client.GetOffset(topic, 0, sarama.OffsetNewest)
+		client.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		pc, err := c.ConsumePartition(topic, 0, sarama.OffsetOldest)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer pc.Close()
+		m := map[string]event{}
+		for msg := range pc.Messages() {
+			if msg.Value == nil {
+				delete(m, string(msg.Key))
+			} else if e, err := decodeEvent("", msg.Value); err == nil {
+				m[string(msg.Key)] = e
+			}
+			if msg.Offset+1 >= end {
+				break
+			}
+		}
+		if len(m) != keys {
+			b.Fatalf("replay holds %d keys, want %d", len(m), keys)
+		}
+		return time.Since(start)
+	}
+
+	e := &kafkaEnv{t: nil, brokers: brokers, topic: topic}
+	pstart := time.Now()
+	addr, stop := startPlayerB(b, e)
+	defer stop()
+	playerReady := time.Since(pstart)
+
+	dir := b.TempDir()
+	client := func(stateDir string) (time.Duration, *cacheclient.Client) {
+		start := time.Now()
+		c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: "s", ClientID: "bench", StateDir: stateDir,
+			ReadyIdle: 100 * time.Millisecond, MaxBatchEntries: 4096, MaxBatchBytes: 4 << 20})
+		if err != nil {
+			b.Fatal(err)
+		}
+		v, _ := cacheclient.Register(c, "events", decodeEvent)
+		c.Start()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		if err := c.WaitReady(ctx); err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(start)
+		if v.Len() != keys {
+			b.Fatalf("client holds %d keys, want %d", v.Len(), keys)
+		}
+		return d, c
+	}
+
+	b.ResetTimer()
+	tReplay := replay()
+	tCold, c := client("")
+	c.Close()
+	_, c = client(dir) // writes the state file at Close
+	tClose := time.Now()
+	c.Close()
+	closeWrite := time.Since(tClose)
+	tRestart, c := client(dir)
+	c.Close()
+	b.StopTimer()
+
+	// Decoder alone, one value per key.
+	vals := make([][]byte, keys)
+	for k := range vals {
+		vals[k] = fmt.Appendf(nil, `{"id":%d,"sport":"sport-%d","name":"event %d generation %d"}`, k, k%50, k, 2)
+	}
+	dstart := time.Now()
+	for _, v := range vals {
+		decodeEvent("", v)
+	}
+	tDecode := time.Since(dstart)
+
+	ks := func(d time.Duration) float64 { return float64(keys) / d.Seconds() }
+	b.ReportMetric(tReplay.Seconds(), "replay-s")
+	b.ReportMetric(tCold.Seconds(), "cold-s")
+	b.ReportMetric(tRestart.Seconds(), "restart-s")
+	b.ReportMetric(ks(tCold), "cold-keys/s")
+	b.ReportMetric(ks(tRestart), "restart-keys/s")
+	b.ReportMetric(ks(tReplay), "replay-keys/s")
+	b.ReportMetric(tReplay.Seconds()/tCold.Seconds(), "replay/cold")
+	b.ReportMetric(tReplay.Seconds()/tRestart.Seconds(), "replay/restart")
+	b.Logf("keys %d records %d: replay %v, cold (snapshot) %v, restart (StateDir) %v, state file write at Close %v, player ready %v, decode only %v (%.0f keys/s)",
+		keys, records, tReplay.Round(time.Millisecond), tCold.Round(time.Millisecond), tRestart.Round(time.Millisecond),
+		closeWrite.Round(time.Millisecond), playerReady.Round(time.Millisecond), tDecode.Round(time.Millisecond), ks(tDecode))
+}

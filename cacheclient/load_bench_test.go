@@ -1,0 +1,57 @@
+package cacheclient
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"testing"
+)
+
+// BenchmarkStateLoad measures reading a state file of 1,000,000 rows into a view (decode
+// included), the client-side part of a restart from StateDir; and the snapshot staging
+// path on its own (what a snapshot bootstrap costs after the network).
+func BenchmarkStateLoad(b *testing.B) {
+	const n = 1_000_000
+	rows := make(map[string]string, n)
+	for k := range n {
+		rows[fmt.Sprint(k)] = fmt.Sprintf(`{"id":%d,"sport":"sport-%d","tags":["t"]}`, k, k%50)
+	}
+	var file bytes.Buffer
+	if _, err := writeState(&file, "s", 42, []viewCapture{captureOf("events", rows)}); err != nil {
+		b.Fatal(err)
+	}
+	decodeJSON := func(_ string, v []byte) (event, error) { var e event; err := json.Unmarshal(v, &e); return e, err }
+	b.Run("file+json", func(b *testing.B) {
+		for range b.N {
+			c := newTestClient(b)
+			c.keepRaw = true
+			v, _ := Register(c, "events", decodeJSON)
+			idx, _, err := readState(bytes.NewReader(file.Bytes()), "s", clientSink{c})
+			if err != nil {
+				b.Fatal(err)
+			}
+			v.endReplace(idx)
+			if v.Len() != n {
+				b.Fatal(v.Len())
+			}
+		}
+		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "keys/s")
+	})
+	b.Run("stage-only", func(b *testing.B) {
+		keys := make([]string, 0, n)
+		for k := range rows {
+			keys = append(keys, k)
+		}
+		val := []byte("{}")
+		for range b.N {
+			c := newTestClient(b)
+			v, _ := Register(c, "events", func(string, []byte) (int, error) { return 1, nil })
+			v.beginReplace()
+			for _, k := range keys {
+				v.stageRow(&row{key: k, fullKey: []byte(k), value: val})
+			}
+			v.endReplace(1)
+		}
+		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "keys/s")
+	})
+}
