@@ -12,6 +12,13 @@
 //     the producer, the in-memory state of its views and the publisher loop.
 //   - viewState (state.go): per view, key → content hash of the live rows, the last epoch
 //     and the incremental watermark. Rebuilt from the topic at start-up (restore.go).
+//   - readView (read.go) reads and validates a view in a snapshot transaction, with the row
+//     encoder of schemas/record/pgjson (codec.go); publishEpoch/publishPoll (publish.go)
+//     write the records through producer (producer.go): one sarama AsyncProducer fed as a
+//     pipeline, whose acknowledgements are counted before a send returns.
+//
+// Public API (stable): LoadConfig/ParseConfig, New(cfg, WithLogger, WithRegistry),
+// Run(ctx), Reconcile(ctx, view), WaitReady(ctx), Active(), Views(), Handler().
 //
 // # Goroutines
 //
@@ -20,6 +27,7 @@
 //   - the publisher loop (stream.run): the ONLY goroutine that reads view rows, publishes
 //     records and touches viewState. Everything else asks it for work through channels:
 //   - the poll timer lives inside the publisher loop (a time.Timer set to the earliest due poll);
+//   - per send, one goroutine that counts the producer's acknowledgements (producer.go);
 //   - the LISTEN waker (listen.go): a dedicated pgx connection that LISTENs to the views'
 //     channels and, on a notification, sends a non-blocking wake-up for the view;
 //   - the cron scheduler (robfig/cron/v3): sends a reconcile request, non-blocking;
@@ -27,7 +35,8 @@
 //     the stream when it is lost, so a standby that takes the lock is the only writer.
 //
 // Reconcile(ctx, view) sends a request to the publisher loop of the view's stream and waits for
-// its result. A standby (lock not acquired yet) answers ErrNotActive.
+// its result. A standby (lock not acquired yet) answers ErrNotActive. A failed poll or
+// reconcile is counted in the errors metric and retried by the loop with backoff.
 //
 // # Ordering and safety rules
 //

@@ -99,7 +99,7 @@ func (s *stream) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, ErrView) || errors.Is(err, ErrTopic) {
+		if errors.Is(err, ErrView) || errors.Is(err, ErrTopic) || errors.Is(err, ErrConfig) {
 			return err
 		}
 		s.m.errors.WithLabelValues(s.cfg.Topic, "", "lock").Inc()
