@@ -124,4 +124,3 @@ func (s *stream) setWatermark(st *viewState, wm string) {
 		s.m.watermarkT.WithLabelValues(s.cfg.Topic, st.cfg.Name).Set(watermarkSeconds(st.incType, wm))
 	}
 }
-

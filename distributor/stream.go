@@ -20,7 +20,7 @@ import (
 // streamSettings are a stream's resolved settings.
 type streamSettings struct {
 	*StreamConfig
-	maxBytes  int // record size limit (broker/topic max.message.bytes, or the config's lower one)
+	maxBytes int // record size limit (broker/topic max.message.bytes, or the config's lower one)
 }
 
 type reconcileReq struct {
