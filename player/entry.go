@@ -1,6 +1,7 @@
 package player
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -91,6 +92,7 @@ func encodeBatch(dst []byte, items []*item) []byte {
 	for _, it := range items {
 		inner += protowire.SizeTag(1) + protowire.SizeBytes(len(it.wire))
 	}
+	dst = slices.Grow(dst, protowire.SizeTag(1)+protowire.SizeBytes(inner))
 	dst = protowire.AppendTag(dst, 1, protowire.BytesType) // SubscribeResponse.batch
 	dst = protowire.AppendVarint(dst, uint64(inner))
 	for _, it := range items {

@@ -129,6 +129,15 @@ type testPlayer struct {
 
 func startPlayer(t *testing.T, e *env, mod func(*Config)) *testPlayer {
 	t.Helper()
+	return startPlayerTB(t, e, mod)
+}
+
+func startPlayerB(b *testing.B, e *env) *testPlayer { return startPlayerTB(b, e, nil) }
+
+func nopChecker() *checker.Checker { return checker.New() }
+
+func startPlayerTB(t testing.TB, e *env, mod func(*Config)) *testPlayer {
+	t.Helper()
 	cfg := Config{
 		Brokers:          e.brokers,
 		Streams:          []StreamConfig{{Name: "s", Topic: e.topic}},

@@ -60,7 +60,9 @@ func TestResyncPastTombstoneHorizon(t *testing.T) {
 	e.chk.Gone(old.id) // it stops here; records produced later are not expected
 	// head resumes from the last record: nothing follows it, so no tombstone can be missing.
 	go func() {
-		poll(10*time.Second, func() bool { return len(tp.p.Status().Streams[0].Targets) > 0 && tp.p.Status().Streams[0].Targets[0].ID == "head" })
+		poll(10*time.Second, func() bool {
+			return len(tp.p.Status().Streams[0].Targets) > 0 && tp.p.Status().Streams[0].Targets[0].ID == "head"
+		})
 		e.produce(5, []string{"a"}, 50, newRand(32))
 	}()
 	sessionUntil(t, head, tp.addr, 30*time.Second, func() bool { return head.Applied() >= last+5 })

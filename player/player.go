@@ -21,13 +21,14 @@ import (
 // Player serves streams to targets. Create it with New, run the fetchers with Run and
 // the gRPC server with Serve (in either order, each in its own goroutine), stop with Close.
 type Player struct {
-	cfg         Config
-	log         *slog.Logger
-	metrics     *metrics
-	streams     map[string]*stream
-	streamNames []string
-	grpc        *grpc.Server
-	health      *health.Server
+	cfg          Config
+	log          *slog.Logger
+	metrics      *metrics
+	streams      map[string]*stream
+	streamNames  []string
+	grpc         *grpc.Server
+	health       *health.Server
+	dispatchHook func(stream string, index int64, at time.Time)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -42,8 +43,9 @@ type Player struct {
 type Option func(*options)
 
 type options struct {
-	log *slog.Logger
-	reg prometheus.Registerer
+	log      *slog.Logger
+	reg      prometheus.Registerer
+	dispatch func(stream string, index int64, at time.Time)
 }
 
 // WithLogger sets the logger (default: discard).
@@ -51,6 +53,13 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithRegisterer registers the player's metrics (default: not registered).
 func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.reg = r } }
+
+// WithDispatchHook sets a function called by the main fetcher goroutine right after it
+// dispatched the entry at index (to every subscribed target's queue) at time at. It must be
+// fast and must not block; it is for benchmarks and tracing (dispatch → applied delays).
+func WithDispatchHook(f func(stream string, index int64, at time.Time)) Option {
+	return func(o *options) { o.dispatch = f }
+}
 
 // New validates cfg (applying defaults) and returns a Player. It does not connect.
 func New(cfg Config, opts ...Option) (*Player, error) {
@@ -62,7 +71,7 @@ func New(cfg Config, opts ...Option) (*Player, error) {
 	for _, f := range opts {
 		f(&o)
 	}
-	p := &Player{cfg: cfg, log: o.log, streams: map[string]*stream{}}
+	p := &Player{cfg: cfg, log: o.log, streams: map[string]*stream{}, dispatchHook: o.dispatch}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.metrics = newMetrics(p)
 	if o.reg != nil {

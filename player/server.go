@@ -290,17 +290,19 @@ func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
 				if wasCatchup {
 					t.space.Broadcast()
 				}
-				out = encodeBatch(nil, batch)
 			} else if q.state == StateN && q.normal.len() == 0 && ci > t.sentUpTo && now.Sub(t.lastSend) >= p.cfg.ProgressInterval {
 				t.sentUpTo = ci
 				out = encodeProgress(ci)
 			}
-			if out == nil {
+			if out == nil && len(batch) == 0 {
 				t.mu.Unlock()
 				break
 			}
 			t.lastSend = now
 			t.mu.Unlock()
+			if len(batch) > 0 {
+				out = encodeBatch(nil, batch) // items are immutable: encoded outside the lock
+			}
 			if err := stream.SendMsg(rawFrame(out)); err != nil {
 				return err
 			}

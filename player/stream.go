@@ -242,6 +242,9 @@ func (s *stream) apply(m *sarama.ConsumerMessage, live bool) {
 	for _, t := range woken {
 		t.signal()
 	}
+	if live && s.p.dispatchHook != nil {
+		s.p.dispatchHook(s.cfg.Name, it.index, it.dispatched)
+	}
 }
 
 // firstAfterTime returns a lower bound of the append time of the first record after index
