@@ -1,6 +1,7 @@
 package player
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -27,10 +28,16 @@ type item struct {
 	logTime    time.Time // Kafka record timestamp
 	dispatched time.Time // when the main fetcher dispatched it (zero for recovery items)
 	wire       []byte
+	single     []byte                         // entries: the one-entry batch frame (wire is its tail)
 	frame      *statecastv1.SubscribeResponse // non-nil for frames
 }
 
-func (it *item) size() int { return len(it.wire) + 64 }
+func (it *item) size() int {
+	if it.single != nil {
+		return len(it.single) + 64
+	}
+	return len(it.wire) + 64
+}
 
 var kinds = map[record.Kind]statecastv1.Kind{
 	record.KindRow:        statecastv1.Kind_KIND_ROW,
@@ -66,13 +73,24 @@ func itemOf(m *sarama.ConsumerMessage) *item {
 	}
 	// proto3 strings must be valid UTF-8; a malformed header must not make the entry vanish.
 	e.View, e.SourceLsn = strings.ToValidUTF8(e.View, "\uFFFD"), strings.ToValidUTF8(e.SourceLsn, "\uFFFD")
-	wire, err := proto.Marshal(e)
-	if err != nil {
-		panic("player: marshal entry: " + err.Error()) // unreachable: every field is valid
+	// One buffer holds the one-entry frame SubscribeResponse{batch{entries: [e]}}; the
+	// Entry bytes are its tail. A one-entry batch (the common case at low rates) is then
+	// sent to every target without any encoding or copy of ours.
+	size := proto.Size(e)
+	inner := protowire.SizeTag(1) + protowire.SizeBytes(size)
+	hdr := protowire.SizeTag(1) + protowire.SizeVarint(uint64(inner)) + protowire.SizeTag(1) + protowire.SizeVarint(uint64(size))
+	buf := make([]byte, 0, hdr+size)
+	buf = protowire.AppendTag(buf, 1, protowire.BytesType) // SubscribeResponse.batch
+	buf = protowire.AppendVarint(buf, uint64(inner))
+	buf = protowire.AppendTag(buf, 1, protowire.BytesType) // Batch.entries
+	buf = protowire.AppendVarint(buf, uint64(size))
+	buf, err = proto.MarshalOptions{}.MarshalAppend(buf, e)
+	if err != nil || len(buf) != hdr+size {
+		panic(fmt.Sprintf("player: marshal entry: %v", err)) // unreachable: every field is valid
 	}
 	return &item{
 		index: m.Offset, view: e.View, key: string(m.Key), kind: e.Kind,
-		tombstone: e.Tombstone, logTime: m.Timestamp, wire: wire,
+		tombstone: e.Tombstone, logTime: m.Timestamp, wire: buf[hdr:], single: buf,
 	}
 }
 
@@ -83,8 +101,17 @@ func frameItem(index int64, r *statecastv1.SubscribeResponse) *item {
 }
 
 // encodeBatch appends a SubscribeResponse{batch: Batch{entries}} made of the items'
-// pre-marshalled Entry bytes to dst, without re-encoding the entries.
+// pre-marshalled Entry bytes to dst, without re-encoding the entries. With dst nil and a
+// single item it returns the item's own (shared, read-only) frame bytes.
 func encodeBatch(dst []byte, items []*item) []byte {
+	if len(items) == 1 && dst == nil {
+		if items[0].frame != nil {
+			return items[0].wire // shared and immutable, like every item's bytes
+		}
+		if items[0].single != nil {
+			return items[0].single
+		}
+	}
 	if len(items) == 1 && items[0].frame != nil {
 		return append(dst, items[0].wire...)
 	}

@@ -42,6 +42,10 @@ func FuzzItemBatch(f *testing.F) {
 		if !bytes.Equal(es[0].Key, key) || es[0].Tombstone != (value == nil) || (!tomb && !bytes.Equal(es[0].Value, value)) {
 			t.Fatalf("entry %v from key %q value %q", es[0], key, value)
 		}
+		var one statecastv1.SubscribeResponse
+		if err := proto.Unmarshal(encodeBatch(nil, []*item{it}), &one); err != nil || len(one.GetBatch().GetEntries()) != 1 || !proto.Equal(one.GetBatch().GetEntries()[0], es[0]) {
+			t.Fatalf("one-entry frame %v (%v), want %v", one.GetBatch(), err, es[0])
+		}
 		if es[0].View != it.view {
 			t.Fatalf("view %q vs item %q", es[0].View, it.view)
 		}
