@@ -16,6 +16,7 @@ import (
 // stats and capture runs on the connection goroutine.
 type viewCore interface {
 	viewName() string
+	keyPrefix() []byte // esc(name) + "|"
 	begin()
 	applyRow(r *row)
 	commit(index int64)

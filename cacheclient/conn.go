@@ -1,12 +1,12 @@
 package cacheclient
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 
@@ -104,7 +104,7 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 		return false, err
 	}
 	c.st.connected.Store(true)
-	c.log.Info("subscribed", "addr", addr, "resume_index", hello.ResumeIndex)
+	c.log.Info("subscribed", "addr", addr, "resume_index", hello.GetResumeIndex(), "resumed", resumed)
 	if h := c.opts.hooks.OnConnect; h != nil {
 		h(addr, resumed)
 	}
@@ -211,7 +211,7 @@ func (r *receiver) parseRow(e *statecastv1.Entry) (viewCore, *row, error) {
 	if !ok {
 		return nil, nil, orderErr("entry %d of unsubscribed view %q", e.GetIndex(), e.GetView())
 	}
-	key, err := keyText(v.viewName(), e.GetKey())
+	key, err := keyTextPrefix(v.keyPrefix(), v.viewName(), e.GetKey())
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: entry %d: %v", ErrOrder, e.GetIndex(), err)
 	}
@@ -220,11 +220,14 @@ func (r *receiver) parseRow(e *statecastv1.Entry) (viewCore, *row, error) {
 
 // keyText strips the view prefix "esc(view)|" from a record key.
 func keyText(view string, key []byte) (string, error) {
-	p := escape(view) + "|"
-	if !strings.HasPrefix(string(key), p) {
+	return keyTextPrefix([]byte(escape(view)+"|"), view, key)
+}
+
+func keyTextPrefix(prefix []byte, view string, key []byte) (string, error) {
+	if !bytes.HasPrefix(key, prefix) {
 		return "", fmt.Errorf("key %q is not a key of view %q", key, view)
 	}
-	return string(key[len(p):]), nil
+	return string(key[len(prefix):]), nil
 }
 
 func (r *receiver) liveBatch(ctx context.Context, b *statecastv1.Batch) error {

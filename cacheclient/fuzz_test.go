@@ -12,7 +12,7 @@ func FuzzReadState(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var sink memSink
-		index, seen, err := readState(bytes.NewReader(b), "s", &sink)
+		index, seen, err := readState(b, "s", &sink)
 		if err != nil {
 			if !errors.Is(err, ErrStateFile) {
 				t.Fatalf("error not wrapping ErrStateFile: %v", err)
@@ -30,7 +30,7 @@ func FuzzReadState(f *testing.F) {
 			t.Fatal(err)
 		}
 		var again memSink
-		if _, _, err := readState(&buf, "s", &again); err != nil {
+		if _, _, err := readState(buf.Bytes(), "s", &again); err != nil {
 			t.Fatalf("re-encoded file rejected: %v", err)
 		}
 	})

@@ -26,7 +26,7 @@ func BenchmarkStateLoad(b *testing.B) {
 			c := newTestClient(b)
 			c.keepRaw = true
 			v, _ := Register(c, "events", decodeJSON)
-			idx, _, err := readState(bytes.NewReader(file.Bytes()), "s", clientSink{c})
+			idx, _, err := readState(file.Bytes(), "s", clientSink{c})
 			if err != nil {
 				b.Fatal(err)
 			}

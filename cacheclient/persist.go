@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -166,111 +165,87 @@ func writeState(f io.Writer, stream string, index int64, caps []viewCapture) (in
 	return cw.n, err
 }
 
-// stateReader reads a state file while hashing it.
-type stateReader struct {
-	r *bufio.Reader
-	d hash.Hash64
-}
-
-func (s *stateReader) ReadByte() (byte, error) {
-	b, err := s.r.ReadByte()
-	if err == nil {
-		s.d.Write([]byte{b})
-	}
-	return b, err
-}
-
-func (s *stateReader) full(n uint64) ([]byte, error) {
-	if n > 1<<30 {
-		return nil, fmt.Errorf("length %d too large", n)
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(s.r, b); err != nil {
-		return nil, err
-	}
-	s.d.Write(b)
-	return b, nil
-}
-
-func (s *stateReader) str() ([]byte, error) {
-	n, err := binary.ReadUvarint(s)
-	if err != nil {
-		return nil, err
-	}
-	return s.full(n)
-}
-
 // stateSink receives the content of a state file as it is read.
 type stateSink interface {
-	view(name string) (ok bool)              // false: the file names a view not registered
-	row(view string, key string, raw []byte) // a row of the last accepted view
+	view(name string) (ok bool)             // false: the file names a view not registered
+	row(view string, key string, raw []byte) // a row of the last accepted view (raw aliases the file)
 }
 
-// readState reads and verifies a state file; rows are streamed to sink, which must not
-// make them visible before readState returned nil.
-func readState(r io.Reader, stream string, sink stateSink) (int64, map[string]bool, error) {
-	s := &stateReader{r: bufio.NewReaderSize(r, 1<<20), d: xxhash.New()}
+// readState verifies a whole state file (checksum first) and then streams its rows to
+// sink, which must not make them visible before readState returned nil.
+func readState(b []byte, stream string, sink stateSink) (int64, map[string]bool, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrStateFile, fmt.Sprintf(format, a...))
 	}
-	magic, err := s.full(uint64(len(stateMagic)))
-	if err != nil || string(magic) != stateMagic {
-		return 0, nil, bad("not a state file of this format (magic %q, %v)", magic, err)
+	if len(b) < len(stateMagic)+8 || string(b[:len(stateMagic)]) != stateMagic {
+		return 0, nil, bad("not a state file of this format")
 	}
-	st, err := s.str()
-	if err != nil {
-		return 0, nil, bad("stream: %v", err)
+	body, sum := b[:len(b)-8], binary.BigEndian.Uint64(b[len(b)-8:])
+	if got := xxhash.Sum64(body); got != sum {
+		return 0, nil, bad("checksum %016x, content hashes to %016x (corrupt or truncated)", sum, got)
+	}
+	p := len(stateMagic)
+	uv := func() (uint64, bool) {
+		x, n := binary.Uvarint(body[p:])
+		if n <= 0 {
+			return 0, false
+		}
+		p += n
+		return x, true
+	}
+	str := func() ([]byte, bool) {
+		n, ok := uv()
+		if !ok || n > uint64(len(body)-p) {
+			return nil, false
+		}
+		out := body[p : p+int(n)]
+		p += int(n)
+		return out, true
+	}
+	st, ok := str()
+	if !ok {
+		return 0, nil, bad("stream name")
 	}
 	if string(st) != stream {
 		return 0, nil, bad("file of stream %q, client of stream %q", st, stream)
 	}
-	index, err := binary.ReadVarint(s)
-	if err != nil || index < 0 {
-		return 0, nil, bad("index %d: %v", index, err)
+	index, n := binary.Varint(body[p:])
+	if n <= 0 || index < 0 {
+		return 0, nil, bad("index")
 	}
-	nv, err := binary.ReadUvarint(s)
-	if err != nil || nv > 1<<16 {
-		return 0, nil, bad("view count %d: %v", nv, err)
+	p += n
+	nv, ok := uv()
+	if !ok || nv > 1<<16 {
+		return 0, nil, bad("view count")
 	}
 	seen := map[string]bool{}
 	for range nv {
-		name, err := s.str()
-		if err != nil {
-			return 0, nil, bad("view name: %v", err)
+		name, ok := str()
+		if !ok {
+			return 0, nil, bad("view name")
 		}
-		if seen[string(name)] {
+		if _, dup := seen[string(name)]; dup {
 			return 0, nil, bad("view %q twice", name)
 		}
 		keep := sink.view(string(name))
 		seen[string(name)] = keep
-		rows, err := binary.ReadUvarint(s)
-		if err != nil {
-			return 0, nil, bad("row count of %q: %v", name, err)
+		rows, ok := uv()
+		if !ok {
+			return 0, nil, bad("row count of %q", name)
 		}
 		for range rows {
-			k, err := s.str()
-			if err != nil {
-				return 0, nil, bad("key in %q: %v", name, err)
-			}
-			raw, err := s.str()
-			if err != nil {
-				return 0, nil, bad("value in %q: %v", name, err)
+			k, ok1 := str()
+			raw, ok2 := str()
+			if !ok1 || !ok2 {
+				return 0, nil, bad("row of %q", name)
 			}
 			if keep {
 				sink.row(string(name), string(k), raw)
 			}
 		}
 	}
-	want := s.d.Sum64()
-	var sum [8]byte
-	if _, err := io.ReadFull(s.r, sum[:]); err != nil {
-		return 0, nil, bad("checksum: %v", err)
-	}
-	if got := binary.BigEndian.Uint64(sum[:]); got != want {
-		return 0, nil, bad("checksum %016x, content hashes to %016x", got, want)
-	}
-	if _, err := s.r.ReadByte(); err != io.EOF {
-		return 0, nil, bad("trailing bytes after the checksum")
+	if p != len(body) {
+		return 0, nil, bad("%d trailing bytes before the checksum", len(body)-p)
 	}
 	return index, seen, nil
 }
@@ -296,7 +271,7 @@ func (k clientSink) row(view, key string, raw []byte) {
 // with it is reported and the client starts empty (snapshot bootstrap).
 func (c *Client) loadState() {
 	start := time.Now()
-	f, err := os.Open(c.statePath())
+	data, err := os.ReadFile(c.statePath())
 	if errors.Is(err, os.ErrNotExist) {
 		return
 	}
@@ -313,8 +288,8 @@ func (c *Client) loadState() {
 		abort(err)
 		return
 	}
-	defer f.Close()
-	index, seen, err := readState(f, c.cfg.Stream, clientSink{c})
+	index, seen, err := readState(data, c.cfg.Stream, clientSink{c})
+	data = nil
 	if err != nil {
 		abort(err)
 		return

@@ -53,7 +53,7 @@ func testStateFile(t testing.TB) []byte {
 func TestStateFileRoundTrip(t *testing.T) {
 	b := testStateFile(t)
 	var sink memSink
-	index, seen, err := readState(bytes.NewReader(b), "s", &sink)
+	index, seen, err := readState(b, "s", &sink)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestStateFileRejected(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := readState(bytes.NewReader(tt.data), tt.stream, &memSink{})
+			_, _, err := readState(tt.data, tt.stream, &memSink{})
 			if !errors.Is(err, ErrStateFile) {
 				t.Fatalf("readState: %v, want ErrStateFile", err)
 			}
@@ -114,11 +114,10 @@ func TestCorruptStateFileBootstrapsFromSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Close replaced the file with a good one at index 7.
-	f, err := os.Open(filepath.Join(dir, StateFileName))
+	f, err := os.ReadFile(filepath.Join(dir, StateFileName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	var sink memSink
 	index, _, err := readState(f, "s", &sink)
 	if err != nil || index != 7 || sink.rows["events"]["9"] != evJSON(9, "a") {

@@ -36,6 +36,7 @@ type viewState[T any] struct {
 // safe for concurrent use and never block: they read the last published version.
 type View[T any] struct {
 	name   string
+	prefix []byte // esc(name) + "|", the record keys' prefix
 	decode Decoder[T]
 	c      *Client
 
@@ -51,11 +52,13 @@ type View[T any] struct {
 }
 
 func newView[T any](c *Client, name string, decode Decoder[T]) *View[T] {
-	v := &View[T]{name: name, decode: decode, c: c, indexNames: map[string]int{}}
+	v := &View[T]{name: name, prefix: []byte(escape(name) + "|"), decode: decode, c: c, indexNames: map[string]int{}}
 	v.state.Store(&viewState[T]{index: -1})
 	v.w.bad = map[string]item[T]{}
 	return v
 }
+
+func (v *View[T]) keyPrefix() []byte { return v.prefix }
 
 // Name returns the view's name.
 func (v *View[T]) Name() string { return v.name }
