@@ -389,12 +389,7 @@ func (v *View[T]) endReplace(index int64) {
 		v.w.cur, v.w.e = nil, nil
 	}
 	old := v.state.Load()
-	ns := &viewState[T]{root: s.root, count: s.count, index: index, idx: make([]*tnode[*keySet], len(v.indexFns))}
-	e := new(edit)
-	ns.root.each(func(k string, it *item[T]) bool {
-		v.reindex(ns, e, k, nil, &it.obj)
-		return true
-	})
+	ns := &viewState[T]{root: s.root, count: s.count, index: index, idx: v.buildIndexes(s.root)}
 	if v.wantChanges() {
 		ns.root.each(func(k string, it *item[T]) bool {
 			if o, ok := old.root.get(k, hashKey(k)); !ok {
@@ -421,3 +416,61 @@ func (v *View[T]) abortReplace() { v.w.staging = nil }
 
 // epochState returns the row count and epoch hash of what the view holds (decoded or not).
 func (v *View[T]) epochState() (rows int64, hash uint64) { return v.w.rows, v.w.hashSum }
+
+// buildIndexes builds every secondary index of a whole new version in one pass per index:
+// (value, key) pairs sorted in trie order, each value's key set and the value trie built
+// bottom-up (see buildTrie).
+func (v *View[T]) buildIndexes(root *tnode[item[T]]) []*tnode[*keySet] {
+	out := make([]*tnode[*keySet], len(v.indexFns))
+	type pair struct {
+		vo, ko   uint64
+		val, key string
+	}
+	for i, fn := range v.indexFns {
+		var ps []pair
+		root.each(func(k string, it *item[T]) bool {
+			vals := fn(it.obj)
+			ko := uint64(0)
+			for j, val := range vals {
+				if slices.Contains(vals[:j], val) {
+					continue
+				}
+				if ko == 0 {
+					ko = trieOrder(hashKey(k))
+				}
+				ps = append(ps, pair{trieOrder(hashKey(val)), ko, val, k})
+			}
+			return true
+		})
+		slices.SortFunc(ps, func(a, b pair) int {
+			switch {
+			case a.vo != b.vo:
+				return cmpU64(a.vo, b.vo)
+			case a.val != b.val:
+				return strings.Compare(a.val, b.val)
+			case a.ko != b.ko:
+				return cmpU64(a.ko, b.ko)
+			}
+			return strings.Compare(a.key, b.key)
+		})
+		var outer []leaf[*keySet]
+		var outerOrd []uint64
+		var keys []leaf[struct{}]
+		var keyOrd []uint64
+		for j := 0; j < len(ps); {
+			k := j
+			keys, keyOrd = keys[:0], keyOrd[:0]
+			for ; k < len(ps) && ps[k].val == ps[j].val; k++ {
+				keys = append(keys, leaf[struct{}]{key: ps[k].key})
+				keyOrd = append(keyOrd, ps[k].ko)
+			}
+			outer = append(outer, leaf[*keySet]{key: ps[j].val, val: buildTrie(keys, keyOrd, 0)})
+			outerOrd = append(outerOrd, ps[j].vo)
+			j = k
+		}
+		if len(outer) > 0 {
+			out[i] = buildTrie(outer, outerOrd, 0)
+		}
+	}
+	return out
+}

@@ -266,3 +266,41 @@ func TestReadersSeeWholeBatches(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestReplaceBuildsSameIndexes: the bulk-built indexes of a snapshot equal those that live
+// batches maintain for the same rows.
+func TestReplaceBuildsSameIndexes(t *testing.T) {
+	live := newEventView(t)
+	snap := newEventView(t)
+	snap.beginReplace()
+	for i := range 3000 {
+		k := fmt.Sprint(i % 1000)
+		val := fmt.Sprintf(`{"id":%d,"sport":"s%d","tags":["t%d","t%d","t%d"]}`, i, i%7, i%5, i%3, i%5)
+		if i%11 == 0 {
+			val = "" // tombstone
+		}
+		applyBatch(live, int64(i+1), op{k, val})
+		snap.stageRow(&row{key: k, fullKey: []byte("events|" + k), value: []byte(val), tombstone: val == "", index: int64(i)})
+	}
+	snap.endReplace(3000)
+	if live.Len() != snap.Len() {
+		t.Fatalf("len live %d snapshot %d", live.Len(), snap.Len())
+	}
+	lr, lh := live.epochState()
+	sr, sh := snap.epochState()
+	if lr != sr || lh != sh {
+		t.Fatalf("epoch state live %d %x snapshot %d %x", lr, lh, sr, sh)
+	}
+	for _, idx := range []string{"sport", "tag"} {
+		lv, sv := sorted(live.IndexValues(idx)), sorted(snap.IndexValues(idx))
+		if !slices.Equal(lv, sv) {
+			t.Fatalf("%s values live %v snapshot %v", idx, lv, sv)
+		}
+		for _, val := range lv {
+			a, b := sorted(live.ByIndexKeys(idx, val)), sorted(snap.ByIndexKeys(idx, val))
+			if !slices.Equal(a, b) {
+				t.Fatalf("%s=%s: live %d keys, snapshot %d", idx, val, len(a), len(b))
+			}
+		}
+	}
+}
