@@ -254,13 +254,15 @@ func (r *receiver) liveBatch(ctx context.Context, b *statecastv1.Batch) error {
 	var lastSource time.Time
 	r.c.applyMu.Lock()
 	for _, e := range es {
+		// Rows and control records (polls, epochs) all carry the time of the database
+		// snapshot they were read in: once applied, the cache reflects the database as of it.
+		if ts := e.GetSourceTime(); ts != nil {
+			lastSource = ts.AsTime()
+		}
 		switch e.GetKind() {
 		case statecastv1.Kind_KIND_ROW:
 			v, rw, _ := r.parseRow(e)
 			v.applyRow(rw)
-			if ts := e.GetSourceTime(); ts != nil {
-				lastSource = ts.AsTime()
-			}
 		case statecastv1.Kind_KIND_EPOCH_END:
 			if err := r.epochCheck(e); err != nil && mismatch == nil {
 				mismatch = err

@@ -32,6 +32,10 @@ func TestBootstrapThenLive(t *testing.T) {
 	if got := v.IndexValues("sport"); !slices.Equal(got, []string{"soccer"}) {
 		t.Fatalf("sport values %v", got)
 	}
+	st := c.Stats()
+	if !st.LastSourceTime.Equal(testSourceTime.AsTime()) || st.Staleness <= 0 || st.EntriesApplied != 2 || st.SnapshotsApplied != 1 || !st.Ready || st.Views[0].Len != 2 || st.Views[0].MemoryBytes <= 0 {
+		t.Fatalf("stats %+v", st)
+	}
 	fp.mu.Lock()
 	defer fp.mu.Unlock()
 	if !slices.Equal(fp.hellos[0].Views, []string{"events"}) || fp.hellos[0].Stream != "s" {

@@ -27,9 +27,11 @@ type Stats struct {
 	EpochChecks, EpochMismatches              int64
 	DecodeErrors, HandlerErrors               int64
 	Persists, PersistErrors                   int64
-	// LastSourceTime is the source (database snapshot) time of the last applied row.
+	// LastSourceTime is the source (database snapshot) time of the last applied entry: a
+	// row, or a poll/epoch control record (the distributor writes one after each poll, so
+	// an idle database still moves it forward).
 	LastSourceTime time.Time
-	// Staleness is now minus LastSourceTime (0 before the first row).
+	// Staleness is now minus LastSourceTime (0 before the first entry).
 	Staleness time.Duration
 	// Lag is the delay from source time to publication of the last applied batch.
 	Lag time.Duration
