@@ -74,6 +74,26 @@ func BenchmarkSnapshot(b *testing.B) {
 			b.Fatalf("topic has %d records, want %d", recs, n+2)
 		}
 
+		// restart: restore key → hash from the topic, re-read the view, publish nothing
+		d2, err := New(e.config(ViewConfig{Name: "bench", SQL: sql, Key: []string{"id"}}), WithLogger(benchLogger()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		rctx2, cancel2 := context.WithCancel(ctx)
+		start = time.Now()
+		go func() { done <- d2.Run(rctx2) }()
+		if err := d2.WaitReady(ctx); err != nil {
+			b.Fatal(err)
+		}
+		restartDur := time.Since(start)
+		cancel2()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		if recs2 := readAllB(b, e.brokers, e.topic); recs2 != recs+2 {
+			b.Fatalf("restart published %d records, want 2 (begin, end)", recs2-recs)
+		}
+
 		// limit 2: raw sarama producer sending records of the same size to a fresh topic
 		rawTopic := e.topic + "_raw"
 		deleteTopicLater(b, e.brokers, rawTopic)
@@ -89,9 +109,9 @@ func BenchmarkSnapshot(b *testing.B) {
 		rate := func(d time.Duration) float64 { return float64(n) / d.Seconds() }
 		slower := min(rate(copyDur), rate(rawDur))
 		b.ReportMetric(rate(snapDur), "rows/s")
-		b.Logf("rows=%d value≈%dB  snapshot: %.0f rows/s (%v)  copy: %.0f rows/s (%v)  raw producer: %.0f rows/s (%v)  snapshot/slower-limit = %.0f%%",
+		b.Logf("rows=%d value≈%dB  snapshot: %.0f rows/s (%v)  copy: %.0f rows/s (%v)  raw producer: %.0f rows/s (%v)  snapshot/slower-limit = %.0f%%  restart (restore+reconcile, nothing republished): %v",
 			n, len(val), rate(snapDur), snapDur.Round(time.Millisecond), rate(copyDur), copyDur.Round(time.Millisecond),
-			rate(rawDur), rawDur.Round(time.Millisecond), 100*rate(snapDur)/slower)
+			rate(rawDur), rawDur.Round(time.Millisecond), 100*rate(snapDur)/slower, restartDur.Round(time.Millisecond))
 	}
 }
 

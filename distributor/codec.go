@@ -2,11 +2,13 @@ package distributor
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/statecast/statecast/schemas/record/pgjson"
 )
@@ -73,16 +75,16 @@ func newRowCodec(v *ViewConfig, enc *pgjson.Encoder) *rowCodec {
 	return c
 }
 
-// encode returns the record key, the JSON value (stable: it is never overwritten) and the
-// key text of the incremental column ("" if none or NULL) of a raw binary row.
-func (c *rowCodec) encode(raw [][]byte) (key string, value []byte, inc string, err error) {
+// encode returns the record key and the JSON value (stable: it is never overwritten) of a
+// raw binary row. c.keyBuf holds the key's bytes until the next call.
+func (c *rowCodec) encode(raw [][]byte) (key string, value []byte, err error) {
 	c.keyBuf, err = c.enc.AppendKey(c.keyBuf[:0], c.v.Name, raw)
 	if err != nil {
 		if errors.Is(err, pgjson.ErrNullKey) {
 			parts, _ := c.partialKey(raw)
-			return "", nil, "", &ViewError{View: c.v.Name, Key: parts, Err: err}
+			return "", nil, &ViewError{View: c.v.Name, Key: parts, Err: err}
 		}
-		return "", nil, "", &ViewError{View: c.v.Name, Err: err}
+		return "", nil, &ViewError{View: c.v.Name, Err: err}
 	}
 	key = string(c.keyBuf)
 	if cap(c.arena)-len(c.arena) < 4096 {
@@ -91,17 +93,71 @@ func (c *rowCodec) encode(raw [][]byte) (key string, value []byte, inc string, e
 	start := len(c.arena)
 	c.arena, err = c.enc.AppendValue(c.arena, raw)
 	if err != nil {
-		return "", nil, "", &ViewError{View: c.v.Name, Key: key, Err: err}
+		return "", nil, &ViewError{View: c.v.Name, Key: key, Err: err}
 	}
-	value = c.arena[start:len(c.arena):len(c.arena)]
-	if c.inc >= 0 && raw[c.inc] != nil {
-		b, err := c.enc.AppendKeyText(nil, c.inc, raw)
+	return key, c.arena[start:len(c.arena):len(c.arena)], nil
+}
+
+// incMax tracks the highest incremental value of a read. Fixed-width integer and time types
+// (int2/4/8, date, timestamp, timestamptz: big-endian signed integers in binary format) are
+// compared on their raw bytes; numeric through its key text.
+type incMax struct {
+	c    *rowCodec
+	raw  []byte // raw value of the maximum (fixed-width types)
+	text string // key text of the maximum (numeric)
+	set  bool
+}
+
+func (m *incMax) add(row [][]byte) error {
+	c := m.c
+	if c.inc < 0 || row[c.inc] == nil {
+		return nil
+	}
+	v := row[c.inc]
+	if c.incOID == pgtype.NumericOID {
+		b, err := c.enc.AppendKeyText(nil, c.inc, row)
 		if err != nil {
-			return "", nil, "", &ViewError{View: c.v.Name, Key: key, Column: c.v.Incremental, Err: err}
+			return &ViewError{View: c.v.Name, Column: c.v.Incremental, Err: err}
 		}
-		inc = string(b)
+		if !m.set || incLess(c.incOID, m.text, string(b)) {
+			m.text, m.set = string(b), true
+		}
+		return nil
 	}
-	return key, value, inc, nil
+	if !m.set || beInt(m.raw) < beInt(v) {
+		m.raw, m.set = append(m.raw[:0], v...), true
+	}
+	return nil
+}
+
+// value returns the key text of the maximum ("" if none).
+func (m *incMax) value() (string, error) {
+	if !m.set {
+		return "", nil
+	}
+	if m.c.incOID == pgtype.NumericOID {
+		return m.text, nil
+	}
+	row := make([][]byte, len(m.c.enc.Columns()))
+	row[m.c.inc] = m.raw
+	b, err := m.c.enc.AppendKeyText(nil, m.c.inc, row)
+	if err != nil {
+		return "", &ViewError{View: m.c.v.Name, Column: m.c.v.Incremental, Err: err}
+	}
+	return string(b), nil
+}
+
+// beInt decodes a big-endian signed integer of 2, 4 or 8 bytes.
+func beInt(b []byte) int64 {
+	switch len(b) {
+	case 2:
+		return int64(int16(binary.BigEndian.Uint16(b)))
+	case 4:
+		return int64(int32(binary.BigEndian.Uint32(b)))
+	case 8:
+		return int64(binary.BigEndian.Uint64(b))
+	}
+	return 0
 }
 
 // partialKey describes a row whose key has a NULL column, for the error message.

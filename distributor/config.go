@@ -105,20 +105,33 @@ type Overlap struct {
 
 // UnmarshalYAML accepts "5s"-style durations and integers.
 func (o *Overlap) UnmarshalYAML(n *yaml.Node) error {
-	s := strings.TrimSpace(n.Value)
+	v, err := parseOverlap(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*o = v
+	return nil
+}
+
+// OverlapDuration is a time overlap (for timestamp and date columns).
+func OverlapDuration(d time.Duration) Overlap { return Overlap{Duration: d, set: true} }
+
+// OverlapVersions is a version-count overlap (for integer and numeric columns).
+func OverlapVersions(n int64) Overlap { return Overlap{Versions: n, IsCount: true, set: true} }
+
+func parseOverlap(s string) (Overlap, error) {
+	s = strings.TrimSpace(s)
 	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 		if i < 0 {
-			return fmt.Errorf("line %d: overlap must not be negative", n.Line)
+			return Overlap{}, errors.New("overlap must not be negative")
 		}
-		*o = Overlap{Versions: i, IsCount: true, set: true}
-		return nil
+		return OverlapVersions(i), nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		return fmt.Errorf("line %d: overlap %q is neither a duration nor a non-negative integer", n.Line, s)
+		return Overlap{}, fmt.Errorf("overlap %q is neither a duration nor a non-negative integer", s)
 	}
-	*o = Overlap{Duration: d, set: true}
-	return nil
+	return OverlapDuration(d), nil
 }
 
 var (

@@ -98,32 +98,40 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 	if full {
 		r.hashes = make(map[string]uint64, len(st.hashes))
 	}
+	inc := incMax{c: codec}
 	for rows.Next() {
-		key, value, inc, err := codec.encode(rows.RawValues())
+		raw := rows.RawValues()
+		key, value, err := codec.encode(raw)
 		if err != nil {
 			return nil, err
 		}
-		if _, dup := r.hashes[key]; dup {
-			return nil, &ViewError{View: v.Name, Key: key, Err: errors.New("duplicate key in one snapshot (key columns must be unique in the view)")}
+		if err := inc.add(raw); err != nil {
+			return nil, err
 		}
 		if n := len(key) + len(value) + hdrBytes + recordOverhead; n > maxBytes {
 			return nil, &ViewError{View: v.Name, Key: key, Err: fmt.Errorf("record of %d bytes exceeds the broker's message limit of %d bytes", n, maxBytes)}
 		}
-		h := record.RowHash([]byte(key), value)
-		r.hashes[key] = h
+		h := record.RowHash(codec.keyBuf, value)
+		before := len(r.hashes)
+		r.hashes[key] = h // one map operation: a duplicate key does not grow the map
+		if len(r.hashes) == before {
+			return nil, &ViewError{View: v.Name, Key: key, Err: errors.New("duplicate key in one snapshot (key columns must be unique in the view)")}
+		}
 		r.rows++
 		if full {
 			r.sum.Add(h)
 		}
-		if inc != "" && (r.maxInc == "" || incLess(st.incType, r.maxInc, inc)) {
-			r.maxInc = inc
-		}
-		if old, ok := st.hashes[key]; rewrite || !ok || old != h {
+		if len(st.hashes) == 0 || rewrite {
+			r.publish = append(r.publish, pendingRow{key: key, value: value, hash: h})
+		} else if old, ok := st.hashes[key]; !ok || old != h {
 			r.publish = append(r.publish, pendingRow{key: key, value: value, hash: h})
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, sqlError(v, err)
+	}
+	if r.maxInc, err = inc.value(); err != nil {
+		return nil, err
 	}
 	if !full {
 		// a poll keeps only the changed rows' hashes

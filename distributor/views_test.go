@@ -2,6 +2,8 @@ package distributor
 
 import (
 	"context"
+
+	"github.com/statecast/statecast/schemas/record"
 	"reflect"
 	"strings"
 	"testing"
@@ -141,5 +143,36 @@ func TestRestart(t *testing.T) {
 	end = lastEnd(t, recs, "items")
 	if end.Epoch != 3 || end.Rows != 3 || end.Published != 2 || end.Tombstones != 1 {
 		t.Errorf("epoch-end %+v", end)
+	}
+}
+
+// TestVersionWatermarks: the watermark is the highest incremental value for integer,
+// numeric and date columns, and polls pick up newer versions.
+func TestVersionWatermarks(t *testing.T) {
+	for _, tc := range []struct{ typ, vals, next, want, overlap string }{
+		{"numeric(12,3)", "(1, 9.5), (2, 10.25), (3, -1)", "10.5", "10.250", "1"},
+		{"int2", "(1, 9), (2, 300), (3, -1)", "301", "300", "0"},
+		{"date", "(1, '2026-01-09'), (2, '2026-02-01'), (3, '1999-12-31')", "'2026-02-02'", "2026-02-01", "0s"},
+	} {
+		t.Run(tc.typ, func(t *testing.T) {
+			e := newEnv(t)
+			e.exec(`CREATE TABLE vt (id int PRIMARY KEY, ver ` + tc.typ + `)`)
+			e.exec(`INSERT INTO vt VALUES ` + tc.vals)
+			v := ViewConfig{Name: "vt", SQL: "SELECT id, ver FROM vt", Key: []string{"id"}, Incremental: "ver", PollInterval: 50 * time.Millisecond}
+			var err error
+			v.Overlap, err = parseOverlap(tc.overlap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := start(t, e.config(v))
+			r.waitReady(t)
+			recs := readAll(t, e.brokers, e.topic)
+			p, err := record.ParsePoll(recs[len(recs)-1].value)
+			if err != nil || p.Watermark != tc.want {
+				t.Fatalf("watermark %+v %v, want %s", p, err, tc.want)
+			}
+			e.exec(`INSERT INTO vt VALUES (4, ` + tc.next + `)`)
+			waitFor(t, e, "row 4", func(recs []rec) bool { return rowsOf(recs, "vt")["vt|4"] != "" })
+		})
 	}
 }
