@@ -39,6 +39,10 @@ type Config struct {
 	// DeleteRetention overrides the topic's delete.retention.ms (the tombstone horizon)
 	// when > 0; otherwise it is read from the broker at start-up.
 	DeleteRetention time.Duration `yaml:"delete_retention"`
+	// HistoryBytes bounds the per-stream in-memory history of recent records that recovery
+	// sources read before falling back to Kafka (default 64 MiB; items are shared with the
+	// materialized copy and the targets' queues).
+	HistoryBytes int64 `yaml:"history_bytes"`
 	// ShutdownGrace bounds a graceful stop of the gRPC server (default 5s).
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 }
@@ -61,6 +65,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = time.Second
+	}
+	if c.HistoryBytes <= 0 {
+		c.HistoryBytes = 64 << 20
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 5 * time.Second

@@ -113,6 +113,6 @@ func (t *target) snapshotSource(term uint64, resync *statecastv1.ResyncRequired,
 	}
 	more, to := t.complete(term)
 	if more {
-		t.kafkaSource(term, x+1, to)
+		t.memorySource(term, x+1, to)
 	}
 }

@@ -40,6 +40,7 @@ type stream struct {
 
 	mu       sync.Mutex
 	rows     map[string]map[string]*item // view -> key -> latest row (tombstones applied)
+	hist     history
 	nrows    int
 	timeline []tsMark
 	byView   map[string]map[*target]struct{}
@@ -61,6 +62,7 @@ func newStream(p *Player, cfg StreamConfig) *stream {
 		byClient: map[string]*target{},
 		terms:    map[string]uint64{},
 		lastOff:  -1,
+		hist:     history{max: p.cfg.HistoryBytes, evicted: -1},
 	}
 	s.current.Store(-1)
 	return s
@@ -135,6 +137,9 @@ func (s *stream) run(ctx context.Context) error {
 		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
 	}
 	s.current.Store(end - 1)
+	s.mu.Lock()
+	s.hist.evicted = start - 1 // the history starts with the first record read
+	s.mu.Unlock()
 	consumer, err := sarama.NewConsumerFromClient(s.client)
 	if err != nil {
 		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
@@ -224,6 +229,7 @@ func (s *stream) apply(m *sarama.ConsumerMessage, live bool) {
 		}
 	}
 	s.sample(m.Offset, m.Timestamp)
+	s.hist.add(it)
 	if live {
 		it.dispatched = time.Now()
 		for t := range s.byView[it.view] {

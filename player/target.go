@@ -97,15 +97,15 @@ func (t *target) pushMain(it *item) bool {
 	return true
 }
 
-// startRecoveryLocked moves the queue to RF and starts a Kafka recovery fetcher for
-// [from, to] under the queue's term. t.mu held.
+// startRecoveryLocked moves the queue to RF and starts a recovery source for [from, to]
+// under the queue's term (the stream's history, else Kafka). t.mu held.
 func (t *target) startRecoveryLocked(from, to int64) {
 	t.q.state = StateRF
 	t.recEnd = to
 	t.recoveries++
 	t.s.p.metrics.recoveries.WithLabelValues(t.s.cfg.Name).Inc()
 	term := t.q.term
-	t.s.p.goTracked(func() { t.kafkaSource(term, from, to) })
+	t.s.p.goTracked(func() { t.memorySource(term, from, to) })
 }
 
 // pushCatchup is a recovery source's push (Algorithm 1 push with main=false). It blocks
