@@ -25,8 +25,10 @@
 // Algorithm 3 (dispatcher) is stream.apply, called by the main fetcher goroutine for every
 // record: it updates the materialized copy and pushes the entry to the targets subscribed to
 // its view (header sc-view), skipping targets whose last ack is >= the entry's index, then
-// publishes current_index (stream.current). The entry is marshalled once (item.wire) and
-// the same bytes go to every target (codec.go passes pre-marshalled frames through gRPC).
+// publishes current_index (stream.current). The entry is marshalled once, as its own
+// one-entry batch frame (item.single, whose tail is the Entry bytes item.wire): a one-entry
+// batch goes to every target as those very bytes, a longer batch is the concatenation of
+// the entries' bytes (encodeBatch); codec.go passes pre-marshalled frames through gRPC.
 //
 // Algorithm 4 (completion-queue thread) is replaced by goroutines per target: the sender
 // (target.sendLoop) does sendNext — one write at a time, which is what write_status
@@ -42,8 +44,12 @@
 // and every target resumes from the index it sends in Hello. Target recovery (stream.admit):
 // under the stream lock the target is registered in RF with a new term and the main position
 // ci is read, so main entries > ci go to its normal queue; a recovery fetcher
-// (target.kafkaSource, its own sarama consumer) reads [resume+1, ci] into the catch-up
-// queue and calls fetchingCompleted. Caught-up is "saw an offset >= ci", never index+1
+// (target.memorySource, else target.kafkaSource with its own sarama consumer) reads
+// [resume+1, ci] into the catch-up
+// queue and calls fetchingCompleted. Recovery sources first read the stream's in-memory
+// history of recent records (history.go, bounded by Config.HistoryBytes: one decoded item
+// shared by every recovering target) and fall back to Kafka (target.kafkaSource) from the
+// first index no longer in it. Caught-up is "saw an offset >= ci", never index+1
 // counting: indexes have gaps. A target without resume index gets a snapshot bootstrap
 // instead (target.snapshotSource: SnapshotBegin X, rows of its views sorted by index from
 // the materialized copy, SnapshotEnd X, X = ci); one whose resume index is below the log

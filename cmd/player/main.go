@@ -44,18 +44,27 @@ func main() {
 	}
 }
 
-func run() error {
-	path := flag.String("config", "player.yaml", "YAML config file")
-	flag.Parse()
-	raw, err := os.ReadFile(*path)
-	if err != nil {
-		return err
-	}
+// loadConfig reads the YAML file at path (${ENV} expanded, unknown fields rejected).
+func loadConfig(path string) (fileConfig, error) {
 	fc := fileConfig{Listen: ":7070", HTTP: ":7071"}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fc, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader([]byte(os.ExpandEnv(string(raw)))))
 	dec.KnownFields(true)
 	if err := dec.Decode(&fc); err != nil {
-		return fmt.Errorf("config %s: %w", *path, err)
+		return fc, fmt.Errorf("config %s: %w", path, err)
+	}
+	return fc, nil
+}
+
+func run() error {
+	path := flag.String("config", "player.yaml", "YAML config file")
+	flag.Parse()
+	fc, err := loadConfig(*path)
+	if err != nil {
+		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	reg := prometheus.NewRegistry()
