@@ -108,15 +108,22 @@ func (v *View[T]) AddIndex(name string, fn IndexFunc[T]) error {
 
 // ByIndex returns the objects whose index function returned value. The slice is new, but the
 // objects are the ones the view holds: treat them as read-only. Unknown index → nil.
-func (v *View[T]) ByIndex(index, value string) []T { return v.Snapshot().ByIndex(index, value) }
+func (v *View[T]) ByIndex(index, value string) []T {
+	s := Snapshot[T]{v: v, s: v.state.Load()}
+	return s.ByIndex(index, value)
+}
 
 // ByIndexKeys returns the keys of the objects whose index function returned value.
 func (v *View[T]) ByIndexKeys(index, value string) []string {
-	return v.Snapshot().ByIndexKeys(index, value)
+	s := Snapshot[T]{v: v, s: v.state.Load()}
+	return s.ByIndexKeys(index, value)
 }
 
 // IndexValues returns the values the index currently holds (each with at least one object).
-func (v *View[T]) IndexValues(index string) []string { return v.Snapshot().IndexValues(index) }
+func (v *View[T]) IndexValues(index string) []string {
+	s := Snapshot[T]{v: v, s: v.state.Load()}
+	return s.IndexValues(index)
+}
 
 // Snapshot is one immutable version of a view. Its methods are safe for concurrent use.
 type Snapshot[T any] struct {
@@ -162,13 +169,27 @@ func (s *Snapshot[T]) ByIndex(index, value string) []T {
 	if set == nil {
 		return nil
 	}
-	var out []T
-	set.each(func(k string, _ *struct{}) bool {
-		if it, ok := s.s.root.get(k, hashKey(k)); ok {
+	return collect(set, s.s.root, make([]T, 0, setLen(set)))
+}
+
+func setLen(n *keySet) int {
+	c := len(n.leaves)
+	for _, ch := range n.nodes {
+		c += setLen(ch)
+	}
+	return c
+}
+
+func collect[T any](n *keySet, root *tnode[item[T]], out []T) []T {
+	for i := range n.leaves {
+		k := n.leaves[i].key
+		if it, ok := root.get(k, hashKey(k)); ok {
 			out = append(out, it.obj)
 		}
-		return true
-	})
+	}
+	for _, ch := range n.nodes {
+		out = collect(ch, root, out)
+	}
 	return out
 }
 
