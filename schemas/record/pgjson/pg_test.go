@@ -172,6 +172,27 @@ func TestKeyEscapingOfJSONKeyTexts(t *testing.T) {
 	}
 }
 
+// Domains travel as their base type; enums and citext as text, alone or in arrays.
+func TestDomainsAndUserTypes(t *testing.T) {
+	ctx, conn := openEvery(t)
+	if _, err := conn.Exec(ctx, `CREATE DOMAIN price AS numeric(8,3) CHECK (VALUE > 0);
+		CREATE TABLE d (id int, p price, m mood, ms mood[], c citext)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO d VALUES (1, 2.5, 'sad', '{happy,NULL}', 'X|Y')`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := encodeAll(ctx, t, conn, "SELECT * FROM d", "d", []string{"m", "c", "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range got {
+		if kv[0] != `d|sad|X\|Y|2.500` || kv[1] != `{"id":1,"p":"2.500","m":"sad","ms":["happy",null],"c":"X|Y"}` {
+			t.Fatalf("got key %s value %s", kv[0], kv[1])
+		}
+	}
+}
+
 // PostgreSQL's own text output is the reference for numeric and interval.
 func TestNumericAndIntervalMatchPostgresText(t *testing.T) {
 	ctx, conn := openEvery(t)
