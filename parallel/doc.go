@@ -72,6 +72,9 @@
 //     briefly. Progress encodes the metadata (O(records in flight and queued)).
 //   - Shutdown(ctx, Drain) stops intake and waits for every queued record; Shutdown(ctx,
 //     NoDrain) stops intake, drops queued records and waits for the in-flight ones. Both
-//     return when done or when ctx ends (then handler contexts are cancelled and the workers
-//     are awaited). Progress after Shutdown is the final checkpoint to commit.
+//     return when done, or when ctx ends: then handler contexts are cancelled, completions
+//     that arrive later are ignored, and ErrShutdownTimeout is returned without waiting for
+//     handlers that ignore their context (Done is closed when the last worker exits).
+//     Progress after Shutdown is the final checkpoint to commit.
+//   - A handler panic is recovered and treated as an error wrapping ErrHandlerPanic.
 package parallel

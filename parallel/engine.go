@@ -2,6 +2,8 @@ package parallel
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -291,15 +293,7 @@ func (e *Engine[T]) worker() {
 		e.mu.Unlock()
 
 		var err error
-		if e.cfg.Handler != nil {
-			err = e.cfg.Handler(e.ctx, batch[0].rec)
-		} else {
-			recs = recs[:0]
-			for _, it := range batch {
-				recs = append(recs, it.rec)
-			}
-			err = e.cfg.BatchHandler(e.ctx, recs)
-		}
+		recs, err = e.run(batch, recs)
 		if err != nil {
 			e.failed(batch, err)
 		}
@@ -319,6 +313,24 @@ func (e *Engine[T]) worker() {
 	}
 	e.work.Broadcast()
 	e.mu.Unlock()
+}
+
+// run calls the handler; a panic becomes an error (and is retried like one).
+func (e *Engine[T]) run(batch []*item[T], recs []Record[T]) (_ []Record[T], err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrHandlerPanic, p)
+			e.cfg.Logger.Error("parallel: handler panic", "offset", batch[0].rec.Offset, "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
+	if e.cfg.Handler != nil {
+		return recs, e.cfg.Handler(e.ctx, batch[0].rec)
+	}
+	recs = recs[:0]
+	for _, it := range batch {
+		recs = append(recs, it.rec)
+	}
+	return recs, e.cfg.BatchHandler(e.ctx, recs)
 }
 
 // failed handles a failed attempt of batch; called without the lock.

@@ -535,3 +535,31 @@ func TestConfigValidation(t *testing.T) {
 		})
 	}
 }
+
+func TestHandlerPanicIsAnError(t *testing.T) {
+	var dlErr error
+	e := newEngine(t, Config[int]{
+		MaxAttempts: 2,
+		Backoff:     func(int) time.Duration { return 0 },
+		OnFailure:   FailSkip,
+		DeadLetter:  func(_ context.Context, _ Record[int], err error) { dlErr = err },
+		Handler: func(_ context.Context, r Record[int]) error {
+			if r.Offset == 1 {
+				panic("bad record")
+			}
+			return nil
+		},
+	})
+	for off := int64(0); off < 3; off++ {
+		submit(t, e, "k", off)
+	}
+	if err := e.Shutdown(context.Background(), Drain); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(dlErr, ErrHandlerPanic) {
+		t.Fatalf("dead letter error %v", dlErr)
+	}
+	if s := e.Stats(); s.Completed != 2 || s.Failed != 1 || s.Retried != 1 || s.Watermark != 3 {
+		t.Fatalf("stats %+v", s)
+	}
+}

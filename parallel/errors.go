@@ -12,6 +12,8 @@ var (
 	ErrOffsetOrder = errors.New("parallel: offset not increasing")
 	// ErrMetadata is wrapped by DecodeCheckpoint for malformed or foreign metadata.
 	ErrMetadata = errors.New("parallel: invalid checkpoint metadata")
+	// ErrHandlerPanic is wrapped by the error a panicking handler is treated as.
+	ErrHandlerPanic = errors.New("parallel: handler panicked")
 	// ErrShutdownTimeout is returned by Shutdown when ctx ended before the work did.
 	ErrShutdownTimeout = errors.New("parallel: shutdown timed out")
 )
