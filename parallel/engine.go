@@ -17,7 +17,7 @@ type Engine[T any] struct {
 	done   chan struct{}
 
 	mu       sync.Mutex
-	work     *sync.Cond // workers wait here for ready records or the end
+	work     *sync.Cond    // workers wait here for ready records or the end
 	space    chan struct{} // capacity 1: a kick for one blocked Submit
 	ended    chan struct{} // closed when Submit can no longer succeed (closing or stopped)
 	waiters  int
