@@ -353,3 +353,44 @@ func TestStuckKeyBoundedMemory(t *testing.T) {
 		t.Fatalf("processed %d of %d", done.Load(), len(offs))
 	}
 }
+
+// TestOffsetBelowLogStart: records up to offset 6 are deleted after the group committed 2;
+// the consumer resets to the log start (oldest) instead of failing, and ignores the metadata.
+func TestOffsetBelowLogStart(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopic(t, "pc_below", nil)
+	group := testenv.UniqueName("g")
+	offs := produce(t, brokers, topic, keyed(10, 3, "v")...)
+	cl := newClient(t, brokers)
+	old := parallel.Checkpoint{Watermark: offs[2], Completed: []parallel.Range{{From: offs[4], To: offs[4] + 1}}}
+	if err := CommitProgress(cl, group, topic, 0, parallel.Progress{Watermark: old.Watermark, Metadata: old.Encode(0)}); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := sarama.NewClusterAdminFromClient(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.DeleteRecords(topic, map[int32]int64{0: offs[6]}); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	cfg := testConfig(brokers, group, topic, func(_ context.Context, r parallel.Record[Message]) error {
+		rec.add(r.Value)
+		return nil
+	})
+	_, stop := start(t, cfg)
+	waitCommitted(t, cl, group, topic, "end", func(cp parallel.Checkpoint) bool { return cp.Watermark == offs[len(offs)-1]+1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	got := rec.processed()
+	for i, o := range offs {
+		want := 0
+		if i >= 6 {
+			want = 1
+		}
+		if got[o] != want {
+			t.Errorf("offset %d processed %d times, want %d", o, got[o], want)
+		}
+	}
+}
