@@ -89,11 +89,21 @@ func TestFailoverTwoPlayers(t *testing.T) {
 // TestStalledTarget: a target that stops reading while a big backlog is produced does not
 // slow the others, its memory stays within its budget (it leaves N for RF), and once it
 // reads again it catches up from Kafka without being disconnected.
+// With a tiny history the recovery reads Kafka; with the default one, memory.
 func TestStalledTarget(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		history int64
+	}{{"recovery from memory", 0}, {"recovery from Kafka", 1}} {
+		t.Run(tc.name, func(t *testing.T) { testStalledTarget(t, tc.history) })
+	}
+}
+
+func testStalledTarget(t *testing.T, history int64) {
 	e := newEnv(t, nil)
 	rnd := rand.New(rand.NewPCG(7, 8))
 	const budget = 256 << 10
-	tp := startPlayer(t, e, func(c *Config) { c.TargetBudgetBytes = budget; c.MaxBatchBytes = 16 << 10 })
+	tp := startPlayer(t, e, func(c *Config) { c.TargetBudgetBytes = budget; c.MaxBatchBytes = 16 << 10; c.HistoryBytes = history })
 	fast := newClient("fast", e.chk)
 	slow := newClient("slow", e.chk)
 	slow.window = 64 << 10
