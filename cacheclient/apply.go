@@ -1,8 +1,10 @@
 package cacheclient
 
 import (
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -82,15 +84,22 @@ type stagingView[T any] struct {
 
 // staged is one snapshot row waiting for the bulk build.
 type staged[T any] struct {
-	sk   uint64 // trie order of the key's hash (see trieOrder)
-	l    leaf[item[T]]
-	tomb bool
+	sk    uint64 // trie order of the key's hash (see trieOrder)
+	l     leaf[item[T]]
+	value []byte // decoded at build, in parallel, for the last row of each key only
+	index int64
+	tomb  bool
+	err   error
 }
 
+var zeroByte = []byte{0}
+
+// rowHash is record.RowHash: xxhash64(key || 0x00 || value), without allocating.
 func rowHash(fullKey, value []byte) uint64 {
-	d := xxhash.New()
+	var d xxhash.Digest
+	d.Reset()
 	d.Write(fullKey)
-	d.Write([]byte{0})
+	d.Write(zeroByte)
 	d.Write(value)
 	return d.Sum64()
 }
@@ -296,43 +305,40 @@ func (v *View[T]) beginReplace() {
 	v.w.staging = &stagingView[T]{bad: map[string]item[T]{}}
 }
 
+// reserveReplace preallocates room for n snapshot rows (a state file knows its count).
+func (v *View[T]) reserveReplace(n int) {
+	if s := v.w.staging; s != nil && n > 0 && n < 1<<28 {
+		s.list = slices.Grow(s.list, n)
+	}
+}
+
 func (v *View[T]) replacing() bool { return v.w.staging != nil }
 
 // stageRow adds one snapshot row to the replacement state. Rows are decoded at once and
 // collected; the trie is built in one pass at endReplace (no path copying, no garbage).
 func (v *View[T]) stageRow(r *row) {
 	s := v.w.staging
-	st := staged[T]{sk: trieOrder(hashKey(r.key)), tomb: r.tombstone}
+	st := staged[T]{sk: trieOrder(hashKey(r.key)), tomb: r.tombstone, index: r.index}
 	st.l.key = r.key
 	if !r.tombstone {
-		it := item[T]{rowhash: rowHash(r.fullKey, r.value), raw: v.keep(r)}
-		obj, err := v.decode(r.key, r.value)
-		if err != nil {
-			v.c.decodeError(v.name, r.key, r.index, err)
-			s.bad[r.key] = it
-			st.tomb = true // hidden from the view; accounted through bad
-		} else {
-			delete(s.bad, r.key)
-			it.obj = obj
-			st.l.val = it
-		}
-	} else {
-		delete(s.bad, r.key)
+		st.l.val = item[T]{rowhash: rowHash(r.fullKey, r.value), raw: v.keep(r)}
+		st.value = r.value
 	}
 	s.list = append(s.list, st)
 }
 
 // build sorts the staged rows into trie order, keeps the last row of each key and builds
 // the trie bottom-up with exact-size nodes.
-func (s *stagingView[T]) build() {
+func (s *stagingView[T]) build(decode Decoder[T], decodeErr func(key string, index int64, err error)) {
 	// Sort small (order, position) pairs rather than the rows themselves.
 	type pos struct {
-		sk uint64
-		i  int
+		sk   uint64
+		i    int32
+		tomb bool
 	}
 	order := make([]pos, len(s.list))
 	for i := range s.list {
-		order[i] = pos{s.list[i].sk, i}
+		order[i] = pos{s.list[i].sk, int32(i), s.list[i].tomb}
 	}
 	slices.SortFunc(order, func(a, b pos) int {
 		if a.sk != b.sk {
@@ -341,16 +347,35 @@ func (s *stagingView[T]) build() {
 		if c := strings.Compare(s.list[a.i].l.key, s.list[b.i].l.key); c != 0 {
 			return c
 		}
-		return a.i - b.i
+		return int(a.i - b.i)
 	})
-	leaves := make([]leaf[item[T]], 0, len(s.list))
-	hs := make([]uint64, 0, len(s.list))
+	// The last row of each key wins (keys are compared only when their hashes are equal).
+	win := make([]int32, 0, len(order))
 	for n, p := range order {
-		st := &s.list[p.i]
-		if n+1 < len(order) && s.list[order[n+1].i].l.key == st.l.key {
-			continue // a later row of the same key wins
+		if n+1 < len(order) && order[n+1].sk == p.sk && s.list[order[n+1].i].l.key == s.list[p.i].l.key {
+			continue
 		}
-		if st.tomb {
+		if !p.tomb {
+			win = append(win, p.i)
+		}
+	}
+	// Decode in arrival order (sequential memory) on every core: decoders are pure. Rows
+	// superseded within the snapshot are decoded too (rare: a snapshot has one row per key).
+	parallelChunks(len(s.list), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if st := &s.list[i]; !st.tomb {
+				st.l.val.obj, st.err = decode(st.l.key, st.value)
+				st.value = nil
+			}
+		}
+	})
+	leaves := make([]leaf[item[T]], 0, len(win))
+	hs := make([]uint64, 0, len(win))
+	for _, i := range win {
+		st := &s.list[i]
+		if st.err != nil {
+			decodeErr(st.l.key, st.index, st.err)
+			s.bad[st.l.key] = st.l.val
 			continue
 		}
 		leaves = append(leaves, st.l)
@@ -384,7 +409,7 @@ func cmpU64(a, b uint64) int {
 func (v *View[T]) endReplace(index int64) {
 	s := v.w.staging
 	v.w.staging = nil
-	s.build()
+	s.build(v.decode, func(key string, index int64, err error) { v.c.decodeError(v.name, key, index, err) })
 	if v.w.cur != nil { // a live batch never overlaps a replacement; be safe
 		v.w.cur, v.w.e = nil, nil
 	}
@@ -473,4 +498,24 @@ func (v *View[T]) buildIndexes(root *tnode[item[T]]) []*tnode[*keySet] {
 		}
 	}
 	return out
+}
+
+// parallelChunks runs fn over [0, n) split in GOMAXPROCS chunks, one goroutine each, and
+// waits for them (small inputs run inline).
+func parallelChunks(n int, fn func(lo, hi int)) {
+	p := runtime.GOMAXPROCS(0)
+	if n < 4096 || p == 1 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	step := (n + p - 1) / p
+	for lo := 0; lo < n; lo += step {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			fn(lo, hi)
+		}(lo, min(lo+step, n))
+	}
+	wg.Wait()
 }

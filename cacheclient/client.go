@@ -21,6 +21,7 @@ type viewCore interface {
 	applyRow(r *row)
 	commit(index int64)
 	beginReplace()
+	reserveReplace(rows int)
 	replacing() bool
 	stageRow(r *row)
 	endReplace(index int64)

@@ -41,7 +41,9 @@
 // the same version. Costs: a Get is a lock-free walk of a few nodes (about sync.Map's cost,
 // see docs/benchmarks/cacheclient.md); a write allocates a copy of each node on its path
 // once per batch (a few hundred bytes of garbage per change; large batches amortise it);
-// a snapshot (resync) is built beside the live version, so memory peaks at two versions.
+// a snapshot (bootstrap, resync or state file) is collected raw, then decoded in parallel
+// and built bottom-up in one pass beside the live version, so memory peaks at two versions
+// plus the snapshot's raw rows.
 // Views are published one after the other: a reader that reads two views may see one of
 // them one batch ahead of the other.
 //
@@ -81,8 +83,9 @@
 //
 //   - Register, AddIndex and OnChange must be called before Start; they fail afterwards.
 //   - View reads, Stats, Index, Ready and WaitReady are safe from any goroutine at any time.
-//   - Decoders and index functions run on the connection goroutine; they must be pure and
-//     must not call the client.
+//   - Decoders and index functions must be pure and must not call the client. Index
+//     functions and the decoding of live rows run on the connection goroutine; the rows of a
+//     snapshot or state file are decoded on GOMAXPROCS goroutines at once.
 //   - Hooks run on the connection goroutine (OnHandlerError on a handler goroutine) and must
 //     be fast.
 package cacheclient

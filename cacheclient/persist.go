@@ -167,7 +167,8 @@ func writeState(f io.Writer, stream string, index int64, caps []viewCapture) (in
 
 // stateSink receives the content of a state file as it is read.
 type stateSink interface {
-	view(name string) (ok bool)             // false: the file names a view not registered
+	view(name string) (ok bool)              // false: the file names a view not registered
+	reserve(view string, rows int)           // the row count of the view just accepted
 	row(view string, key string, raw []byte) // a row of the last accepted view (raw aliases the file)
 }
 
@@ -230,8 +231,11 @@ func readState(b []byte, stream string, sink stateSink) (int64, map[string]bool,
 		keep := sink.view(string(name))
 		seen[string(name)] = keep
 		rows, ok := uv()
-		if !ok {
+		if !ok || rows > uint64(len(body)) {
 			return 0, nil, bad("row count of %q", name)
+		}
+		if keep {
+			sink.reserve(string(name), int(rows))
 		}
 		for range rows {
 			k, ok1 := str()
@@ -260,6 +264,8 @@ func (k clientSink) view(name string) bool {
 	}
 	return ok
 }
+
+func (k clientSink) reserve(view string, rows int) { k.c.byName[view].reserveReplace(rows) }
 
 func (k clientSink) row(view, key string, raw []byte) {
 	v := k.c.byName[view]

@@ -7,7 +7,9 @@ import (
 
 // Decoder turns a row of a view into the service's own type. key is the row's key text (the
 // record key without its view prefix, see [Key]); value is the row's JSON object (see
-// schemas/README.md). It runs on the connection goroutine; it may keep value.
+// schemas/README.md). It must be pure and safe for concurrent use: live rows are decoded on
+// the connection goroutine, the rows of a snapshot or state file on every core at once. It
+// may keep value.
 type Decoder[T any] func(key string, value []byte) (T, error)
 
 // IndexFunc returns the values an object is indexed by: zero, one or many.
