@@ -157,6 +157,7 @@ func (s *stream) run(ctx context.Context) error {
 	}
 	idle := time.NewTimer(2 * time.Second)
 	defer idle.Stop()
+	woken := map[*target]struct{}{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -165,11 +166,25 @@ func (s *stream) run(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-			s.apply(m, !loading)
-			if loading && m.Offset >= end-1 {
-				loading = false
-				s.markReady(start, end)
+			// Apply what the consumer already holds (up to a bound) before waking the
+			// targets: under load their senders then build bigger batches (fewer writes).
+			for n := 0; ; n++ {
+				s.apply(m, !loading, woken)
+				if loading && m.Offset >= end-1 {
+					loading = false
+					s.markReady(start, end)
+				}
+				if n >= 255 || len(pc.Messages()) == 0 {
+					break
+				}
+				if m, ok = <-pc.Messages(); !ok {
+					break
+				}
 			}
+			for t := range woken {
+				t.signal()
+			}
+			clear(woken)
 			if loading {
 				idle.Reset(2 * time.Second)
 			}
@@ -203,10 +218,10 @@ func (s *stream) markReady(start, end int64) {
 	close(s.ready)
 }
 
-// apply materializes m and, when live, dispatches it (Algorithm 3).
-func (s *stream) apply(m *sarama.ConsumerMessage, live bool) {
+// apply materializes m and, when live, dispatches it (Algorithm 3); the targets to wake
+// are added to woken.
+func (s *stream) apply(m *sarama.ConsumerMessage, live bool, woken map[*target]struct{}) {
 	it := itemOf(m)
-	var woken []*target
 	s.mu.Lock()
 	if it.kind == 1 /* KIND_ROW */ || it.kind == 0 {
 		vm := s.rows[it.view]
@@ -234,20 +249,17 @@ func (s *stream) apply(m *sarama.ConsumerMessage, live bool) {
 		it.dispatched = time.Now()
 		for t := range s.byView[it.view] {
 			if t.pushMain(it) {
-				woken = append(woken, t)
+				woken[t] = struct{}{}
 			}
 		}
 		for t := range s.allViews {
 			if t.pushMain(it) {
-				woken = append(woken, t)
+				woken[t] = struct{}{}
 			}
 		}
 	}
 	s.current.Store(m.Offset)
 	s.mu.Unlock()
-	for _, t := range woken {
-		t.signal()
-	}
 	if live && s.p.dispatchHook != nil {
 		s.p.dispatchHook(s.cfg.Name, it.index, it.dispatched)
 	}
