@@ -143,6 +143,7 @@ func testStalledTarget(t *testing.T, history int64) {
 	}
 	close(release)
 	waitFor(t, 90*time.Second, "slow to catch up", func() bool { return slow.Applied() >= last })
+	waitFor(t, 30*time.Second, "slow back in N", func() bool { return targetStatus(tp.p, "slow").State == "N" })
 	if st := targetStatus(tp.p, "slow"); st.Term != 1 {
 		t.Errorf("slow target was reconnected (term %d); it should have recovered in place", st.Term)
 	}

@@ -231,8 +231,8 @@ func (t *target) receive(stream statecastv1.Player_SubscribeServer) {
 }
 
 // sendLoop is the target's writer (sendNext): one write at a time, batches from the queue
-// (Algorithm 2), a send window bounded by the budget, progress messages when idle, and the
-// ack time-out health check.
+// (Algorithm 2), a send window (unacked bytes) of a quarter of the budget, and progress
+// messages when idle. It returns when the target is suspended or the stream fails.
 func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
 	p := t.s.p
 	tick := time.NewTicker(min(p.cfg.ProgressInterval, 250*time.Millisecond))
