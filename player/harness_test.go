@@ -198,12 +198,13 @@ type client struct {
 	hasState bool
 	resyncs  []statecastv1.ResyncRequired_Reason
 	batch    int   // max batch entries hint
+	stream   string
 	window   int32 // if > 0: the gRPC stream/conn window (no BDP growth), to stall for real
 	frames   int
 }
 
 func newClient(id string, chk *checker.Checker, views ...string) *client {
-	return &client{id: id, views: views, chk: chk, applied: -1, batch: 8}
+	return &client{id: id, views: views, chk: chk, applied: -1, batch: 8, stream: "s"}
 }
 
 func (c *client) Applied() int64 {
@@ -244,7 +245,7 @@ func (c *client) session(ctx context.Context, addr string, stopAfter int, pause 
 		return err
 	}
 	c.mu.Lock()
-	hello := &statecastv1.Hello{ClientId: c.id, Stream: "s", Views: c.views, MaxBatchEntries: uint32(c.batch)}
+	hello := &statecastv1.Hello{ClientId: c.id, Stream: c.stream, Views: c.views, MaxBatchEntries: uint32(c.batch)}
 	var resume *int64
 	if c.hasState {
 		r := c.applied
