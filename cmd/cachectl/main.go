@@ -1,6 +1,7 @@
 // Command cachectl is statecast's operator tool.
 //
-//	cachectl dev  [-for 20s] [-step 1s] [-kafka embedded|env] [-polls] [-v]   the demo (make demo)
+//	cachectl dev  [-for 15s] [-step 1s] [-kafka embedded|env] [-grpc addr] [-http addr] [-snapshot] [-polls] [-v]
+//	                                                                 the demo (make demo)
 //	cachectl tail -topic T [-brokers a,b] [-from N] [-follow]         print a stream's records
 package main
 
@@ -24,7 +25,8 @@ import (
 const usage = `usage: cachectl <command> [flags]
 
 commands:
-  dev    seed the demo database, run the distributor on an embedded Kafka, print the stream
+  dev    the main job end to end: seed the demo database, run the distributor on an embedded
+         Kafka, a player and the sportsbook service (cacheclient); change rows, show them arrive
   tail   print the records of a stream
 `
 
@@ -58,16 +60,20 @@ func dev(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("dev", flag.ExitOnError)
 	dsn := fs.String("pg", os.Getenv("STATECAST_PG_DSN"), "DSN of the local PostgreSQL server (default $STATECAST_PG_DSN)")
 	kafka := fs.String("kafka", "embedded", `"embedded" (in-process kfake broker) or "env" ($STATECAST_KAFKA_BROKERS)`)
-	dur := fs.Duration("for", 20*time.Second, "how long to run after the first epochs (0: until interrupted)")
+	dur := fs.Duration("for", 15*time.Second, "how long to keep serving after the scripted changes and the convergence check (0: until interrupted)")
 	step := fs.Duration("step", time.Second, "pause between the scripted database changes")
 	maxValue := fs.Int("max-value", 160, "cut printed values to this many bytes (0: never)")
 	verbose := fs.Bool("v", false, "print the distributor's logs on stderr")
 	polls := fs.Bool("polls", false, "print poll records too")
+	snapshot := fs.Bool("snapshot", false, "print the rows of the start-up epochs too")
+	grpcAddr := fs.String("grpc", "127.0.0.1:7070", "where the player serves gRPC (a taken port falls back to a free one)")
+	httpAddr := fs.String("http", "127.0.0.1:8080", "where the sportsbook service serves HTTP (a taken port falls back to a free one)")
 	_ = fs.Parse(args)
 	if *dsn == "" {
 		return errors.New("no PostgreSQL: set STATECAST_PG_DSN (deploy/local/postgres.sh start prints it) or -pg")
 	}
-	o := devenv.DevOptions{AdminDSN: *dsn, Out: os.Stdout, Duration: *dur, Step: *step, MaxValue: *maxValue, ShowPolls: *polls}
+	o := devenv.DevOptions{AdminDSN: *dsn, Out: os.Stdout, Duration: *dur, Step: *step, MaxValue: *maxValue,
+		ShowPolls: *polls, ShowSnapshot: *snapshot, GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr}
 	switch *kafka {
 	case "embedded":
 	case "env":
@@ -80,7 +86,7 @@ func dev(ctx context.Context, args []string) error {
 		return fmt.Errorf("-kafka: %q is neither embedded nor env", *kafka)
 	}
 	if *verbose {
-		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil)) // distributor and player
 	}
 	return devenv.Dev(ctx, o)
 }

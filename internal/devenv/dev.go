@@ -7,16 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/IBM/sarama"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/statecast/statecast/deploy/demo"
 	"github.com/statecast/statecast/distributor"
-	"github.com/statecast/statecast/internal/kafkautil"
-	"github.com/statecast/statecast/schemas/record"
 )
 
 // DevOptions configures Dev.
@@ -27,9 +21,10 @@ type DevOptions struct {
 	Brokers []string
 	// Out receives the records and the demo's narration.
 	Out io.Writer
-	// Log receives the distributor's logs (nil: discarded).
+	// Log receives the distributor's and the player's logs (nil: discarded).
 	Log *slog.Logger
-	// Duration the demo runs after the first epochs are published; 0 runs until ctx ends.
+	// Duration the demo keeps serving after the script and the convergence check, for
+	// manual curl; 0 serves until ctx ends.
 	Duration time.Duration
 	// Step is the pause between scripted database changes (default 1s).
 	Step time.Duration
@@ -37,9 +32,22 @@ type DevOptions struct {
 	MaxValue int
 	// ShowPolls prints poll records too (they come every poll interval per view).
 	ShowPolls bool
+	// ShowSnapshot prints the rows of the start-up epochs too (otherwise only their
+	// control records and a count).
+	ShowSnapshot bool
 	// Database is the demo database's name (default DemoDatabase).
 	Database string
+	// GRPCAddr is where the player serves gRPC, HTTPAddr where the sportsbook service
+	// serves HTTP (default 127.0.0.1:0 for both; a taken port falls back to a free one).
+	GRPCAddr, HTTPAddr string
+	// CheckTimeout bounds the wait for each change to reach the cache and for the
+	// convergence check (default 30s).
+	CheckTimeout time.Duration
 }
+
+// ErrCheckFailed is returned by Dev when a change did not reach the cache in time or the
+// cache did not converge to PostgreSQL; the output says what differs.
+var ErrCheckFailed = errors.New("devenv: demo check failed")
 
 type lockedWriter struct {
 	mu sync.Mutex
@@ -52,23 +60,31 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// Dev runs the demo: it seeds the demo database, starts the embedded broker (unless
-// Brokers is set), runs the distributor with deploy/demo/distributor.yaml, prints every
-// record of the stream, applies the scripted changes one per Step, and stops after
-// Duration (or when ctx ends). It returns the distributor's error if it failed.
-func Dev(ctx context.Context, o DevOptions) error {
+// Dev runs the demo, the main job of statecast end to end on embedded defaults: it seeds
+// the demo database, starts the embedded broker (unless Brokers is set), runs the
+// distributor with deploy/demo/distributor.yaml, an in-process player serving gRPC and the
+// sportsbook example service (cacheclient) serving HTTP; it prints every record of the
+// stream, applies the scripted changes one per Step and shows, for each, the records
+// published and what the service's cache then answers; it ends with a convergence check
+// (every cached view and index equals its SQL query), keeps serving for Duration (or until
+// ctx ends) and shuts everything down. It returns the first component error, or
+// ErrCheckFailed.
+func Dev(ctx context.Context, o DevOptions) (err error) {
 	if o.Step <= 0 {
 		o.Step = time.Second
+	}
+	if o.CheckTimeout <= 0 {
+		o.CheckTimeout = 30 * time.Second
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	out := &lockedWriter{w: o.Out}
-	say := func(format string, a ...any) { fmt.Fprintf(out, "-- "+format+"\n", a...) }
-
 	if o.Database == "" {
 		o.Database = DemoDatabase
 	}
+	out := &lockedWriter{w: o.Out}
+	say := func(format string, a ...any) { fmt.Fprintf(out, "-- "+format+"\n", a...) }
+
 	dsn, err := SeedDemo(ctx, o.AdminDSN, o.Database)
 	if err != nil {
 		return err
@@ -81,12 +97,11 @@ func Dev(ctx context.Context, o DevOptions) error {
 	}
 	cfg.Postgres.DSN = dsn
 	brokers := o.Brokers
+	var b *Broker
 	if len(brokers) == 0 {
-		b, err := StartBroker(0)
-		if err != nil {
+		if b, err = StartBroker(0); err != nil {
 			return err
 		}
-		defer b.Close()
 		brokers = b.Addrs()
 		say("embedded Kafka (kfake) listening on %v", brokers)
 	} else {
@@ -95,119 +110,14 @@ func Dev(ctx context.Context, o DevOptions) error {
 		say("external Kafka %v", brokers)
 	}
 	cfg.Kafka.Brokers = brokers
-	topic := cfg.Streams[0].Topic
-
-	d, err := distributor.New(*cfg, distributor.WithLogger(o.Log))
-	if err != nil {
-		return err
+	r := &run{o: o, out: out, say: say, brokers: brokers, topic: cfg.Streams[0].Topic, dsn: dsn}
+	err = r.main(ctx, cfg)
+	if b != nil {
+		b.Close()
+		say("embedded Kafka stopped")
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	runErr := make(chan error, 1)
-	wg.Go(func() {
-		runErr <- d.Run(ctx)
-		cancel()
-	})
-	if err := d.WaitReady(ctx); err != nil {
-		cancel()
-		wg.Wait()
-		if err := <-runErr; err != nil {
-			return err
-		}
-		return err
-	}
-	say("distributor published the first epochs of %v into topic %s:", d.Views(), topic)
-	if !o.ShowPolls {
-		say("(poll records are not shown; -polls shows them)")
-	}
-	p := Printer{W: out, MaxValue: o.MaxValue}
-	var seen atomic.Int64 // offset+1 of the last record the tail read
-	print := func(r Record) error {
-		seen.Store(r.Offset + 1)
-		if r.Meta.Kind == record.KindPoll && !o.ShowPolls {
-			return nil
-		}
-		return p.Print(r)
-	}
-	tailErr := make(chan error, 1)
-	wg.Go(func() {
-		tailErr <- Tail(ctx, TailOptions{Brokers: brokers, Topic: topic, From: sarama.OffsetOldest, Follow: true}, print)
-	})
-
-	err = script(ctx, d, dsn, o, say)
 	if err == nil {
-		err = waitTail(ctx, brokers, topic, &seen)
+		say("done")
 	}
-	if o.Duration > 0 && err == nil {
-		select {
-		case <-ctx.Done():
-		case <-time.After(max(0, o.Duration-time.Duration(len(demoChanges))*o.Step)):
-		}
-	} else if err == nil {
-		<-ctx.Done()
-	}
-	cancel()
-	wg.Wait()
-	if rerr := <-runErr; rerr != nil {
-		return rerr
-	}
-	if terr := <-tailErr; terr != nil {
-		return terr
-	}
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	say("done")
-	return nil
-}
-
-// script applies the scripted changes, one per Step.
-func script(ctx context.Context, d *distributor.Distributor, dsn string, o DevOptions, say func(string, ...any)) error {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("devenv: connect to the demo database: %w", err)
-	}
-	defer conn.Close(context.Background())
-	for _, c := range demoChanges {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(o.Step):
-		}
-		say("change: %s", c.what)
-		if err := applyChange(ctx, conn, c); err != nil {
-			return err
-		}
-		for _, v := range c.reconcile {
-			say("reconcile of view %s requested", v)
-			if err := d.Reconcile(ctx, v); err != nil {
-				return fmt.Errorf("devenv: reconcile %s: %w", v, err)
-			}
-		}
-	}
-	return nil
-}
-
-// waitTail returns once the tail has read every record the topic holds now.
-func waitTail(ctx context.Context, brokers []string, topic string, seen *atomic.Int64) error {
-	client, err := sarama.NewClient(brokers, kafkautil.NewConfig("statecast-dev"))
-	if err != nil {
-		return fmt.Errorf("devenv: kafka: %w", err)
-	}
-	end, err := client.GetOffset(topic, 0, sarama.OffsetNewest)
-	_ = client.Close()
-	if err != nil {
-		return fmt.Errorf("devenv: end offset of %s: %w", topic, err)
-	}
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for seen.Load() < end {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	return nil
+	return err
 }

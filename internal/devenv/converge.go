@@ -1,0 +1,168 @@
+package devenv
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/statecast/statecast/cacheclient"
+	"github.com/statecast/statecast/examples/sportsbook"
+)
+
+// viewCheck is the comparison of one cached view (and its indexes) with its SQL query.
+type viewCheck struct {
+	view string
+	rows int    // rows in PostgreSQL
+	diff string // empty when equal
+}
+
+func (c viewCheck) String() string {
+	if c.diff == "" {
+		return fmt.Sprintf("%-14s %3d rows  OK", c.view, c.rows)
+	}
+	return fmt.Sprintf("%-14s %3d rows  DIFFERS: %s", c.view, c.rows, c.diff)
+}
+
+// compareAll compares every view of the service, and its secondary indexes, with the
+// demo database; the fields compared are those the service keeps.
+func compareAll(ctx context.Context, conn *pgx.Conn, s *sportsbook.Service) ([]viewCheck, error) {
+	sports, err := queryMap(ctx, conn, `SELECT id, name FROM sports`, func(r pgx.Rows) (string, sportsbook.Sport, error) {
+		var x sportsbook.Sport
+		err := r.Scan(&x.ID, &x.Name)
+		return itoa(x.ID), x, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	events, err := queryMap(ctx, conn, `SELECT id, competition_id, name, starts_at, status::text, tags FROM events`,
+		func(r pgx.Rows) (string, sportsbook.Event, error) {
+			var x sportsbook.Event
+			var t time.Time
+			err := r.Scan(&x.ID, &x.CompetitionID, &x.Name, &t, &x.Status, &x.Tags)
+			x.StartsAt = t.UTC().Format(time.RFC3339Nano)
+			return itoa(x.ID), x, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	markets, err := queryMap(ctx, conn, `SELECT e.id, m.id, c.name, m.name, m.suspended
+		FROM markets m JOIN events e ON e.id = m.event_id JOIN competitions c ON c.id = e.competition_id`,
+		func(r pgx.Rows) (string, sportsbook.Market, error) {
+			var x sportsbook.Market
+			err := r.Scan(&x.EventID, &x.MarketID, &x.Competition, &x.Market, &x.Suspended)
+			return cacheclient.Key(itoa(x.EventID), itoa(x.MarketID)), x, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	sels, err := queryMap(ctx, conn, `SELECT market_id, id, name, price::text FROM selections`,
+		func(r pgx.Rows) (string, sportsbook.Selection, error) {
+			var x sportsbook.Selection
+			err := r.Scan(&x.MarketID, &x.ID, &x.Name, &x.Price)
+			return cacheclient.Key(itoa(x.MarketID), itoa(x.ID)), x, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	eqEvent := func(a, b sportsbook.Event) bool {
+		ta, _ := time.Parse(time.RFC3339Nano, a.StartsAt)
+		tb, _ := time.Parse(time.RFC3339Nano, b.StartsAt)
+		return a.ID == b.ID && a.CompetitionID == b.CompetitionID && a.Name == b.Name && ta.Equal(tb) &&
+			a.Status == b.Status && slices.Equal(a.Tags, b.Tags)
+	}
+	return []viewCheck{
+		compareView(s.Sports, sports, func(a, b sportsbook.Sport) bool { return a == b }, nil),
+		compareView(s.Events, events, eqEvent, map[string]func(sportsbook.Event) []string{
+			"competition": func(e sportsbook.Event) []string { return []string{itoa(e.CompetitionID)} },
+			"tag":         func(e sportsbook.Event) []string { return e.Tags },
+			"status":      func(e sportsbook.Event) []string { return []string{e.Status} },
+		}),
+		compareView(s.Markets, markets, func(a, b sportsbook.Market) bool { return a == b },
+			map[string]func(sportsbook.Market) []string{
+				"event": func(m sportsbook.Market) []string { return []string{itoa(m.EventID)} },
+			}),
+		compareView(s.Selections, sels, func(a, b sportsbook.Selection) bool { return a == b },
+			map[string]func(sportsbook.Selection) []string{
+				"market": func(x sportsbook.Selection) []string { return []string{itoa(x.MarketID)} },
+			}),
+	}, nil
+}
+
+func itoa(i int64) string { return strconv.FormatInt(i, 10) }
+
+func queryMap[T any](ctx context.Context, conn *pgx.Conn, sql string, scan func(pgx.Rows) (string, T, error)) (map[string]T, error) {
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		return nil, fmt.Errorf("devenv: %s: %w", sql, err)
+	}
+	defer rows.Close()
+	m := map[string]T{}
+	for rows.Next() {
+		k, v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("devenv: %s: %w", sql, err)
+		}
+		m[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("devenv: %s: %w", sql, err)
+	}
+	return m, nil
+}
+
+// compareView compares one version of a view (one Snapshot) with the rows PostgreSQL
+// holds, then each secondary index with the one the SQL rows would give.
+func compareView[T any](v *cacheclient.View[T], want map[string]T, eq func(a, b T) bool, indexes map[string]func(T) []string) viewCheck {
+	c := viewCheck{view: v.Name(), rows: len(want)}
+	snap := v.Snapshot()
+	var diffs []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		got, ok := snap.Get(k)
+		switch {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("key %s missing from the cache", k))
+		case !eq(got, want[k]):
+			diffs = append(diffs, fmt.Sprintf("key %s: cache %+v, SQL %+v", k, got, want[k]))
+		}
+	}
+	snap.Range(func(k string, _ T) bool {
+		if _, ok := want[k]; !ok {
+			diffs = append(diffs, fmt.Sprintf("key %s in the cache, not in SQL", k))
+		}
+		return true
+	})
+	for _, name := range slices.Sorted(maps.Keys(indexes)) {
+		wantIdx := map[string][]string{}
+		for k, row := range want {
+			for _, val := range indexes[name](row) {
+				wantIdx[val] = append(wantIdx[val], k)
+			}
+		}
+		if got := snap.IndexValues(name); !sameSet(got, slices.Collect(maps.Keys(wantIdx))) {
+			diffs = append(diffs, fmt.Sprintf("index %s values: cache %v", name, slices.Sorted(slices.Values(got))))
+			continue
+		}
+		for val, keys := range wantIdx {
+			if got := snap.ByIndexKeys(name, val); !sameSet(got, keys) {
+				diffs = append(diffs, fmt.Sprintf("index %s[%s]: cache %v, SQL %v", name, val, sorted(got), sorted(keys)))
+			}
+		}
+	}
+	if len(diffs) > 0 {
+		if len(diffs) > 3 {
+			diffs = append(diffs[:3], fmt.Sprintf("… %d more", len(diffs)-3))
+		}
+		c.diff = strings.Join(diffs, "; ")
+	}
+	return c
+}
+
+func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
+func sameSet(a, b []string) bool { return slices.Equal(sorted(a), sorted(b)) }

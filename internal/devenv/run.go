@@ -1,0 +1,227 @@
+package devenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/statecast/statecast/cacheclient"
+	"github.com/statecast/statecast/distributor"
+	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/schemas/record"
+)
+
+// run is one demo run once the database and the broker are there.
+type run struct {
+	o       DevOptions
+	out     io.Writer
+	say     func(string, ...any)
+	brokers []string
+	topic   string
+	dsn     string
+
+	seen    atomic.Int64 // offset+1 of the last record the tail read
+	hidden  atomic.Int64 // snapshot rows not printed
+	sink    logSink      // the sportsbook service's logs
+	failed  []string     // checks that failed
+	stopped []stopper    // components to stop, in start order
+}
+
+type stopper struct {
+	name string
+	stop func() error
+}
+
+const logPrefix = "   [sportsbook log] "
+
+func (r *run) main(ctx context.Context, cfg *distributor.Config) (err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer func() { err = errors.Join(err, r.shutdown()) }()
+
+	d, err := distributor.New(*cfg, distributor.WithLogger(r.o.Log))
+	if err != nil {
+		return err
+	}
+	distCtx, stopDist := context.WithCancel(ctx)
+	var distWG sync.WaitGroup
+	var distErr error
+	distWG.Go(func() {
+		distErr = d.Run(distCtx)
+		cancel() // a failed distributor ends the demo
+	})
+	r.stopped = append(r.stopped, stopper{"distributor", func() error { stopDist(); distWG.Wait(); return distErr }})
+	if err := d.WaitReady(ctx); err != nil {
+		return err
+	}
+	readyEnd, err := endOffset(r.brokers, r.topic)
+	if err != nil {
+		return err
+	}
+	r.say("distributor published the first epochs of %v into topic %s (offsets 0..%d)", d.Views(), r.topic, readyEnd-1)
+	if err := r.startTail(ctx, readyEnd); err != nil {
+		return err
+	}
+	if err := r.waitTail(ctx); err != nil {
+		return err
+	}
+	if !r.o.ShowSnapshot {
+		r.say("(%d snapshot rows not shown: -snapshot shows them; poll records neither: -polls)", r.hidden.Load())
+	}
+
+	pl, moved, err := startPlayer(ctx, r.brokers, r.topic, r.o.GRPCAddr, r.o.Log)
+	if err != nil {
+		return err
+	}
+	r.stopped = append(r.stopped, stopper{"player", pl.stop})
+	r.say("player serving gRPC on %s%s: stream %q = topic %s, materialized copy caught up", pl.addr, movedNote(moved, r.o.GRPCAddr), StreamName, r.topic)
+
+	svc, moved, err := startService(ctx, pl.addr, r.o.HTTPAddr, r.sink.logger())
+	if err != nil {
+		r.sink.flush(r.out, logPrefix, 0)
+		return err
+	}
+	r.stopped = append(r.stopped, stopper{"sportsbook service", svc.stop})
+	// The OnChange handler logs one "event added" per event of the snapshot, just after it.
+	_ = poll(ctx, time.Second, func() bool { return r.sink.count(`msg="event added"`) >= svc.s.Events.Len() })
+	st := svc.s.Client.Stats()
+	r.say("sportsbook service (examples/sportsbook, embedding cacheclient) ready at index %d: %s", st.Index, viewSizes(st))
+	r.sink.flush(r.out, logPrefix, 4)
+	r.say("HTTP on %s%s — try:", svc.url, movedNote(moved, r.o.HTTPAddr))
+	for _, p := range []string{"/events/1000", "/competitions/10/events", "/tags/featured/events", "/status/live/events", "/sports", "/stats", "/metrics"} {
+		fmt.Fprintf(r.out, "   curl %s%s\n", svc.url, p)
+	}
+	r.say("demo database: psql '%s'", r.dsn)
+
+	if err := r.script(ctx, d, svc); err != nil {
+		return err
+	}
+	if err := r.converge(ctx, svc); err != nil {
+		return err
+	}
+	r.serve(ctx, svc)
+	if ctx.Err() != nil && distErr == nil && len(r.failed) == 0 {
+		// Interrupted while serving: a normal end.
+		return nil
+	}
+	if len(r.failed) > 0 {
+		return fmt.Errorf("%w: %s", ErrCheckFailed, strings.Join(r.failed, "; "))
+	}
+	return nil
+}
+
+func movedNote(moved bool, asked string) string {
+	if moved {
+		return fmt.Sprintf(" (%s was taken)", asked)
+	}
+	return ""
+}
+
+// viewSizes lists the rows each view holds.
+func viewSizes(st cacheclient.Stats) string {
+	parts := make([]string, len(st.Views))
+	for i, v := range st.Views {
+		parts[i] = fmt.Sprintf("%s %d", v.Name, v.Len)
+	}
+	return "rows in memory: " + strings.Join(parts, ", ")
+}
+
+// shutdown stops the components in reverse start order and says so.
+func (r *run) shutdown() error {
+	var errs []error
+	for i := len(r.stopped) - 1; i >= 0; i-- {
+		s := r.stopped[i]
+		if err := s.stop(); err != nil {
+			r.say("%s stopped: %v", s.name, err)
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+		} else {
+			r.say("%s stopped", s.name)
+		}
+	}
+	r.stopped = nil
+	return errors.Join(errs...)
+}
+
+// startTail prints the stream from its start in a goroutine; rows below snapshotEnd
+// (the start-up epochs) are only counted unless ShowSnapshot.
+func (r *run) startTail(ctx context.Context, snapshotEnd int64) error {
+	p := Printer{W: r.out, MaxValue: r.o.MaxValue}
+	print := func(rec Record) error {
+		defer r.seen.Store(rec.Offset + 1)
+		switch {
+		case rec.Meta.Kind == record.KindPoll && !r.o.ShowPolls:
+			return nil
+		case rec.Meta.Kind == record.KindRow && rec.Offset < snapshotEnd && !r.o.ShowSnapshot:
+			r.hidden.Add(1)
+			return nil
+		}
+		return p.Print(rec)
+	}
+	tailCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var err error
+	wg.Go(func() {
+		err = Tail(tailCtx, TailOptions{Brokers: r.brokers, Topic: r.topic, From: sarama.OffsetOldest, Follow: true}, print)
+	})
+	r.stopped = append(r.stopped, stopper{"stream printer", func() error { stop(); wg.Wait(); return err }})
+	return nil
+}
+
+// waitTail returns once the tail has printed every record the topic holds now.
+func (r *run) waitTail(ctx context.Context) error {
+	end, err := endOffset(r.brokers, r.topic)
+	if err != nil {
+		return err
+	}
+	return poll(ctx, 0, func() bool { return r.seen.Load() >= end })
+}
+
+func endOffset(brokers []string, topic string) (int64, error) {
+	client, err := sarama.NewClient(brokers, kafkautil.NewConfig("statecast-dev"))
+	if err != nil {
+		return 0, fmt.Errorf("devenv: kafka: %w", err)
+	}
+	defer client.Close()
+	end, err := client.GetOffset(topic, 0, sarama.OffsetNewest)
+	if err != nil {
+		return 0, fmt.Errorf("devenv: end offset of %s: %w", topic, err)
+	}
+	return end, nil
+}
+
+// poll calls cond every 5ms until it holds (nil), ctx ends, or timeout (> 0) passes
+// (context.DeadlineExceeded).
+func poll(ctx context.Context, timeout time.Duration, cond func() bool) error {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// connect opens a connection to the demo database.
+func (r *run) connect(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, r.dsn)
+	if err != nil {
+		return nil, fmt.Errorf("devenv: connect to the demo database: %w", err)
+	}
+	return conn, nil
+}
