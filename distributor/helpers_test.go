@@ -68,12 +68,14 @@ func (e *env) config(views ...ViewConfig) Config {
 
 // running is a Distributor run in the background.
 type running struct {
-	d      *Distributor
-	cancel context.CancelFunc
-	done   chan error
+	d        *Distributor
+	cancel   context.CancelFunc
+	finished chan struct{} // closed when Run returned; err is then set
+	err      error
+	stopped  bool
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("DIST_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -88,8 +90,11 @@ func start(t *testing.T, cfg Config) *running {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{d: d, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- d.Run(ctx) }()
+	r := &running{d: d, cancel: cancel, finished: make(chan struct{})}
+	go func() {
+		r.err = d.Run(ctx)
+		close(r.finished)
+	}()
 	t.Cleanup(func() { r.stop(t) })
 	return r
 }
@@ -98,13 +103,11 @@ func (r *running) stop(t *testing.T) {
 	t.Helper()
 	r.cancel()
 	select {
-	case err, ok := <-r.done:
-		if ok && err != nil {
-			t.Errorf("Run: %v", err)
+	case <-r.finished:
+		if r.err != nil && !r.stopped {
+			t.Errorf("Run: %v", r.err)
 		}
-		if ok {
-			close(r.done)
-		}
+		r.stopped = true
 	case <-time.After(60 * time.Second):
 		t.Fatal("Run did not stop")
 	}
@@ -114,10 +117,18 @@ func (r *running) waitReady(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	go func() {
+		select {
+		case <-r.finished:
+			cancel() // Run ended: stop waiting
+		case <-ctx.Done():
+		}
+	}()
 	if err := r.d.WaitReady(ctx); err != nil {
 		select {
-		case err2 := <-r.done:
-			t.Fatalf("Run ended before ready: %v", err2)
+		case <-r.finished:
+			r.stopped = true
+			t.Fatalf("Run ended before ready: %v", r.err)
 		default:
 		}
 		t.Fatalf("WaitReady: %v", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -37,12 +38,20 @@ func ensureTopic(admin sarama.ClusterAdmin, s *StreamConfig) (int, error) {
 	if err != nil && !(errors.As(err, &terr) && terr.Err == sarama.ErrTopicAlreadyExists) {
 		return 0, fmt.Errorf("distributor: create topic %q: %w", s.Topic, err)
 	}
-	metas, err := admin.DescribeTopics([]string{s.Topic})
-	if err != nil {
-		return 0, fmt.Errorf("distributor: describe topic %q: %w", s.Topic, err)
-	}
-	if len(metas) != 1 || metas[0].Err != sarama.ErrNoError {
-		return 0, fmt.Errorf("distributor: describe topic %q: %v", s.Topic, metas)
+	// A topic just created may not be in the metadata yet: retry for a while.
+	var metas []*sarama.TopicMetadata
+	for attempt := 0; ; attempt++ {
+		metas, err = admin.DescribeTopics([]string{s.Topic})
+		if err == nil && len(metas) == 1 && metas[0].Err == sarama.ErrNoError && len(metas[0].Partitions) > 0 {
+			break
+		}
+		if err == nil && len(metas) == 1 {
+			err = metas[0].Err
+		}
+		if attempt >= 50 {
+			return 0, fmt.Errorf("distributor: describe topic %q: %v", s.Topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if n := len(metas[0].Partitions); n != 1 {
 		return 0, fmt.Errorf("%w: topic %q has %d partitions; a stream needs exactly 1 (global order)", ErrTopic, s.Topic, n)
