@@ -43,6 +43,9 @@ type DevOptions struct {
 	// CheckTimeout bounds the wait for each change to reach the cache and for the
 	// convergence check (default 30s).
 	CheckTimeout time.Duration
+	// OnServing, when set, is called with the service's base URL once the script and the
+	// convergence check are done, before the Duration wait (tests query the live service).
+	OnServing func(ctx context.Context, baseURL string)
 }
 
 // ErrCheckFailed is returned by Dev when a change did not reach the cache in time or the

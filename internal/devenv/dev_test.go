@@ -3,17 +3,23 @@ package devenv
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/statecast/statecast/examples/sportsbook"
 	"github.com/statecast/statecast/internal/testenv"
 )
 
-// TestDevDemo runs the whole demo (real PostgreSQL, embedded broker, the distributor) and
-// checks that the stream shows the snapshot, the scripted changes and the tombstones.
+// TestDevDemo runs the whole demo (real PostgreSQL, embedded broker, distributor, player,
+// sportsbook service) and checks both sides: the stream shows the snapshot, the scripted
+// changes and the tombstones; the live service answers over HTTP with the changed values,
+// 404s the deleted event, and the demo's convergence check passed.
 func TestDevDemo(t *testing.T) {
 	admin := testenv.PostgresDSN(t)
 	name := testenv.UniqueName("demo")
@@ -28,9 +34,14 @@ func TestDevDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	err := Dev(ctx, DevOptions{AdminDSN: admin, Database: name, Out: &out, Duration: 3 * time.Second, Step: 300 * time.Millisecond})
+	served := false
+	err := Dev(ctx, DevOptions{AdminDSN: admin, Database: name, Out: &out, Duration: 10 * time.Millisecond, Step: 100 * time.Millisecond,
+		OnServing: func(ctx context.Context, url string) { served = true; checkService(ctx, t, url) }})
 	if err != nil {
 		t.Fatalf("Dev: %v\n%s", err, out.String())
+	}
+	if !served {
+		t.Error("OnServing was not called")
 	}
 	s := out.String()
 	for _, want := range []string{
@@ -47,13 +58,76 @@ func TestDevDemo(t *testing.T) {
 		`events|1004  <tombstone>`,
 		`event_markets|1004|10041  <tombstone>`,
 		`selections|10041|100411  <tombstone>`,
-		"-- done",
+		// the cache side: ready with the snapshot, the OnChange log, the HTTP answers
+		"ready at index ",
+		"sports 3, events 20, event_markets 60, selections 140",
+		`msg="event changed" id=1003 name="Nadal v Djokovic" status=scheduled→live`,
+		`msg="event added" id=1100 name="Lyon v Lille"`,
+		`msg="event removed" id=1004`,
+		"Home 2.150 | Draw",
+		"market 10012 Over/Under 2.5       SUSPENDED",
+		`competition="Premier League 26/27"`,
+		"/events/1004   → 404",
+		// convergence and shutdown
+		"   events          20 rows  OK\n",
+		"   event_markets   58 rows  OK\n",
+		"   selections     136 rows  OK\n",
+		"-- convergence: OK",
+		"-- sportsbook service stopped\n-- player stopped\n-- stream printer stopped\n-- distributor stopped\n-- embedded Kafka stopped\n-- done\n",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
+	if strings.Contains(s, "NOT in the sportsbook cache") || strings.Contains(s, "DIFFERS") {
+		t.Error("a check failed")
+	}
 	if t.Failed() {
 		t.Log(s)
+	}
+}
+
+// checkService queries the running sportsbook service over HTTP after the script.
+func checkService(ctx context.Context, t *testing.T, url string) {
+	t.Helper()
+	get := func(path string, v any) int {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && v != nil {
+			if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+				t.Errorf("GET %s: %v", path, err)
+			}
+		}
+		return resp.StatusCode
+	}
+	var d sportsbook.EventDetail
+	if code := get("/events/1000", &d); code != http.StatusOK || len(d.Markets) != 3 ||
+		d.Markets[0].Competition != "Premier League 26/27" || len(d.Markets[0].Selections) != 3 ||
+		d.Markets[0].Selections[0].Price != "2.150" {
+		t.Errorf("/events/1000: %d %+v", code, d)
+	}
+	d = sportsbook.EventDetail{}
+	if code := get("/events/1001", &d); code != http.StatusOK || len(d.Markets) != 3 || !d.Markets[1].Suspended || d.Markets[0].Suspended {
+		t.Errorf("/events/1001: %d %+v", code, d)
+	}
+	var live []sportsbook.Event
+	if code := get("/status/live/events", &live); code != http.StatusOK || len(live) != 1 || live[0].ID != 1003 {
+		t.Errorf("/status/live/events: %d %+v", code, live)
+	}
+	d = sportsbook.EventDetail{}
+	if code := get("/events/1100", &d); code != http.StatusOK || d.Name != "Lyon v Lille" || len(d.Markets) != 1 || len(d.Markets[0].Selections) != 3 {
+		t.Errorf("/events/1100: %d %+v", code, d)
+	}
+	if code := get("/events/1004", nil); code != http.StatusNotFound {
+		t.Errorf("/events/1004 (deleted): %d, want 404", code)
+	}
+	var comp []sportsbook.Event
+	if code := get("/competitions/30/events", &comp); code != http.StatusOK ||
+		slices.ContainsFunc(comp, func(e sportsbook.Event) bool { return e.ID == 1004 }) || len(comp) != 3 {
+		t.Errorf("/competitions/30/events: %d %+v", code, comp)
 	}
 }

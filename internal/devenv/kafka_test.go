@@ -16,7 +16,9 @@ import (
 
 // sarama starts a process-wide go-metrics meter goroutine that never stops.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+	)
 }
 
 // TestSaramaAgainstKfake checks what the demo relies on: sarama, with statecast's pinned

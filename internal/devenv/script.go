@@ -120,6 +120,9 @@ func (r *run) converge(ctx context.Context, svc *runningService) error {
 // serve keeps everything running for Duration (0: until ctx ends), printing the service's
 // log as it comes (change rows in the demo database by hand and watch them arrive).
 func (r *run) serve(ctx context.Context, svc *runningService) {
+	if r.o.OnServing != nil {
+		r.o.OnServing(ctx, svc.url)
+	}
 	var done <-chan time.Time
 	if r.o.Duration > 0 {
 		r.say("serving for %v (-for 0: until Ctrl-C); e.g. curl %s/events/1003 — or change a row with psql and watch it arrive", r.o.Duration, svc.url)
