@@ -384,9 +384,11 @@ func (r *receiver) snapshotBegin(m *statecastv1.SnapshotBegin) error {
 		}
 		r.snapViews = append(r.snapViews, v)
 	}
+	r.c.applyMu.Lock() // the persister checks replacing() under it
 	for _, v := range r.snapViews {
 		v.beginReplace()
 	}
+	r.c.applyMu.Unlock()
 	r.c.st.snapshotTarget.Store(m.GetIndex())
 	return nil
 }
@@ -455,8 +457,10 @@ func (r *receiver) abort() {
 	if !r.inSnapshot {
 		return
 	}
+	r.c.applyMu.Lock()
 	for _, v := range r.snapViews {
 		v.abortReplace()
 	}
+	r.c.applyMu.Unlock()
 	r.inSnapshot = false
 }

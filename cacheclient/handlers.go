@@ -3,7 +3,7 @@ package cacheclient
 import (
 	"context"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/statecast/statecast/parallel"
@@ -70,9 +70,7 @@ type handler[T any] struct {
 	c    *Client
 	d    dispatcher[T]
 
-	mu        sync.Mutex
-	submitted int64 // changes submitted
-	notify    chan struct{}
+	submitted atomic.Int64 // changes submitted (written by the connection goroutine)
 }
 
 // dispatcher is the engine that runs a handler's changes.
@@ -129,10 +127,10 @@ func (v *View[T]) flushChanges(ctx context.Context) error {
 	chs := v.takeChanges()
 	for _, h := range v.handlers {
 		for _, ch := range chs {
-			if err := h.d.submit(ctx, h.submitted, ch); err != nil {
+			if err := h.d.submit(ctx, h.submitted.Load(), ch); err != nil {
 				return err
 			}
-			h.submitted++
+			h.submitted.Add(1)
 		}
 	}
 	return nil
@@ -145,7 +143,7 @@ func (h *handler[T]) initialWait() func(ctx context.Context) error {
 	if !h.opts.initial {
 		return nil
 	}
-	target := h.submitted // read on the connection goroutine, like every write
+	target := h.submitted.Load()
 	return func(ctx context.Context) error {
 		for {
 			done, ch := h.d.done()

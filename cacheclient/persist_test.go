@@ -2,10 +2,13 @@ package cacheclient
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
@@ -140,4 +143,57 @@ func TestStateFileMissingViewIsIncompatible(t *testing.T) {
 	})
 	c, _ := startClient(t, Config{StateDir: dir}, nil, fp)
 	waitReady(t, c)
+}
+
+// TestPersistTickerDuringTraffic writes state files every few milliseconds while batches,
+// a resync snapshot and handler changes flow (the race detector checks the cut), and every
+// file written is a consistent, loadable state.
+func TestPersistTickerDuringTraffic(t *testing.T) {
+	dir := t.TempDir()
+	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		if err := s.snapshot(10, ent(1, "1", evJSON(1, "a"))); err != nil {
+			return err
+		}
+		idx := int64(11)
+		for i := range 200 {
+			if err := s.batch(ent(idx, fmt.Sprint(i%20), evJSON(i, "b"))); err != nil {
+				return err
+			}
+			idx++
+			if i == 100 {
+				if err := s.resync(statecastv1.ResyncRequired_REASON_BELOW_LOG_START); err != nil {
+					return err
+				}
+				if err := s.snapshot(idx, ent(idx-1, "x", evJSON(1, "c"))); err != nil {
+					return err
+				}
+				idx++
+			}
+		}
+		return nil
+	})
+	c, v := startClient(t, Config{StateDir: dir, PersistInterval: 2 * time.Millisecond}, func(c *Client, v *View[event]) {
+		OnChange(v, func(context.Context, Change[event]) error { return nil })
+	}, fp)
+	waitReady(t, c)
+	eventually(t, "all batches", func() bool { return c.Index() >= 211 })
+	eventually(t, "several state files", func() bool { return c.Stats().Persists >= 3 })
+	b, err := os.ReadFile(filepath.Join(dir, StateFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	index, _, err := readState(b, "s", &sink)
+	if err != nil || index > c.Index() || index < 10 {
+		t.Fatalf("state file: %v index %d (applied %d)", err, index, c.Index())
+	}
+	if c.Close() != nil {
+		t.Fatal("close")
+	}
+	b, _ = os.ReadFile(filepath.Join(dir, StateFileName))
+	sink = memSink{}
+	index, _, err = readState(b, "s", &sink)
+	if err != nil || index != c.Index() || len(sink.rows["events"]) != v.Len() {
+		t.Fatalf("final state file: %v index %d rows %d, view %d at %d", err, index, len(sink.rows["events"]), v.Len(), c.Index())
+	}
 }
