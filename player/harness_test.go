@@ -197,7 +197,7 @@ type client struct {
 	applied  int64
 	hasState bool
 	resyncs  []statecastv1.ResyncRequired_Reason
-	batch    int   // max batch entries hint
+	batch    int // max batch entries hint
 	stream   string
 	window   int32 // if > 0: the gRPC stream/conn window (no BDP growth), to stall for real
 	frames   int

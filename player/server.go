@@ -306,9 +306,10 @@ func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
 			if err := stream.SendMsg(rawFrame(out)); err != nil {
 				return err
 			}
+			sent := time.Now()
 			for _, it := range batch {
 				if !it.dispatched.IsZero() {
-					p.metrics.delay.WithLabelValues(t.s.cfg.Name).Observe(time.Since(it.dispatched).Seconds())
+					t.s.delay.Observe(sent.Sub(it.dispatched).Seconds())
 				}
 			}
 			clear(batch)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/statecast/statecast/internal/kafkautil"
 )
@@ -34,6 +35,7 @@ type stream struct {
 	client    sarama.Client // main fetcher and offset look-ups
 	recClient sarama.Client // recovery fetchers (kept apart from the main fetcher's connection)
 	retention time.Duration
+	delay     prometheus.Observer // delivery delay histogram of this stream
 
 	ready   chan struct{} // closed when the materialized copy has caught up with the log
 	current atomic.Int64  // index of the last entry dispatched (or read at start-up)
@@ -65,6 +67,7 @@ func newStream(p *Player, cfg StreamConfig) *stream {
 		hist:     history{max: p.cfg.HistoryBytes, evicted: -1},
 	}
 	s.current.Store(-1)
+	s.delay = p.metrics.delay.WithLabelValues(cfg.Name)
 	return s
 }
 
