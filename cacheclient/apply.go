@@ -44,10 +44,12 @@ type Change[T any] struct {
 	Index int64
 }
 
-// row is one row entry of a batch, after the client parsed the key.
+// row is one row entry of a batch, after the client parsed the key. It is passed by value
+// (no allocation per row).
 type row struct {
 	key       string // key text (record key without the view prefix)
-	fullKey   []byte // the record key, for the row hash
+	fullKey   []byte // the record key, for the row hash; nil: prefix + key
+	prefix    []byte
 	value     []byte
 	tombstone bool
 	index     int64
@@ -93,6 +95,20 @@ type staged[T any] struct {
 }
 
 var zeroByte = []byte{0}
+
+// hash returns the row hash of r.
+func (r *row) hash() uint64 {
+	if r.fullKey != nil {
+		return rowHash(r.fullKey, r.value)
+	}
+	var d xxhash.Digest
+	d.Reset()
+	d.Write(r.prefix)
+	d.WriteString(r.key)
+	d.Write(zeroByte)
+	d.Write(r.value)
+	return d.Sum64()
+}
 
 // rowHash is record.RowHash: xxhash64(key || 0x00 || value), without allocating.
 func rowHash(fullKey, value []byte) uint64 {
@@ -161,7 +177,7 @@ func (it *item[T]) rawString() string {
 }
 
 // applyRow applies one row entry to the current batch transaction.
-func (v *View[T]) applyRow(r *row) {
+func (v *View[T]) applyRow(r row) {
 	v.begin()
 	w := &v.w
 	w.dirty = true
@@ -181,7 +197,7 @@ func (v *View[T]) applyRow(r *row) {
 		}
 		return
 	}
-	it := item[T]{rowhash: rowHash(r.fullKey, r.value), raw: v.keep(r)}
+	it := item[T]{rowhash: r.hash(), raw: v.keep(&r)}
 	obj, err := v.decode(r.key, r.value)
 	if b, ok := w.bad[r.key]; ok {
 		delete(w.bad, r.key)
@@ -316,12 +332,12 @@ func (v *View[T]) replacing() bool { return v.w.staging != nil }
 
 // stageRow adds one snapshot row to the replacement state. Rows are decoded at once and
 // collected; the trie is built in one pass at endReplace (no path copying, no garbage).
-func (v *View[T]) stageRow(r *row) {
+func (v *View[T]) stageRow(r row) {
 	s := v.w.staging
 	st := staged[T]{sk: trieOrder(hashKey(r.key)), tomb: r.tombstone, index: r.index}
 	st.l.key = r.key
 	if !r.tombstone {
-		st.l.val = item[T]{rowhash: rowHash(r.fullKey, r.value), raw: v.keep(r)}
+		st.l.val = item[T]{rowhash: r.hash(), raw: v.keep(&r)}
 		st.value = r.value
 	}
 	s.list = append(s.list, st)

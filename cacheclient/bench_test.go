@@ -65,7 +65,7 @@ func newBenchView(tb testing.TB) *View[benchObj] {
 	}
 	v.begin()
 	for i, k := range benchKeyList {
-		v.applyRow(&row{key: k, fullKey: []byte("bench|" + k), value: benchValue(i, 0), index: int64(i)})
+		v.applyRow(row{key: k, fullKey: []byte("bench|" + k), value: benchValue(i, 0), index: int64(i)})
 	}
 	v.commit(int64(len(benchKeyList)))
 	return v
@@ -120,7 +120,7 @@ func BenchmarkGetConcurrentWriter(b *testing.B) {
 			for _, i := range keys {
 				idx++
 				k := benchKeyList[i]
-				v.applyRow(&row{key: k, fullKey: []byte("bench|" + k), value: benchValue(i, gen), index: idx})
+				v.applyRow(row{key: k, fullKey: []byte("bench|" + k), value: benchValue(i, gen), index: idx})
 			}
 			v.commit(idx)
 		})
@@ -201,7 +201,7 @@ func BenchmarkByIndexConcurrentWriter(b *testing.B) {
 			for _, i := range keys {
 				idx++
 				k := benchKeyList[i]
-				v.applyRow(&row{key: k, fullKey: []byte("bench|" + k), value: benchValue(i, gen), index: idx})
+				v.applyRow(row{key: k, fullKey: []byte("bench|" + k), value: benchValue(i, gen), index: idx})
 			}
 			v.commit(idx)
 		})
@@ -308,7 +308,7 @@ func BenchmarkMemoryPerEntry(b *testing.B) {
 			v.begin()
 			val := []byte("{}")
 			for _, k := range keys {
-				v.applyRow(&row{key: k, fullKey: nil, value: val})
+				v.applyRow(row{key: k, fullKey: nil, value: val})
 			}
 			v.commit(1)
 			return v
@@ -368,7 +368,7 @@ func BenchmarkGetInterleaved(b *testing.B) {
 				for _, i := range keys {
 					idx++
 					k := benchKeyList[i]
-					v.applyRow(&row{key: k, fullKey: []byte("bench|" + k), value: benchValue(i, gen), index: idx})
+					v.applyRow(row{key: k, fullKey: []byte("bench|" + k), value: benchValue(i, gen), index: idx})
 				}
 				v.commit(idx)
 			}},

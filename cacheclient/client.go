@@ -18,12 +18,12 @@ type viewCore interface {
 	viewName() string
 	keyPrefix() []byte // esc(name) + "|"
 	begin()
-	applyRow(r *row)
+	applyRow(r row)
 	commit(index int64)
 	beginReplace()
 	reserveReplace(rows int)
 	replacing() bool
-	stageRow(r *row)
+	stageRow(r row)
 	endReplace(index int64)
 	abortReplace()
 	epochState() (rows int64, hash uint64)

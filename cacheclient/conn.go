@@ -162,6 +162,7 @@ type receiver struct {
 	snapLast     int64 // last index seen inside the snapshot
 	snapViews    []viewCore
 	snapRows     int
+	snapStart    time.Time
 	resyncReason string
 }
 
@@ -206,16 +207,16 @@ func (r *receiver) ack(index int64) error {
 }
 
 // parseRow checks an entry's view and key and returns its view and row.
-func (r *receiver) parseRow(e *statecastv1.Entry) (viewCore, *row, error) {
+func (r *receiver) parseRow(e *statecastv1.Entry) (viewCore, row, error) {
 	v, ok := r.c.byName[e.GetView()]
 	if !ok {
-		return nil, nil, orderErr("entry %d of unsubscribed view %q", e.GetIndex(), e.GetView())
+		return nil, row{}, orderErr("entry %d of unsubscribed view %q", e.GetIndex(), e.GetView())
 	}
 	key, err := keyTextPrefix(v.keyPrefix(), v.viewName(), e.GetKey())
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: entry %d: %v", ErrOrder, e.GetIndex(), err)
+		return nil, row{}, fmt.Errorf("%w: entry %d: %v", ErrOrder, e.GetIndex(), err)
 	}
-	return v, &row{key: key, fullKey: e.GetKey(), value: e.GetValue(), tombstone: e.GetTombstone(), index: e.GetIndex()}, nil
+	return v, row{key: key, fullKey: e.GetKey(), value: e.GetValue(), tombstone: e.GetTombstone(), index: e.GetIndex()}, nil
 }
 
 // keyText strips the view prefix "esc(view)|" from a record key.
@@ -371,7 +372,7 @@ func (r *receiver) snapshotBegin(m *statecastv1.SnapshotBegin) error {
 	if r.inSnapshot {
 		return orderErr("snapshot begin inside a snapshot")
 	}
-	r.inSnapshot, r.snapIndex, r.snapLast, r.snapRows = true, m.GetIndex(), -1, 0
+	r.inSnapshot, r.snapIndex, r.snapLast, r.snapRows, r.snapStart = true, m.GetIndex(), -1, 0, time.Now()
 	r.snapViews = r.snapViews[:0]
 	names := m.GetViews()
 	if len(names) == 0 {
@@ -424,6 +425,7 @@ func (r *receiver) snapshotEnd(ctx context.Context, index int64) error {
 	if !r.inSnapshot || index != r.snapIndex {
 		return orderErr("snapshot end %d (begun at %d, open %v)", index, r.snapIndex, r.inSnapshot)
 	}
+	received := time.Since(r.snapStart)
 	r.c.applyMu.Lock()
 	for _, v := range r.snapViews {
 		v.endReplace(index)
@@ -438,7 +440,8 @@ func (r *receiver) snapshotEnd(ctx context.Context, index int64) error {
 	r.inSnapshot = false
 	r.progressed = true
 	r.c.st.snapshots.Add(1)
-	r.c.log.Info("snapshot applied", "index", index, "rows", r.snapRows, "resync", r.resyncReason)
+	r.c.log.Info("snapshot applied", "index", index, "rows", r.snapRows, "resync", r.resyncReason,
+		"received_in", received, "built_in", time.Since(r.snapStart)-received)
 	if h := r.c.opts.hooks.OnSnapshot; h != nil {
 		h(index, r.snapRows)
 	}

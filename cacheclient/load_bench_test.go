@@ -48,7 +48,7 @@ func BenchmarkStateLoad(b *testing.B) {
 			v, _ := Register(c, "events", func(string, []byte) (int, error) { return 1, nil })
 			v.beginReplace()
 			for _, k := range keys {
-				v.stageRow(&row{key: k, fullKey: []byte(k), value: val})
+				v.stageRow(row{key: k, fullKey: []byte(k), value: val})
 			}
 			v.endReplace(1)
 		}

@@ -269,8 +269,7 @@ func (k clientSink) reserve(view string, rows int) { k.c.byName[view].reserveRep
 
 func (k clientSink) row(view, key string, raw []byte) {
 	v := k.c.byName[view]
-	full := append([]byte(escape(view)+"|"), key...)
-	v.stageRow(&row{key: key, fullKey: full, value: raw, index: -1})
+	v.stageRow(row{key: key, prefix: v.keyPrefix(), value: raw, index: -1})
 }
 
 // loadState loads the state file, if any, before the connection starts. Anything wrong

@@ -52,7 +52,7 @@ type op struct{ key, value string }
 func applyBatch(v *View[event], index int64, ops ...op) {
 	for i, o := range ops {
 		full := []byte("events|" + o.key)
-		v.applyRow(&row{key: o.key, fullKey: full, value: []byte(o.value), tombstone: o.value == "", index: index - int64(len(ops)-1-i)})
+		v.applyRow(row{key: o.key, fullKey: full, value: []byte(o.value), tombstone: o.value == "", index: index - int64(len(ops)-1-i)})
 	}
 	v.commit(index)
 }
@@ -203,7 +203,7 @@ func TestReplaceEmitsChanges(t *testing.T) {
 	v.takeChanges()
 	v.beginReplace()
 	for _, o := range []op{{"2", `{"id":2}`}, {"3", `{"id":33}`}, {"4", `{"id":4}`}} {
-		v.stageRow(&row{key: o.key, fullKey: []byte("events|" + o.key), value: []byte(o.value)})
+		v.stageRow(row{key: o.key, fullKey: []byte("events|" + o.key), value: []byte(o.value)})
 	}
 	if v.Len() != 3 {
 		t.Fatal("staging is visible")
@@ -280,7 +280,7 @@ func TestReplaceBuildsSameIndexes(t *testing.T) {
 			val = "" // tombstone
 		}
 		applyBatch(live, int64(i+1), op{k, val})
-		snap.stageRow(&row{key: k, fullKey: []byte("events|" + k), value: []byte(val), tombstone: val == "", index: int64(i)})
+		snap.stageRow(row{key: k, fullKey: []byte("events|" + k), value: []byte(val), tombstone: val == "", index: int64(i)})
 	}
 	snap.endReplace(3000)
 	if live.Len() != snap.Len() {
