@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/statecast/statecast/deploy/demo"
 	"github.com/statecast/statecast/distributor"
 )
@@ -46,6 +48,10 @@ type DevOptions struct {
 	// OnServing, when set, is called with the service's base URL once the script and the
 	// convergence check are done, before the Duration wait (tests query the live service).
 	OnServing func(ctx context.Context, baseURL string)
+
+	// beforeConverge, when set, runs on the demo database just before the convergence
+	// check (tests make the cache diverge).
+	beforeConverge func(ctx context.Context, conn *pgx.Conn) error
 }
 
 // ErrCheckFailed is returned by Dev when a change did not reach the cache in time or the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -129,5 +130,50 @@ func checkService(ctx context.Context, t *testing.T, url string) {
 	if code := get("/competitions/30/events", &comp); code != http.StatusOK ||
 		slices.ContainsFunc(comp, func(e sportsbook.Event) bool { return e.ID == 1004 }) || len(comp) != 3 {
 		t.Errorf("/competitions/30/events: %d %+v", code, comp)
+	}
+}
+
+// TestDevReportsDivergence checks the convergence check itself: a row deleted just before
+// it (a delete reaches the stream only at a reconcile, and refresh_cron runs every 30s)
+// stays in the cache, and the demo says what differs and fails with ErrCheckFailed.
+func TestDevReportsDivergence(t *testing.T) {
+	admin := testenv.PostgresDSN(t)
+	name := testenv.UniqueName("demo")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, admin); err == nil {
+			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			_ = c.Close(ctx)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	err := Dev(ctx, DevOptions{AdminDSN: admin, Database: name, Out: &out, Duration: time.Millisecond, Step: 50 * time.Millisecond,
+		CheckTimeout: 2 * time.Second,
+		beforeConverge: func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, `DELETE FROM selections WHERE id = 100012`)
+			return err
+		}})
+	if !errors.Is(err, ErrCheckFailed) {
+		t.Fatalf("Dev: %v, want ErrCheckFailed\n%s", err, out.String())
+	}
+	s := out.String()
+	for _, want := range []string{
+		"   selections     135 rows  DIFFERS: key 10001|100012 in the cache, not in SQL; index market[10001]: cache [10001|100011 10001|100012 10001|100013], SQL [10001|100011 10001|100013]\n",
+		"   events          20 rows  OK\n",
+		"-- convergence: DIFFERS after 2s",
+		"-- embedded Kafka stopped\n",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if strings.Contains(s, "-- done") {
+		t.Error("a failed demo says done")
+	}
+	if t.Failed() {
+		t.Log(s)
 	}
 }

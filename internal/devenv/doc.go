@@ -1,8 +1,20 @@
 // Package devenv is the local development environment behind `cachectl dev` (make demo):
-// an in-process Kafka-protocol broker (franz-go kfake), the demo sportsbook database
-// (deploy/demo), the distributor running the demo config, and a tail that prints what
-// the stream carries.
+// statecast's main job end to end on embedded defaults. Dev seeds the demo sportsbook
+// database (deploy/demo), starts an in-process Kafka-protocol broker (franz-go kfake,
+// kafka.go), runs the distributor with the demo config, an in-process player serving gRPC
+// and the sportsbook example service (examples/sportsbook, embedding cacheclient) serving
+// HTTP (pipeline.go); it prints the stream (tail.go), applies scripted database changes and
+// shows each one in the stream and in the service's memory (changes.go, script.go, show.go),
+// then checks that every cached view and index equals its SQL query (converge.go).
 //
-// Concurrency: Run owns every goroutine it starts and returns only after they stopped;
-// Tail runs in the caller's goroutine.
+// Files: dev.go (DevOptions, Dev), run.go (one run: start order, shutdown, the stream
+// printer), script.go (changes, convergence, serving), pipeline.go (player, service),
+// show.go (HTTP answers rendered), converge.go (cache vs SQL), logsink.go (the service's
+// log, printed at the demo's checkpoints), seed.go, kafka.go, tail.go.
+//
+// Goroutines: Dev runs in the caller's goroutine and starts the distributor's Run, the
+// stream printer (Tail), the player's Run and Serve, the cache client and the HTTP server;
+// it stops them in reverse start order and returns only after all of them stopped. Output
+// goes through one locked writer; the service's log is buffered (logSink) and written by
+// Dev's goroutine. Tail runs in the caller's goroutine.
 package devenv

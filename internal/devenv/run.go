@@ -100,6 +100,7 @@ func (r *run) main(ctx context.Context, cfg *distributor.Config) (err error) {
 		fmt.Fprintf(r.out, "   curl %s%s\n", svc.url, p)
 	}
 	r.say("demo database: psql '%s'", r.dsn)
+	r.say("another service can subscribe too: go run ./examples/sportsbook/cmd/sportsbook -players %s -listen 127.0.0.1:8090", pl.addr)
 
 	if err := r.script(ctx, d, svc); err != nil {
 		return err

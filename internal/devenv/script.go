@@ -30,8 +30,11 @@ func (r *run) script(ctx context.Context, d *distributor.Distributor, svc *runni
 			return err
 		}
 		committed := time.Now()
+		if len(c.reconcile) > 0 {
+			r.say("deletes reach the stream at a reconcile epoch (refresh_cron runs one every 30s); requesting one now")
+		}
 		for _, v := range c.reconcile {
-			r.say("reconcile of view %s requested (deletes reach the stream at a reconcile; refresh_cron runs one every 30s)", v)
+			r.say("reconcile of view %s requested", v)
 			if err := d.Reconcile(ctx, v); err != nil {
 				return fmt.Errorf("devenv: reconcile %s: %w", v, err)
 			}
@@ -75,6 +78,11 @@ func (r *run) converge(ctx context.Context, svc *runningService) error {
 		return err
 	}
 	defer conn.Close(context.Background())
+	if r.o.beforeConverge != nil {
+		if err := r.o.beforeConverge(ctx, conn); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	var checks []viewCheck
 	var qerr error
