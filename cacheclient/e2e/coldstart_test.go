@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"testing"
@@ -16,6 +17,13 @@ import (
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
+
+func benchLogger() *slog.Logger {
+	if os.Getenv("CC_BENCH_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.DiscardHandler)
+}
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -107,7 +115,7 @@ func BenchmarkColdStart(b *testing.B) {
 	client := func(stateDir string) (time.Duration, *cacheclient.Client) {
 		start := time.Now()
 		c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: "s", ClientID: "bench", StateDir: stateDir,
-			ReadyIdle: 100 * time.Millisecond, MaxBatchEntries: 4096, MaxBatchBytes: 4 << 20})
+			ReadyIdle: 100 * time.Millisecond, MaxBatchEntries: 4096, MaxBatchBytes: 4 << 20}, cacheclient.WithLogger(benchLogger()))
 		if err != nil {
 			b.Fatal(err)
 		}
