@@ -79,6 +79,7 @@ func (s *stream) resetState() {
 // view) are returned.
 func (s *stream) run(ctx context.Context) error {
 	for {
+		s.m.active.WithLabelValues(s.cfg.Topic).Set(0)
 		s.log.Info("standby: waiting for the stream lock", "stream", s.cfg.Topic)
 		lock, err := acquireLock(ctx, s.d.cfg.Postgres.DSN, s.cfg.Topic)
 		if err != nil {
