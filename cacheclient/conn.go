@@ -39,16 +39,15 @@ func (c *Client) connect(ctx context.Context) error {
 		}
 		n := i % len(conns)
 		addr := c.cfg.Addresses[n]
+		var progressed bool
+		var err error
 		if conns[n] == nil {
 			opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, c.dialOptions()...)
-			cc, err := grpc.NewClient(addr, opts...)
-			if err != nil {
-				c.log.Error("dial failed", "addr", addr, "err", err)
-				continue
-			}
-			conns[n] = cc
+			conns[n], err = grpc.NewClient(addr, opts...)
 		}
-		progressed, err := c.session(ctx, conns[n], addr)
+		if err == nil {
+			progressed, err = c.session(ctx, conns[n], addr)
+		}
 		c.st.connected.Store(false)
 		if ctx.Err() != nil {
 			return nil
