@@ -2,6 +2,7 @@ package devenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -166,3 +167,58 @@ func compareView[T any](v *cacheclient.View[T], want map[string]T, eq func(a, b 
 func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
 
 func sameSet(a, b []string) bool { return slices.Equal(sorted(a), sorted(b)) }
+
+// converge waits until every cached view and index equals its SQL query (or the check
+// timeout passes) and prints the comparison and the client's epoch checks.
+func (r *run) converge(ctx context.Context, svc *runningService) error {
+	conn, err := r.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if r.o.beforeConverge != nil {
+		if err := r.o.beforeConverge(ctx, conn); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	var checks []viewCheck
+	var qerr error
+	werr := poll(ctx, r.o.CheckTimeout, func() bool {
+		checks, qerr = compareAll(ctx, conn, svc.s)
+		if qerr != nil {
+			return true
+		}
+		for _, c := range checks {
+			if c.diff != "" {
+				return false
+			}
+		}
+		return true
+	})
+	if qerr != nil {
+		return qerr
+	}
+	if werr != nil && !errors.Is(werr, context.DeadlineExceeded) {
+		return werr
+	}
+	r.say("convergence check: each cached view and its indexes against its SQL query in PostgreSQL")
+	for _, c := range checks {
+		fmt.Fprintf(r.out, "   %s\n", c)
+	}
+	st := svc.s.Client.Stats()
+	fmt.Fprintf(r.out, "   epoch-end checks in the client (row count + hash vs the distributor's): %d passed, %d mismatches; decode errors %d\n",
+		st.EpochChecks-st.EpochMismatches, st.EpochMismatches, st.DecodeErrors)
+	switch {
+	case werr != nil:
+		r.failed = append(r.failed, fmt.Sprintf("cache differs from PostgreSQL after %v", r.o.CheckTimeout))
+		r.say("convergence: DIFFERS after %v", r.o.CheckTimeout)
+	case st.EpochMismatches > 0 || st.DecodeErrors > 0:
+		r.failed = append(r.failed, "epoch mismatches or decode errors in the client")
+		r.say("convergence: views equal, but the client counted epoch mismatches or decode errors")
+	default:
+		r.say("convergence: OK (cache = PostgreSQL, checked in %v)", time.Since(start).Round(time.Millisecond))
+	}
+	r.sink.flush(r.out, logPrefix, 8)
+	return nil
+}

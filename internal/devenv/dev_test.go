@@ -66,7 +66,7 @@ func TestDevDemo(t *testing.T) {
 		`msg="event added" id=1100 name="Lyon v Lille"`,
 		`msg="event removed" id=1004`,
 		"Home 2.150 | Draw",
-		"market 10012 Over/Under 2.5       SUSPENDED",
+		"market 10012 Over/Under 2.5       SUSPENDED Yes 3.200 | No 1.700",
 		`competition="Premier League 26/27"`,
 		"/events/1004   → 404",
 		// convergence and shutdown

@@ -7,10 +7,11 @@
 // shows each one in the stream and in the service's memory (changes.go, script.go, show.go),
 // then checks that every cached view and index equals its SQL query (converge.go).
 //
-// Files: dev.go (DevOptions, Dev), run.go (one run: start order, shutdown, the stream
-// printer), script.go (changes, convergence, serving), pipeline.go (player, service),
-// show.go (HTTP answers rendered), converge.go (cache vs SQL), logsink.go (the service's
-// log, printed at the demo's checkpoints), seed.go, kafka.go, tail.go.
+// Files: dev.go (DevOptions, Dev), run.go (one run: start order, the stream printer,
+// serving, shutdown), changes.go (the scripted changes and what the cache must then show),
+// script.go (applying them), pipeline.go (player, service), show.go (HTTP answers
+// rendered), converge.go (cache vs SQL), logsink.go (the service's log, printed at the
+// demo's checkpoints), seed.go, kafka.go, tail.go.
 //
 // Goroutines: Dev runs in the caller's goroutine and starts the distributor's Run, the
 // stream printer (Tail), the player's Run and Serve, the cache client and the HTTP server;

@@ -226,3 +226,32 @@ func (r *run) connect(ctx context.Context) (*pgx.Conn, error) {
 	}
 	return conn, nil
 }
+
+// serve keeps everything running for Duration (0: until ctx ends), printing the service's
+// log as it comes (change rows in the demo database by hand and watch them arrive).
+func (r *run) serve(ctx context.Context, svc *runningService) {
+	if r.o.OnServing != nil {
+		r.o.OnServing(ctx, svc.url)
+	}
+	var done <-chan time.Time
+	if r.o.Duration > 0 {
+		r.say("serving for %v (-for 0: until Ctrl-C); e.g. curl %s/events/1003 — or change a row with psql and watch it arrive", r.o.Duration, svc.url)
+		done = time.After(r.o.Duration)
+	} else {
+		r.say("serving until Ctrl-C; e.g. curl %s/events/1003 — or change a row with psql and watch it arrive", svc.url)
+	}
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			r.sink.flush(r.out, logPrefix, 0)
+			return
+		case <-done:
+			r.sink.flush(r.out, logPrefix, 0)
+			return
+		case <-t.C:
+			r.sink.flush(r.out, logPrefix, 0)
+		}
+	}
+}

@@ -71,13 +71,13 @@ func summarizeEvent(d sportsbook.EventDetail) string {
 	for _, m := range d.Markets {
 		susp := ""
 		if m.Suspended {
-			susp = " SUSPENDED"
+			susp = "SUSPENDED"
 		}
 		sels := make([]string, len(m.Selections))
 		for i, s := range m.Selections {
 			sels[i] = s.Name + " " + s.Price
 		}
-		fmt.Fprintf(&b, "         market %d %-20s%s  %s\n", m.MarketID, m.Market.Market, susp, strings.Join(sels, " | "))
+		fmt.Fprintf(&b, "         market %d %-20s %-9s %s\n", m.MarketID, m.Market.Market, susp, strings.Join(sels, " | "))
 	}
 	return b.String()
 }
