@@ -230,6 +230,25 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Handler order per key under concurrency: each selection's changes arrive in index
+	// order although 4 goroutines handle different keys at once.
+	var hmu sync.Mutex
+	lastIdx := map[string]int64{}
+	var orderErr error
+	var handled int
+	if err := cacheclient.OnChange(s.Selections, func(_ context.Context, ch cacheclient.Change[Selection]) error {
+		time.Sleep(100 * time.Microsecond)
+		hmu.Lock()
+		defer hmu.Unlock()
+		if ch.Index <= lastIdx[ch.Key] && orderErr == nil {
+			orderErr = fmt.Errorf("selection %s: change at index %d after %d", ch.Key, ch.Index, lastIdx[ch.Key])
+		}
+		lastIdx[ch.Key] = ch.Index
+		handled++
+		return nil
+	}, cacheclient.WithConcurrency(4), cacheclient.WithInitialPass()); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Client.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -298,6 +317,11 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("epoch mismatches %d decode errors %d (checks %d)", stats.EpochMismatches, stats.DecodeErrors, stats.EpochChecks)
 	}
 	t.Logf("stats: index %d entries %d epoch checks %d resyncs %d", stats.Index, stats.EntriesApplied, stats.EpochChecks, stats.Resyncs)
+	hmu.Lock()
+	if orderErr != nil || handled == 0 {
+		t.Errorf("handler order: %v (%d changes handled)", orderErr, handled)
+	}
+	hmu.Unlock()
 	if code := getJSON(t, h, "/metrics", nil); code != 200 {
 		t.Fatalf("metrics %d", code)
 	}
