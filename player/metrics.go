@@ -55,7 +55,7 @@ var (
 	descState = prometheus.NewDesc("statecast_player_target_state", "Target queue state (1 for the current state).", []string{"stream", "target", "state"}, nil)
 	descTerm  = prometheus.NewDesc("statecast_player_target_term", "Target term.", []string{"stream", "target"}, nil)
 	descLag   = prometheus.NewDesc("statecast_player_target_lag_entries", "Main position minus the target's last ack (indexes; gaps included).", []string{"stream", "target"}, nil)
-	descLagS  = prometheus.NewDesc("statecast_player_target_lag_seconds", "Seconds since the target last acked while it lags (0 when caught up).", []string{"stream", "target"}, nil)
+	descLagS  = prometheus.NewDesc("statecast_player_target_lag_seconds", "Age of the oldest record after the target's last ack (0 when caught up; from the log timeline, within 1s).", []string{"stream", "target"}, nil)
 	descBytes = prometheus.NewDesc("statecast_player_target_queue_bytes", "Bytes held in the target's queues and unacked batches.", []string{"stream", "target"}, nil)
 )
 

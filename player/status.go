@@ -36,7 +36,7 @@ type TargetStatus struct {
 	LastAck     int64     `json:"last_ack"`
 	SentUpTo    int64     `json:"sent_up_to"`
 	LagEntries  int64     `json:"lag_entries"`
-	LagSeconds  float64   `json:"lag_seconds"`
+	LagSeconds  float64   `json:"lag_seconds"` // age of the oldest unacknowledged record
 	QueueBytes  int64     `json:"queue_bytes"`
 	Normal      int       `json:"normal_len"`
 	Catchup     int       `json:"catchup_len"`
@@ -68,11 +68,17 @@ func (p *Player) Status() Status {
 				Normal: t.q.normal.len(), Catchup: t.q.catchup.len(), Unacked: len(t.q.popped),
 				Recoveries: t.recoveries, Overflows: t.overflows, ConnectedAt: t.connected,
 			}
-			if lag := ss.Current - t.lastAck; lag > 0 && t.lastAck < ss.Current {
-				ts.LagEntries = lag
-				ts.LagSeconds = time.Since(t.lastAckAt).Seconds()
-			}
 			t.mu.Unlock()
+			if lag := ss.Current - ts.LastAck; lag > 0 {
+				ts.LagEntries = lag
+				// Age of the oldest record the target has not acknowledged (a bound from the
+				// log timeline, within 1s).
+				s.mu.Lock()
+				if at, ok := s.firstAfterTime(ts.LastAck); ok {
+					ts.LagSeconds = max(0, time.Since(at).Seconds())
+				}
+				s.mu.Unlock()
+			}
 			ss.Targets = append(ss.Targets, ts)
 		}
 		slices.SortFunc(ss.Targets, func(a, b TargetStatus) int { return strings.Compare(a.ID, b.ID) })
