@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
@@ -54,6 +56,26 @@ func TestProtocolErrors(t *testing.T) {
 	if err != nil || hc.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health: %v %v", hc, err)
 	}
+
+	rc, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	lr, err := rc.Recv()
+	if err != nil {
+		t.Fatalf("reflection: %v", err)
+	}
+	var names []string
+	for _, s := range lr.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	if !slices.Contains(names, "statecast.v1.Player") || !slices.Contains(names, "grpc.health.v1.Health") {
+		t.Fatalf("reflection lists %v", names)
+	}
+	_ = rc.CloseSend()
 
 	neg := int64(-5)
 	tests := []struct {
