@@ -70,6 +70,23 @@
 // bounded: a handler slower than the stream eventually slows batch application. Close
 // waits for the handler calls in flight; queued changes are dropped.
 //
+// # Readiness
+//
+// [Client.WaitReady] returns once every view's initial state is complete: after the first
+// snapshot is applied (SnapshotEnd), or — when the client resumed from a state file — at the
+// first Progress frame (the player sends one when the target is caught up and idle) or when
+// no frame arrived for Config.ReadyIdle. With [WithInitialPass] it also waits for that
+// handler to have handled the changes that built the initial state.
+//
+// # Metrics
+//
+// [Client.Stats] returns counters and gauges (applied index, entries applied, resyncs,
+// reconnects, epoch checks and mismatches, decode and handler errors, staleness = now −
+// source time of the last applied entry, lag = source time to publication of the last
+// batch, per-view length, index and memory estimate). [Hooks] report events as they happen.
+// cacheprom.NewCollector exports Stats to Prometheus on each scrape. LagEntries is only known
+// during a snapshot (the protocol does not tell the client the head of the stream).
+//
 // # Persistence
 //
 // With Config.StateDir, the raw value of every row is kept beside its object, and the state
@@ -86,6 +103,9 @@
 //   - Decoders and index functions must be pure and must not call the client. Index
 //     functions and the decoding of live rows run on the connection goroutine; the rows of a
 //     snapshot or state file are decoded on GOMAXPROCS goroutines at once.
-//   - Hooks run on the connection goroutine (OnHandlerError on a handler goroutine) and must
-//     be fast.
+//   - Hooks run on the connection goroutine, except OnHandlerError (a handler goroutine),
+//     OnPersist (the persistence goroutine, or Close) and the OnResync of an unusable state
+//     file (Start). They must be fast.
+//   - The persistence goroutine takes the connection goroutine's apply lock only to load the
+//     views' current versions (a consistent cut); it writes the file without it.
 package cacheclient
