@@ -48,6 +48,9 @@ func TestBadView(t *testing.T) {
 			if !strings.Contains(err.Error(), `view "bad"`) {
 				t.Errorf("error does not name the view: %v", err)
 			}
+			if werr := d.WaitReady(ctx); !errors.Is(werr, ErrStopped) || !errors.Is(werr, ErrView) {
+				t.Errorf("WaitReady after a failed Run = %v, want ErrStopped wrapping the view error", werr)
+			}
 			if recs := readAll(t, e.brokers, e.topic); len(recs) != 0 {
 				t.Fatalf("published despite the error:\n%s", dump(recs))
 			}

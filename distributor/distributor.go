@@ -41,6 +41,8 @@ type Distributor struct {
 
 	mu      sync.Mutex
 	running bool
+	done    chan struct{} // closed when Run returns; runErr is then set
+	runErr  error
 }
 
 // New validates cfg and returns a Distributor. It does not connect: Run does.
@@ -48,7 +50,7 @@ func New(cfg Config, opts ...Option) (*Distributor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Distributor{cfg: cfg, byView: map[string]*stream{}}
+	d := &Distributor{cfg: cfg, byView: map[string]*stream{}, done: make(chan struct{})}
 	for _, o := range opts {
 		o(d)
 	}
@@ -68,14 +70,18 @@ func New(cfg Config, opts ...Option) (*Distributor, error) {
 // publishes its start-up epochs, then polls and reconciles. It returns nil after ctx ends
 // (graceful shutdown), or the first fatal error: a bad topic or a view that cannot be
 // published (*ViewError; nothing of that view was published). Run may be called once.
-func (d *Distributor) Run(ctx context.Context) error {
+func (d *Distributor) Run(ctx context.Context) (err error) {
 	d.mu.Lock()
-	if d.running || d.streams != nil {
+	if d.running {
 		d.mu.Unlock()
 		return errors.New("distributor: Run called twice")
 	}
 	d.running = true
 	d.mu.Unlock()
+	defer func() {
+		d.runErr = err
+		close(d.done)
+	}()
 
 	pcfg, err := pgxpool.ParseConfig(d.cfg.Postgres.DSN)
 	if err != nil {
@@ -199,8 +205,9 @@ func (d *Distributor) Views() []string {
 	return out
 }
 
-// WaitReady returns when every stream has published its start-up epochs (for a standby:
-// after it took over), or ctx's error.
+// WaitReady returns nil when every stream has published its start-up epochs (for a
+// standby: after it took over). It returns ctx's error, or ErrStopped (wrapping Run's
+// error) when Run returned before that.
 func (d *Distributor) WaitReady(ctx context.Context) error {
 	for {
 		d.mu.Lock()
@@ -210,14 +217,20 @@ func (d *Distributor) WaitReady(ctx context.Context) error {
 			for _, s := range streams {
 				select {
 				case <-s.ready:
+				case <-d.done:
+					return fmt.Errorf("%w: %w", ErrStopped, d.runErr)
 				case <-ctx.Done():
 					return ctx.Err()
 				}
 			}
 			return nil
 		}
-		if !sleepCtx(ctx, 10*time.Millisecond) {
+		select {
+		case <-d.done:
+			return fmt.Errorf("%w: %w", ErrStopped, d.runErr)
+		case <-ctx.Done():
 			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }

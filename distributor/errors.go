@@ -18,6 +18,8 @@ var (
 	ErrUnknownView = errors.New("distributor: unknown view")
 	// ErrNotActive: the stream is not active here (standby, or not running).
 	ErrNotActive = errors.New("distributor: stream not active")
+	// ErrStopped: WaitReady saw Run return before the streams were ready.
+	ErrStopped = errors.New("distributor: stopped before ready")
 )
 
 // ViewError is a problem with one view's data or SQL. Column and Key are set when known.

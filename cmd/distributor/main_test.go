@@ -1,0 +1,30 @@
+package main
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/statecast/statecast/distributor"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestBadConfig: a bad config file makes run fail (main exits 1) before connecting.
+func TestBadConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.yaml")
+	if err := os.WriteFile(path, []byte("postgres: {dsn: x}\nkafka: {brokers: [b]}\nstreams: []\nbogus: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(path, slog.New(slog.DiscardHandler))
+	if !errors.Is(err, distributor.ErrConfig) {
+		t.Fatalf("run = %v, want ErrConfig", err)
+	}
+	if err := run(filepath.Join(t.TempDir(), "missing.yaml"), slog.New(slog.DiscardHandler)); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}
