@@ -36,6 +36,8 @@ type stream struct {
 	recClient sarama.Client // recovery fetchers (kept apart from the main fetcher's connection)
 	retention time.Duration
 	delay     prometheus.Observer // delivery delay histogram of this stream
+	// offsetsHook replaces the Kafka offset look-up (tests that drive apply directly).
+	offsetsHook func() (start, end int64, err error)
 
 	ready   chan struct{} // closed when the materialized copy has caught up with the log
 	current atomic.Int64  // index of the last entry dispatched (or read at start-up)
@@ -122,6 +124,9 @@ func (s *stream) close() {
 
 // offsets returns the log start offset and the high-water mark.
 func (s *stream) offsets() (start, end int64, err error) {
+	if s.offsetsHook != nil {
+		return s.offsetsHook()
+	}
 	if start, err = s.client.GetOffset(s.cfg.Topic, 0, sarama.OffsetOldest); err != nil {
 		return 0, 0, err
 	}
