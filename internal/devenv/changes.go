@@ -3,6 +3,7 @@ package devenv
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -94,9 +95,19 @@ var demoChanges = []change{
 		show:     []string{"/events/1004", "/competitions/30/events"}},
 }
 
-func applyChange(ctx context.Context, conn *pgx.Conn, c change) error {
-	if _, err := conn.Exec(ctx, c.sql); err != nil {
-		return fmt.Errorf("devenv: change %q: %w", c.what, err)
+// applyChange runs the change in one transaction and returns the database time just
+// before its commit: a distributor read whose snapshot time (now()) is at or after it
+// started after the commit, so it sees the change.
+func applyChange(ctx context.Context, conn *pgx.Conn, c change) (time.Time, error) {
+	var at time.Time
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, c.sql); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&at)
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("devenv: change %q: %w", c.what, err)
 	}
-	return nil
+	return at, nil
 }

@@ -28,11 +28,21 @@ type run struct {
 	topic   string
 	dsn     string
 
-	seen    atomic.Int64 // offset+1 of the last record the tail read
-	hidden  atomic.Int64 // snapshot rows not printed
-	sink    logSink      // the sportsbook service's logs
-	failed  []string     // checks that failed
-	stopped []stopper    // components to stop, in start order
+	seen   atomic.Int64 // offset+1 of the last record the tail read
+	hidden atomic.Int64 // snapshot rows not printed
+	sink   logSink      // the sportsbook service's logs
+	failed []string     // checks that failed
+
+	mu      sync.Mutex
+	fences  map[string]fence // per view, its last poll or epoch-end record
+	stopped []stopper        // components to stop, in start order
+}
+
+// fence is a view's last poll or epoch-end record: the view's records up to its offset
+// show the database as of its source time.
+type fence struct {
+	at     time.Time
+	offset int64
 }
 
 type stopper struct {
@@ -157,6 +167,14 @@ func (r *run) startTail(ctx context.Context, snapshotEnd int64) error {
 	p := Printer{W: r.out, MaxValue: r.o.MaxValue}
 	print := func(rec Record) error {
 		defer r.seen.Store(rec.Offset + 1)
+		if rec.Err == nil && (rec.Meta.Kind == record.KindPoll || rec.Meta.Kind == record.KindEpochEnd) {
+			r.mu.Lock()
+			if r.fences == nil {
+				r.fences = map[string]fence{}
+			}
+			r.fences[rec.Meta.View] = fence{at: rec.Meta.SourceTime, offset: rec.Offset}
+			r.mu.Unlock()
+		}
 		switch {
 		case rec.Meta.Kind == record.KindPoll && !r.o.ShowPolls:
 			return nil
@@ -174,6 +192,22 @@ func (r *run) startTail(ctx context.Context, snapshotEnd int64) error {
 	})
 	r.stopped = append(r.stopped, stopper{"stream printer", func() error { stop(); wg.Wait(); return err }})
 	return nil
+}
+
+// fencedAfter returns the highest offset of the views' fences if every view has a fence at
+// or after t (its records show the database as of t or later).
+func (r *run) fencedAfter(views []string, t time.Time) (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var hi int64
+	for _, v := range views {
+		f, ok := r.fences[v]
+		if !ok || f.at.Before(t) {
+			return 0, false
+		}
+		hi = max(hi, f.offset)
+	}
+	return hi, true
 }
 
 // waitTail returns once the tail has printed every record the topic holds now.

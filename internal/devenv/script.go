@@ -30,7 +30,8 @@ func (r *run) script(ctx context.Context, d *distributor.Distributor, svc *runni
 			sql = sql[:160] + " …"
 		}
 		fmt.Fprintf(r.out, "   sql> %s\n", sql)
-		if err := applyChange(ctx, conn, c); err != nil {
+		at, err := applyChange(ctx, conn, c)
+		if err != nil {
 			return err
 		}
 		committed := time.Now()
@@ -48,6 +49,15 @@ func (r *run) script(ctx context.Context, d *distributor.Distributor, svc *runni
 		}
 		werr := poll(ctx, r.o.CheckTimeout, func() bool { return c.inCache(svc.s) })
 		took := time.Since(committed)
+		if werr == nil {
+			// Every view has read the database since the change (a change may republish
+			// rows of other views too: the join view's updated_at), and the cache has
+			// applied what they published.
+			werr = poll(ctx, r.o.CheckTimeout, func() bool {
+				off, ok := r.fencedAfter(d.Views(), at)
+				return ok && svc.s.Client.Index() >= off
+			})
+		}
 		if werr != nil && !errors.Is(werr, context.DeadlineExceeded) {
 			return werr
 		}
