@@ -348,7 +348,18 @@ func (s *stream) remove(t *target) {
 	if s.byClient[t.id] == t {
 		delete(s.byClient, t.id)
 	}
+	// Terms of gone clients are kept (a reconnect continues the count) but bounded.
+	if len(s.terms) > maxRememberedTerms {
+		for id := range s.terms {
+			if _, live := s.byClient[id]; !live {
+				delete(s.terms, id)
+			}
+		}
+	}
 }
+
+// maxRememberedTerms bounds the terms remembered for disconnected client ids.
+const maxRememberedTerms = 100_000
 
 // targetsSnapshot lists the registered targets.
 func (s *stream) targetsSnapshot() []*target {
