@@ -63,7 +63,7 @@ func dev(ctx context.Context, args []string) error {
 	dur := fs.Duration("for", 15*time.Second, "how long to keep serving after the scripted changes and the convergence check (0: until interrupted)")
 	step := fs.Duration("step", time.Second, "pause between the scripted database changes")
 	maxValue := fs.Int("max-value", 160, "cut printed values to this many bytes (0: never)")
-	verbose := fs.Bool("v", false, "print the distributor's logs on stderr")
+	verbose := fs.Bool("v", false, "print the distributor's and the player's logs on stderr")
 	polls := fs.Bool("polls", false, "print poll records too")
 	snapshot := fs.Bool("snapshot", false, "print the rows of the start-up epochs too")
 	grpcAddr := fs.String("grpc", "127.0.0.1:7070", "where the player serves gRPC (a taken port falls back to a free one)")

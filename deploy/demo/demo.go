@@ -1,5 +1,6 @@
 // Package demo embeds the demo sportsbook: its schema with seed data (schema.sql) and the
-// distributor config that publishes it (distributor.yaml). `cachectl dev` uses both.
+// distributor config that publishes it (distributor.yaml). `cachectl dev` (make demo) uses
+// both; README.md describes the demo.
 package demo
 
 import _ "embed"
