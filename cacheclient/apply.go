@@ -74,7 +74,7 @@ type viewWriter[T any] struct {
 }
 
 type stagingView[T any] struct {
-	list []staged[T] // every snapshot row in arrival order; the trie is built at the end
+	list stagedList[T] // every snapshot row in arrival order; the trie is built at the end
 	bad  map[string]item[T]
 	// Filled by build.
 	root    *tnode[item[T]]
@@ -324,7 +324,7 @@ func (v *View[T]) beginReplace() {
 // reserveReplace preallocates room for n snapshot rows (a state file knows its count).
 func (v *View[T]) reserveReplace(n int) {
 	if s := v.w.staging; s != nil && n > 0 && n < 1<<28 {
-		s.list = slices.Grow(s.list, n)
+		s.list.reserve(n)
 	}
 }
 
@@ -340,7 +340,7 @@ func (v *View[T]) stageRow(r row) {
 		st.l.val = item[T]{rowhash: r.hash(), raw: v.keep(&r)}
 		st.value = r.value
 	}
-	s.list = append(s.list, st)
+	s.list.add(st)
 }
 
 // build sorts the staged rows into trie order, keeps the last row of each key and builds
@@ -352,15 +352,16 @@ func (s *stagingView[T]) build(decode Decoder[T], decodeErr func(key string, ind
 		i    int32
 		tomb bool
 	}
-	order := make([]pos, len(s.list))
-	for i := range s.list {
-		order[i] = pos{s.list[i].sk, int32(i), s.list[i].tomb}
+	order := make([]pos, s.list.n)
+	for i := range order {
+		st := s.list.at(i)
+		order[i] = pos{st.sk, int32(i), st.tomb}
 	}
 	slices.SortFunc(order, func(a, b pos) int {
 		if a.sk != b.sk {
 			return cmpU64(a.sk, b.sk)
 		}
-		if c := strings.Compare(s.list[a.i].l.key, s.list[b.i].l.key); c != 0 {
+		if c := strings.Compare(s.list.at(int(a.i)).l.key, s.list.at(int(b.i)).l.key); c != 0 {
 			return c
 		}
 		return int(a.i - b.i)
@@ -368,7 +369,7 @@ func (s *stagingView[T]) build(decode Decoder[T], decodeErr func(key string, ind
 	// The last row of each key wins (keys are compared only when their hashes are equal).
 	win := make([]int32, 0, len(order))
 	for n, p := range order {
-		if n+1 < len(order) && order[n+1].sk == p.sk && s.list[order[n+1].i].l.key == s.list[p.i].l.key {
+		if n+1 < len(order) && order[n+1].sk == p.sk && s.list.at(int(order[n+1].i)).l.key == s.list.at(int(p.i)).l.key {
 			continue
 		}
 		if !p.tomb {
@@ -377,9 +378,9 @@ func (s *stagingView[T]) build(decode Decoder[T], decodeErr func(key string, ind
 	}
 	// Decode in arrival order (sequential memory) on every core: decoders are pure. Rows
 	// superseded within the snapshot are decoded too (rare: a snapshot has one row per key).
-	parallelChunks(len(s.list), func(lo, hi int) {
+	parallelChunks(s.list.n, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			if st := &s.list[i]; !st.tomb {
+			if st := s.list.at(i); !st.tomb {
 				st.l.val.obj, st.err = decode(st.l.key, st.value)
 				st.value = nil
 			}
@@ -388,7 +389,7 @@ func (s *stagingView[T]) build(decode Decoder[T], decodeErr func(key string, ind
 	leaves := make([]leaf[item[T]], 0, len(win))
 	hs := make([]uint64, 0, len(win))
 	for _, i := range win {
-		st := &s.list[i]
+		st := s.list.at(int(i))
 		if st.err != nil {
 			decodeErr(st.l.key, st.index, st.err)
 			s.bad[st.l.key] = st.l.val
@@ -399,7 +400,7 @@ func (s *stagingView[T]) build(decode Decoder[T], decodeErr func(key string, ind
 		s.hashSum += st.l.val.rowhash
 		s.bytes += int64(len(st.l.key) + st.l.val.rawLen())
 	}
-	s.list = nil
+	s.list = stagedList[T]{}
 	s.count = len(leaves)
 	s.rows = int64(len(leaves))
 	for k, it := range s.bad {
@@ -534,4 +535,31 @@ func parallelChunks(n int, fn func(lo, hi int)) {
 		}(lo, min(lo+step, n))
 	}
 	wg.Wait()
+}
+
+// stagedList stores snapshot rows in fixed-size chunks: appending never copies what is
+// already there (a snapshot's size is not known in advance).
+type stagedList[T any] struct {
+	chunks [][]staged[T]
+	n      int
+}
+
+const stagedChunk = 1 << 12
+
+func (l *stagedList[T]) add(st staged[T]) {
+	if l.n%stagedChunk == 0 && l.n/stagedChunk == len(l.chunks) {
+		l.chunks = append(l.chunks, make([]staged[T], 0, stagedChunk))
+	}
+	c := &l.chunks[l.n/stagedChunk]
+	*c = append(*c, st)
+	l.n++
+}
+
+func (l *stagedList[T]) at(i int) *staged[T] { return &l.chunks[i/stagedChunk][i%stagedChunk] }
+
+// reserve allocates the chunks for n more rows at once.
+func (l *stagedList[T]) reserve(n int) {
+	for need := (l.n + n + stagedChunk - 1) / stagedChunk; len(l.chunks) < need; {
+		l.chunks = append(l.chunks, make([]staged[T], 0, stagedChunk))
+	}
 }
