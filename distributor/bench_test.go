@@ -23,7 +23,8 @@ import (
 //
 //   - copy:     COPY (query) TO STDOUT read by pgx (the database's read limit);
 //   - producer: a raw sarama producer (same idempotent settings, async, pipelined) sending
-//     records of the same size with the same five headers (the broker's write limit).
+//     the very row records the distributor wrote (same keys, values and five headers, read
+//     back from its topic before timing): the broker's write limit.
 //
 // Run: make infra; set -a; . .run/env; set +a;
 // go test -run '^$' -bench BenchmarkSnapshot -benchtime 1x ./distributor/
@@ -97,11 +98,17 @@ func BenchmarkSnapshot(b *testing.B) {
 		// limit 2: raw sarama producer sending records of the same size to a fresh topic
 		rawTopic := e.topic + "_raw"
 		deleteTopicLater(b, e.brokers, rawTopic)
-		val := make([]byte, 0, 256)
-		val = fmt.Appendf(val, `{"id":%d,"name":"name-%d","qty":%d,"price":"%d.%02d","note":"%s","updated_at":"2026-01-01T00:00:01.234Z"}`,
-			123456, 123456, 456, 1234, 56, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
+		// the very records the distributor wrote (read back before timing)
+		keys, vals := rowRecords(b, e.brokers, e.topic)
+		if len(keys) != n {
+			b.Fatalf("read back %d row records, want %d", len(keys), n)
+		}
+		valBytes := 0
+		for _, v := range vals {
+			valBytes += len(v)
+		}
 		start = time.Now()
-		if err := rawProduce(e.brokers, rawTopic, n, val); err != nil {
+		if err := rawProduce(e.brokers, rawTopic, keys, vals); err != nil {
 			b.Fatal(err)
 		}
 		rawDur := time.Since(start)
@@ -110,12 +117,13 @@ func BenchmarkSnapshot(b *testing.B) {
 		slower := min(rate(copyDur), rate(rawDur))
 		b.ReportMetric(rate(snapDur), "rows/s")
 		b.Logf("rows=%d value≈%dB  snapshot: %.0f rows/s (%v)  copy: %.0f rows/s (%v)  raw producer: %.0f rows/s (%v)  snapshot/slower-limit = %.0f%%  restart (restore+reconcile, nothing republished): %v",
-			n, len(val), rate(snapDur), snapDur.Round(time.Millisecond), rate(copyDur), copyDur.Round(time.Millisecond),
+			n, valBytes/n, rate(snapDur), snapDur.Round(time.Millisecond), rate(copyDur), copyDur.Round(time.Millisecond),
 			rate(rawDur), rawDur.Round(time.Millisecond), 100*rate(snapDur)/slower, restartDur.Round(time.Millisecond))
 	}
 }
 
-func rawProduce(brokers []string, topic string, n int, val []byte) error {
+func rawProduce(brokers []string, topic string, keys, vals [][]byte) error {
+	n := len(keys)
 	cfg := kafkautil.ProducerConfig("bench-raw")
 	cfg.Producer.Flush.Bytes = 1 << 20
 	cfg.Producer.Flush.Frequency = time.Millisecond
@@ -149,7 +157,7 @@ func rawProduce(brokers []string, topic string, n int, val []byte) error {
 		errc <- first
 	}()
 	for i := 0; i < n; i++ {
-		p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("bench|" + strconv.Itoa(i)), Value: sarama.ByteEncoder(val), Headers: hdrs}
+		p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.ByteEncoder(keys[i]), Value: sarama.ByteEncoder(vals[i]), Headers: hdrs}
 	}
 	err = <-errc
 	if cerr := p.Close(); err == nil {
@@ -163,4 +171,38 @@ func benchLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// rowRecords reads the row records of a topic (keys and values).
+func rowRecords(b *testing.B, brokers []string, topic string) (keys, vals [][]byte) {
+	b.Helper()
+	client, err := sarama.NewClient(brokers, kafkautil.NewConfig("bench-reader"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	end, err := client.GetOffset(topic, 0, sarama.OffsetNewest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	pc, err := c.ConsumePartition(topic, 0, sarama.OffsetOldest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pc.Close()
+	for m := range pc.Messages() {
+		if !record.IsControlKey(m.Key) && m.Value != nil {
+			keys = append(keys, m.Key)
+			vals = append(vals, m.Value)
+		}
+		if m.Offset >= end-1 {
+			break
+		}
+	}
+	return keys, vals
 }
