@@ -563,3 +563,107 @@ func TestHandlerPanicIsAnError(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// TestPausedDispatchesOnlyWatermark: at 75 % of MaxMetadataBytes, records that do not advance
+// the watermark stay queued even with idle workers; when the watermark moves, work resumes.
+func TestPausedDispatchesOnlyWatermark(t *testing.T) {
+	gateW, gateS := make(chan struct{}), make(chan struct{})
+	var onceW, onceS sync.Once
+	openW := func() { onceW.Do(func() { close(gateW) }) }
+	openS := func() { onceS.Do(func() { close(gateS) }) }
+	sDone := make(chan int64, 1000)
+	e := newEngine(t, Config[int]{
+		MaxConcurrency:     8,
+		MaxMetadataBytes:   64,
+		MaxBufferedRecords: 1 << 20,
+		Handler: func(_ context.Context, r Record[int]) error {
+			switch string(r.Key) {
+			case "w":
+				<-gateW
+			case "s":
+				<-gateS
+				sDone <- r.Offset
+			}
+			return nil
+		},
+	})
+	t.Cleanup(func() { openW(); openS() }) // runs before the engine's Close
+	submit(t, e, "w", 0)
+	off, nS := int64(1), 0
+	for ; ; off++ {
+		key := "s"
+		if off%2 == 0 {
+			key = fmt.Sprint("u", off)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		err := e.Submit(ctx, Record[int]{Key: []byte(key), Offset: off})
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key == "s" {
+			nS++
+		}
+	}
+	// Unique-key records queued when the pause began stay queued; only w and the first s run.
+	waitFor(t, "only w and the first s in flight", func() bool {
+		s := e.Stats()
+		return s.Paused && s.InFlight == 2 && s.Queued >= nS-1
+	})
+	openS() // the first s finishes; the next s becomes ready but must not start
+	<-sDone
+	waitFor(t, "next s ready", func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.running == 1 && e.inFlight == 1
+	})
+	e.mu.Lock()
+	stillPaused, ready, inFlight := e.paused(), e.ready.len(), e.inFlight
+	taken := e.take(nil)
+	e.mu.Unlock()
+	if !stillPaused || ready < 1 || inFlight != 1 || taken != nil {
+		t.Fatalf("paused=%v ready=%d inFlight=%d take=%v: a record other than the watermark was dispatched", stillPaused, ready, inFlight, taken)
+	}
+	openW()
+	if err := e.Shutdown(context.Background(), Drain); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.Progress(); p.Watermark != off {
+		t.Fatalf("watermark %d, want %d", p.Watermark, off)
+	}
+}
+
+func TestByteBound(t *testing.T) {
+	gate := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	e := newEngine(t, Config[int]{
+		MaxBufferedBytes: 250,
+		Handler: func(context.Context, Record[int]) error {
+			<-gate
+			return nil
+		},
+	})
+	t.Cleanup(open)
+	for off := int64(0); off < 2; off++ {
+		if err := e.Submit(context.Background(), Record[int]{Key: []byte(fmt.Sprint(off)), Offset: off, Size: 100}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := e.Submit(ctx, Record[int]{Key: []byte("x"), Offset: 2, Size: 100}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("third 100-byte record under a 250-byte bound: %v", err)
+	}
+	// A record larger than the bound is admitted once the buffer is empty.
+	open()
+	if err := e.Submit(context.Background(), Record[int]{Key: []byte("big"), Offset: 3, Size: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Shutdown(context.Background(), Drain); err != nil {
+		t.Fatal(err)
+	}
+}
