@@ -55,7 +55,17 @@ const logPrefix = "   [sportsbook log] "
 func (r *run) main(ctx context.Context, cfg *distributor.Config) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer func() { err = errors.Join(err, r.shutdown()) }()
+	defer func() {
+		serr := r.shutdown()
+		switch {
+		case serr == nil:
+		case err == nil || errors.Is(err, context.Canceled):
+			// A failed component cancels the demo: its error is the one to report.
+			err = serr
+		default:
+			err = errors.Join(err, serr)
+		}
+	}()
 
 	d, err := distributor.New(*cfg, distributor.WithLogger(r.o.Log))
 	if err != nil {
@@ -68,7 +78,14 @@ func (r *run) main(ctx context.Context, cfg *distributor.Config) (err error) {
 		distErr = d.Run(distCtx)
 		cancel() // a failed distributor ends the demo
 	})
-	r.stopped = append(r.stopped, stopper{"distributor", func() error { stopDist(); distWG.Wait(); return distErr }})
+	r.stopped = append(r.stopped, stopper{"distributor", func() error {
+		stopDist()
+		distWG.Wait()
+		if errors.Is(distErr, context.Canceled) {
+			return nil
+		}
+		return distErr
+	}})
 	if err := d.WaitReady(ctx); err != nil {
 		return err
 	}
@@ -119,10 +136,6 @@ func (r *run) main(ctx context.Context, cfg *distributor.Config) (err error) {
 		return err
 	}
 	r.serve(ctx, svc)
-	if ctx.Err() != nil && distErr == nil && len(r.failed) == 0 {
-		// Interrupted while serving: a normal end.
-		return nil
-	}
 	if len(r.failed) > 0 {
 		return fmt.Errorf("%w: %s", ErrCheckFailed, strings.Join(r.failed, "; "))
 	}
