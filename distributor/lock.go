@@ -64,3 +64,7 @@ func closeConn(c *pgx.Conn) {
 	defer cancel()
 	_ = c.Close(ctx)
 }
+
+// lockPing is how often the active distributor checks the connection that holds its lock;
+// it bounds the time during which a distributor that lost its session may still publish.
+const lockPing = 500 * time.Millisecond

@@ -118,7 +118,7 @@ func (s *stream) activeRun(parent context.Context, lock *streamLock) error {
 	defer wg.Wait()   // runs last: every goroutine of this activation has ended
 	defer cancel(nil) // runs first
 	wg.Go(func() {
-		if err := lock.watch(ctx, time.Second); err != nil && ctx.Err() == nil {
+		if err := lock.watch(ctx, lockPing); err != nil && ctx.Err() == nil {
 			cancel(err)
 		}
 	})
