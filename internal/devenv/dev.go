@@ -52,6 +52,8 @@ type DevOptions struct {
 	// beforeConverge, when set, runs on the demo database just before the convergence
 	// check (tests make the cache diverge).
 	beforeConverge func(ctx context.Context, conn *pgx.Conn) error
+	// configure, when set, adjusts the distributor config (tests).
+	configure func(cfg *distributor.Config)
 }
 
 // ErrCheckFailed is returned by Dev when a change did not reach the cache in time or the
@@ -119,6 +121,9 @@ func Dev(ctx context.Context, o DevOptions) (err error) {
 		say("external Kafka %v", brokers)
 	}
 	cfg.Kafka.Brokers = brokers
+	if o.configure != nil {
+		o.configure(cfg)
+	}
 	r := &run{o: o, out: out, say: say, brokers: brokers, topic: cfg.Streams[0].Topic, dsn: dsn}
 	err = r.main(ctx, cfg)
 	if b != nil {
