@@ -178,7 +178,7 @@ func (r *receiver) handle(ctx context.Context, msg *statecastv1.SubscribeRespons
 		return r.liveBatch(ctx, m.Batch)
 	case *statecastv1.SubscribeResponse_Progress:
 		if r.inSnapshot {
-			return orderErr("progress inside a snapshot")
+			return nil // carries no data; the snapshot's end sets the index
 		}
 		return r.progress(ctx, m.Progress.GetIndex())
 	case *statecastv1.SubscribeResponse_SnapshotBegin:
