@@ -394,3 +394,47 @@ func TestOffsetBelowLogStart(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidMetadataPolicy: undecodable metadata at the committed offset fails the claim
+// under MetadataFail (Run returns ErrMetadata) and is ignored under MetadataIgnore.
+func TestInvalidMetadataPolicy(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopic(t, "pc_badmeta", nil)
+	offs := produce(t, brokers, topic, keyed(6, 2, "v")...)
+	cl := newClient(t, brokers)
+	for _, policy := range []MetadataPolicy{MetadataFail, MetadataIgnore} {
+		t.Run(fmt.Sprint(policy), func(t *testing.T) {
+			group := testenv.UniqueName("g")
+			if err := CommitProgress(cl, group, topic, 0, parallel.Progress{Watermark: offs[2], Metadata: "not metadata!"}); err != nil {
+				t.Fatal(err)
+			}
+			rec := newRecorder()
+			cfg := testConfig(brokers, group, topic, func(_ context.Context, r parallel.Record[Message]) error {
+				rec.add(r.Value)
+				return nil
+			})
+			cfg.InvalidMetadata = policy
+			if policy == MetadataFail {
+				c, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Run(context.Background()); !errors.Is(err, parallel.ErrMetadata) {
+					t.Fatalf("Run: %v, want ErrMetadata", err)
+				}
+				if n := len(rec.processed()); n != 0 {
+					t.Fatalf("processed %d records", n)
+				}
+				return
+			}
+			_, stop := start(t, cfg)
+			waitCommitted(t, cl, group, topic, "end", func(cp parallel.Checkpoint) bool { return cp.Watermark == offs[len(offs)-1]+1 })
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(rec.processed()); n != 4 {
+				t.Fatalf("processed %d records, want 4 (from the committed offset)", n)
+			}
+		})
+	}
+}
