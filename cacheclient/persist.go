@@ -60,10 +60,13 @@ func (c *Client) persist() (err error) {
 	start := time.Now()
 	var n int64
 	defer func() {
-		if err != nil {
+		switch {
+		case err != nil:
 			c.st.persistErrs.Add(1)
 			c.log.Error("state file not written", "err", err)
-		} else {
+		case n == 0:
+			return // nothing to persist yet (no complete state)
+		default:
 			c.st.persists.Add(1)
 		}
 		if h := c.opts.hooks.OnPersist; h != nil {
