@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/statecast/statecast/internal/testenv"
 )
 
 // TestStandbyTakeover: a second distributor of the same stream waits as standby; it takes
@@ -35,8 +37,7 @@ func TestStandbyTakeover(t *testing.T) {
 	}
 
 	// kill the active distributor's database session: it must stop publishing and r2 take over
-	e.exec(`SELECT pg_terminate_backend(pid) FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()`)
+	e.killLockHolder()
 	r2.waitReady(t)
 	e.exec(`INSERT INTO items (id, name) VALUES (20, 'after takeover')`)
 	recs := waitFor(t, e, "row 20", func(recs []rec) bool { return rowsOf(recs, "items")["items|20"] != "" })
@@ -117,5 +118,55 @@ streams:
 	end := lastEnd(t, recs, "items")
 	if end.Epoch != 2 || end.Published != 0 || end.Rows != 4 {
 		t.Errorf("take-over epoch-end %+v (want epoch 2, 4 rows, nothing republished)", end)
+	}
+}
+
+// killLockHolder terminates the database session that holds this test's stream lock, and
+// only that one: pg_locks lists the advisory locks of EVERY database of the shared server
+// (other tests' distributors, a `cachectl dev` demo), so the query filters on this
+// database and on the stream's lock key (a bigint key is classid = high 32 bits,
+// objid = low 32 bits, objsubid = 1).
+func (e *env) killLockHolder() {
+	e.t.Helper()
+	k := uint64(lockKey(e.topic))
+	e.exec(`SELECT pg_terminate_backend(pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 1`,
+		int64(k>>32), int64(k&0xffffffff))
+}
+
+// TestKillLockHolderSparesOthers: the take-over tests' kill must not touch advisory locks
+// of other databases on the shared server, nor other locks of the same database. Before
+// this helper, TestStandbyTakeover terminated every advisory-lock holder of the server,
+// which made any distributor running at the same time (a parallel test, `cachectl dev`)
+// lose its lock and rerun its start-up epochs (a reconcile of all views with one LSN).
+func TestKillLockHolderSparesOthers(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	other := testenv.NewDatabase(t) // another "distributor" on the same server
+	bystander, err := acquireLock(ctx, other, e.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bystander.Close()
+	sameDB, err := acquireLock(ctx, e.dsn, e.topic+"-other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sameDB.Close()
+	mine, err := acquireLock(ctx, e.dsn, e.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Close()
+
+	e.killLockHolder()
+	waitCond(t, "the stream lock's session to end", func() bool { return mine.conn.Ping(ctx) != nil })
+	if err := bystander.conn.Ping(ctx); err != nil {
+		t.Errorf("lock holder of another database was killed: %v", err)
+	}
+	if err := sameDB.conn.Ping(ctx); err != nil {
+		t.Errorf("holder of another stream's lock was killed: %v", err)
 	}
 }
