@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/statecast/statecast/internal/checker"
 	"github.com/statecast/statecast/internal/kafkautil"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
@@ -139,8 +140,13 @@ func startBare(n, conns int, stalled func(int) bool) (*bareServer, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.stop = cancel
+	// The receivers record every frame in a delivery checker, as the player's receivers do
+	// (same receivers on both sides; the bare fan-out's record is not checked).
+	chk := checker.New()
 	for i := range n {
 		r := &receiver{id: "t" + strconv.Itoa(i), stalled: stalled != nil && stalled(i)}
+		id := r.id
+		r.frames = func(resp *statecastv1.SubscribeResponse) { chk.Response(id, resp) }
 		b.recv = append(b.recv, r)
 		cli := statecastv1.NewPlayerClient(b.conns[i%len(b.conns)])
 		b.wg.Add(1)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"time"
@@ -83,6 +84,20 @@ func latencies(rs []*receiver, from int64, acks *ackLog) (stamped, acked []time.
 	return stamped, acked, missingAck
 }
 
+// perFrame is the mean number of entries per batch frame the receivers got.
+func perFrame(rs []*receiver) float64 {
+	var e, f int
+	for _, r := range rs {
+		r.mu.Lock()
+		e, f = e+len(r.got), f+r.batches
+		r.mu.Unlock()
+	}
+	if f == 0 {
+		return 0
+	}
+	return float64(e) / float64(f)
+}
+
 func allHave(rs []*receiver, n int) bool {
 	for _, r := range rs {
 		if !r.stalled && r.count() < n {
@@ -92,11 +107,19 @@ func allHave(rs []*receiver, n int) bool {
 	return true
 }
 
+// profileFiles names the profiles to write (empty = not taken).
+type profileFiles struct{ cpu, mutex, block, mem, trace string }
+
 // profiles starts the requested profiles; the returned function writes them.
-func profiles(cpu, mutex string) (func(), error) {
+func profiles(pf profileFiles) (func(), error) {
 	var stops []func()
-	if cpu != "" {
-		f, err := os.Create(cpu)
+	stop := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	if pf.cpu != "" {
+		f, err := os.Create(pf.cpu)
 		if err != nil {
 			return nil, err
 		}
@@ -106,18 +129,37 @@ func profiles(cpu, mutex string) (func(), error) {
 		}
 		stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
 	}
-	if mutex != "" {
-		runtime.SetMutexProfileFraction(5)
+	if pf.trace != "" {
+		f, err := os.Create(pf.trace)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			stop()
+			return nil, err
+		}
+		stops = append(stops, func() { trace.Stop(); f.Close() })
+	}
+	lookup := func(name, file string) {
 		stops = append(stops, func() {
-			if f, err := os.Create(mutex); err == nil {
-				_ = pprof.Lookup("mutex").WriteTo(f, 0)
+			if f, err := os.Create(file); err == nil {
+				_ = pprof.Lookup(name).WriteTo(f, 0)
 				f.Close()
 			}
 		})
 	}
-	return func() {
-		for _, s := range stops {
-			s()
-		}
-	}, nil
+	if pf.mutex != "" {
+		runtime.SetMutexProfileFraction(5)
+		lookup("mutex", pf.mutex)
+	}
+	if pf.block != "" {
+		runtime.SetBlockProfileRate(int(10 * time.Microsecond))
+		lookup("block", pf.block)
+	}
+	if pf.mem != "" {
+		lookup("allocs", pf.mem)
+	}
+	return stop, nil
 }

@@ -220,6 +220,7 @@ type receiver struct {
 	id      string
 	mu      sync.Mutex
 	got     []delivery
+	batches int // batch frames received
 	last    int64
 	frames  func(*statecastv1.SubscribeResponse)
 	stalled bool // never reads after Hello (the slow target)
@@ -256,6 +257,7 @@ func (r *receiver) run(ctx context.Context, cli statecastv1.PlayerClient, hello 
 		switch m := resp.GetMsg().(type) {
 		case *statecastv1.SubscribeResponse_Batch:
 			r.mu.Lock()
+			r.batches++
 			for _, e := range m.Batch.GetEntries() {
 				var stamp int64
 				if ts, ok := stampOf(e.GetValue()); ok {

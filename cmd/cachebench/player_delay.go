@@ -21,10 +21,15 @@ import (
 //   - kafka: the entries produced to a topic and read by one plain sarama consumer per
 //     target; produce → applied and Kafka-ack → applied;
 //   - player: the same production, an in-process player, one Subscribe stream per target;
-//     produce → applied, Kafka-ack → applied, and the player's own dispatch → written-to-
-//     the-stream histogram (statecast_player_delivery_delay_seconds).
+//     produce → applied, Kafka-ack → applied, dispatch → applied (the dispatch time comes
+//     from player.WithDispatchHook: the span the bare fan-out measures, compared with it),
+//     and the player's own dispatch → written-to-the-stream histogram
+//     (statecast_player_delivery_delay_seconds); plus the targets' budget overflows and
+//     recoveries and the mean entries per batch frame.
 //
-// Every receiver runs in this process (goroutines over loopback TCP).
+// Every receiver runs in this process (goroutines over loopback TCP), the same receiver
+// code for all systems (each records its frames in a delivery checker). With -rounds N
+// the systems run N times alternately and the samples are pooled.
 func runPlayerDelay(ctx context.Context, args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("player-delay", flag.ContinueOnError)
 	brokers := brokersFlag(fs)
@@ -34,13 +39,17 @@ func runPlayerDelay(ctx context.Context, args []string, w io.Writer) error {
 	dur := fs.Duration("duration", 5*time.Second, "measured time per system and cell")
 	warm := fs.Duration("warmup", time.Second, "warm-up per system and cell (not measured)")
 	systems := fs.String("systems", "bare,kafka,player", "systems to run")
+	rounds := fs.Int("rounds", 1, "rounds per cell: each runs every system once (samples pooled, per-round p99 printed)")
 	keys := fs.Int("keys", 1000, "distinct keys (bounds the player's materialized copy)")
 	cpuprof := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	mutexprof := fs.String("mutexprofile", "", "write a mutex contention profile of the whole run to this file")
+	blockprof := fs.String("blockprofile", "", "write a blocking profile of the whole run to this file")
+	memprof := fs.String("memprofile", "", "write an allocation profile (alloc_space) at the end of the run to this file")
+	tracef := fs.String("trace", "", "write an execution trace (go tool trace) of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	stopProf, err := profiles(*cpuprof, *mutexprof)
+	stopProf, err := profiles(profileFiles{cpu: *cpuprof, mutex: *mutexprof, block: *blockprof, mem: *memprof, trace: *tracef})
 	if err != nil {
 		return err
 	}
@@ -57,13 +66,13 @@ func runPlayerDelay(ctx context.Context, args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "player-delay: %d entries/s, %s measured after %s warm-up per cell, GOMAXPROCS=%d, receivers in this process (loopback gRPC)\n",
-		*rate, *dur, *warm, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "player-delay: %d entries/s, %s measured after %s warm-up per system, %d round(s) per cell, GOMAXPROCS=%d, receivers in this process (loopback gRPC)\n",
+		*rate, *dur, *warm, *rounds, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(w, "paper (8 vCPU, LogStore): LogPlayer dispatch→apply avg and p50 < 0.32 ms, p99 < 0.78 ms at 20 targets x 10 KB\n\n")
-	const rowf = "%7v %6v  %-22s %-18s %8v %8v %8v %8v %7v\n"
-	fmt.Fprintf(w, rowf, "targets", "size", "system", "span", "avg ms", "p50 ms", "p99 ms", "max ms", "n")
-	row := func(n, size int, system, span string, s summary) {
-		fmt.Fprintf(w, rowf, n, size, system, span, ms(s.avg), ms(s.p50), ms(s.p99), ms(s.max), s.n)
+	const rowf = "%7v %6v  %-22s %-18s %8v %8v %8v %8v %7v%s\n"
+	fmt.Fprintf(w, rowf, "targets", "size", "system", "span", "avg ms", "p50 ms", "p99 ms", "max ms", "n", "")
+	row := func(n, size int, system, span string, s summary, extra string) {
+		fmt.Fprintf(w, rowf, n, size, system, span, ms(s.avg), ms(s.p50), ms(s.p99), ms(s.max), s.n, extra)
 	}
 	total := int(float64(*rate) * (*dur + *warm).Seconds())
 	warmN := int(float64(*rate) * warm.Seconds())
@@ -73,52 +82,67 @@ func runPlayerDelay(ctx context.Context, args []string, w io.Writer) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			var bare, kafkaSent, playerAck, playerSent summary
-			if strings.Contains(*systems, "bare") {
-				b, err := startBare(n, n, nil)
-				if err != nil {
-					return err
-				}
-				pace(ctx, *rate, func(i int) bool {
-					if i >= total {
-						return false
+			// Each round runs the systems one after the other; samples are pooled over the
+			// rounds (so that every system meets the machine's quiet and busy moments) and the
+			// per-round p99s are printed as the spread.
+			var bareS, kafkaS, kafkaA, playerS, playerA, playerD []time.Duration
+			var bareR, kafkaR, playerR []string
+			var hists []histogram
+			var chks, recs []string
+			for round := 0; round < *rounds; round++ {
+				if strings.Contains(*systems, "bare") {
+					st, err := runBareCell(ctx, n, size, *rate, total, warmN, *keys)
+					if err != nil {
+						return err
 					}
-					b.f.publish(encodeOnce(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Batch{
-						Batch: &statecastv1.Batch{Entries: []*statecastv1.Entry{bareEntry(i, size, *keys)}}}}))
-					return true
-				})
-				if !waitFor(30*time.Second, func() bool { return allHave(b.recv, total) }) {
-					b.close()
-					return fmt.Errorf("bare fan-out: receivers did not get all %d entries", total)
+					bareS = append(bareS, st...)
+					bareR = append(bareR, ms(summarize(st).p99))
 				}
-				st, _, _ := latencies(b.recv, int64(warmN), nil)
-				b.close()
-				bare = summarize(st)
-				row(n, size, "bare gRPC fan-out", "dispatch→applied", bare)
-			}
-			if strings.Contains(*systems, "kafka") {
-				s, _, err := runKafkaCell(ctx, bs, n, size, *rate, total, warmN, *keys)
-				if err != nil {
-					return err
+				if strings.Contains(*systems, "kafka") {
+					st, ak, err := runKafkaCell(ctx, bs, n, size, *rate, total, warmN, *keys)
+					if err != nil {
+						return err
+					}
+					kafkaS, kafkaA = append(kafkaS, st...), append(kafkaA, ak...)
+					kafkaR = append(kafkaR, ms(summarize(st).p99))
 				}
-				kafkaSent = s[0]
-				row(n, size, "sarama consumers", "produce→applied", s[0])
-				row(n, size, "sarama consumers", "kafka-ack→applied", s[1])
-			}
-			if strings.Contains(*systems, "player") {
-				s, h, chk, err := runPlayerCell(ctx, bs, n, size, *rate, total, warmN, *keys)
-				if err != nil {
-					return err
+				if strings.Contains(*systems, "player") {
+					s, h, chk, rec, err := runPlayerCell(ctx, bs, n, size, *rate, total, warmN, *keys)
+					if err != nil {
+						return err
+					}
+					playerS, playerA, playerD = append(playerS, s[0]...), append(playerA, s[1]...), append(playerD, s[2]...)
+					playerR = append(playerR, ms(summarize(s[2]).p99))
+					hists, chks, recs = append(hists, h), append(chks, chk), append(recs, rec)
 				}
-				playerSent, playerAck = s[0], s[1]
-				row(n, size, "player", "produce→applied", s[0])
-				row(n, size, "player", "kafka-ack→applied", s[1])
-				fmt.Fprintf(w, rowf, n, size, "player (own histogram)", "dispatch→written", ms(h.mean), ms(h.p50), ms(h.p99), "-", h.count)
-				fmt.Fprintf(w, "%7v %6v  %-22s %s\n", n, size, "delivery checker", chk)
 			}
-			if bare.n > 0 && playerAck.n > 0 {
-				verdicts = append(verdicts, fmt.Sprintf("%2d x %5d B: player kafka-ack→applied / bare dispatch→applied: p50 %.2fx (goal <= 1.3x), p99 %.2fx (goal <= 1.5x)",
-					n, size, ratio(playerAck.p50, bare.p50), ratio(playerAck.p99, bare.p99)))
+			bare, kafkaSent, playerSent, playerDisp := summarize(bareS), summarize(kafkaS), summarize(playerS), summarize(playerD)
+			spread := func(r []string) string {
+				if len(r) < 2 {
+					return ""
+				}
+				return "   p99 per round: " + strings.Join(r, " / ")
+			}
+			if bare.n > 0 {
+				row(n, size, "bare gRPC fan-out", "dispatch→applied", bare, spread(bareR))
+			}
+			if kafkaSent.n > 0 {
+				row(n, size, "sarama consumers", "produce→applied", kafkaSent, spread(kafkaR))
+				row(n, size, "sarama consumers", "kafka-ack→applied", summarize(kafkaA), "")
+			}
+			if playerSent.n > 0 {
+				row(n, size, "player", "produce→applied", playerSent, "")
+				row(n, size, "player", "kafka-ack→applied", summarize(playerA), "")
+				row(n, size, "player", "dispatch→applied", playerDisp, spread(playerR))
+				for i, h := range hists {
+					fmt.Fprintf(w, rowf, n, size, "player (own histogram)", "dispatch→written", ms(h.mean), ms(h.p50), ms(h.p99), "-", h.count, "")
+					fmt.Fprintf(w, "%7v %6v  %-22s %s\n", n, size, "budget", recs[i])
+					fmt.Fprintf(w, "%7v %6v  %-22s %s\n", n, size, "delivery checker", chks[i])
+				}
+			}
+			if bare.n > 0 && playerDisp.n > 0 {
+				verdicts = append(verdicts, fmt.Sprintf("%2d x %5d B: player dispatch→applied / bare dispatch→applied: p50 %.2fx (goal <= 1.3x), p99 %.2fx (goal <= 1.5x)",
+					n, size, ratio(playerDisp.p50, bare.p50), ratio(playerDisp.p99, bare.p99)))
 			}
 			if kafkaSent.n > 0 && playerSent.n > 0 {
 				verdicts = append(verdicts, fmt.Sprintf("%2d x %5d B: player produce→applied p99 / sarama consumers' p99: %.2fx (goal <= 0.5x)",
@@ -140,23 +164,45 @@ func ratio(a, b time.Duration) float64 {
 	return float64(a) / float64(b)
 }
 
+// runBareCell fans total entries out at rate through a bare gRPC fan-out to n receivers
+// and returns dispatch → applied after the warm-up.
+func runBareCell(ctx context.Context, n, size, rate, total, warmN, keys int) ([]time.Duration, error) {
+	b, err := startBare(n, n, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
+	pace(ctx, rate, func(i int) bool {
+		if i >= total {
+			return false
+		}
+		b.f.publish(encodeOnce(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Batch{
+			Batch: &statecastv1.Batch{Entries: []*statecastv1.Entry{bareEntry(i, size, keys)}}}}))
+		return true
+	})
+	if !waitFor(30*time.Second, func() bool { return allHave(b.recv, total) }) {
+		return nil, fmt.Errorf("bare fan-out: receivers did not get all %d entries", total)
+	}
+	st, _, _ := latencies(b.recv, int64(warmN), nil)
+	return st, nil
+}
+
 // runKafkaCell produces total entries at rate to a fresh topic read by n sarama consumers.
-// It returns [produce→applied, kafka-ack→applied].
-func runKafkaCell(ctx context.Context, brokers []string, n, size, rate, total, warmN, keys int) ([2]summary, int, error) {
-	var out [2]summary
+// It returns produce→applied and kafka-ack→applied.
+func runKafkaCell(ctx context.Context, brokers []string, n, size, rate, total, warmN, keys int) (stamped, acked []time.Duration, err error) {
 	topic, drop, err := newTopic(brokers, "bench_kafka")
 	if err != nil {
-		return out, 0, err
+		return nil, nil, err
 	}
 	defer drop()
 	c, err := startConsumers(brokers, topic, n, 0)
 	if err != nil {
-		return out, 0, err
+		return nil, nil, err
 	}
 	defer c.close()
 	p, err := newProducer(brokers, topic)
 	if err != nil {
-		return out, 0, err
+		return nil, nil, err
 	}
 	pace(ctx, rate, func(i int) bool {
 		if i >= total {
@@ -166,37 +212,37 @@ func runKafkaCell(ctx context.Context, brokers []string, n, size, rate, total, w
 		return true
 	})
 	if err := p.close(); err != nil {
-		return out, 0, err
+		return nil, nil, err
 	}
 	if !waitFor(60*time.Second, func() bool { return allHave(c.got, total) }) {
-		return out, 0, fmt.Errorf("sarama consumers did not get all %d entries", total)
+		return nil, nil, fmt.Errorf("sarama consumers did not get all %d entries", total)
 	}
-	st, ak, miss := latencies(c.got, int64(warmN), p.acks)
-	out[0], out[1] = summarize(st), summarize(ak)
-	return out, miss, nil
+	st, ak, _ := latencies(c.got, int64(warmN), p.acks)
+	return st, ak, nil
 }
 
 // runPlayerCell produces total entries at rate to a fresh topic served by an in-process
-// player to n targets. It returns [produce→applied, kafka-ack→applied], the player's own
-// histogram and the delivery checker's verdict.
-func runPlayerCell(ctx context.Context, brokers []string, n, size, rate, total, warmN, keys int) ([2]summary, histogram, string, error) {
-	var out [2]summary
+// player to n targets. It returns [produce→applied, kafka-ack→applied, dispatch→applied],
+// the player's own histogram, the delivery checker's verdict and the targets' budget
+// overflows / recoveries.
+func runPlayerCell(ctx context.Context, brokers []string, n, size, rate, total, warmN, keys int) ([3][]time.Duration, histogram, string, string, error) {
+	var out [3][]time.Duration
 	topic, drop, err := newTopic(brokers, "bench_player")
 	if err != nil {
-		return out, histogram{}, "", err
+		return out, histogram{}, "", "", err
 	}
 	defer drop()
 	pr, err := startPlayer(brokers, topic, nil)
 	if err != nil {
-		return out, histogram{}, "", err
+		return out, histogram{}, "", "", err
 	}
 	defer pr.close()
 	if err := pr.connect(n, n, nil, nil); err != nil {
-		return out, histogram{}, "", err
+		return out, histogram{}, "", "", err
 	}
 	p, err := newProducer(brokers, topic)
 	if err != nil {
-		return out, histogram{}, "", err
+		return out, histogram{}, "", "", err
 	}
 	pace(ctx, rate, func(i int) bool {
 		if i >= total {
@@ -206,17 +252,20 @@ func runPlayerCell(ctx context.Context, brokers []string, n, size, rate, total, 
 		return true
 	})
 	if err := p.close(); err != nil {
-		return out, histogram{}, "", err
+		return out, histogram{}, "", "", err
 	}
 	if !waitFor(60*time.Second, func() bool { return allHave(pr.recv, total) }) {
-		return out, histogram{}, "", fmt.Errorf("player targets did not get all %d entries", total)
+		return out, histogram{}, "", "", fmt.Errorf("player targets did not get all %d entries", total)
 	}
 	st, ak, _ := latencies(pr.recv, int64(warmN), p.acks)
-	out[0], out[1] = summarize(st), summarize(ak)
+	out[0], out[1], out[2] = st, ak, pr.dispatchLatencies(int64(warmN))
+	dumpTail(pr)
 	h := pr.histogram("statecast_player_delivery_delay_seconds")
+	ov, rc := pr.recoveries()
+	rec := fmt.Sprintf("overflows %d, recoveries %d (all targets, whole cell); %.2f entries per batch frame", ov, rc, perFrame(pr.recv))
 	verdict := "ok (ordered, unique, reliable, resumable)"
 	if err := pr.check(); err != nil {
 		verdict = "VIOLATIONS: " + strings.ReplaceAll(err.Error(), "\n", " | ")
 	}
-	return out, h, verdict, nil
+	return out, h, verdict, rec, nil
 }

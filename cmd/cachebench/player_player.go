@@ -35,6 +35,9 @@ type playerRun struct {
 	cancel  context.CancelFunc
 	ctx     context.Context
 	runErr  chan error
+	// dispatched records the player's dispatch time of each index (WithDispatchHook).
+	dmu        sync.Mutex
+	dispatched map[int64]int64
 }
 
 func startPlayer(brokers []string, topic string, tweak func(*player.Config)) (*playerRun, error) {
@@ -43,11 +46,13 @@ func startPlayer(brokers []string, topic string, tweak func(*player.Config)) (*p
 		tweak(&cfg)
 	}
 	reg := prometheus.NewRegistry()
-	p, err := player.New(cfg, player.WithRegisterer(reg))
+	pr := &playerRun{reg: reg, topic: topic, brokers: brokers, chk: checker.New(), runErr: make(chan error, 1),
+		dispatched: map[int64]int64{}}
+	p, err := player.New(cfg, player.WithRegisterer(reg), player.WithDispatchHook(pr.onDispatch))
 	if err != nil {
 		return nil, err
 	}
-	pr := &playerRun{p: p, reg: reg, topic: topic, brokers: brokers, chk: checker.New(), runErr: make(chan error, 1)}
+	pr.p = p
 	pr.ctx, pr.cancel = context.WithCancel(context.Background())
 	go func() { pr.runErr <- p.Run(pr.ctx) }()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -119,6 +124,41 @@ func (pr *playerRun) connect(n, nconns int, views func(int) []string, stalled fu
 		return fmt.Errorf("%d targets not admitted within 2 minutes", len(pr.recv))
 	}
 	return nil
+}
+
+func (pr *playerRun) onDispatch(_ string, index int64, at time.Time) {
+	pr.dmu.Lock()
+	pr.dispatched[index] = at.UnixNano()
+	pr.dmu.Unlock()
+}
+
+// dispatchLatencies returns dispatch → applied for the deliveries with index >= from
+// (the player's dispatch time, from WithDispatchHook): the span the bare fan-out measures.
+func (pr *playerRun) dispatchLatencies(from int64) []time.Duration {
+	pr.dmu.Lock()
+	defer pr.dmu.Unlock()
+	var out []time.Duration
+	for _, r := range pr.recv {
+		r.mu.Lock()
+		for _, d := range r.got {
+			if at, ok := pr.dispatched[d.index]; ok && d.index >= from {
+				out = append(out, time.Duration(d.applied-at))
+			}
+		}
+		r.mu.Unlock()
+	}
+	return out
+}
+
+// recoveries sums the targets' budget overflows and recovery fetchers started.
+func (pr *playerRun) recoveries() (overflows, recoveries int) {
+	for _, s := range pr.p.Status().Streams {
+		for _, t := range s.Targets {
+			overflows += t.Overflows
+			recoveries += t.Recoveries
+		}
+	}
+	return overflows, recoveries
 }
 
 // check reads the topic and runs the delivery checker over every non-stalled target.
