@@ -345,27 +345,80 @@ func (v *View[T]) stageRow(r row) {
 
 // build sorts the staged rows into trie order, keeps the last row of each key and builds
 // the trie bottom-up with exact-size nodes.
+// pos is a staged row's place in trie order.
+type pos struct {
+	sk   uint64
+	i    int32
+	tomb bool
+}
+
+// radixSort sorts by sk, stable (equal keys keep their arrival order), in 8 byte passes,
+// skipping the bytes every key shares.
+func radixSort(a []pos) []pos {
+	if len(a) < 256 {
+		slices.SortStableFunc(a, func(x, y pos) int {
+			if x.sk == y.sk {
+				return 0
+			}
+			return cmpU64(x.sk, y.sk)
+		})
+		return a
+	}
+	var counts [8][256]int
+	for i := range a {
+		k := a[i].sk
+		for b := 0; b < 8; b++ {
+			counts[b][byte(k>>(8*b))]++
+		}
+	}
+	tmp := make([]pos, len(a))
+	src, dst := a, tmp
+	for b := 0; b < 8; b++ {
+		c := &counts[b]
+		if c[byte(src[0].sk>>(8*b))] == len(a) {
+			continue // every key has the same byte here
+		}
+		off := 0
+		for v := 0; v < 256; v++ {
+			n := c[v]
+			c[v] = off
+			off += n
+		}
+		for i := range src {
+			v := byte(src[i].sk >> (8 * b))
+			dst[c[v]] = src[i]
+			c[v]++
+		}
+		src, dst = dst, src
+	}
+	return src
+}
+
 func (s *stagingView[T]) build(decode Decoder[T], decodeErr func(key string, index int64, err error)) {
 	// Sort small (order, position) pairs rather than the rows themselves.
-	type pos struct {
-		sk   uint64
-		i    int32
-		tomb bool
-	}
 	order := make([]pos, s.list.n)
 	for i := range order {
 		st := s.list.at(i)
 		order[i] = pos{st.sk, int32(i), st.tomb}
 	}
-	slices.SortFunc(order, func(a, b pos) int {
-		if a.sk != b.sk {
-			return cmpU64(a.sk, b.sk)
+	order = radixSort(order)
+	// Equal hashes (the same key several times, or a rare full collision) are ordered by
+	// key, then arrival, so that the last row of each key comes last in its run.
+	for lo := 0; lo < len(order); {
+		hi := lo + 1
+		for hi < len(order) && order[hi].sk == order[lo].sk {
+			hi++
 		}
-		if c := strings.Compare(s.list.at(int(a.i)).l.key, s.list.at(int(b.i)).l.key); c != 0 {
-			return c
+		if hi-lo > 1 {
+			slices.SortFunc(order[lo:hi], func(a, b pos) int {
+				if c := strings.Compare(s.list.at(int(a.i)).l.key, s.list.at(int(b.i)).l.key); c != 0 {
+					return c
+				}
+				return int(a.i - b.i)
+			})
 		}
-		return int(a.i - b.i)
-	})
+		lo = hi
+	}
 	// The last row of each key wins (keys are compared only when their hashes are equal).
 	win := make([]int32, 0, len(order))
 	for n, p := range order {

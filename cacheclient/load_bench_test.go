@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -53,5 +54,26 @@ func BenchmarkStateLoad(b *testing.B) {
 			v.endReplace(1)
 		}
 		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "keys/s")
+	})
+}
+
+// BenchmarkOrderSort: the staging sort of 1,000,000 rows, radix vs slices.SortFunc.
+func BenchmarkOrderSort(b *testing.B) {
+	src := make([]pos, 1_000_000)
+	for i := range src {
+		src[i] = pos{sk: trieOrder(hashKey(fmt.Sprint(i))), i: int32(i)}
+	}
+	a := make([]pos, len(src))
+	b.Run("radix", func(b *testing.B) {
+		for range b.N {
+			copy(a, src)
+			radixSort(a)
+		}
+	})
+	b.Run("pdqsort", func(b *testing.B) {
+		for range b.N {
+			copy(a, src)
+			slices.SortFunc(a, func(x, y pos) int { return cmpU64(x.sk, y.sk) })
+		}
 	})
 }

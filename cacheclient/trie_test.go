@@ -150,3 +150,26 @@ func TestBuildTrieIsCanonical(t *testing.T) {
 		}
 	}
 }
+
+func TestRadixSort(t *testing.T) {
+	for _, n := range []int{0, 1, 5, 255, 256, 10000} {
+		rng := rand.New(rand.NewPCG(3, uint64(n)))
+		a := make([]pos, n)
+		for i := range a {
+			a[i] = pos{sk: rng.Uint64() >> uint(rng.IntN(64)), i: int32(i)}
+			if i%7 == 3 && i > 0 {
+				a[i].sk = a[i-1].sk // duplicates keep arrival order
+			}
+		}
+		want := slices.Clone(a)
+		slices.SortStableFunc(want, func(x, y pos) int {
+			if x.sk == y.sk {
+				return 0
+			}
+			return cmpU64(x.sk, y.sk)
+		})
+		if got := radixSort(a); !slices.Equal(got, want) {
+			t.Fatalf("n=%d: radix sort differs", n)
+		}
+	}
+}
