@@ -10,14 +10,25 @@ import (
 // are. This is how an entry is encoded once for all targets.
 type rawFrame []byte
 
-// codec is the gRPC "proto" codec plus pass-through of rawFrame.
+// rawParts is an already marshalled SubscribeResponse in parts, sent one after the other
+// without being joined (a multi-entry batch: header + each entry's shared bytes).
+type rawParts [][]byte
+
+// codec is the gRPC "proto" codec plus pass-through of rawFrame and rawParts.
 type codec struct{ base encoding.CodecV2 }
 
 func newCodec() codec { return codec{base: encoding.GetCodecV2(proto.Name)} }
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
-	if r, ok := v.(rawFrame); ok {
+	switch r := v.(type) {
+	case rawFrame:
 		return mem.BufferSlice{mem.SliceBuffer(r)}, nil
+	case rawParts:
+		bs := make(mem.BufferSlice, len(r))
+		for i, b := range r {
+			bs[i] = mem.SliceBuffer(b)
+		}
+		return bs, nil
 	}
 	return c.base.Marshal(v)
 }

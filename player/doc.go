@@ -27,8 +27,9 @@
 // its view (header sc-view), skipping targets whose last ack is >= the entry's index, then
 // publishes current_index (stream.current). The entry is marshalled once, as its own
 // one-entry batch frame (item.single, whose tail is the Entry bytes item.wire): a one-entry
-// batch goes to every target as those very bytes, a longer batch is the concatenation of
-// the entries' bytes (encodeBatch); codec.go passes pre-marshalled frames through gRPC.
+// batch goes to every target as those very bytes, a longer batch is a small header
+// followed by the tails of the entries' frames, handed to gRPC as parts (batchParts,
+// rawParts in codec.go): no entry is re-encoded or copied by the player.
 //
 // Algorithm 4 (completion-queue thread) is replaced by goroutines per target: the sender
 // (target.sendLoop) does sendNext — one write at a time, which is what write_status

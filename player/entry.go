@@ -100,33 +100,50 @@ func frameItem(index int64, r *statecastv1.SubscribeResponse) *item {
 	return &item{index: index, frame: r, wire: wire}
 }
 
-// encodeBatch appends a SubscribeResponse{batch: Batch{entries}} made of the items'
-// pre-marshalled Entry bytes to dst, without re-encoding the entries. With dst nil and a
-// single item it returns the item's own (shared, read-only) frame bytes.
-func encodeBatch(dst []byte, items []*item) []byte {
-	if len(items) == 1 && dst == nil {
+// batchParts returns the SubscribeResponse{batch: Batch{entries}} of items as parts that
+// are concatenated on the wire (codec.go): a one-entry batch or a frame is the item's own
+// shared bytes; a longer batch is a small header followed by each entry's Batch.entries
+// field, which is the tail of that entry's one-entry frame. Nothing is copied: the bytes
+// are shared and immutable, like every item's.
+func batchParts(items []*item) rawParts {
+	if len(items) == 1 {
 		if items[0].frame != nil {
-			return items[0].wire // shared and immutable, like every item's bytes
+			return rawParts{items[0].wire}
 		}
 		if items[0].single != nil {
-			return items[0].single
+			return rawParts{items[0].single}
 		}
-	}
-	if len(items) == 1 && items[0].frame != nil {
-		return append(dst, items[0].wire...)
 	}
 	inner := 0
 	for _, it := range items {
 		inner += protowire.SizeTag(1) + protowire.SizeBytes(len(it.wire))
 	}
-	dst = slices.Grow(dst, protowire.SizeTag(1)+protowire.SizeBytes(inner))
-	dst = protowire.AppendTag(dst, 1, protowire.BytesType) // SubscribeResponse.batch
-	dst = protowire.AppendVarint(dst, uint64(inner))
+	hdr := make([]byte, 0, protowire.SizeTag(1)+protowire.SizeVarint(uint64(inner)))
+	hdr = protowire.AppendTag(hdr, 1, protowire.BytesType) // SubscribeResponse.batch
+	hdr = protowire.AppendVarint(hdr, uint64(inner))
+	parts := make(rawParts, 1, 1+len(items))
+	parts[0] = hdr
 	for _, it := range items {
-		dst = protowire.AppendTag(dst, 1, protowire.BytesType) // Batch.entries
-		dst = protowire.AppendBytes(dst, it.wire)
+		parts = append(parts, it.entryField())
 	}
-	return dst
+	return parts
+}
+
+// entryField returns the Batch.entries field (tag, length, Entry bytes) of an entry item:
+// the tail of its one-entry frame, or a fresh copy when it has none.
+func (it *item) entryField() []byte {
+	n := protowire.SizeTag(1) + protowire.SizeVarint(uint64(len(it.wire)))
+	if len(it.single) >= n+len(it.wire) {
+		return it.single[len(it.single)-len(it.wire)-n:]
+	}
+	b := make([]byte, 0, n+len(it.wire))
+	b = protowire.AppendTag(b, 1, protowire.BytesType) // Batch.entries
+	return protowire.AppendBytes(b, it.wire)
+}
+
+// encodeBatch is batchParts concatenated into one buffer (tests).
+func encodeBatch(items []*item) []byte {
+	return slices.Concat(batchParts(items)...)
 }
 
 // encodeProgress returns a marshalled SubscribeResponse{progress: {index}}.

@@ -32,7 +32,11 @@ func (f *fakeStream) Send(*statecastv1.SubscribeResponse) error {
 func (f *fakeStream) Recv() (*statecastv1.SubscribeRequest, error) { panic("unused") }
 func (f *fakeStream) SendMsg(m any) error {
 	var r statecastv1.SubscribeResponse
-	if err := proto.Unmarshal(m.(rawFrame), &r); err != nil {
+	bs, err := newCodec().Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := proto.Unmarshal(bs.Materialize(), &r); err != nil {
 		return err
 	}
 	select {

@@ -264,7 +264,7 @@ func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
 			}
 			wasCatchup := q.state != StateN
 			batch = q.nextBatch(t.maxEntries, t.maxBytes, batch)
-			var out []byte
+			var out any
 			if len(batch) > 0 {
 				for _, it := range batch {
 					if it.index > t.sentUpTo {
@@ -292,7 +292,7 @@ func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
 				}
 			} else if q.state == StateN && q.normal.len() == 0 && ci > t.sentUpTo && now.Sub(t.lastSend) >= p.cfg.ProgressInterval {
 				t.sentUpTo = ci
-				out = encodeProgress(ci)
+				out = rawFrame(encodeProgress(ci))
 			}
 			if out == nil && len(batch) == 0 {
 				t.mu.Unlock()
@@ -301,9 +301,9 @@ func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
 			t.lastSend = now
 			t.mu.Unlock()
 			if len(batch) > 0 {
-				out = encodeBatch(nil, batch) // items are immutable: encoded outside the lock
+				out = batchParts(batch) // items are immutable: framed outside the lock, not copied
 			}
-			if err := stream.SendMsg(rawFrame(out)); err != nil {
+			if err := stream.SendMsg(out); err != nil {
 				return err
 			}
 			sent := time.Now()
