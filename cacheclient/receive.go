@@ -1,0 +1,330 @@
+package cacheclient
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+
+	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+)
+
+// receiver checks and applies the frames of one stream.
+type receiver struct {
+	c          *Client
+	stream     grpc.BidiStreamingClient[statecastv1.SubscribeRequest, statecastv1.SubscribeResponse]
+	resumed    bool
+	progressed bool
+
+	inSnapshot   bool
+	snapIndex    int64
+	snapLast     int64 // last index seen inside the snapshot
+	snapViews    []viewCore
+	snapRows     int
+	snapStart    time.Time
+	resyncReason string
+}
+
+func orderErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrOrder, fmt.Sprintf(format, a...))
+}
+
+func (r *receiver) handle(ctx context.Context, msg *statecastv1.SubscribeResponse) error {
+	switch m := msg.Msg.(type) {
+	case *statecastv1.SubscribeResponse_Batch:
+		if r.inSnapshot {
+			return r.snapshotBatch(m.Batch)
+		}
+		return r.liveBatch(ctx, m.Batch)
+	case *statecastv1.SubscribeResponse_Progress:
+		if r.inSnapshot {
+			return nil // carries no data; the snapshot's end sets the index
+		}
+		return r.progress(ctx, m.Progress.GetIndex())
+	case *statecastv1.SubscribeResponse_SnapshotBegin:
+		return r.snapshotBegin(m.SnapshotBegin)
+	case *statecastv1.SubscribeResponse_SnapshotEnd:
+		return r.snapshotEnd(ctx, m.SnapshotEnd.GetIndex())
+	case *statecastv1.SubscribeResponse_ResyncRequired:
+		if r.inSnapshot {
+			return orderErr("resync required inside a snapshot")
+		}
+		rr := m.ResyncRequired
+		r.resyncReason = rr.GetReason().String()
+		r.c.st.resyncs.Add(1)
+		r.c.log.Warn("resync required: a snapshot replaces the views", "reason", r.resyncReason, "detail", rr.GetDetail(), "log_start", rr.GetLogStart())
+		if h := r.c.opts.hooks.OnResync; h != nil {
+			h(r.resyncReason)
+		}
+		return nil
+	}
+	return orderErr("unknown frame %T", msg.Msg)
+}
+
+func (r *receiver) ack(index int64) error {
+	return r.stream.Send(&statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Ack{Ack: &statecastv1.Ack{Index: index}}})
+}
+
+// parseRow checks an entry's view and key and returns its view and row.
+func (r *receiver) parseRow(e *statecastv1.Entry) (viewCore, row, error) {
+	v, ok := r.c.byName[e.GetView()]
+	if !ok {
+		return nil, row{}, orderErr("entry %d of unsubscribed view %q", e.GetIndex(), e.GetView())
+	}
+	key, err := keyTextPrefix(v.keyPrefix(), v.viewName(), e.GetKey())
+	if err != nil {
+		return nil, row{}, fmt.Errorf("%w: entry %d: %v", ErrOrder, e.GetIndex(), err)
+	}
+	return v, row{key: key, fullKey: e.GetKey(), value: e.GetValue(), tombstone: e.GetTombstone(), index: e.GetIndex()}, nil
+}
+
+// keyText strips the view prefix "esc(view)|" from a record key.
+func keyText(view string, key []byte) (string, error) {
+	return keyTextPrefix([]byte(escape(view)+"|"), view, key)
+}
+
+func keyTextPrefix(prefix []byte, view string, key []byte) (string, error) {
+	if !bytes.HasPrefix(key, prefix) {
+		return "", fmt.Errorf("key %q is not a key of view %q", key, view)
+	}
+	return string(key[len(prefix):]), nil
+}
+
+func (r *receiver) liveBatch(ctx context.Context, b *statecastv1.Batch) error {
+	es := b.GetEntries()
+	if len(es) == 0 {
+		return nil
+	}
+	// Check the whole batch before applying any of it: indexes strictly increasing and all
+	// above the applied index (like an ordered consumer: any anomaly → resubscribe).
+	prev := r.c.applied.Load()
+	for _, e := range es {
+		if e.GetIndex() <= prev {
+			return orderErr("entry index %d after %d", e.GetIndex(), prev)
+		}
+		prev = e.GetIndex()
+		if e.GetKind() == statecastv1.Kind_KIND_ROW {
+			if _, _, err := r.parseRow(e); err != nil {
+				return err
+			}
+		}
+	}
+	last := es[len(es)-1].GetIndex()
+	var mismatch error
+	var lastSource time.Time
+	r.c.applyMu.Lock()
+	for _, e := range es {
+		// Rows and control records (polls, epochs) all carry the time of the database
+		// snapshot they were read in: once applied, the cache reflects the database as of it.
+		if ts := e.GetSourceTime(); ts != nil {
+			lastSource = ts.AsTime()
+		}
+		switch e.GetKind() {
+		case statecastv1.Kind_KIND_ROW:
+			v, rw, _ := r.parseRow(e)
+			v.applyRow(rw)
+		case statecastv1.Kind_KIND_EPOCH_END:
+			if err := r.epochCheck(e); err != nil && mismatch == nil {
+				mismatch = err
+			}
+		}
+	}
+	for _, v := range r.c.views {
+		v.commit(last)
+	}
+	r.c.applied.Store(last)
+	r.c.applyMu.Unlock()
+	r.progressed = true
+	now := r.c.opts.now()
+	var lag time.Duration
+	if !lastSource.IsZero() {
+		r.c.st.lastSourceTime.Store(lastSource.UnixNano())
+		lag = now.Sub(lastSource)
+		r.c.st.lastLagNanos.Store(int64(lag))
+	}
+	r.c.st.entries.Add(int64(len(es)))
+	r.c.st.batches.Add(1)
+	if h := r.c.opts.hooks.OnBatchApplied; h != nil {
+		h(len(es), last, lag)
+	}
+	if err := r.ack(last); err != nil {
+		return err
+	}
+	if err := r.flush(ctx); err != nil {
+		return err
+	}
+	if mismatch != nil {
+		// Repair: drop the resume index; the next stream bootstraps from a snapshot that
+		// replaces every view atomically.
+		r.c.applied.Store(-1)
+		r.c.st.resyncs.Add(1)
+		if h := r.c.opts.hooks.OnResync; h != nil {
+			h("epoch mismatch")
+		}
+		return mismatch
+	}
+	return nil
+}
+
+func (r *receiver) flush(ctx context.Context) error {
+	for _, v := range r.c.views {
+		if err := v.flushChanges(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *receiver) epochCheck(e *statecastv1.Entry) error {
+	v, ok := r.c.byName[e.GetView()]
+	if !ok {
+		return nil
+	}
+	end, err := parseEpochEnd(e.GetValue())
+	if err != nil {
+		r.c.log.Warn("unreadable epoch-end record; not checked", "view", e.GetView(), "index", e.GetIndex(), "err", err)
+		return nil
+	}
+	rows, hash := v.epochState()
+	var res error
+	if rows != end.Rows || hash != end.Hash {
+		res = &EpochMismatchError{View: v.viewName(), Epoch: end.Epoch, WantRows: end.Rows, HaveRows: rows, WantHash: end.Hash, HaveHash: hash, Index: e.GetIndex()}
+		r.c.st.epochBad.Add(1)
+		r.c.log.Error("epoch check failed; resyncing from a fresh snapshot", "err", res)
+	} else {
+		r.c.st.epochOK.Add(1)
+		r.c.log.Debug("epoch check passed", "view", v.viewName(), "epoch", end.Epoch, "rows", rows)
+	}
+	if h := r.c.opts.hooks.OnEpochCheck; h != nil {
+		h(v.viewName(), end.Epoch, res)
+	}
+	return res
+}
+
+func (r *receiver) progress(ctx context.Context, index int64) error {
+	if index > r.c.applied.Load() {
+		r.c.applyMu.Lock()
+		for _, v := range r.c.views {
+			v.commit(index)
+		}
+		r.c.applied.Store(index)
+		r.c.applyMu.Unlock()
+		r.progressed = true
+		if err := r.ack(index); err != nil {
+			return err
+		}
+	}
+	if r.resumed {
+		r.c.markReady()
+	}
+	return nil
+}
+
+func (r *receiver) idleReady() {
+	// Runs on the idle-timer goroutine; markReady only starts waiters and closes a channel.
+	r.c.applyMu.Lock()
+	defer r.c.applyMu.Unlock()
+	r.c.markReady()
+}
+
+func (r *receiver) snapshotBegin(m *statecastv1.SnapshotBegin) error {
+	if r.inSnapshot {
+		return orderErr("snapshot begin inside a snapshot")
+	}
+	r.inSnapshot, r.snapIndex, r.snapLast, r.snapRows, r.snapStart = true, m.GetIndex(), -1, 0, time.Now()
+	r.snapViews = r.snapViews[:0]
+	names := m.GetViews()
+	if len(names) == 0 {
+		r.snapViews = append(r.snapViews, r.c.views...)
+	}
+	for _, n := range names {
+		v, ok := r.c.byName[n]
+		if !ok {
+			return orderErr("snapshot of unsubscribed view %q", n)
+		}
+		r.snapViews = append(r.snapViews, v)
+	}
+	r.c.applyMu.Lock() // the persister checks replacing() under it
+	for _, v := range r.snapViews {
+		v.beginReplace()
+	}
+	r.c.applyMu.Unlock()
+	r.c.st.snapshotTarget.Store(m.GetIndex())
+	return nil
+}
+
+func (r *receiver) snapshotBatch(b *statecastv1.Batch) error {
+	for _, e := range b.GetEntries() {
+		if e.GetIndex() <= r.snapLast || e.GetIndex() > r.snapIndex {
+			return orderErr("snapshot entry %d after %d (snapshot at %d)", e.GetIndex(), r.snapLast, r.snapIndex)
+		}
+		r.snapLast = e.GetIndex()
+		if e.GetKind() != statecastv1.Kind_KIND_ROW {
+			continue
+		}
+		v, rw, err := r.parseRow(e)
+		if err != nil {
+			return err
+		}
+		if !v.replacing() {
+			return orderErr("snapshot entry of view %q not in the snapshot", v.viewName())
+		}
+		v.stageRow(rw)
+		r.snapRows++
+		if ts := e.GetSourceTime(); ts != nil {
+			if n := ts.AsTime().UnixNano(); n > r.c.st.lastSourceTime.Load() {
+				r.c.st.lastSourceTime.Store(n)
+			}
+		}
+	}
+	return nil
+}
+
+func (r *receiver) snapshotEnd(ctx context.Context, index int64) error {
+	if !r.inSnapshot || index != r.snapIndex {
+		return orderErr("snapshot end %d (begun at %d, open %v)", index, r.snapIndex, r.inSnapshot)
+	}
+	received := time.Since(r.snapStart)
+	r.c.applyMu.Lock()
+	for _, v := range r.snapViews {
+		v.endReplace(index)
+	}
+	for _, v := range r.c.views {
+		if !v.replacing() {
+			v.commit(index)
+		}
+	}
+	r.c.applied.Store(index)
+	r.c.applyMu.Unlock()
+	r.inSnapshot = false
+	r.progressed = true
+	r.c.st.snapshots.Add(1)
+	r.c.log.Info("snapshot applied", "index", index, "rows", r.snapRows, "resync", r.resyncReason,
+		"received_in", received, "built_in", time.Since(r.snapStart)-received)
+	if h := r.c.opts.hooks.OnSnapshot; h != nil {
+		h(index, r.snapRows)
+	}
+	if err := r.ack(index); err != nil {
+		return err
+	}
+	if err := r.flush(ctx); err != nil {
+		return err
+	}
+	r.c.markReady()
+	return nil
+}
+
+// abort drops a snapshot that was not complete when the stream ended.
+func (r *receiver) abort() {
+	if !r.inSnapshot {
+		return
+	}
+	r.c.applyMu.Lock()
+	for _, v := range r.snapViews {
+		v.abortReplace()
+	}
+	r.c.applyMu.Unlock()
+	r.inSnapshot = false
+}

@@ -1,0 +1,331 @@
+package cacheclient
+
+import (
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Snapshots (bootstrap, resync, state file) are not applied row by row: their rows are
+// staged raw, then sorted in trie order, decoded in parallel and built bottom-up in one
+// pass, and the new version replaces the old one atomically at endReplace.
+
+type stagingView[T any] struct {
+	list stagedList[T] // every snapshot row in arrival order; the trie is built at the end
+	bad  map[string]item[T]
+	// Filled by build.
+	root    *tnode[item[T]]
+	count   int
+	hashSum uint64
+	rows    int64
+	bytes   int64
+}
+
+// staged is one snapshot row waiting for the bulk build.
+type staged[T any] struct {
+	sk    uint64 // trie order of the key's hash (see trieOrder)
+	l     leaf[item[T]]
+	value []byte // decoded at build, in parallel, for the last row of each key only
+	index int64
+	tomb  bool
+	err   error
+}
+
+// beginReplace starts building a new state that will replace the view at endReplace.
+func (v *View[T]) beginReplace() {
+	v.w.staging = &stagingView[T]{bad: map[string]item[T]{}}
+}
+
+// reserveReplace preallocates room for n snapshot rows (a state file knows its count).
+func (v *View[T]) reserveReplace(n int) {
+	if s := v.w.staging; s != nil && n > 0 && n < 1<<28 {
+		s.list.reserve(n)
+	}
+}
+
+func (v *View[T]) replacing() bool { return v.w.staging != nil }
+
+// stageRow adds one snapshot row to the replacement state. Rows are decoded at once and
+// collected; the trie is built in one pass at endReplace (no path copying, no garbage).
+func (v *View[T]) stageRow(r row) {
+	s := v.w.staging
+	st := staged[T]{sk: trieOrder(hashKey(r.key)), tomb: r.tombstone, index: r.index}
+	st.l.key = r.key
+	if !r.tombstone {
+		st.l.val = item[T]{rowhash: r.hash(), raw: v.keep(&r)}
+		st.value = r.value
+	}
+	s.list.add(st)
+}
+
+// pos is a staged row's place in trie order.
+type pos struct {
+	sk   uint64
+	i    int32
+	tomb bool
+}
+
+// radixSort sorts by sk, stable (equal keys keep their arrival order), in 8 byte passes,
+// skipping the bytes every key shares.
+func radixSort(a []pos) []pos {
+	if len(a) < 256 {
+		slices.SortStableFunc(a, func(x, y pos) int {
+			if x.sk == y.sk {
+				return 0
+			}
+			return cmpU64(x.sk, y.sk)
+		})
+		return a
+	}
+	var counts [8][256]int
+	for i := range a {
+		k := a[i].sk
+		for b := 0; b < 8; b++ {
+			counts[b][byte(k>>(8*b))]++
+		}
+	}
+	tmp := make([]pos, len(a))
+	src, dst := a, tmp
+	for b := 0; b < 8; b++ {
+		c := &counts[b]
+		if c[byte(src[0].sk>>(8*b))] == len(a) {
+			continue // every key has the same byte here
+		}
+		off := 0
+		for v := 0; v < 256; v++ {
+			n := c[v]
+			c[v] = off
+			off += n
+		}
+		for i := range src {
+			v := byte(src[i].sk >> (8 * b))
+			dst[c[v]] = src[i]
+			c[v]++
+		}
+		src, dst = dst, src
+	}
+	return src
+}
+
+// build sorts the staged rows into trie order, keeps the last row of each key, decodes the
+// winners on every core and builds the trie bottom-up with exact-size nodes.
+func (s *stagingView[T]) build(decode Decoder[T], decodeErr func(key string, index int64, err error)) {
+	// Sort small (order, position) pairs rather than the rows themselves.
+	order := make([]pos, s.list.n)
+	for i := range order {
+		st := s.list.at(i)
+		order[i] = pos{st.sk, int32(i), st.tomb}
+	}
+	order = radixSort(order)
+	// Equal hashes (the same key several times, or a rare full collision) are ordered by
+	// key, then arrival, so that the last row of each key comes last in its run.
+	for lo := 0; lo < len(order); {
+		hi := lo + 1
+		for hi < len(order) && order[hi].sk == order[lo].sk {
+			hi++
+		}
+		if hi-lo > 1 {
+			slices.SortFunc(order[lo:hi], func(a, b pos) int {
+				if c := strings.Compare(s.list.at(int(a.i)).l.key, s.list.at(int(b.i)).l.key); c != 0 {
+					return c
+				}
+				return int(a.i - b.i)
+			})
+		}
+		lo = hi
+	}
+	// The last row of each key wins (keys are compared only when their hashes are equal).
+	win := make([]int32, 0, len(order))
+	for n, p := range order {
+		if n+1 < len(order) && order[n+1].sk == p.sk && s.list.at(int(order[n+1].i)).l.key == s.list.at(int(p.i)).l.key {
+			continue
+		}
+		if !p.tomb {
+			win = append(win, p.i)
+		}
+	}
+	// Decode in arrival order (sequential memory) on every core: decoders are pure. Rows
+	// superseded within the snapshot are decoded too (rare: a snapshot has one row per key).
+	parallelChunks(s.list.n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if st := s.list.at(i); !st.tomb {
+				st.l.val.obj, st.err = decode(st.l.key, st.value)
+				st.value = nil
+			}
+		}
+	})
+	leaves := make([]leaf[item[T]], 0, len(win))
+	hs := make([]uint64, 0, len(win))
+	for _, i := range win {
+		st := s.list.at(int(i))
+		if st.err != nil {
+			decodeErr(st.l.key, st.index, st.err)
+			s.bad[st.l.key] = st.l.val
+			continue
+		}
+		leaves = append(leaves, st.l)
+		hs = append(hs, st.sk)
+		s.hashSum += st.l.val.rowhash
+		s.bytes += int64(len(st.l.key) + st.l.val.rawLen())
+	}
+	s.list = stagedList[T]{}
+	s.count = len(leaves)
+	s.rows = int64(len(leaves))
+	for k, it := range s.bad {
+		s.hashSum += it.rowhash
+		s.rows++
+		s.bytes += int64(len(k) + it.rawLen())
+	}
+	if len(leaves) > 0 {
+		s.root = buildTrie(leaves, hs, 0)
+	}
+}
+
+func cmpU64(a, b uint64) int {
+	if a < b {
+		return -1
+	}
+	return 1
+}
+
+// endReplace publishes the replacement state at index, with its indexes rebuilt, and
+// records the changes between the old and the new state (keys absent from the snapshot
+// are deleted).
+func (v *View[T]) endReplace(index int64) {
+	s := v.w.staging
+	v.w.staging = nil
+	s.build(v.decode, func(key string, index int64, err error) { v.c.decodeError(v.name, key, index, err) })
+	if v.w.cur != nil { // a live batch never overlaps a replacement; be safe
+		v.w.cur, v.w.e = nil, nil
+	}
+	old := v.state.Load()
+	ns := &viewState[T]{root: s.root, count: s.count, index: index, idx: v.buildIndexes(s.root)}
+	if v.wantChanges() {
+		ns.root.each(func(k string, it *item[T]) bool {
+			if o, ok := old.root.get(k, hashKey(k)); !ok {
+				v.w.change(v, Change[T]{Key: k, Op: OpCreate, New: it.obj, Index: index})
+			} else if o.rowhash != it.rowhash {
+				v.w.change(v, Change[T]{Key: k, Op: OpUpdate, Old: o.obj, New: it.obj, Index: index})
+			}
+			return true
+		})
+		old.root.each(func(k string, it *item[T]) bool {
+			if _, ok := ns.root.get(k, hashKey(k)); !ok {
+				v.w.change(v, Change[T]{Key: k, Op: OpDelete, Old: it.obj, Index: index})
+			}
+			return true
+		})
+	}
+	v.w.hashSum, v.w.rows, v.w.bad, v.w.bytes = s.hashSum, s.rows, s.bad, s.bytes
+	v.state.Store(ns)
+	v.mem.Store(s.bytes)
+}
+
+// abortReplace drops a replacement in progress (the stream broke before SnapshotEnd).
+func (v *View[T]) abortReplace() { v.w.staging = nil }
+
+// buildIndexes builds every secondary index of a whole new version in one pass per index:
+// (value, key) pairs sorted in trie order, each value's key set and the value trie built
+// bottom-up (see buildTrie).
+func (v *View[T]) buildIndexes(root *tnode[item[T]]) []*tnode[*keySet] {
+	out := make([]*tnode[*keySet], len(v.indexFns))
+	type pair struct {
+		vo, ko   uint64
+		val, key string
+	}
+	for i, fn := range v.indexFns {
+		var ps []pair
+		root.each(func(k string, it *item[T]) bool {
+			vals := fn(it.obj)
+			ko := uint64(0)
+			for j, val := range vals {
+				if slices.Contains(vals[:j], val) {
+					continue
+				}
+				if ko == 0 {
+					ko = trieOrder(hashKey(k))
+				}
+				ps = append(ps, pair{trieOrder(hashKey(val)), ko, val, k})
+			}
+			return true
+		})
+		slices.SortFunc(ps, func(a, b pair) int {
+			switch {
+			case a.vo != b.vo:
+				return cmpU64(a.vo, b.vo)
+			case a.val != b.val:
+				return strings.Compare(a.val, b.val)
+			case a.ko != b.ko:
+				return cmpU64(a.ko, b.ko)
+			}
+			return strings.Compare(a.key, b.key)
+		})
+		var outer []leaf[*keySet]
+		var outerOrd []uint64
+		var keys []leaf[struct{}]
+		var keyOrd []uint64
+		for j := 0; j < len(ps); {
+			k := j
+			keys, keyOrd = keys[:0], keyOrd[:0]
+			for ; k < len(ps) && ps[k].val == ps[j].val; k++ {
+				keys = append(keys, leaf[struct{}]{key: ps[k].key})
+				keyOrd = append(keyOrd, ps[k].ko)
+			}
+			outer = append(outer, leaf[*keySet]{key: ps[j].val, val: buildTrie(keys, keyOrd, 0)})
+			outerOrd = append(outerOrd, ps[j].vo)
+			j = k
+		}
+		if len(outer) > 0 {
+			out[i] = buildTrie(outer, outerOrd, 0)
+		}
+	}
+	return out
+}
+
+// parallelChunks runs fn over [0, n) split in GOMAXPROCS chunks, one goroutine each, and
+// waits for them (small inputs run inline).
+func parallelChunks(n int, fn func(lo, hi int)) {
+	p := runtime.GOMAXPROCS(0)
+	if n < 4096 || p == 1 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	step := (n + p - 1) / p
+	for lo := 0; lo < n; lo += step {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			fn(lo, hi)
+		}(lo, min(lo+step, n))
+	}
+	wg.Wait()
+}
+
+// stagedList stores snapshot rows in fixed-size chunks: appending never copies what is
+// already there (a snapshot's size is not known in advance).
+type stagedList[T any] struct {
+	chunks [][]staged[T]
+	n      int
+}
+
+const stagedChunk = 1 << 12
+
+func (l *stagedList[T]) add(st staged[T]) {
+	if l.n%stagedChunk == 0 && l.n/stagedChunk == len(l.chunks) {
+		l.chunks = append(l.chunks, make([]staged[T], 0, stagedChunk))
+	}
+	c := &l.chunks[l.n/stagedChunk]
+	*c = append(*c, st)
+	l.n++
+}
+
+func (l *stagedList[T]) at(i int) *staged[T] { return &l.chunks[i/stagedChunk][i%stagedChunk] }
+
+// reserve allocates the chunks for n more rows at once.
+func (l *stagedList[T]) reserve(n int) {
+	for need := (l.n + n + stagedChunk - 1) / stagedChunk; len(l.chunks) < need; {
+		l.chunks = append(l.chunks, make([]staged[T], 0, stagedChunk))
+	}
+}
