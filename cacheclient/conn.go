@@ -146,4 +146,3 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 		}
 	}
 }
-
