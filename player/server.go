@@ -224,9 +224,16 @@ func (t *target) receive(stream statecastv1.Player_SubscribeServer) {
 			t.lastAck = ack.GetIndex()
 		}
 		t.lastAckAt = time.Now()
+		// The sender waits for an ack only when its send window is full (sendLoop checks
+		// it under t.mu, as here): wake it only when this ack opens the window, not for
+		// every ack (that was one useless sender wake-up per frame per target).
+		full := t.q.poppedBytes >= t.budget/4
 		t.q.ack(ack.GetIndex())
+		opened := full && t.q.poppedBytes < t.budget/4
 		t.mu.Unlock()
-		t.signal()
+		if opened {
+			t.signal()
+		}
 	}
 }
 
