@@ -8,12 +8,19 @@ import (
 )
 
 // Snapshots (bootstrap, resync, state file) are not applied row by row: their rows are
-// staged raw, then sorted in trie order, decoded in parallel and built bottom-up in one
-// pass, and the new version replaces the old one atomically at endReplace.
+// staged in chunks; each full chunk is decoded by a background goroutine while the next
+// rows arrive (GOMAXPROCS-1 at a time, so receiving keeps one core); at the end the rows
+// are sorted in trie order and built bottom-up in one pass, and the new version replaces
+// the old one atomically at endReplace.
 
 type stagingView[T any] struct {
 	list stagedList[T] // every snapshot row in arrival order; the trie is built at the end
 	bad  map[string]item[T]
+
+	decode  Decoder[T]
+	sem     chan struct{} // bounds the chunk decoders
+	wg      sync.WaitGroup
+	decoded int // chunks handed to a decoder
 	// Filled by build.
 	root    *tnode[item[T]]
 	count   int
@@ -26,7 +33,7 @@ type stagingView[T any] struct {
 type staged[T any] struct {
 	sk    uint64 // trie order of the key's hash (see trieOrder)
 	l     leaf[item[T]]
-	value []byte // decoded at build, in parallel, for the last row of each key only
+	value []byte // decoded in the background (full chunks) or at build (the rest)
 	index int64
 	tomb  bool
 	err   error
@@ -34,7 +41,30 @@ type staged[T any] struct {
 
 // beginReplace starts building a new state that will replace the view at endReplace.
 func (v *View[T]) beginReplace() {
-	v.w.staging = &stagingView[T]{bad: map[string]item[T]{}}
+	v.w.staging = &stagingView[T]{bad: map[string]item[T]{}, decode: v.decode,
+		sem: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))}
+}
+
+// decodeChunks hands every full chunk not yet decoded to a background decoder.
+func (s *stagingView[T]) decodeChunks(all bool) {
+	for ; s.decoded < len(s.list.chunks); s.decoded++ {
+		c := s.list.chunks[s.decoded]
+		if !all && len(c) < stagedChunk {
+			return
+		}
+		s.sem <- struct{}{}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-s.sem }()
+			for i := range c {
+				if st := &c[i]; !st.tomb {
+					st.l.val.obj, st.err = s.decode(st.l.key, st.value)
+					st.value = nil
+				}
+			}
+		}()
+	}
 }
 
 // reserveReplace preallocates room for n snapshot rows (a state file knows its count).
@@ -57,6 +87,9 @@ func (v *View[T]) stageRow(r row) {
 		st.value = r.value
 	}
 	s.list.add(st)
+	if s.list.n%stagedChunk == 0 {
+		s.decodeChunks(false)
+	}
 }
 
 // pos is a staged row's place in trie order.
@@ -110,7 +143,7 @@ func radixSort(a []pos) []pos {
 
 // build sorts the staged rows into trie order, keeps the last row of each key, decodes the
 // winners on every core and builds the trie bottom-up with exact-size nodes.
-func (s *stagingView[T]) build(decode Decoder[T], decodeErr func(key string, index int64, err error)) {
+func (s *stagingView[T]) build(decodeErr func(key string, index int64, err error)) {
 	// Sort small (order, position) pairs rather than the rows themselves.
 	order := make([]pos, s.list.n)
 	for i := range order {
@@ -145,16 +178,10 @@ func (s *stagingView[T]) build(decode Decoder[T], decodeErr func(key string, ind
 			win = append(win, p.i)
 		}
 	}
-	// Decode in arrival order (sequential memory) on every core: decoders are pure. Rows
-	// superseded within the snapshot are decoded too (rare: a snapshot has one row per key).
-	parallelChunks(s.list.n, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			if st := s.list.at(i); !st.tomb {
-				st.l.val.obj, st.err = decode(st.l.key, st.value)
-				st.value = nil
-			}
-		}
-	})
+	// Wait for the chunk decoders (and decode the last, partial chunk). Rows superseded
+	// within the snapshot are decoded too (rare: a snapshot has one row per key).
+	s.decodeChunks(true)
+	s.wg.Wait()
 	leaves := make([]leaf[item[T]], 0, len(win))
 	hs := make([]uint64, 0, len(win))
 	for _, i := range win {
@@ -195,7 +222,7 @@ func cmpU64(a, b uint64) int {
 func (v *View[T]) endReplace(index int64) {
 	s := v.w.staging
 	v.w.staging = nil
-	s.build(v.decode, func(key string, index int64, err error) { v.c.decodeError(v.name, key, index, err) })
+	s.build(func(key string, index int64, err error) { v.c.decodeError(v.name, key, index, err) })
 	if v.w.cur != nil { // a live batch never overlaps a replacement; be safe
 		v.w.cur, v.w.e = nil, nil
 	}
@@ -223,7 +250,12 @@ func (v *View[T]) endReplace(index int64) {
 }
 
 // abortReplace drops a replacement in progress (the stream broke before SnapshotEnd).
-func (v *View[T]) abortReplace() { v.w.staging = nil }
+func (v *View[T]) abortReplace() {
+	if s := v.w.staging; s != nil {
+		s.wg.Wait() // chunk decoders write into the staged rows
+	}
+	v.w.staging = nil
+}
 
 // buildIndexes builds every secondary index of a whole new version in one pass per index:
 // (value, key) pairs sorted in trie order, each value's key set and the value trie built
@@ -281,26 +313,6 @@ func (v *View[T]) buildIndexes(root *tnode[item[T]]) []*tnode[*keySet] {
 		}
 	}
 	return out
-}
-
-// parallelChunks runs fn over [0, n) split in GOMAXPROCS chunks, one goroutine each, and
-// waits for them (small inputs run inline).
-func parallelChunks(n int, fn func(lo, hi int)) {
-	p := runtime.GOMAXPROCS(0)
-	if n < 4096 || p == 1 {
-		fn(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	step := (n + p - 1) / p
-	for lo := 0; lo < n; lo += step {
-		wg.Add(1)
-		go func(lo, hi int) {
-			defer wg.Done()
-			fn(lo, hi)
-		}(lo, min(lo+step, n))
-	}
-	wg.Wait()
 }
 
 // stagedList stores snapshot rows in fixed-size chunks: appending never copies what is

@@ -273,16 +273,20 @@ func TestReplaceBuildsSameIndexes(t *testing.T) {
 	live := newEventView(t)
 	snap := newEventView(t)
 	snap.beginReplace()
-	for i := range 3000 {
-		k := fmt.Sprint(i % 1000)
+	const n = 20000 // several staging chunks, decoded in the background
+	for i := range n {
+		k := fmt.Sprint(i % 7000)
 		val := fmt.Sprintf(`{"id":%d,"sport":"s%d","tags":["t%d","t%d","t%d"]}`, i, i%7, i%5, i%3, i%5)
-		if i%11 == 0 {
+		switch {
+		case i%11 == 0:
 			val = "" // tombstone
+		case i%13 == 0:
+			val = `{bad` // refused by the decoder: hidden, still accounted
 		}
 		applyBatch(live, int64(i+1), op{k, val})
 		snap.stageRow(row{key: k, fullKey: []byte("events|" + k), value: []byte(val), tombstone: val == "", index: int64(i)})
 	}
-	snap.endReplace(3000)
+	snap.endReplace(n)
 	if live.Len() != snap.Len() {
 		t.Fatalf("len live %d snapshot %d", live.Len(), snap.Len())
 	}
@@ -302,5 +306,21 @@ func TestReplaceBuildsSameIndexes(t *testing.T) {
 				t.Fatalf("%s=%s: live %d keys, snapshot %d", idx, val, len(a), len(b))
 			}
 		}
+	}
+}
+
+// TestAbortReplaceWaitsForDecoders: a snapshot dropped mid-way (stream broke) leaves no
+// decoder goroutine behind (goleak) and the view untouched.
+func TestAbortReplaceWaitsForDecoders(t *testing.T) {
+	v := newEventView(t)
+	applyBatch(v, 1, op{"keep", `{"id":1}`})
+	v.beginReplace()
+	for i := range 3 * stagedChunk {
+		k := fmt.Sprint(i)
+		v.stageRow(row{key: k, fullKey: []byte("events|" + k), value: []byte(`{"id":2}`)})
+	}
+	v.abortReplace()
+	if v.Len() != 1 || v.replacing() {
+		t.Fatalf("len %d replacing %v", v.Len(), v.replacing())
 	}
 }
