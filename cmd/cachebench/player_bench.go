@@ -84,6 +84,22 @@ func latencies(rs []*receiver, from int64, acks *ackLog) (stamped, acked []time.
 	return stamped, acked, missingAck
 }
 
+// dispatchSpans returns dispatch → applied for the deliveries with index >= from, the
+// dispatch times (unix ns) given by index.
+func dispatchSpans(rs []*receiver, dispatched map[int64]int64, from int64) []time.Duration {
+	var out []time.Duration
+	for _, r := range rs {
+		r.mu.Lock()
+		for _, d := range r.got {
+			if at, ok := dispatched[d.index]; ok && d.index >= from {
+				out = append(out, time.Duration(d.applied-at))
+			}
+		}
+		r.mu.Unlock()
+	}
+	return out
+}
+
 // perFrame is the mean number of entries per batch frame the receivers got.
 func perFrame(rs []*receiver) float64 {
 	var e, f int

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/internal/kafkautil"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 
@@ -38,7 +41,7 @@ func runPlayerDelay(ctx context.Context, args []string, w io.Writer) error {
 	rate := fs.Int("rate", 1000, "entries per second")
 	dur := fs.Duration("duration", 5*time.Second, "measured time per system and cell")
 	warm := fs.Duration("warmup", time.Second, "warm-up per system and cell (not measured)")
-	systems := fs.String("systems", "bare,kafka,player", "systems to run")
+	systems := fs.String("systems", "bare,barekafka,kafka,player", "systems to run (bare, barekafka, kafka, player)")
 	rounds := fs.Int("rounds", 1, "rounds per cell: each runs every system once (samples pooled, per-round p99 printed)")
 	keys := fs.Int("keys", 1000, "distinct keys (bounds the player's materialized copy)")
 	cpuprof := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -85,12 +88,12 @@ func runPlayerDelay(ctx context.Context, args []string, w io.Writer) error {
 			// Each round runs the systems one after the other; samples are pooled over the
 			// rounds (so that every system meets the machine's quiet and busy moments) and the
 			// per-round p99s are printed as the spread.
-			var bareS, kafkaS, kafkaA, playerS, playerA, playerD []time.Duration
-			var bareR, kafkaR, playerR []string
+			var bareS, bareKS, kafkaS, kafkaA, playerS, playerA, playerD []time.Duration
+			var bareR, bareKR, kafkaR, playerR []string
 			var hists []histogram
 			var chks, recs []string
 			for round := 0; round < *rounds; round++ {
-				if strings.Contains(*systems, "bare") {
+				if strings.Contains(","+*systems+",", ",bare,") {
 					st, err := runBareCell(ctx, n, size, *rate, total, warmN, *keys)
 					if err != nil {
 						return err
@@ -98,7 +101,15 @@ func runPlayerDelay(ctx context.Context, args []string, w io.Writer) error {
 					bareS = append(bareS, st...)
 					bareR = append(bareR, ms(summarize(st).p99))
 				}
-				if strings.Contains(*systems, "kafka") {
+				if strings.Contains(*systems, "barekafka") {
+					st, err := runBareKafkaCell(ctx, bs, n, size, *rate, total, warmN, *keys)
+					if err != nil {
+						return err
+					}
+					bareKS = append(bareKS, st...)
+					bareKR = append(bareKR, ms(summarize(st).p99))
+				}
+				if strings.Contains(","+*systems+",", ",kafka,") {
 					st, ak, err := runKafkaCell(ctx, bs, n, size, *rate, total, warmN, *keys)
 					if err != nil {
 						return err
@@ -126,6 +137,9 @@ func runPlayerDelay(ctx context.Context, args []string, w io.Writer) error {
 			if bare.n > 0 {
 				row(n, size, "bare gRPC fan-out", "dispatch→applied", bare, spread(bareR))
 			}
+			if bk := summarize(bareKS); bk.n > 0 {
+				row(n, size, "bare fan-out from Kafka", "dispatch→applied", bk, spread(bareKR))
+			}
 			if kafkaSent.n > 0 {
 				row(n, size, "sarama consumers", "produce→applied", kafkaSent, spread(kafkaR))
 				row(n, size, "sarama consumers", "kafka-ack→applied", summarize(kafkaA), "")
@@ -143,6 +157,10 @@ func runPlayerDelay(ctx context.Context, args []string, w io.Writer) error {
 			if bare.n > 0 && playerDisp.n > 0 {
 				verdicts = append(verdicts, fmt.Sprintf("%2d x %5d B: player dispatch→applied / bare dispatch→applied: p50 %.2fx (goal <= 1.3x), p99 %.2fx (goal <= 1.5x)",
 					n, size, ratio(playerDisp.p50, bare.p50), ratio(playerDisp.p99, bare.p99)))
+			}
+			if bk := summarize(bareKS); bk.n > 0 && playerDisp.n > 0 {
+				verdicts = append(verdicts, fmt.Sprintf("%2d x %5d B: player dispatch→applied / bare fan-out from Kafka: p50 %.2fx, p99 %.2fx (same process layout and input bursts)",
+					n, size, ratio(playerDisp.p50, bk.p50), ratio(playerDisp.p99, bk.p99)))
 			}
 			if kafkaSent.n > 0 && playerSent.n > 0 {
 				verdicts = append(verdicts, fmt.Sprintf("%2d x %5d B: player produce→applied p99 / sarama consumers' p99: %.2fx (goal <= 0.5x)",
@@ -185,6 +203,77 @@ func runBareCell(ctx context.Context, n, size, rate, total, warmN, keys int) ([]
 	}
 	st, _, _ := latencies(b.recv, int64(warmN), nil)
 	return st, nil
+}
+
+// runBareKafkaCell is the bare fan-out fed from Kafka: the same production as the player's
+// cell to a fresh topic, one sarama consumer configured like the player's main fetcher,
+// and each record, as it arrives, encoded once as a one-entry batch and handed to every
+// stream (no queues, batching, terms or acks logic). The process then holds what the
+// player's cell holds (producer, fetcher, fan-out, receivers) and the entries arrive in
+// the same bursts. It returns dispatch (consumer delivered the record) → applied.
+func runBareKafkaCell(ctx context.Context, brokers []string, n, size, rate, total, warmN, keys int) ([]time.Duration, error) {
+	topic, drop, err := newTopic(brokers, "bench_barek")
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	b, err := startBare(n, n, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
+	cfg := kafkautil.NewConfig("cachebench-bare-fetcher")
+	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond // as the player's fetchers
+	cfg.Consumer.Fetch.Default = 4 << 20
+	cl, err := sarama.NewClient(brokers, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	co, err := sarama.NewConsumerFromClient(cl)
+	if err != nil {
+		return nil, err
+	}
+	pc, err := co.ConsumePartition(topic, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	dispatched := make(map[int64]int64, total)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m := range pc.Messages() {
+			e := &statecastv1.Entry{Index: m.Offset, Key: m.Key, Value: m.Value, View: "v", Kind: statecastv1.Kind_KIND_ROW}
+			msg := encodeOnce(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Batch{
+				Batch: &statecastv1.Batch{Entries: []*statecastv1.Entry{e}}}})
+			dispatched[m.Offset] = time.Now().UnixNano()
+			b.f.publish(msg)
+		}
+	}()
+	p, err := newProducer(brokers, topic)
+	if err != nil {
+		pc.AsyncClose()
+		<-done
+		return nil, err
+	}
+	pace(ctx, rate, func(i int) bool {
+		if i >= total {
+			return false
+		}
+		p.send("v", i%keys, size)
+		return true
+	})
+	perr := p.close()
+	ok := waitFor(60*time.Second, func() bool { return allHave(b.recv, total) })
+	pc.AsyncClose()
+	<-done
+	if perr != nil {
+		return nil, perr
+	}
+	if !ok {
+		return nil, fmt.Errorf("bare fan-out from Kafka: receivers did not get all %d entries", total)
+	}
+	return dispatchSpans(b.recv, dispatched, int64(warmN)), nil
 }
 
 // runKafkaCell produces total entries at rate to a fresh topic read by n sarama consumers.

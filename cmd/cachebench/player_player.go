@@ -137,17 +137,7 @@ func (pr *playerRun) onDispatch(_ string, index int64, at time.Time) {
 func (pr *playerRun) dispatchLatencies(from int64) []time.Duration {
 	pr.dmu.Lock()
 	defer pr.dmu.Unlock()
-	var out []time.Duration
-	for _, r := range pr.recv {
-		r.mu.Lock()
-		for _, d := range r.got {
-			if at, ok := pr.dispatched[d.index]; ok && d.index >= from {
-				out = append(out, time.Duration(d.applied-at))
-			}
-		}
-		r.mu.Unlock()
-	}
-	return out
+	return dispatchSpans(pr.recv, pr.dispatched, from)
 }
 
 // recoveries sums the targets' budget overflows and recovery fetchers started.
