@@ -348,7 +348,6 @@ func runPlayerCell(ctx context.Context, brokers []string, n, size, rate, total, 
 	}
 	st, ak, _ := latencies(pr.recv, int64(warmN), p.acks)
 	out[0], out[1], out[2] = st, ak, pr.dispatchLatencies(int64(warmN))
-	dumpTail(pr)
 	h := pr.histogram("statecast_player_delivery_delay_seconds")
 	ov, rc := pr.recoveries()
 	rec := fmt.Sprintf("overflows %d, recoveries %d (all targets, whole cell); %.2f entries per batch frame", ov, rc, perFrame(pr.recv))
