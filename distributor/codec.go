@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -62,6 +63,32 @@ type rowCodec struct {
 	incOID uint32
 	arena  []byte
 	keyBuf []byte
+	// scratch: encode returns the value in valBuf, overwritten by the next call (pass 1 of
+	// an epoch validates and hashes rows without keeping them).
+	scratch bool
+	valBuf  []byte
+	// keyArena: keys are strings over shared chunks (keys) instead of one allocation each.
+	// Only for full reads: their key → hash map replaces the view's whole state, so a chunk
+	// lives as long as that state; a poll's few keys would pin a chunk each.
+	keyArena bool
+	keys     []byte
+}
+
+const keyChunk = 64 << 10
+
+// internKey copies k into the key chunks and returns it as a string over them (no
+// per-key allocation: a full read of a million rows allocates 1 M key strings otherwise,
+// which the GC then marks at every cycle).
+func (c *rowCodec) internKey(k []byte) string {
+	if len(k) == 0 || len(k) > keyChunk/8 {
+		return string(k)
+	}
+	if cap(c.keys)-len(c.keys) < len(k) {
+		c.keys = make([]byte, 0, keyChunk)
+	}
+	start := len(c.keys)
+	c.keys = append(c.keys, k...)
+	return unsafe.String(&c.keys[start], len(k)) // never written again
 }
 
 const arenaChunk = 1 << 20
@@ -86,7 +113,18 @@ func (c *rowCodec) encode(raw [][]byte) (key string, value []byte, err error) {
 		}
 		return "", nil, &ViewError{View: c.v.Name, Err: err}
 	}
-	key = string(c.keyBuf)
+	if c.keyArena {
+		key = c.internKey(c.keyBuf)
+	} else {
+		key = string(c.keyBuf)
+	}
+	if c.scratch {
+		c.valBuf, err = c.enc.AppendValue(c.valBuf[:0], raw)
+		if err != nil {
+			return "", nil, &ViewError{View: c.v.Name, Key: key, Err: err}
+		}
+		return key, c.valBuf, nil
+	}
 	if cap(c.arena)-len(c.arena) < 4096 {
 		c.arena = make([]byte, 0, arenaChunk)
 	}
@@ -180,3 +218,44 @@ func (c *rowCodec) partialKey(raw [][]byte) (string, error) {
 	}
 	return s, nil
 }
+
+// encodeStable returns the record key and JSON value of a raw binary row, both in the arena
+// (never overwritten: sarama encodes them after the call), without allocating per row.
+func (c *rowCodec) encodeStable(raw [][]byte) (key, value []byte, err error) {
+	if cap(c.arena)-len(c.arena) < 4096 {
+		c.arena = make([]byte, 0, arenaChunk)
+	}
+	start := len(c.arena)
+	c.arena, err = c.enc.AppendKey(c.arena, c.v.Name, raw)
+	if err != nil {
+		return nil, nil, &ViewError{View: c.v.Name, Err: err}
+	}
+	mid := len(c.arena)
+	c.arena, err = c.enc.AppendValue(c.arena, raw)
+	if err != nil {
+		return nil, nil, &ViewError{View: c.v.Name, Key: string(c.arena[start:mid]), Err: err}
+	}
+	return c.arena[start:mid:mid], c.arena[mid:len(c.arena):len(c.arena)], nil
+}
+
+// estimateRows returns the planner's row estimate of the view's query (0 if unknown), to
+// size the key → hash map of a first snapshot (growing it costs a rehash at every doubling).
+// It runs in a savepoint: a failing EXPLAIN must not abort the snapshot transaction.
+func estimateRows(ctx context.Context, tx pgx.Tx, query string) int {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return 0
+	}
+	defer func() { _ = sp.Rollback(ctx) }()
+	var plan []struct {
+		Plan struct {
+			Rows float64 `json:"Plan Rows"`
+		} `json:"Plan"`
+	}
+	if err := sp.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+query).Scan(&plan); err != nil || len(plan) == 0 {
+		return 0
+	}
+	return int(min(max(plan[0].Plan.Rows, 0), maxPresize))
+}
+
+const maxPresize = 20_000_000

@@ -28,12 +28,29 @@ func (p *producer) send(ctx context.Context, msgs []*sarama.ProducerMessage) err
 }
 
 // sendN publishes the n messages gen(0) … gen(n-1) in order and returns when the broker
-// acknowledged all of them, or the first error. When ctx ends, feeding stops, the records
-// already fed are flushed (waited for) and ctx.Err() is returned: the caller must not treat
-// the send as complete.
+// acknowledged all of them, or the first error (see sendIter).
 func (p *producer) sendN(ctx context.Context, n int, gen func(int) *sarama.ProducerMessage) error {
-	if n == 0 {
-		return nil
+	i := 0
+	return p.sendIter(ctx, func() (*sarama.ProducerMessage, error) {
+		if i >= n {
+			return nil, nil
+		}
+		m := gen(i)
+		i++
+		return m, nil
+	})
+}
+
+// sendIter publishes the messages next returns, in order, until it returns nil, and returns
+// when the broker acknowledged all of them, or the first error. next may read a database
+// cursor: feeding overlaps with sarama's batching, compression and the broker's writes.
+// When next fails, feeding stops, the records already fed are flushed and next's error is
+// returned. When ctx ends, feeding stops, the records already fed are flushed (waited for)
+// and ctx.Err() is returned: the caller must not treat the send as complete.
+func (p *producer) sendIter(ctx context.Context, next func() (*sarama.ProducerMessage, error)) error {
+	m, err := next()
+	if err != nil || m == nil {
+		return err
 	}
 	if p.p == nil {
 		ap, err := sarama.NewAsyncProducer(p.brokers, p.cfg)
@@ -67,20 +84,27 @@ func (p *producer) sendN(ctx context.Context, n int, gen func(int) *sarama.Produ
 		result <- first
 	}()
 	i := 0
-	for ; i < n && !failed.Load() && ctx.Err() == nil; i++ {
-		m := gen(i)
+	var genErr error
+	for m != nil && !failed.Load() && ctx.Err() == nil {
 		m.Topic = p.topic
 		m.Partition = 0
 		ap.Input() <- m
+		i++
+		if m, genErr = next(); genErr != nil {
+			break
+		}
 	}
 	fed <- i
-	err := <-result
+	err = <-result
 	if err != nil {
 		_ = p.p.Close()
 		p.p = nil
 		return fmt.Errorf("distributor: produce to topic %q: %w", p.topic, err)
 	}
-	if i < n {
+	if genErr != nil {
+		return genErr
+	}
+	if m != nil {
 		return ctx.Err()
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -58,7 +59,25 @@ type viewRead struct {
 	tombs   int64             // tombstones in publish
 	maxInc  string            // highest incremental key text seen ("" = none)
 	src     source
+	// streamed: a full read whose rows to publish were validated and hashed but not kept
+	// (pass 1); publishEpoch re-reads them from tx, the same snapshot, while it sends
+	// (pass 2). publish then holds only the tombstones.
+	streamed  bool
+	tx        pgx.Tx
+	rewrite   bool
+	toPublish int64 // rows (not tombstones) to publish
+	// seq and pub, for a streamed read: the hash of the i-th row read and whether it is to
+	// be published (bit i). Pass 2 checks its i-th row against them (no map lookups) and
+	// falls back to the maps when the order differs (a synchronized seq scan may start
+	// elsewhere in the table).
+	seq []uint64
+	pub []uint64
 }
+
+// twoPass makes full reads (epochs) two-pass: validate and hash first, then re-read and
+// send while reading. false = the one-pass design (every row to publish buffered), kept for
+// the same-run comparison in BenchmarkSnapshot.
+var twoPass = true
 
 // readView runs the view's query in tx and validates every row before anything is
 // published: key columns exist, keys are neither NULL nor duplicated, every column type is
@@ -76,6 +95,9 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		st.enc = enc // type facts only; not publication state
 	}
 	codec := newRowCodec(v, st.enc)
+	streamed := full && twoPass
+	codec.scratch = streamed
+	codec.keyArena = full
 	if codec.inc >= 0 {
 		if err := checkIncremental(v, codec.incOID); err != nil {
 			return nil, err
@@ -84,6 +106,10 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 	}
 	if !full {
 		query, args = pollQuery(v, st.incType, st.watermark)
+	}
+	size := len(st.hashes)
+	if full && size == 0 {
+		size = estimateRows(ctx, tx, v.SQL) // before the query: one statement at a time
 	}
 	rows, err := tx.Query(ctx, query, append([]any{pgjson.ResultFormats}, args...)...)
 	if err != nil {
@@ -94,9 +120,13 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		st.enc = nil
 		return nil, fmt.Errorf("distributor: view %q: the query's columns changed; retrying", v.Name)
 	}
-	r := &viewRead{view: st, full: full, src: src, hashes: make(map[string]uint64)}
+	r := &viewRead{view: st, full: full, src: src, hashes: make(map[string]uint64),
+		streamed: streamed, rewrite: rewrite}
+	if streamed {
+		r.tx = tx
+	}
 	if full {
-		r.hashes = make(map[string]uint64, len(st.hashes))
+		r.hashes = make(map[string]uint64, size)
 	}
 	inc := incMax{c: codec}
 	for rows.Next() {
@@ -121,10 +151,20 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		if full {
 			r.sum.Add(h)
 		}
-		if len(st.hashes) == 0 || rewrite {
-			r.publish = append(r.publish, pendingRow{key: key, value: value, hash: h})
-		} else if old, ok := st.hashes[key]; !ok || old != h {
-			r.publish = append(r.publish, pendingRow{key: key, value: value, hash: h})
+		if streamed {
+			r.seq = append(r.seq, h)
+			if len(r.seq) > len(r.pub)*64 {
+				r.pub = append(r.pub, 0)
+			}
+		}
+		if needsPublish(st.hashes, key, h, rewrite) {
+			r.toPublish++
+			if streamed {
+				i := len(r.seq) - 1
+				r.pub[i/64] |= 1 << (i % 64)
+			} else {
+				r.publish = append(r.publish, pendingRow{key: key, value: value, hash: h})
+			}
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -149,6 +189,71 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		}
 	}
 	return r, nil
+}
+
+// needsPublish reports whether a row of hash h must be published over the view's state.
+func needsPublish(hashes map[string]uint64, key string, h uint64, rewrite bool) bool {
+	if rewrite || len(hashes) == 0 {
+		return true
+	}
+	old, ok := hashes[key]
+	return !ok || old != h
+}
+
+// streamRows is pass 2 of a streamed read: it re-runs the view's query in r.tx (the same
+// REPEATABLE READ snapshot as pass 1) and returns an iterator over the row records to
+// publish, encoded while the producer sends the previous ones. Every row must have the key
+// and hash pass 1 validated (a query with volatile results, e.g. random() or
+// clock_timestamp(), fails here, mid-epoch: the epoch then has no end). close must be called.
+func streamRows(ctx context.Context, r *viewRead, hdrs []sarama.RecordHeader) (next func() (*sarama.ProducerMessage, error), close func() error, err error) {
+	st := r.view
+	v := st.cfg
+	rows, err := r.tx.Query(ctx, v.SQL, pgjson.ResultFormats)
+	if err != nil {
+		return nil, nil, sqlError(v, err)
+	}
+	if !sameColumns(st.enc, rows.FieldDescriptions()) {
+		rows.Close()
+		return nil, nil, fmt.Errorf("distributor: view %q: the query's columns changed between the two reads of one snapshot", v.Name)
+	}
+	codec := newRowCodec(v, st.enc)
+	var n, sent int64
+	var sum record.EpochHash
+	next = func() (*sarama.ProducerMessage, error) {
+		for rows.Next() {
+			key, value, err := codec.encodeStable(rows.RawValues())
+			if err != nil {
+				return nil, err
+			}
+			i := n
+			n++
+			h := record.RowHash(key, value)
+			sum.Add(h)
+			var publish bool
+			if i < int64(len(r.seq)) && r.seq[i] == h { // same row as pass 1's i-th
+				publish = r.pub[i/64]&(1<<(i%64)) != 0
+			} else {
+				if want, ok := r.hashes[string(key)]; !ok || want != h {
+					return nil, &ViewError{View: v.Name, Key: string(key), Err: errors.New("row differs between the two reads of one snapshot (a volatile function in the view's SQL?)")}
+				}
+				publish = needsPublish(st.hashes, string(key), h, r.rewrite)
+			}
+			if !publish {
+				continue
+			}
+			sent++
+			return &sarama.ProducerMessage{Key: sarama.ByteEncoder(key), Value: sarama.ByteEncoder(value), Headers: hdrs}, nil
+		}
+		if err := rows.Err(); err != nil {
+			return nil, sqlError(v, err)
+		}
+		if n != r.rows || sent != r.toPublish || sum.Sum() != r.sum.Sum() {
+			return nil, &ViewError{View: v.Name, Err: fmt.Errorf("second read of the snapshot differs from the first: %d rows (%d to publish, hash %s), the first %d (%d, %s)",
+				n, sent, record.FormatHash(sum.Sum()), r.rows, r.toPublish, record.FormatHash(r.sum.Sum()))}
+		}
+		return nil, nil
+	}
+	return next, func() error { rows.Close(); return rows.Err() }, nil
 }
 
 // recordOverhead bounds the bytes Kafka adds around one record's key, value and headers

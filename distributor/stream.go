@@ -195,16 +195,16 @@ func (s *stream) startup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// read only; kept open while publishing: a streamed read re-reads its rows from it
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	reads := make([]*viewRead, 0, len(s.order))
 	for _, st := range s.order {
 		r, err := readView(ctx, tx, st, true, false, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
 		if err != nil {
-			_ = tx.Rollback(ctx)
 			return err
 		}
 		reads = append(reads, r)
 	}
-	_ = tx.Rollback(ctx) // read only
 	s.log.Info("start-up snapshot read and validated", "stream", s.cfg.Topic, "views", len(reads),
 		"duration", time.Since(readStart), "source_lsn", src.lsn)
 	for _, r := range reads {
@@ -301,9 +301,9 @@ func (s *stream) reconcile(ctx context.Context, st *viewState) error {
 		if err != nil {
 			return err
 		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // open while publishing (pass 2)
 		rewrite := st.cfg.RefreshMode == ModeRewrite
 		r, err := readView(ctx, tx, st, true, rewrite, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
-		_ = tx.Rollback(ctx)
 		if err != nil {
 			return err
 		}
