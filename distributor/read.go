@@ -66,6 +66,8 @@ type viewRead struct {
 	tx        pgx.Tx
 	rewrite   bool
 	toPublish int64 // rows (not tombstones) to publish
+	maxBytes  int   // record size limit and header bytes (pass 2 re-checks volatile rows)
+	hdrBytes  int
 	// seq and pub, for a streamed read: the hash of the i-th row read and whether it is to
 	// be published (bit i). Pass 2 checks its i-th row against them (no map lookups) and
 	// falls back to the maps when the order differs (a synchronized seq scan may start
@@ -75,9 +77,12 @@ type viewRead struct {
 }
 
 // twoPass makes full reads (epochs) two-pass: validate and hash first, then re-read and
-// send while reading. false = the one-pass design (every row to publish buffered), kept for
-// the same-run comparison in BenchmarkSnapshot.
-var twoPass = true
+// send while reading. false (the default) = one pass: every row to publish is buffered
+// (≈ 250 MB for 1 M rows of 200 bytes) and sent once the whole view was validated.
+// BenchmarkSnapshot measures both in the same run: on the shared 2-core machine the second
+// read costs more CPU than the overlap saves (docs/benchmarks/distributor-library.md), so
+// two-pass is not the default; the tests run both (forDesigns).
+var twoPass = false
 
 // readView runs the view's query in tx and validates every row before anything is
 // published: key columns exist, keys are neither NULL nor duplicated, every column type is
@@ -121,12 +126,15 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		return nil, fmt.Errorf("distributor: view %q: the query's columns changed; retrying", v.Name)
 	}
 	r := &viewRead{view: st, full: full, src: src, hashes: make(map[string]uint64),
-		streamed: streamed, rewrite: rewrite}
+		streamed: streamed, rewrite: rewrite, maxBytes: maxBytes, hdrBytes: hdrBytes}
 	if streamed {
 		r.tx = tx
 	}
 	if full {
 		r.hashes = make(map[string]uint64, size)
+		if !streamed && (rewrite || len(st.hashes) == 0) {
+			r.publish = make([]pendingRow, 0, size) // every row is published
+		}
 	}
 	inc := incMax{c: codec}
 	for rows.Next() {
@@ -202,9 +210,11 @@ func needsPublish(hashes map[string]uint64, key string, h uint64, rewrite bool) 
 
 // streamRows is pass 2 of a streamed read: it re-runs the view's query in r.tx (the same
 // REPEATABLE READ snapshot as pass 1) and returns an iterator over the row records to
-// publish, encoded while the producer sends the previous ones. Every row must have the key
-// and hash pass 1 validated (a query with volatile results, e.g. random() or
-// clock_timestamp(), fails here, mid-epoch: the epoch then has no end). close must be called.
+// publish, encoded while the producer sends the previous ones. Every row is checked against
+// pass 1 (its i-th hash, else the key → hash map). A volatile value (random(),
+// clock_timestamp()) is published as pass 2 reads it, after a size check, and replaces pass
+// 1's hash; a key pass 1 did not see, or a different row count or set hash, fails here,
+// mid-epoch: the epoch then has no end. close must be called.
 func streamRows(ctx context.Context, r *viewRead, hdrs []sarama.RecordHeader) (next func() (*sarama.ProducerMessage, error), close func() error, err error) {
 	st := r.view
 	v := st.cfg
@@ -233,8 +243,18 @@ func streamRows(ctx context.Context, r *viewRead, hdrs []sarama.RecordHeader) (n
 			if i < int64(len(r.seq)) && r.seq[i] == h { // same row as pass 1's i-th
 				publish = r.pub[i/64]&(1<<(i%64)) != 0
 			} else {
-				if want, ok := r.hashes[string(key)]; !ok || want != h {
-					return nil, &ViewError{View: v.Name, Key: string(key), Err: errors.New("row differs between the two reads of one snapshot (a volatile function in the view's SQL?)")}
+				old, ok := r.hashes[string(key)]
+				if !ok {
+					return nil, &ViewError{View: v.Name, Key: string(key), Err: errors.New("key not in the first read of the same snapshot (volatile key columns?)")}
+				}
+				if old != h {
+					// a volatile value (random(), clock_timestamp(), …): what this read gives is
+					// what is published and remembered, after pass 1's size check
+					if sz := len(key) + len(value) + r.hdrBytes + recordOverhead; sz > r.maxBytes {
+						return nil, &ViewError{View: v.Name, Key: string(key), Err: fmt.Errorf("record of %d bytes exceeds the broker's message limit of %d bytes", sz, r.maxBytes)}
+					}
+					r.hashes[string(key)] = h
+					r.sum.Replace(old, h)
 				}
 				publish = needsPublish(st.hashes, string(key), h, r.rewrite)
 			}
@@ -247,10 +267,11 @@ func streamRows(ctx context.Context, r *viewRead, hdrs []sarama.RecordHeader) (n
 		if err := rows.Err(); err != nil {
 			return nil, sqlError(v, err)
 		}
-		if n != r.rows || sent != r.toPublish || sum.Sum() != r.sum.Sum() {
-			return nil, &ViewError{View: v.Name, Err: fmt.Errorf("second read of the snapshot differs from the first: %d rows (%d to publish, hash %s), the first %d (%d, %s)",
-				n, sent, record.FormatHash(sum.Sum()), r.rows, r.toPublish, record.FormatHash(r.sum.Sum()))}
+		if n != r.rows || sum.Sum() != r.sum.Sum() {
+			return nil, &ViewError{View: v.Name, Err: fmt.Errorf("second read of the snapshot differs from the first: %d rows (hash %s), the first %d (%s)",
+				n, record.FormatHash(sum.Sum()), r.rows, record.FormatHash(r.sum.Sum()))}
 		}
+		r.toPublish = sent
 		return nil, nil
 	}
 	return next, func() error { rows.Close(); return rows.Err() }, nil

@@ -25,7 +25,9 @@ func (e *env) createItems() {
 		(3, 'plum', NULL, '2026-01-01T00:00:03Z')`)
 }
 
-func TestSnapshot(t *testing.T) {
+func TestSnapshot(t *testing.T) { forDesigns(t, "snapshot", testSnapshot) }
+
+func testSnapshot(t *testing.T) {
 	e := newEnv(t)
 	e.createItems()
 	r := start(t, e.config(itemsView()))
@@ -107,4 +109,35 @@ func TestInsertUpdateDelete(t *testing.T) {
 	if err := r.d.Reconcile(ctx, "nope"); !isErr(err, ErrUnknownView) {
 		t.Errorf("Reconcile(nope) = %v", err)
 	}
+}
+
+// TestVolatileView: a view whose values change between two reads of one snapshot (random())
+// is published as the second read (pass 2, while sending) gives it, and the epoch-end's hash
+// describes exactly the rows published; a reconcile republishes the changed values.
+func TestVolatileView(t *testing.T) { forDesigns(t, "volatile", testVolatileView) }
+
+func testVolatileView(t *testing.T) {
+	e := newEnv(t)
+	e.createItems()
+	v := ViewConfig{Name: "vol", SQL: "SELECT id, name, random() AS r FROM items", Key: []string{"id"}}
+	r := start(t, e.config(v))
+	r.waitReady(t)
+	check := func(epoch uint64) {
+		t.Helper()
+		recs := waitFor(t, e, "the epoch's end", func(recs []rec) bool { return countEnds(recs, "vol") == int(epoch) })
+		rows := rowsOf(recs, "vol")
+		var sum record.EpochHash
+		for k, v := range rows {
+			sum.Add(record.RowHash([]byte(k), []byte(v)))
+		}
+		end := lastEnd(t, recs, "vol")
+		if end.Epoch != epoch || end.Rows != 3 || end.Hash != sum.Sum() {
+			t.Errorf("epoch-end %+v, want epoch %d, 3 rows, hash %x of the published rows", end, epoch, sum.Sum())
+		}
+	}
+	check(1)
+	if err := r.d.Reconcile(context.Background(), "vol"); err != nil {
+		t.Fatal(err)
+	}
+	check(2)
 }
