@@ -22,6 +22,21 @@ func BenchmarkStateLoad(b *testing.B) {
 		b.Fatal(err)
 	}
 	decodeJSON := func(_ string, v []byte) (event, error) { var e event; err := json.Unmarshal(v, &e); return e, err }
+	b.Run("file+json-decode-while-reading", func(b *testing.B) {
+		decodeWhileReceiving = true
+		defer func() { decodeWhileReceiving = false }()
+		for range b.N {
+			c := newTestClient(b)
+			c.keepRaw = true
+			v, _ := Register(c, "events", decodeJSON)
+			idx, _, err := readState(file.Bytes(), "s", clientSink{c})
+			if err != nil {
+				b.Fatal(err)
+			}
+			v.endReplace(idx)
+		}
+		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "keys/s")
+	})
 	b.Run("file+json", func(b *testing.B) {
 		for range b.N {
 			c := newTestClient(b)

@@ -270,6 +270,16 @@ func TestReadersSeeWholeBatches(t *testing.T) {
 // TestReplaceBuildsSameIndexes: the bulk-built indexes of a snapshot equal those that live
 // batches maintain for the same rows.
 func TestReplaceBuildsSameIndexes(t *testing.T) {
+	for _, bg := range []bool{false, true} {
+		t.Run(fmt.Sprintf("decodeWhileReceiving=%v", bg), func(t *testing.T) {
+			decodeWhileReceiving = bg
+			defer func() { decodeWhileReceiving = false }()
+			testReplaceBuildsSameIndexes(t)
+		})
+	}
+}
+
+func testReplaceBuildsSameIndexes(t *testing.T) {
 	live := newEventView(t)
 	snap := newEventView(t)
 	snap.beginReplace()
@@ -312,6 +322,8 @@ func TestReplaceBuildsSameIndexes(t *testing.T) {
 // TestAbortReplaceWaitsForDecoders: a snapshot dropped mid-way (stream broke) leaves no
 // decoder goroutine behind (goleak) and the view untouched.
 func TestAbortReplaceWaitsForDecoders(t *testing.T) {
+	decodeWhileReceiving = true
+	defer func() { decodeWhileReceiving = false }()
 	v := newEventView(t)
 	applyBatch(v, 1, op{"keep", `{"id":1}`})
 	v.beginReplace()
