@@ -1,17 +1,20 @@
 // Package sportsbook is an example service that embeds cacheclient over the demo schema
 // (deploy/demo): it keeps the sports, events, event_markets and selections views in
-// memory, indexes events by competition, tag and status, markets by event and selections
-// by market, answers HTTP lookups from memory only, and logs event changes.
+// memory, indexes events by sport, competition, tag and status, markets by event and
+// selections by market, answers HTTP lookups from memory only, and logs event changes.
+// The index rules are exported (EventIndexes, MarketIndexes, SelectionIndexes) so that
+// checks (internal/devenv's convergence check, the tests) use the very same rules.
 //
-// Endpoints (JSON): /sports, /events/{id} (with its markets and their selections),
-// /competitions/{id}/events, /tags/{tag}/events, /status/{status}/events, /stats,
-// /metrics (Prometheus), /readyz.
+// Endpoints (JSON): /sports, /sports/{id}/events, /events/{id} (with its markets and their
+// selections), /competitions/{id}/events, /tags/{tag}/events, /status/{status}/events,
+// /stats, /metrics (Prometheus), /readyz.
 package sportsbook
 
 import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -32,6 +35,7 @@ type (
 	Event struct {
 		ID            int64    `json:"id"`
 		CompetitionID int64    `json:"competition_id"`
+		SportID       int64    `json:"sport_id"` // the competition's sport (joined in the view)
 		Name          string   `json:"name"`
 		StartsAt      string   `json:"starts_at"`
 		Status        string   `json:"status"`
@@ -59,6 +63,33 @@ func decodeJSON[T any](_ string, b []byte) (T, error) {
 }
 
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }
+
+// The service's secondary indexes: index name → the values an object is indexed under.
+// Read-only; New registers exactly these.
+var (
+	EventIndexes = map[string]func(Event) []string{
+		"sport":       func(e Event) []string { return []string{itoa(e.SportID)} },
+		"competition": func(e Event) []string { return []string{itoa(e.CompetitionID)} },
+		"tag":         func(e Event) []string { return e.Tags },
+		"status":      func(e Event) []string { return []string{e.Status} },
+	}
+	MarketIndexes = map[string]func(Market) []string{
+		"event": func(m Market) []string { return []string{itoa(m.EventID)} },
+	}
+	SelectionIndexes = map[string]func(Selection) []string{
+		"market": func(x Selection) []string { return []string{itoa(x.MarketID)} },
+	}
+)
+
+// addIndexes registers rules on v in name order.
+func addIndexes[T any](v *cacheclient.View[T], rules map[string]func(T) []string) error {
+	for _, name := range slices.Sorted(maps.Keys(rules)) {
+		if err := v.AddIndex(name, rules[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Service is the example service.
 type Service struct {
@@ -91,11 +122,9 @@ func New(cfg cacheclient.Config, log *slog.Logger) (*Service, error) {
 		return nil, err
 	}
 	for _, err := range []error{
-		s.Events.AddIndex("competition", func(e Event) []string { return []string{itoa(e.CompetitionID)} }),
-		s.Events.AddIndex("tag", func(e Event) []string { return e.Tags }),
-		s.Events.AddIndex("status", func(e Event) []string { return []string{e.Status} }),
-		s.Markets.AddIndex("event", func(m Market) []string { return []string{itoa(m.EventID)} }),
-		s.Selections.AddIndex("market", func(x Selection) []string { return []string{itoa(x.MarketID)} }),
+		addIndexes(s.Events, EventIndexes),
+		addIndexes(s.Markets, MarketIndexes),
+		addIndexes(s.Selections, SelectionIndexes),
 		cacheclient.OnChange(s.Events, s.logChange),
 	} {
 		if err != nil {
@@ -172,6 +201,7 @@ func (s *Service) Handler() http.Handler {
 		}
 		writeJSON(w, d)
 	})
+	mux.HandleFunc("GET /sports/{v}/events", events("sport"))
 	mux.HandleFunc("GET /competitions/{v}/events", events("competition"))
 	mux.HandleFunc("GET /tags/{v}/events", events("tag"))
 	mux.HandleFunc("GET /status/{v}/events", events("status"))

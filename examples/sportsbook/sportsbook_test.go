@@ -137,10 +137,11 @@ func (s *stack) sqlState(t *testing.T) (events map[string]Event, markets map[str
 	t.Helper()
 	ctx := context.Background()
 	events, markets, sels = map[string]Event{}, map[string]Market{}, map[string]Selection{}
-	rows, _ := s.db.Query(ctx, `SELECT id, competition_id, name, status::text, tags FROM events`)
+	rows, _ := s.db.Query(ctx, `SELECT e.id, e.competition_id, c.sport_id, e.name, e.status::text, e.tags
+		FROM events e JOIN competitions c ON c.id = e.competition_id`)
 	for rows.Next() {
 		var e Event
-		if err := rows.Scan(&e.ID, &e.CompetitionID, &e.Name, &e.Status, &e.Tags); err != nil {
+		if err := rows.Scan(&e.ID, &e.CompetitionID, &e.SportID, &e.Name, &e.Status, &e.Tags); err != nil {
 			t.Fatal(err)
 		}
 		events[itoa(e.ID)] = e
@@ -182,7 +183,7 @@ func sameView[T any](v *cacheclient.View[T], want map[string]T, eq func(a, b T) 
 }
 
 func eqEvent(a, b Event) bool {
-	return a.ID == b.ID && a.CompetitionID == b.CompetitionID && a.Name == b.Name && a.Status == b.Status &&
+	return a.ID == b.ID && a.CompetitionID == b.CompetitionID && a.SportID == b.SportID && a.Name == b.Name && a.Status == b.Status &&
 		fmt.Sprint(a.Tags) == fmt.Sprint(b.Tags)
 }
 func eqMarket(a, b Market) bool { return a == b }
@@ -268,6 +269,24 @@ func TestEndToEnd(t *testing.T) {
 	if code := getJSON(t, h, "/events/1000", &d); code != 200 || d.Name == "" || len(d.Markets) != 3 || len(d.Markets[0].Selections) != 3 {
 		t.Fatalf("/events/1000: %d %+v", code, d)
 	}
+	// The sport index (events joined with competitions): Roland-Garros (20) is the only
+	// Tennis competition; when competition 12 moves to Tennis its events follow (the join
+	// republishes them: greatest(e.updated_at, c.updated_at) advanced).
+	var tennis []Event
+	if code := getJSON(t, h, "/sports/2/events", &tennis); code != 200 || len(tennis) != 4 {
+		t.Fatalf("/sports/2/events: %d %+v", code, tennis)
+	}
+	st.exec(t, `UPDATE competitions SET sport_id = 2 WHERE id = 12`)
+	eventually(t, "events follow their competition's sport", func() bool {
+		tennis = nil
+		getJSON(t, h, "/sports/2/events", &tennis)
+		for _, e := range tennis {
+			if e.SportID != 2 || (e.CompetitionID != 20 && e.CompetitionID != 12) {
+				t.Fatalf("/sports/2/events: %+v", e)
+			}
+		}
+		return len(tennis) == 8 && len(s.Events.ByIndexKeys("sport", "1")) == 8
+	})
 	// An update: appears in the cache and moves between index sets.
 	st.exec(t, `UPDATE events SET status = 'live', tags = ARRAY['hot'] WHERE id = 1000`)
 	eventually(t, "update visible", func() bool {

@@ -3,6 +3,7 @@ package devenv
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,10 +59,11 @@ var demoChanges = []change{
 				(110011, 11001, 'Home', 2.4), (110012, 11001, 'Draw', 3.3), (110013, 11001, 'Away', 2.9)`,
 		inCache: func(s *sportsbook.Service) bool {
 			d, ok := s.Event("1100")
-			return ok && len(d.Markets) == 1 && len(d.Markets[0].Selections) == 3
+			return ok && len(d.Markets) == 1 && len(d.Markets[0].Selections) == 3 &&
+				slices.Contains(s.Events.ByIndexKeys("sport", "1"), "1100")
 		},
 		onChange: `msg="event added" id=1100`,
-		show:     []string{"/events/1100", "/competitions/11/events"}},
+		show:     []string{"/events/1100", "/competitions/11/events", "/sports/1/events"}},
 	{what: "competition renamed: every market of Premier League changes in event_markets",
 		sql: `UPDATE competitions SET name = 'Premier League 26/27' WHERE id = 10`,
 		inCache: func(s *sportsbook.Service) bool {

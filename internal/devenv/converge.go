@@ -41,11 +41,12 @@ func compareAll(ctx context.Context, conn *pgx.Conn, s *sportsbook.Service) ([]v
 	if err != nil {
 		return nil, err
 	}
-	events, err := queryMap(ctx, conn, `SELECT id, competition_id, name, starts_at, status::text, tags FROM events`,
+	events, err := queryMap(ctx, conn, `SELECT e.id, e.competition_id, c.sport_id, e.name, e.starts_at, e.status::text, e.tags
+		FROM events e JOIN competitions c ON c.id = e.competition_id`,
 		func(r pgx.Rows) (string, sportsbook.Event, error) {
 			var x sportsbook.Event
 			var t time.Time
-			err := r.Scan(&x.ID, &x.CompetitionID, &x.Name, &t, &x.Status, &x.Tags)
+			err := r.Scan(&x.ID, &x.CompetitionID, &x.SportID, &x.Name, &t, &x.Status, &x.Tags)
 			x.StartsAt = t.UTC().Format(time.RFC3339Nano)
 			return itoa(x.ID), x, err
 		})
@@ -74,24 +75,14 @@ func compareAll(ctx context.Context, conn *pgx.Conn, s *sportsbook.Service) ([]v
 	eqEvent := func(a, b sportsbook.Event) bool {
 		ta, _ := time.Parse(time.RFC3339Nano, a.StartsAt)
 		tb, _ := time.Parse(time.RFC3339Nano, b.StartsAt)
-		return a.ID == b.ID && a.CompetitionID == b.CompetitionID && a.Name == b.Name && ta.Equal(tb) &&
+		return a.ID == b.ID && a.CompetitionID == b.CompetitionID && a.SportID == b.SportID && a.Name == b.Name && ta.Equal(tb) &&
 			a.Status == b.Status && slices.Equal(a.Tags, b.Tags)
 	}
 	return []viewCheck{
 		compareView(s.Sports, sports, func(a, b sportsbook.Sport) bool { return a == b }, nil),
-		compareView(s.Events, events, eqEvent, map[string]func(sportsbook.Event) []string{
-			"competition": func(e sportsbook.Event) []string { return []string{itoa(e.CompetitionID)} },
-			"tag":         func(e sportsbook.Event) []string { return e.Tags },
-			"status":      func(e sportsbook.Event) []string { return []string{e.Status} },
-		}),
-		compareView(s.Markets, markets, func(a, b sportsbook.Market) bool { return a == b },
-			map[string]func(sportsbook.Market) []string{
-				"event": func(m sportsbook.Market) []string { return []string{itoa(m.EventID)} },
-			}),
-		compareView(s.Selections, sels, func(a, b sportsbook.Selection) bool { return a == b },
-			map[string]func(sportsbook.Selection) []string{
-				"market": func(x sportsbook.Selection) []string { return []string{itoa(x.MarketID)} },
-			}),
+		compareView(s.Events, events, eqEvent, sportsbook.EventIndexes),
+		compareView(s.Markets, markets, func(a, b sportsbook.Market) bool { return a == b }, sportsbook.MarketIndexes),
+		compareView(s.Selections, sels, func(a, b sportsbook.Selection) bool { return a == b }, sportsbook.SelectionIndexes),
 	}, nil
 }
 

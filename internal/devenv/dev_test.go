@@ -132,6 +132,12 @@ func checkService(ctx context.Context, t *testing.T, url string) {
 		slices.ContainsFunc(comp, func(e sportsbook.Event) bool { return e.ID == 1004 }) || len(comp) != 3 {
 		t.Errorf("/competitions/30/events: %d %+v", code, comp)
 	}
+	// EuroLeague is the only Basketball competition: same events by sport.
+	var bySport []sportsbook.Event
+	if code := get("/sports/3/events", &bySport); code != http.StatusOK || len(bySport) != 3 ||
+		slices.ContainsFunc(bySport, func(e sportsbook.Event) bool { return e.SportID != 3 || e.CompetitionID != 30 }) {
+		t.Errorf("/sports/3/events: %d %+v", code, bySport)
+	}
 }
 
 // TestDevReportsDivergence checks the convergence check itself: a row deleted just before
