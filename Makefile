@@ -49,4 +49,4 @@ proto:
 ## proto-check: fail when the committed schemas/gen differs from a fresh generation.
 proto-check:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && schemas/proto/gen.sh "$$tmp" && \
-	  diff -r schemas/gen "$$tmp/gen" || { echo "schemas/gen is stale: run make proto" >&2; exit 1; }
+	  diff -r schemas/gen "$$tmp/gen" && echo "schemas/gen is up to date" || { echo "schemas/gen is stale: run make proto" >&2; exit 1; }
