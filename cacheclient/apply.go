@@ -2,6 +2,7 @@ package cacheclient
 
 import (
 	"slices"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -50,6 +51,9 @@ type row struct {
 	value     []byte
 	tombstone bool
 	index     int64
+	// stable: value is never modified nor reused (a state file's buffer, a received
+	// message's own bytes), so the raw value kept for the state file may alias it.
+	stable bool
 }
 
 // viewWriter is the connection goroutine's side of a view. Nothing in it is read by readers.
@@ -132,11 +136,23 @@ func (v *View[T]) commit(index int64) {
 
 func (v *View[T]) keep(r *row) *string {
 	if v.c != nil && v.c.keepRaw {
-		s := string(r.value)
+		s := r.valueString()
 		return &s
 	}
 	return nil
 }
+
+// valueString is the row's value as a string: aliased when stable, else copied.
+func (r *row) valueString() string {
+	if r.stable {
+		return aliasString(r.value)
+	}
+	return string(r.value)
+}
+
+// aliasString returns b as a string without copying it. b must never be modified
+// afterwards (nor reused): the string shares its bytes and keeps them alive.
+func aliasString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 func (it *item[T]) rawLen() int {
 	if it.raw == nil {

@@ -172,11 +172,14 @@ func writeState(f io.Writer, stream string, index int64, caps []viewCapture) (in
 type stateSink interface {
 	view(name string) (ok bool)              // false: the file names a view not registered
 	reserve(view string, rows int)           // the row count of the view just accepted
-	row(view string, key string, raw []byte) // a row of the last accepted view (raw aliases the file)
+	row(view string, key string, raw []byte) // a row of the last accepted view (key and raw alias the file)
 }
 
 // readState verifies a whole state file (checksum first) and then streams its rows to
-// sink, which must not make them visible before readState returned nil.
+// sink, which must not make them visible before readState returned nil. Keys and values
+// alias b (no copy per row): b must never be modified afterwards. The loaded view thus
+// keeps the file's buffer alive until every row read from it has been replaced (its
+// keys and raw values would take as much memory if copied).
 func readState(b []byte, stream string, sink stateSink) (int64, map[string]bool, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrStateFile, fmt.Sprintf(format, a...))
@@ -231,14 +234,15 @@ func readState(b []byte, stream string, sink stateSink) (int64, map[string]bool,
 		if _, dup := seen[string(name)]; dup {
 			return 0, nil, bad("view %q twice", name)
 		}
-		keep := sink.view(string(name))
-		seen[string(name)] = keep
+		vname := string(name)
+		keep := sink.view(vname)
+		seen[vname] = keep
 		rows, ok := uv()
 		if !ok || rows > uint64(len(body)) {
 			return 0, nil, bad("row count of %q", name)
 		}
 		if keep {
-			sink.reserve(string(name), int(rows))
+			sink.reserve(vname, int(rows))
 		}
 		for range rows {
 			k, ok1 := str()
@@ -247,7 +251,7 @@ func readState(b []byte, stream string, sink stateSink) (int64, map[string]bool,
 				return 0, nil, bad("row of %q", name)
 			}
 			if keep {
-				sink.row(string(name), string(k), raw)
+				sink.row(vname, aliasString(k), raw)
 			}
 		}
 	}
@@ -272,7 +276,7 @@ func (k clientSink) reserve(view string, rows int) { k.c.byName[view].reserveRep
 
 func (k clientSink) row(view, key string, raw []byte) {
 	v := k.c.byName[view]
-	v.stageRow(row{key: key, prefix: v.keyPrefix(), value: raw, index: -1})
+	v.stageRow(row{key: key, prefix: v.keyPrefix(), value: raw, index: -1, stable: true})
 }
 
 // loadState loads the state file, if any, before the connection starts. Anything wrong

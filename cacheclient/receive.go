@@ -73,11 +73,15 @@ func (r *receiver) parseRow(e *statecastv1.Entry) (viewCore, row, error) {
 	if !ok {
 		return nil, row{}, orderErr("entry %d of unsubscribed view %q", e.GetIndex(), e.GetView())
 	}
-	key, err := keyTextPrefix(v.keyPrefix(), v.viewName(), e.GetKey())
-	if err != nil {
-		return nil, row{}, fmt.Errorf("%w: entry %d: %v", ErrOrder, e.GetIndex(), err)
+	k, p := e.GetKey(), v.keyPrefix()
+	if !bytes.HasPrefix(k, p) {
+		return nil, row{}, fmt.Errorf("%w: entry %d: key %q is not a key of view %q", ErrOrder, e.GetIndex(), k, v.viewName())
 	}
-	return v, row{key: key, fullKey: e.GetKey(), value: e.GetValue(), tombstone: e.GetTombstone(), index: e.GetIndex()}, nil
+	// The message's bytes are its own (protobuf copies them out of the gRPC buffer) and
+	// nothing modifies them: the kept raw value (StateDir) aliases them. The key text is
+	// copied (aliasing it would keep the view prefix's bytes alive with every key).
+	return v, row{key: string(k[len(p):]), fullKey: k, value: e.GetValue(), tombstone: e.GetTombstone(),
+		index: e.GetIndex(), stable: true}, nil
 }
 
 // keyText strips the view prefix "esc(view)|" from a record key.

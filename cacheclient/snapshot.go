@@ -20,6 +20,11 @@ type stagingView[T any] struct {
 	sem     chan struct{} // bounds the chunk decoders
 	wg      sync.WaitGroup
 	decoded int // chunks handed to a decoder
+	// raws is the current slab of raw values kept for the state file (with StateDir): one
+	// allocation per stagedChunk rows instead of one per row. A slab stays alive while
+	// any of its rows does, so until every row of a snapshot has been replaced it can keep
+	// the raw values of replaced rows of that snapshot (at most the snapshot's size).
+	raws []string
 	// Filled by build.
 	root    *tnode[item[T]]
 	count   int
@@ -98,13 +103,25 @@ func (v *View[T]) stageRow(r row) {
 	st := staged[T]{sk: trieOrder(hashKey(r.key)), tomb: r.tombstone, index: r.index}
 	st.l.key = r.key
 	if !r.tombstone {
-		st.l.val = item[T]{rowhash: r.hash(), raw: v.keep(&r)}
+		st.l.val = item[T]{rowhash: r.hash(), raw: s.keep(v, &r)}
 		st.value = r.value
 	}
 	s.list.add(st)
 	if s.list.n%stagedChunk == 0 && decodeWhileReceiving {
 		s.decodeChunks(false)
 	}
+}
+
+// keep is View.keep for a snapshot row, from the slab.
+func (s *stagingView[T]) keep(v *View[T], r *row) *string {
+	if v.c == nil || !v.c.keepRaw {
+		return nil
+	}
+	if len(s.raws) == cap(s.raws) {
+		s.raws = make([]string, 0, stagedChunk) // never grown: pointers into it stay valid
+	}
+	s.raws = append(s.raws, r.valueString())
+	return &s.raws[len(s.raws)-1]
 }
 
 // pos is a staged row's place in trie order.
