@@ -282,4 +282,11 @@ func (c *Client) decodeError(view, key string, index int64, err error) {
 	}
 }
 
-func (c *Client) dialOptions() []grpc.DialOption { return c.opts.dial }
+// dialOptions: the flow-control windows, then the caller's options (which win).
+func (c *Client) dialOptions() []grpc.DialOption {
+	var o []grpc.DialOption
+	if w := c.cfg.RecvWindow; w > 0 {
+		o = append(o, grpc.WithInitialWindowSize(w), grpc.WithInitialConnWindowSize(2*w), grpc.WithReadBufferSize(256<<10))
+	}
+	return append(o, c.opts.dial...)
+}

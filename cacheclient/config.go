@@ -16,6 +16,7 @@ const (
 	DefaultBackoffMin      = 100 * time.Millisecond
 	DefaultBackoffMax      = 5 * time.Second
 	DefaultReadyIdle       = time.Second
+	DefaultRecvWindow      = 8 << 20
 )
 
 // Config configures a Client. Zero values take the documented defaults.
@@ -43,6 +44,12 @@ type Config struct {
 	// ReadyIdle: after resuming from an index, the initial state counts as caught up at the
 	// first Progress frame, or when no frame arrived for ReadyIdle (default 1s).
 	ReadyIdle time.Duration
+	// RecvWindow is the HTTP/2 flow-control window of the subscription (bytes the player
+	// may send ahead of what the client has read; the connection's window is twice it),
+	// default 8 MiB: a snapshot then streams without waiting for window updates (cold
+	// start, docs/benchmarks/cacheclient.md). -1 keeps gRPC's own window (64 KiB, grown by
+	// its bandwidth estimator).
+	RecvWindow int32
 }
 
 func (c *Config) validate() error {
@@ -64,6 +71,9 @@ func (c *Config) validate() error {
 	if c.PersistInterval < 0 || c.BackoffMin < 0 || c.BackoffMax < 0 || c.ReadyIdle < 0 {
 		errs = append(errs, "negative duration")
 	}
+	if c.RecvWindow < -1 || (c.RecvWindow > 0 && c.RecvWindow < 64<<10) || c.RecvWindow > 1<<30 {
+		errs = append(errs, fmt.Sprintf("RecvWindow %d: -1, 0 (default) or 64KiB..1GiB", c.RecvWindow))
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, errs)
 	}
@@ -78,6 +88,9 @@ func (c *Config) validate() error {
 	}
 	if c.BackoffMax < c.BackoffMin {
 		c.BackoffMax = c.BackoffMin
+	}
+	if c.RecvWindow == 0 {
+		c.RecvWindow = DefaultRecvWindow
 	}
 	if c.ReadyIdle == 0 {
 		c.ReadyIdle = DefaultReadyIdle

@@ -176,6 +176,13 @@ func radixSort(a []pos) []pos {
 // build sorts the staged rows into trie order, keeps the last row of each key, decodes the
 // winners on every core and builds the trie bottom-up with exact-size nodes.
 func (s *stagingView[T]) build(decodeErr func(key string, index int64, err error)) {
+	// Decode the chunks not decoded yet on every core (receiving is over) while this
+	// goroutine sorts: decoders write only a row's obj, err and value, the sort reads its
+	// key and order. Rows superseded within the snapshot are decoded too (rare: a
+	// snapshot has one row per key).
+	s.sem = make(chan struct{}, runtime.GOMAXPROCS(0))
+	dispatched := make(chan struct{})
+	go func() { defer close(dispatched); s.decodeChunks(true) }()
 	// Sort small (order, position) pairs rather than the rows themselves.
 	order := make([]pos, s.list.n)
 	for i := range order {
@@ -210,10 +217,7 @@ func (s *stagingView[T]) build(decodeErr func(key string, index int64, err error
 			win = append(win, p.i)
 		}
 	}
-	// Wait for the chunk decoders (and decode the last, partial chunk). Rows superseded
-	// within the snapshot are decoded too (rare: a snapshot has one row per key).
-	s.sem = make(chan struct{}, runtime.GOMAXPROCS(0)) // receiving is over: every core
-	s.decodeChunks(true)
+	<-dispatched // every wg.Add done
 	s.wg.Wait()
 	leaves := make([]leaf[item[T]], 0, len(win))
 	hs := make([]uint64, 0, len(win))

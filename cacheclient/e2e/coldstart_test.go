@@ -112,10 +112,11 @@ func BenchmarkColdStart(b *testing.B) {
 	playerReady := time.Since(pstart)
 
 	dir := b.TempDir()
-	client := func(stateDir string) (time.Duration, *cacheclient.Client) {
+	client := func(stateDir string, window int32) (time.Duration, *cacheclient.Client) {
 		start := time.Now()
 		c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: "s", ClientID: "bench", StateDir: stateDir,
-			ReadyIdle: 100 * time.Millisecond, MaxBatchEntries: 4096, MaxBatchBytes: 4 << 20}, cacheclient.WithLogger(benchLogger()))
+			ReadyIdle: 100 * time.Millisecond, MaxBatchEntries: 4096, MaxBatchBytes: 4 << 20, RecvWindow: window},
+			cacheclient.WithLogger(benchLogger()))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -135,13 +136,26 @@ func BenchmarkColdStart(b *testing.B) {
 
 	b.ResetTimer()
 	tReplay := replay()
-	tCold, c := client("")
-	c.Close()
-	_, c = client(dir) // writes the state file at Close
+	// cold: the default client; cold-grpcwin: the same with gRPC's own flow-control
+	// window (RecvWindow -1), run first or second alternately (CC_BENCH_ORDER=1: second).
+	var tCold, tColdG time.Duration
+	var c *cacheclient.Client
+	if os.Getenv("CC_BENCH_ORDER") == "1" {
+		tCold, c = client("", 0)
+		c.Close()
+		tColdG, c = client("", -1)
+		c.Close()
+	} else {
+		tColdG, c = client("", -1)
+		c.Close()
+		tCold, c = client("", 0)
+		c.Close()
+	}
+	_, c = client(dir, 0) // writes the state file at Close
 	tClose := time.Now()
 	c.Close()
 	closeWrite := time.Since(tClose)
-	tRestart, c := client(dir)
+	tRestart, c := client(dir, 0)
 	c.Close()
 	b.StopTimer()
 
@@ -164,8 +178,9 @@ func BenchmarkColdStart(b *testing.B) {
 	b.ReportMetric(ks(tRestart), "restart-keys/s")
 	b.ReportMetric(ks(tReplay), "replay-keys/s")
 	b.ReportMetric(tReplay.Seconds()/tCold.Seconds(), "replay/cold")
+	b.ReportMetric(tReplay.Seconds()/tColdG.Seconds(), "replay/cold-grpcwin")
 	b.ReportMetric(tReplay.Seconds()/tRestart.Seconds(), "replay/restart")
-	b.Logf("keys %d records %d: replay %v, cold (snapshot) %v, restart (StateDir) %v, state file write at Close %v, player ready %v, decode only %v (%.0f keys/s)",
-		keys, records, tReplay.Round(time.Millisecond), tCold.Round(time.Millisecond), tRestart.Round(time.Millisecond),
+	b.Logf("keys %d records %d: replay %v, cold (snapshot) %v (gRPC's window: %v), restart (StateDir) %v, state file write at Close %v, player ready %v, decode only %v (%.0f keys/s)",
+		keys, records, tReplay.Round(time.Millisecond), tCold.Round(time.Millisecond), tColdG.Round(time.Millisecond), tRestart.Round(time.Millisecond),
 		closeWrite.Round(time.Millisecond), playerReady.Round(time.Millisecond), tDecode.Round(time.Millisecond), ks(tDecode))
 }
