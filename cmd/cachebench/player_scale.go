@@ -32,9 +32,16 @@ func runPlayerScale(ctx context.Context, args []string, w io.Writer) error {
 	budget := fs.Int64("budget", 4<<20, "player target_budget_bytes")
 	conns := fs.Int("conns", 20, "client connections carrying the subscribers")
 	bare := fs.Bool("bare", true, "also run the bare gRPC fan-out baseline (same routing, a frame per entry)")
+	cpuprof := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memprof := fs.String("memprofile", "", "write an allocation profile at the end of the run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	stopProf, err := profiles(profileFiles{cpu: *cpuprof, mem: *memprof})
+	if err != nil {
+		return err
+	}
+	defer stopProf()
 	bs, err := splitBrokers(*brokers)
 	if err != nil {
 		return err
