@@ -45,8 +45,7 @@
 // (while the rows are sorted in trie order) and built bottom-up in one pass beside the live
 // version, so memory peaks at two versions plus the snapshot's raw rows. The decoder is
 // most of a cold start's CPU: a service should use a fast one (the example and the
-// benchmarks use github.com/goccy/go-json, 4–5× encoding/json). A snapshot streams through
-// a large HTTP/2 window (Config.RecvWindow) so the player is not held up by window updates.
+// benchmarks use github.com/goccy/go-json, 4–5× encoding/json).
 // Views are published one after the other: a reader that reads two views may see one of
 // them one batch ahead of the other.
 //

@@ -24,6 +24,7 @@ type receiver struct {
 	snapViews    []viewCore
 	snapRows     int
 	snapStart    time.Time
+	subscribed   time.Time // Hello sent
 	resyncReason string
 }
 
@@ -306,7 +307,7 @@ func (r *receiver) snapshotEnd(ctx context.Context, index int64) error {
 	r.progressed = true
 	r.c.st.snapshots.Add(1)
 	r.c.log.Info("snapshot applied", "index", index, "rows", r.snapRows, "resync", r.resyncReason,
-		"received_in", received, "built_in", time.Since(r.snapStart)-received)
+		"begun_after", r.snapStart.Sub(r.subscribed), "received_in", received, "built_in", time.Since(r.snapStart)-received)
 	if h := r.c.opts.hooks.OnSnapshot; h != nil {
 		h(index, r.snapRows)
 	}
