@@ -2,6 +2,7 @@ package distributor
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -53,6 +54,15 @@ type KafkaConfig struct {
 	Compression string `yaml:"compression"`
 	// MaxMessageBytes caps a record; 0 means the topic's max.message.bytes.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// TLS and SASL of the connections (see KafkaTLS, KafkaSASL).
+	TLS  KafkaTLS  `yaml:"tls"`
+	SASL KafkaSASL `yaml:"sasl"`
+	// Timeout is the network timeout (dial, read, write) of every Kafka request, and caps
+	// the broker's produce timeout; 0 = sarama's 30s. A request that times out is retried
+	// (counted in statecast_distributor_produce_retries_total).
+	Timeout time.Duration `yaml:"timeout"`
+
+	tlsConfig *tls.Config // built by Validate from TLS
 }
 
 // StreamConfig is one topic and its views.
@@ -198,6 +208,7 @@ func (c *Config) Validate() error {
 	if c.Kafka.MaxMessageBytes < 0 {
 		bad("kafka.max_message_bytes: must not be negative")
 	}
+	c.Kafka.validateClient(bad)
 	if len(c.Streams) == 0 {
 		bad("streams: at least one stream is required")
 	}

@@ -13,8 +13,6 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/statecast/statecast/internal/kafkautil"
 )
 
 // Option configures a Distributor.
@@ -94,7 +92,7 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 	defer pool.Close()
 	d.pool = pool
 
-	admin, err := sarama.NewClusterAdmin(d.cfg.Kafka.Brokers, kafkautil.NewConfig(d.cfg.Kafka.ClientID+"-admin"))
+	admin, err := sarama.NewClusterAdmin(d.cfg.Kafka.Brokers, d.cfg.Kafka.saramaConfig(d.cfg.Kafka.ClientID+"-admin"))
 	if err != nil {
 		return fmt.Errorf("distributor: kafka admin: %w", err)
 	}

@@ -13,6 +13,8 @@ type metrics struct {
 	errors     *prometheus.CounterVec   // stream, view, op
 	active     *prometheus.GaugeVec     // stream
 	watermarkT *prometheus.GaugeVec     // stream, view: unix seconds of a time watermark
+	// produceRetries counts sarama's retries of produce requests (broker slow or down).
+	produceRetries *prometheus.CounterVec // stream
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -46,9 +48,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "statecast_distributor_watermark_seconds",
 			Help: "Incremental watermark of a view (unix seconds, time columns) or version.",
 		}, []string{"stream", "view"}),
+		produceRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "statecast_distributor_produce_retries_total",
+			Help: "Produce requests retried by the Kafka client (broker slow, down or timed out).",
+		}, []string{"stream"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.rows, m.tombstones, m.pollTime, m.epoch, m.errors, m.active, m.watermarkT)
+		reg.MustRegister(m.rows, m.tombstones, m.pollTime, m.epoch, m.errors, m.active, m.watermarkT, m.produceRetries)
 	}
 	return m
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
 	"github.com/statecast/statecast/schemas/record"
 )
 
@@ -15,10 +14,10 @@ import (
 // and rebuilds each configured view's state: key → content hash of the live rows, the last
 // epoch and the watermark of the last poll record. Records of views that are not configured
 // any more are skipped. It is the only state store: no other is needed.
-func restore(ctx context.Context, brokers []string, clientID, topic string, views map[string]*viewState, log *slog.Logger) (n int64, err error) {
-	cfg := kafkautil.NewConfig(clientID + "-restore")
+func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[string]*viewState, log *slog.Logger) (n int64, err error) {
+	cfg := kc.saramaConfig(kc.ClientID + "-restore")
 	cfg.Consumer.Fetch.Default = 4 << 20
-	client, err := sarama.NewClient(brokers, cfg)
+	client, err := sarama.NewClient(kc.Brokers, cfg)
 	if err != nil {
 		return 0, fmt.Errorf("distributor: restore %q: %w", topic, err)
 	}

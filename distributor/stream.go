@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/robfig/cron/v3"
 
-	"github.com/statecast/statecast/internal/kafkautil"
 	"github.com/statecast/statecast/schemas/record"
 )
 
@@ -126,7 +125,12 @@ func (s *stream) activeRun(parent context.Context, lock *streamLock) error {
 	s.active.Store(true)
 	s.m.active.WithLabelValues(s.cfg.Topic).Set(1)
 
-	pcfg := kafkautil.ProducerConfig(s.d.cfg.Kafka.ClientID)
+	pcfg := s.d.cfg.Kafka.producerConfig()
+	retries := s.m.produceRetries.WithLabelValues(s.cfg.Topic)
+	pcfg.Producer.Retry.BackoffFunc = func(int, int) time.Duration { // called once per retry
+		retries.Inc()
+		return 100 * time.Millisecond
+	}
 	pcfg.Producer.MaxMessageBytes = s.cfg.maxBytes
 	pcfg.Producer.Compression = compressions[s.d.cfg.Kafka.Compression]
 	pcfg.Producer.Flush.Bytes = 1 << 20
@@ -185,7 +189,7 @@ func (s *stream) activeRun(parent context.Context, lock *streamLock) error {
 // startup restores the views' state from the topic and publishes one epoch per view, all
 // read from ONE snapshot and validated before anything is published.
 func (s *stream) startup(ctx context.Context) error {
-	n, err := restore(ctx, s.d.cfg.Kafka.Brokers, s.d.cfg.Kafka.ClientID, s.cfg.Topic, s.views, s.log)
+	n, err := restore(ctx, &s.d.cfg.Kafka, s.cfg.Topic, s.views, s.log)
 	if err != nil {
 		return err
 	}
