@@ -1,0 +1,121 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Kafka is a dedicated real broker started for one test by deploy/local/kafka.sh with its
+// own state directory, so the test may pause it without disturbing the shared broker that
+// other packages' tests use. It is stopped (and resumed first, if paused) at the test's end.
+type Kafka struct {
+	Brokers []string
+	dir     string // $STATECAST_RUN of this broker
+	script  string
+}
+
+var brokersLine = regexp.MustCompile(`STATECAST_KAFKA_BROKERS='([^']+)'`)
+
+// DedicatedKafka starts a private broker (about 10-20 s: a JVM start on cached jars). Outside
+// CI it skips when java, the script or the cached jars are missing; under CI it fails.
+func DedicatedKafka(t testing.TB) *Kafka {
+	t.Helper()
+	fail := t.Skipf
+	if InCI() {
+		fail = t.Fatalf
+	}
+	root, err := repoRoot()
+	if err != nil {
+		fail("testenv: dedicated Kafka: %v", err)
+	}
+	script := filepath.Join(root, "deploy", "local", "kafka.sh")
+	if _, err := os.Stat(script); err != nil {
+		fail("testenv: dedicated Kafka: %v", err)
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		fail("testenv: dedicated Kafka needs java: %v", err)
+	}
+	k := &Kafka{dir: t.TempDir(), script: script}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, "bash", script, "start")
+	cmd.Env = append(os.Environ(), "STATECAST_RUN="+k.dir)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	// registered before the start: a half-started broker is stopped too
+	t.Cleanup(k.stop)
+	if err := cmd.Run(); err != nil {
+		fail("testenv: %s start: %v\n%s", script, err, errb.String())
+	}
+	m := brokersLine.FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("testenv: %s start printed no STATECAST_KAFKA_BROKERS:\n%s\n%s", script, out.String(), errb.String())
+	}
+	k.Brokers = strings.Split(m[1], ",")
+	return k
+}
+
+// PID is the broker's process id.
+func (k *Kafka) PID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(k.dir, "kafka", "kafka.pid"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// Pause stops the broker process (SIGSTOP): its sockets stay open but nothing answers.
+func (k *Kafka) Pause(t testing.TB) { t.Helper(); k.signal(t, syscall.SIGSTOP) }
+
+// Resume continues a paused broker (SIGCONT).
+func (k *Kafka) Resume(t testing.TB) { t.Helper(); k.signal(t, syscall.SIGCONT) }
+
+func (k *Kafka) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	pid, err := k.PID()
+	if err != nil {
+		t.Fatalf("testenv: kafka pid: %v", err)
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatalf("testenv: kill -%v %d: %v", sig, pid, err)
+	}
+}
+
+func (k *Kafka) stop() {
+	if pid, err := k.PID(); err == nil {
+		_ = syscall.Kill(pid, syscall.SIGCONT) // a paused JVM cannot handle SIGTERM
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", k.script, "stop")
+	cmd.Env = append(os.Environ(), "STATECAST_RUN="+k.dir)
+	_ = cmd.Run()
+}
+
+// repoRoot walks up from the working directory to the directory holding go.mod.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
