@@ -2,8 +2,8 @@ package testenv
 
 import (
 	"io"
-	"net/url"
 	"net"
+	"net/url"
 	"sync"
 	"testing"
 )
