@@ -4,7 +4,9 @@
 // # Types
 //
 //   - Config (config.go): the YAML configuration, loaded by LoadConfig, validated by
-//     Config.Validate (errors name the stream/view and the field).
+//     Config.Validate (errors name the stream/view and the field). KafkaTLS, KafkaSASL and
+//     KafkaConfig.Timeout (kafkaclient.go) are validated there too (TLS files are loaded) and
+//     applied to every sarama config the package makes (admin, restore, producer).
 //   - Distributor (distributor.go): New validates a Config; Run(ctx) runs every stream until
 //     ctx ends; Reconcile(ctx, view) asks for a reconcile epoch on demand; WaitReady waits
 //     until every stream published its start-up epoch.
