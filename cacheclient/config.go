@@ -47,7 +47,7 @@ type Config struct {
 	// (bytes the player may send ahead of what the client has read; the connection's
 	// window is twice it). 0 keeps gRPC's own (64 KiB, grown by its bandwidth estimator):
 	// a fixed 8 MiB window did not make a 1M-row snapshot reliably faster on loopback
-	// (docs/benchmarks/cacheclient.md); it may across a long-latency link.
+	// (docs/BENCHMARKS.md); it may across a long-latency link.
 	RecvWindow int32
 }
 

@@ -39,7 +39,7 @@
 // atomic store. A reader loads the pointer once per call, so Get, Range, Len, ByIndex and
 // IndexValues each see one whole batch or none of it; [View.Snapshot] gives several reads
 // the same version. Costs: a Get is a lock-free walk of a few nodes (about sync.Map's cost,
-// see docs/benchmarks/cacheclient.md); a write allocates a copy of each node on its path
+// see docs/BENCHMARKS.md); a write allocates a copy of each node on its path
 // once per batch (a few hundred bytes of garbage per change; large batches amortise it);
 // a snapshot (bootstrap, resync or state file) is collected raw, then decoded in parallel
 // (while the rows are sorted in trie order) and built bottom-up in one pass beside the live

@@ -12,7 +12,7 @@ type ViewStats struct {
 	Index int64
 	// MemoryBytes estimates the view's memory: key and raw value bytes, plus a fixed cost
 	// per entry (the entry struct with the object inline and the trie's share, measured in
-	// docs/benchmarks/cacheclient.md). Heap memory the objects point to is not counted.
+	// docs/BENCHMARKS.md). Heap memory the objects point to is not counted.
 	MemoryBytes int64
 }
 

@@ -80,7 +80,7 @@ type viewRead struct {
 // send while reading. false (the default) = one pass: every row to publish is buffered
 // (≈ 250 MB for 1 M rows of 200 bytes) and sent once the whole view was validated.
 // BenchmarkSnapshot measures both in the same run: on the shared 2-core machine the second
-// read costs more CPU than the overlap saves (docs/benchmarks/distributor-library.md), so
+// read costs more CPU than the overlap saves (docs/BENCHMARKS.md, distributor library section), so
 // two-pass is not the default; the tests run both (forDesigns).
 var twoPass = false
 

@@ -58,7 +58,7 @@ type (
 )
 
 // decodeJSON is the views' decoder: github.com/goccy/go-json decodes 4–5×
-// faster than encoding/json with the same results (docs/benchmarks/cacheclient.md), which
+// faster than encoding/json with the same results (docs/BENCHMARKS.md), which
 // is most of a cold start's CPU. UnmarshalNoEscape: &v does not outlive the call.
 func decodeJSON[T any](_ string, b []byte) (T, error) {
 	var v T
