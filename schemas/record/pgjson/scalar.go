@@ -134,24 +134,18 @@ const pgEpochUnixMicro = 946684800 * 1000000
 func timeOfMicros(v int64) time.Time { return time.UnixMicro(v + pgEpochUnixMicro).UTC() }
 
 func appendTimestamptz(dst, src []byte) ([]byte, error) {
-	if len(src) != 8 {
-		return dst, badData("timestamptz", src)
-	}
-	v := int64(binary.BigEndian.Uint64(src))
-	switch v {
-	case math.MaxInt64:
-		return append(dst, `"infinity"`...), nil
-	case math.MinInt64:
-		return append(dst, `"-infinity"`...), nil
-	}
-	dst = append(dst, '"')
-	dst = timeOfMicros(v).AppendFormat(dst, time.RFC3339Nano)
-	return append(dst, '"'), nil
+	return appendMicros(dst, src, "timestamptz", time.RFC3339Nano)
 }
 
 func appendTimestamp(dst, src []byte) ([]byte, error) {
+	return appendMicros(dst, src, "timestamp", "2006-01-02T15:04:05.999999")
+}
+
+// appendMicros writes a binary timestamp (microseconds since PostgreSQL's epoch, UTC) as a
+// JSON string in layout; the two extreme values are PostgreSQL's ±infinity.
+func appendMicros(dst, src []byte, typ, layout string) ([]byte, error) {
 	if len(src) != 8 {
-		return dst, badData("timestamp", src)
+		return dst, badData(typ, src)
 	}
 	v := int64(binary.BigEndian.Uint64(src))
 	switch v {
@@ -161,7 +155,7 @@ func appendTimestamp(dst, src []byte) ([]byte, error) {
 		return append(dst, `"-infinity"`...), nil
 	}
 	dst = append(dst, '"')
-	dst = timeOfMicros(v).AppendFormat(dst, "2006-01-02T15:04:05.999999")
+	dst = timeOfMicros(v).AppendFormat(dst, layout)
 	return append(dst, '"'), nil
 }
 
