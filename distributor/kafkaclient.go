@@ -27,8 +27,7 @@ type KafkaTLS struct {
 
 // KafkaSASL is the SASL authentication of the Kafka connections (kafka.sasl).
 type KafkaSASL struct {
-	// Mechanism is PLAIN; empty means no SASL. SCRAM-SHA-256/512 are recognised but refused
-	// by this build: sarama needs a SCRAM client (github.com/xdg-go/scram), not a dependency.
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty means no SASL.
 	Mechanism string `yaml:"mechanism"`
 	User      string `yaml:"user"`
 	Password  string `yaml:"password"` // use ${ENV} expansion rather than a literal
@@ -64,12 +63,9 @@ func (k *KafkaConfig) validateClient(bad func(string, ...any)) {
 			bad("kafka.sasl.mechanism: required when kafka.sasl.user or password is set (PLAIN)")
 		}
 		return
-	case SASLPlain:
-	case SASLScramSHA256, SASLScramSHA512:
-		bad("kafka.sasl.mechanism: %s is not supported by this build (no SCRAM client library); use PLAIN over TLS", s.Mechanism)
-		return
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
 	default:
-		bad("kafka.sasl.mechanism: %q must be %s (SCRAM-SHA-256/512 are not supported by this build)", s.Mechanism, SASLPlain)
+		bad("kafka.sasl.mechanism: %q must be %s, %s or %s", s.Mechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
 		return
 	}
 	if s.User == "" {
@@ -126,6 +122,9 @@ func (k *KafkaConfig) applyClient(c *sarama.Config) {
 		c.Net.SASL.Mechanism = sarama.SASLMechanism(k.SASL.Mechanism)
 		c.Net.SASL.User = k.SASL.User
 		c.Net.SASL.Password = k.SASL.Password
+		if k.SASL.Mechanism != SASLPlain {
+			c.Net.SASL.SCRAMClientGeneratorFunc = newSCRAMClient(k.SASL.Mechanism)
+		}
 	}
 	if k.Timeout > 0 {
 		c.Net.DialTimeout = k.Timeout

@@ -130,3 +130,41 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 		refused(t, cfg, "unknown authority")
 	})
 }
+
+// TestKafkaSCRAM: SASL SCRAM-SHA-256 and SCRAM-SHA-512 (plain TCP) against kfake brokers that
+// require them: the snapshot gets through with the right password, Run fails with a wrong one.
+func TestKafkaSCRAM(t *testing.T) {
+	for _, mech := range []string{SASLScramSHA256, SASLScramSHA512} {
+		t.Run(mech, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser(mech, "statecast", "right"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			e := newEnv(t)
+			e.brokers = c.ListenAddrs()
+			e.createItems()
+			cfg := e.config(itemsView())
+			cfg.Kafka.SASL = KafkaSASL{Mechanism: mech, User: "statecast", Password: "right"}
+			cfg.Kafka.Timeout = 5 * time.Second
+			r, reg := startReg(t, cfg, testLogger(t))
+			r.waitReady(t)
+			if n := metricSum(t, reg, "statecast_distributor_rows_published_total", map[string]string{"stream": e.topic}); n != 3 {
+				t.Fatalf("rows published over %s: %v, want 3", mech, n)
+			}
+
+			bad := e.config(itemsView())
+			bad.Kafka.SASL = KafkaSASL{Mechanism: mech, User: "statecast", Password: "wrong"}
+			bad.Kafka.Timeout = 5 * time.Second
+			d, err := New(bad, WithLogger(testLogger(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := d.Run(ctx); err == nil || errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Run with a wrong %s password: %v; want a refusal", mech, err)
+			}
+		})
+	}
+}
