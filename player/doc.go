@@ -52,12 +52,22 @@
 // shared by every recovering target) and fall back to Kafka (target.kafkaSource) from the
 // first index no longer in it. Caught-up is "saw an offset >= ci", never index+1
 // counting: indexes have gaps. A target without resume index gets a snapshot bootstrap
-// instead (target.snapshotSource: SnapshotBegin X, rows of its views sorted by index from
+// instead (target.snapshotSource: SnapshotBegin X, rows of its views in index order from
 // the materialized copy, SnapshotEnd X, X = ci); one whose resume index is below the log
 // start, at/after the log end, or followed by records older than the tombstone horizon
 // (the topic's delete.retention.ms, read with DescribeConfig; the append time of the first
 // record after the resume index is bounded from a timeline sampled every second of log
 // time, stream.firstAfterTime) gets ResyncRequired then the snapshot.
+//
+// The materialized copy (stream.rows: view -> key -> latest row) also keeps each view's
+// rows in index order (stream.order: view -> rowOrder, order.go), so a snapshot needs no
+// sort: the main fetcher applies records in increasing index order and appends each row to
+// its view's slice of (index, row) slots; an update or tombstone of a key marks its
+// previous slot dead (binary search by index); a view's slots are compacted in place, order
+// kept, when more than half are dead (16 bytes per slot, at most 2 slots per live row). At
+// admission, under stream.mu, stream.snapshotRows copies the live rows of the target's
+// views from the log start, merging the views' slots by index (mergeRows; one view is a
+// plain copy): the state at X in index order, O(rows) without a sort or a look at the rows.
 //
 // Byte budget (not in the paper): a target's normal queue may hold Config.TargetBudgetBytes/2;
 // past it the queue is dropped and the target continues from Kafka in RF without being

@@ -1,10 +1,8 @@
 package player
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/IBM/sarama"
 
@@ -85,14 +83,12 @@ func (t *target) fail(term uint64, err error) {
 }
 
 // snapshotSource pushes the snapshot bootstrap (optionally preceded by a resync frame)
-// into the catch-up queue: SnapshotBegin X, the rows sorted by index, SnapshotEnd X; then
-// fetching-completed (or a Kafka recovery from X+1 if main entries were dropped). Rows
-// whose index is below logStart are left out.
-func (t *target) snapshotSource(term uint64, resync *statecastv1.ResyncRequired, rows []*item, x, logStart int64) {
-	// Rows below the current log start were deleted from the log (DeleteRecords or
-	// retention): the snapshot shows the log as it is.
-	rows = slices.DeleteFunc(rows, func(it *item) bool { return it.index < logStart })
-	slices.SortFunc(rows, func(a, b *item) int { return cmp.Compare(a.index, b.index) })
+// into the catch-up queue: SnapshotBegin X, the rows, SnapshotEnd X; then
+// fetching-completed (or a Kafka recovery from X+1 if main entries were dropped). rows are
+// stream.snapshotRows at X: already in index order, without the rows below the current
+// log start (deleted from the log by DeleteRecords or retention: the snapshot shows the
+// log as it is).
+func (t *target) snapshotSource(term uint64, resync *statecastv1.ResyncRequired, rows []*item, x int64) {
 	if resync != nil {
 		if !t.pushCatchup(frameItem(-1, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_ResyncRequired{ResyncRequired: resync}}), term, true) {
 			return

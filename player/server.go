@@ -164,8 +164,8 @@ func (s *stream) admit(id string, h *statecastv1.Hello) (*target, error) {
 	case h.ResumeIndex == nil || resync != nil:
 		t = newTarget(s, id, h.GetViews(), term, StateRF, maxEntries, maxBytes)
 		t.lastAck, t.sentUpTo, t.recEnd = -1, -1, ci
-		rows := s.snapshotRows(t.views)
-		p.goTracked(func() { t.snapshotSource(term, resync, rows, ci, logStart) })
+		rows := s.snapshotRows(t.views, logStart)
+		p.goTracked(func() { t.snapshotSource(term, resync, rows, ci) })
 	case h.GetResumeIndex() >= ci:
 		t = newTarget(s, id, h.GetViews(), term, StateN, maxEntries, maxBytes)
 		t.lastAck, t.sentUpTo, t.recEnd = h.GetResumeIndex(), h.GetResumeIndex(), h.GetResumeIndex()

@@ -44,6 +44,7 @@ type stream struct {
 
 	mu       sync.Mutex
 	rows     map[string]map[string]*item // view -> key -> latest row (tombstones applied)
+	order    map[string]*rowOrder        // view -> the same rows in index order (snapshots)
 	hist     history
 	nrows    int
 	timeline []tsMark
@@ -61,6 +62,7 @@ func newStream(p *Player, cfg StreamConfig) *stream {
 		p: p, cfg: cfg, log: p.log.With("stream", cfg.Name),
 		ready:    make(chan struct{}),
 		rows:     map[string]map[string]*item{},
+		order:    map[string]*rowOrder{},
 		byView:   map[string]map[*target]struct{}{},
 		allViews: map[*target]struct{}{},
 		byClient: map[string]*target{},
@@ -232,23 +234,27 @@ func (s *stream) apply(m *sarama.ConsumerMessage, live bool, woken map[*target]s
 	it := itemOf(m)
 	s.mu.Lock()
 	if it.kind == 1 /* KIND_ROW */ || it.kind == 0 {
-		vm := s.rows[it.view]
+		vm, vo := s.rows[it.view], s.order[it.view]
 		if it.tombstone {
 			if vm != nil {
-				if _, ok := vm[it.key]; ok {
+				if old, ok := vm[it.key]; ok {
 					delete(vm, it.key)
+					vo.kill(old.index)
 					s.nrows--
 				}
 			}
 		} else {
 			if vm == nil {
-				vm = map[string]*item{}
-				s.rows[it.view] = vm
+				vm, vo = map[string]*item{}, &rowOrder{}
+				s.rows[it.view], s.order[it.view] = vm, vo
 			}
-			if _, ok := vm[it.key]; !ok {
+			if old, ok := vm[it.key]; ok {
+				vo.kill(old.index)
+			} else {
 				s.nrows++
 			}
 			vm[it.key] = it
+			vo.add(it)
 		}
 	}
 	s.sample(m.Offset, m.Timestamp)
@@ -305,18 +311,17 @@ func (s *stream) sample(off int64, ts time.Time) {
 	s.lastLog, s.lastOff = ts, off
 }
 
-// snapshotRows copies the current rows of views (nil = all); s.mu must be held.
-func (s *stream) snapshotRows(views map[string]bool) []*item {
-	var out []*item
-	for v, vm := range s.rows {
-		if views != nil && !views[v] {
-			continue
-		}
-		for _, it := range vm {
-			out = append(out, it)
+// snapshotRows copies the current rows of views (nil = all) whose index is >= from, in
+// increasing index order (a walk of the views' s.order, merged by index: no sort); s.mu
+// must be held, so the rows are the state at s.current.
+func (s *stream) snapshotRows(views map[string]bool, from int64) []*item {
+	var orders []*rowOrder
+	for v, o := range s.order {
+		if views == nil || views[v] {
+			orders = append(orders, o)
 		}
 	}
-	return out
+	return mergeRows(orders, from)
 }
 
 func (s *stream) register(t *target) {

@@ -1,0 +1,134 @@
+package player
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestRowOrder applies random updates and tombstones (with index gaps) of 3 views to one
+// rowOrder per view (as stream.apply does) and to a plain map, and checks after every step
+// that the live rows, merged in index order (mergeRows), for all views or a subset and from
+// a lower index bound, are the map's; that compaction keeps at most twice the live slots;
+// and that a snapshot taken earlier is not changed by later records.
+func TestRowOrder(t *testing.T) {
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { rowOrderRun(t, seed) })
+	}
+}
+
+func rowOrderRun(t *testing.T, seed uint64) {
+	rnd := rand.New(rand.NewPCG(seed, 7))
+	views := []string{"a", "b", "c"}
+	orders := map[string]*rowOrder{"a": {}, "b": {}, "c": {}}
+	list := func(sel map[string]bool) []*rowOrder {
+		var out []*rowOrder
+		for v, o := range orders {
+			if sel == nil || sel[v] {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	live := map[string]*item{} // view/key -> row
+	var index int64
+	compactions := 0
+	kill := func(o *rowOrder, index int64) {
+		if o.kill(index); o.dead == 0 { // kill compacted the slots
+			compactions++
+		}
+	}
+	var snap []*item
+	var snapWant []*item
+	nkeys := 1 + rnd.IntN(50)
+	for step := range 2000 {
+		index += 1 + int64(rnd.IntN(3))
+		v := views[rnd.IntN(len(views))]
+		k := fmt.Sprint(rnd.IntN(nkeys))
+		it := &item{index: index, view: v, key: k}
+		o := orders[v]
+		old, had := live[v+"/"+k]
+		if rnd.IntN(4) == 0 { // tombstone
+			if had {
+				kill(o, old.index)
+				delete(live, v+"/"+k)
+			}
+		} else {
+			if had {
+				kill(o, old.index)
+			}
+			o.add(it)
+			live[v+"/"+k] = it
+		}
+		nlive := 0
+		for v, o := range orders {
+			n := 0
+			for _, r := range live {
+				if r.view == v {
+					n++
+				}
+			}
+			if o.live() != n {
+				t.Fatalf("step %d: view %s: live %d, want %d", step, v, o.live(), n)
+			}
+			if len(o.slots) > 2*n+1 {
+				t.Fatalf("step %d: view %s: %d slots for %d live rows: not compacted", step, v, len(o.slots), n)
+			}
+			nlive += n
+		}
+		if nlive != len(live) {
+			t.Fatalf("step %d: live %d, want %d", step, nlive, len(live))
+		}
+		var all []*item
+		for _, r := range live {
+			all = append(all, r)
+		}
+		slices.SortFunc(all, func(a, b *item) int { return int(a.index - b.index) })
+		// All views, from the start.
+		if got := mergeRows(list(nil), 0); !slices.Equal(got, all) {
+			t.Fatalf("step %d: rows(all) = %v, want %v", step, indexes(got), indexes(all))
+		}
+		// A view subset, from a random lower bound.
+		sel := map[string]bool{views[rnd.IntN(3)]: true, views[rnd.IntN(3)]: true}
+		from := rnd.Int64N(index + 2)
+		want := slices.DeleteFunc(slices.Clone(all), func(r *item) bool { return !sel[r.view] || r.index < from })
+		if got := mergeRows(list(sel), from); !slices.Equal(got, want) {
+			t.Fatalf("step %d: rows(%v, from %d) = %v, want %v", step, sel, from, indexes(got), indexes(want))
+		}
+		if step == 500 {
+			snap, snapWant = mergeRows(list(nil), 0), all
+		}
+	}
+	if !slices.Equal(snap, snapWant) {
+		t.Fatalf("a snapshot taken at step 500 changed: %v, want %v", indexes(snap), indexes(snapWant))
+	}
+	if compactions == 0 {
+		t.Fatalf("no compaction in 2000 steps over %d keys", nkeys)
+	}
+}
+
+// TestRowOrderOutOfOrderPanics: the structure relies on increasing indexes; a violation is
+// a bug and must not silently corrupt snapshots.
+func TestRowOrderOutOfOrderPanics(t *testing.T) {
+	var o rowOrder
+	o.add(&item{index: 5})
+	for name, f := range map[string]func(){
+		"add below":      func() { o.add(&item{index: 4}) },
+		"add same index": func() { o.add(&item{index: 5}) },
+		"kill unknown":   func() { o.kill(6) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+	o.kill(5)
+	if o.live() != 0 || len(o.rows(nil, 0)) != 0 {
+		t.Fatalf("after kill: live %d", o.live())
+	}
+}
