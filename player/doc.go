@@ -78,7 +78,9 @@
 //
 // # Goroutines and locks
 //
-// Per stream: one main fetcher (stream.run). Per target: the handler (health), the sender,
+// Per stream: one main fetcher (stream.run) and three Kafka clients (connections): the main
+// fetcher's, the recovery fetchers', and one for the offset look-ups of admissions (behind
+// the main fetcher's long-poll fetches they waited up to 100 ms each). Per target: the handler (health), the sender,
 // the receiver, and at most one recovery source at a time (per term). Lock order: stream.mu, then target.mu.
 // Every goroutine is tracked by the Player's WaitGroup or the gRPC server; Close waits.
 package player

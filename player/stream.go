@@ -34,6 +34,9 @@ type stream struct {
 	log       *slog.Logger
 	client    sarama.Client // main fetcher and offset look-ups
 	recClient sarama.Client // recovery fetchers (kept apart from the main fetcher's connection)
+	// offClient: offset look-ups at admission, on a connection of their own: behind the
+	// main fetcher's long-poll fetches (MaxWaitTime) each look-up waited up to 100 ms.
+	offClient sarama.Client
 	retention time.Duration
 	delay     prometheus.Observer // delivery delay histogram of this stream
 	// offsetsHook replaces the Kafka offset look-up (tests that drive apply directly).
@@ -87,6 +90,9 @@ func (s *stream) connect() error {
 	if s.recClient, err = sarama.NewClient(s.p.cfg.Brokers, kc); err != nil {
 		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
 	}
+	if s.offClient, err = sarama.NewClient(s.p.cfg.Brokers, kc); err != nil {
+		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
+	}
 	parts, err := s.client.Partitions(s.cfg.Topic)
 	if err != nil {
 		return fmt.Errorf("%w: stream %s: topic %s: %v", ErrStreamUnavailable, s.cfg.Name, s.cfg.Topic, err)
@@ -116,6 +122,9 @@ func (s *stream) connect() error {
 }
 
 func (s *stream) close() {
+	if s.offClient != nil {
+		_ = s.offClient.Close()
+	}
 	if s.recClient != nil {
 		_ = s.recClient.Close()
 	}
@@ -129,10 +138,10 @@ func (s *stream) offsets() (start, end int64, err error) {
 	if s.offsetsHook != nil {
 		return s.offsetsHook()
 	}
-	if start, err = s.client.GetOffset(s.cfg.Topic, 0, sarama.OffsetOldest); err != nil {
+	if start, err = s.offClient.GetOffset(s.cfg.Topic, 0, sarama.OffsetOldest); err != nil {
 		return 0, 0, err
 	}
-	if end, err = s.client.GetOffset(s.cfg.Topic, 0, sarama.OffsetNewest); err != nil {
+	if end, err = s.offClient.GetOffset(s.cfg.Topic, 0, sarama.OffsetNewest); err != nil {
 		return 0, 0, err
 	}
 	return start, end, nil
