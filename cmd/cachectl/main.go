@@ -3,6 +3,9 @@
 //	cachectl dev  [-for 15s] [-step 1s] [-kafka embedded|env] [-grpc addr] [-http addr] [-snapshot] [-polls] [-v]
 //	                                                                 the demo (make demo)
 //	cachectl tail -topic T [-brokers a,b] [-from N] [-follow]         print a stream's records
+//	cachectl get -players a,b -stream S -view V [-key K]              read a view through a player
+//	cachectl stats -player HOST:PORT                                  a player's status (its http address)
+//	cachectl validate -config distributor.yaml                        check a distributor config
 package main
 
 import (
@@ -19,15 +22,19 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/statecast/statecast/internal/ctl"
 	"github.com/statecast/statecast/internal/devenv"
 )
 
 const usage = `usage: cachectl <command> [flags]
 
 commands:
-  dev    the main job end to end: seed the demo database, run the distributor on an embedded
-         Kafka, a player and the sportsbook service (cacheclient); change rows, show them arrive
-  tail   print the records of a stream
+  dev       the main job end to end: seed the demo database, run the distributor on an embedded
+            Kafka, a player and the sportsbook service (cacheclient); change rows, show them arrive
+  tail      print the records of a stream
+  get       read a view (or one key) through a player, as a service's cache does
+  stats     print a player's status (streams, targets, states, lag) from its http address
+  validate  check a distributor config file (fields, cron, keys, Kafka settings)
 `
 
 func main() {
@@ -43,6 +50,12 @@ func main() {
 		err = dev(ctx, os.Args[2:])
 	case "tail":
 		err = tail(ctx, os.Args[2:])
+	case "get":
+		err = get(ctx, os.Args[2:])
+	case "stats":
+		err = stats(ctx, os.Args[2:])
+	case "validate":
+		err = validate(os.Args[2:])
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -104,4 +117,34 @@ func tail(ctx context.Context, args []string) error {
 	}
 	p := devenv.Printer{W: os.Stdout, MaxValue: *maxValue}
 	return devenv.Tail(ctx, devenv.TailOptions{Brokers: strings.Split(*brokers, ","), Topic: *topic, From: *from, Follow: *follow}, p.Print)
+}
+
+func get(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("get", flag.ExitOnError)
+	players := fs.String("players", "127.0.0.1:7070", "player gRPC addresses, comma-separated")
+	stream := fs.String("stream", "", "stream name (required)")
+	view := fs.String("view", "", "view name (required)")
+	key := fs.String("key", "", "key text (composite keys: parts joined by |, see schemas/README.md); empty: every row")
+	timeout := fs.Duration("timeout", time.Minute, "give up when the view is not complete by then")
+	_ = fs.Parse(args)
+	if *stream == "" || *view == "" {
+		return errors.New("get needs -stream and -view")
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	return ctl.Get(ctx, os.Stdout, ctl.GetOptions{Players: strings.Split(*players, ","), Stream: *stream, View: *view, Key: *key})
+}
+
+func stats(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("stats", flag.ExitOnError)
+	addr := fs.String("player", "127.0.0.1:7071", "the player's http address (its `http` setting)")
+	_ = fs.Parse(args)
+	return ctl.Stats(ctx, os.Stdout, *addr)
+}
+
+func validate(args []string) error {
+	fs := flag.NewFlagSet("validate", flag.ExitOnError)
+	path := fs.String("config", "distributor.yaml", "distributor config file")
+	_ = fs.Parse(args)
+	return ctl.Validate(os.Stdout, *path)
 }

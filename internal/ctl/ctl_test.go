@@ -1,0 +1,150 @@
+package ctl
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"go.uber.org/goleak"
+
+	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/player"
+	"github.com/statecast/statecast/schemas/record"
+	"github.com/statecast/statecast/schemas/record/recordsarama"
+)
+
+// sarama starts one process-wide metrics goroutine that never ends.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "distributor.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestValidate(t *testing.T) {
+	good := `postgres: {dsn: "postgres://x@127.0.0.1/db"}
+kafka: {brokers: ["127.0.0.1:9092"]}
+streams:
+  - topic: shop
+    views:
+      - {name: items, sql: "SELECT id, name, updated_at FROM items", key: [id], incremental: updated_at}
+      - {name: prices, sql: "SELECT item_id, shop_id, price FROM prices", key: [item_id, shop_id]}
+`
+	tests := []struct{ name, body, want string }{
+		{"ok", good, "ok — 1 stream(s), 2 view(s)"},
+		{"unknown field", strings.Replace(good, "key: [id]", "key: [id], colour: red", 1), "colour"},
+		{"bad cron", strings.Replace(good, "key: [id],", "key: [id], refresh_cron: \"every minute\",", 1), "refresh_cron"},
+		{"no key", strings.Replace(good, "key: [item_id, shop_id]", "key: []", 1), "key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := Validate(&out, writeFile(t, tt.body))
+			got := out.String()
+			if err != nil {
+				got = err.Error()
+			}
+			t.Logf("%s", got)
+			if (tt.name == "ok") != (err == nil) || !strings.Contains(got, tt.want) {
+				t.Fatalf("Validate: out %q err %v; want %q", out.String(), err, tt.want)
+			}
+		})
+	}
+}
+
+func TestStats(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/status.json" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(`{"streams":[{"name":"s","targets":2}]}`))
+	}))
+	defer srv.Close()
+	var out bytes.Buffer
+	if err := Stats(context.Background(), &out, strings.TrimPrefix(srv.URL, "http://")); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "\"targets\": 2") {
+		t.Fatalf("Stats printed %q", out.String())
+	}
+	if err := Stats(context.Background(), &out, srv.URL+"/nothing-here"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("Stats on a wrong address: %v, want a 404 error", err)
+	}
+}
+
+// TestGet reads a view through a real player over a real Kafka topic.
+func TestGet(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopic(t, "ctl", map[string]string{"cleanup.policy": "compact"})
+	prod, err := sarama.NewSyncProducer(brokers, kafkautil.ProducerConfig("ctl-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	send := func(view string, value string, key ...string) {
+		var v []byte
+		if value != "" {
+			v = []byte(value)
+		}
+		m := record.Meta{View: view, Kind: record.KindRow, Epoch: 1, SourceTime: now, SourceLSN: "0/1"}
+		if _, _, err := prod.SendMessage(recordsarama.ProducerMessage(topic, record.EncodeKey(view, key...), v, m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("items", `{"id":1,"name":"one"}`, "1")
+	send("items", `{"id":2,"name":"two"}`, "2")
+	send("items", `{"id":3,"name":"three"}`, "3")
+	send("items", "", "3") // tombstone
+	send("other", `{"x":1}`, "1")
+	_ = prod.Close()
+
+	p, err := player.New(player.Config{Brokers: brokers, Streams: []player.StreamConfig{{Name: "s", Topic: topic}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{}, 2)
+	go func() { _ = p.Run(context.Background()); done <- struct{}{} }()
+	go func() { _ = p.Serve(lis); done <- struct{}{} }()
+	defer func() { _ = p.Close(); <-done; <-done }()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	o := GetOptions{Players: []string{lis.Addr().String()}, Stream: "s", View: "items"}
+	var all bytes.Buffer
+	if err := Get(ctx, &all, o); err != nil {
+		t.Fatal(err)
+	}
+	want := "1\t{\"id\":1,\"name\":\"one\"}\n2\t{\"id\":2,\"name\":\"two\"}\n-- view items: 2 row(s)"
+	if !strings.HasPrefix(all.String(), want) {
+		t.Fatalf("Get all:\n%s\nwant prefix:\n%s", all.String(), want)
+	}
+	var one bytes.Buffer
+	o.Key = "2"
+	if err := Get(ctx, &one, o); err != nil || one.String() != "{\"id\":2,\"name\":\"two\"}\n" {
+		t.Fatalf("Get key 2: %q, %v", one.String(), err)
+	}
+	o.Key = "3"
+	if err := Get(ctx, &one, o); err == nil || !strings.Contains(err.Error(), `view items has no key "3"`) {
+		t.Fatalf("Get deleted key: %v, want an error naming the view and key", err)
+	}
+}
