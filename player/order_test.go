@@ -1,10 +1,17 @@
 package player
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/schemas/record"
+	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
 
 // TestRowOrder applies random updates and tombstones (with index gaps) of 3 views to one
@@ -130,5 +137,68 @@ func TestRowOrderOutOfOrderPanics(t *testing.T) {
 	o.kill(5)
 	if o.live() != 0 || len(o.rows(nil, 0)) != 0 {
 		t.Fatalf("after kill: live %d", o.live())
+	}
+}
+
+// TestSnapshotRowsFromApply drives stream.apply with random rows, tombstones and control
+// records of 3 views and checks stream.snapshotRows against the per-view maps: for all
+// views and for subsets, from a log start, the live rows sorted by index.
+func TestSnapshotRowsFromApply(t *testing.T) {
+	p, err := New(Config{Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}}, HistoryBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	s := p.streams["s"]
+	rnd := rand.New(rand.NewPCG(3, 4))
+	views := []string{"a", "b", "c"}
+	var off int64
+	for step := range 3000 {
+		off += 1 + int64(rnd.IntN(3))
+		v := views[rnd.IntN(len(views))]
+		kind, key, value := record.KindRow, record.EncodeKey(v, fmt.Sprint(rnd.IntN(40))), []byte(`{"x":1}`)
+		switch r := rnd.IntN(10); {
+		case r == 0:
+			kind, key = record.KindPoll, record.ControlKey(v, record.KindPoll)
+		case r < 4:
+			value = nil
+		}
+		pm := recordsarama.ProducerMessage("t", key, value, record.Meta{View: v, Kind: kind})
+		m := &sarama.ConsumerMessage{Offset: off, Key: key, Value: value, Timestamp: time.Now()}
+		for _, h := range pm.Headers {
+			m.Headers = append(m.Headers, &sarama.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		s.apply(m, false, map[*target]struct{}{})
+		if step%100 != 0 {
+			continue
+		}
+		for _, sel := range []map[string]bool{nil, {"a": true}, {"b": true, "c": true}, {"zz": true}} {
+			from := rnd.Int64N(off + 1)
+			s.mu.Lock()
+			got := s.snapshotRows(sel, from)
+			var want []*item
+			for v, vm := range s.rows {
+				if sel != nil && !sel[v] {
+					continue
+				}
+				for _, it := range vm {
+					if it.index >= from {
+						want = append(want, it)
+					}
+				}
+			}
+			n := s.nrows
+			if all := s.snapshotRows(nil, 0); len(all) != n {
+				t.Fatalf("step %d: %d rows, nrows %d", step, len(all), n)
+			}
+			s.mu.Unlock()
+			slices.SortFunc(want, func(a, b *item) int { return cmp.Compare(a.index, b.index) })
+			if !slices.Equal(got, want) {
+				t.Fatalf("step %d, views %v, from %d: rows %v, want %v", step, sel, from, indexes(got), indexes(want))
+			}
+			if sel == nil && len(got) > n {
+				t.Fatalf("step %d: %d rows from %d, nrows %d", step, len(got), from, n)
+			}
+		}
 	}
 }
