@@ -45,6 +45,7 @@ type Client struct {
 	views   []viewCore
 	byName  map[string]viewCore
 	keepRaw bool
+	codec   frameCodec // set by Start (interns the views' names)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -145,6 +146,7 @@ func (c *Client) Start() error {
 		return fmt.Errorf("%w: no views registered", ErrInvalidConfig)
 	}
 	c.started = true
+	c.codec = newFrameCodec(c.views)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for _, v := range c.views {
 		for _, h := range v.handlerList() {

@@ -81,10 +81,13 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 	sctx, cancel := context.WithCancel(ctx)
 	var idle sync.WaitGroup
 	defer func() { cancel(); idle.Wait() }()
-	stream, err := statecastv1.NewPlayerClient(cc).Subscribe(sctx)
+	// The generated Subscribe, but responses decoded by frameCodec (see frame.go).
+	cs, err := cc.NewStream(sctx, &statecastv1.Player_ServiceDesc.Streams[0], statecastv1.Player_Subscribe_FullMethodName,
+		grpc.ForceCodecV2(c.codec))
 	if err != nil {
 		return false, err
 	}
+	stream := &grpc.GenericClientStream[statecastv1.SubscribeRequest, frame]{ClientStream: cs}
 	hello := &statecastv1.Hello{
 		ClientId: c.cfg.ClientID, Stream: c.cfg.Stream,
 		MaxBatchEntries: c.cfg.MaxBatchEntries, MaxBatchBytes: c.cfg.MaxBatchBytes,

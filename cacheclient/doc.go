@@ -49,6 +49,15 @@
 // Views are published one after the other: a reader that reads two views may see one of
 // them one batch ahead of the other.
 //
+// # Decoding frames
+//
+// The client decodes the player's SubscribeResponse frames with its own protowire decoder
+// (frame.go; a gRPC codec forced on the Subscribe call, the server is unchanged): each
+// message is copied once out of gRPC's buffers into a buffer of its own, and its entries'
+// keys and values are sub-slices of it (view names are interned), so receiving a row
+// allocates nothing per row. FuzzDecodeFrame checks it against proto.Unmarshal into the
+// generated types.
+//
 // # Order checks and resync
 //
 // The client keeps its applied index and checks every frame like an ordered consumer: batch

@@ -14,7 +14,7 @@ import (
 // receiver checks and applies the frames of one stream.
 type receiver struct {
 	c          *Client
-	stream     grpc.BidiStreamingClient[statecastv1.SubscribeRequest, statecastv1.SubscribeResponse]
+	stream     grpc.BidiStreamingClient[statecastv1.SubscribeRequest, frame]
 	resumed    bool
 	progressed bool
 
@@ -32,36 +32,35 @@ func orderErr(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrOrder, fmt.Sprintf(format, a...))
 }
 
-func (r *receiver) handle(ctx context.Context, msg *statecastv1.SubscribeResponse) error {
-	switch m := msg.Msg.(type) {
-	case *statecastv1.SubscribeResponse_Batch:
+func (r *receiver) handle(ctx context.Context, msg *frame) error {
+	switch msg.kind {
+	case frameBatch:
 		if r.inSnapshot {
-			return r.snapshotBatch(m.Batch)
+			return r.snapshotBatch(msg.entries)
 		}
-		return r.liveBatch(ctx, m.Batch)
-	case *statecastv1.SubscribeResponse_Progress:
+		return r.liveBatch(ctx, msg.entries)
+	case frameProgress:
 		if r.inSnapshot {
 			return nil // carries no data; the snapshot's end sets the index
 		}
-		return r.progress(ctx, m.Progress.GetIndex())
-	case *statecastv1.SubscribeResponse_SnapshotBegin:
-		return r.snapshotBegin(m.SnapshotBegin)
-	case *statecastv1.SubscribeResponse_SnapshotEnd:
-		return r.snapshotEnd(ctx, m.SnapshotEnd.GetIndex())
-	case *statecastv1.SubscribeResponse_ResyncRequired:
+		return r.progress(ctx, msg.index)
+	case frameSnapshotBegin:
+		return r.snapshotBegin(msg.index, msg.views)
+	case frameSnapshotEnd:
+		return r.snapshotEnd(ctx, msg.index)
+	case frameResync:
 		if r.inSnapshot {
 			return orderErr("resync required inside a snapshot")
 		}
-		rr := m.ResyncRequired
-		r.resyncReason = rr.GetReason().String()
+		r.resyncReason = msg.reason.String()
 		r.c.st.resyncs.Add(1)
-		r.c.log.Warn("resync required: a snapshot replaces the views", "reason", r.resyncReason, "detail", rr.GetDetail(), "log_start", rr.GetLogStart())
+		r.c.log.Warn("resync required: a snapshot replaces the views", "reason", r.resyncReason, "detail", msg.detail, "log_start", msg.logStart)
 		if h := r.c.opts.hooks.OnResync; h != nil {
 			h(r.resyncReason)
 		}
 		return nil
 	}
-	return orderErr("unknown frame %T", msg.Msg)
+	return orderErr("unknown frame (no known member set)")
 }
 
 func (r *receiver) ack(index int64) error {
@@ -69,7 +68,7 @@ func (r *receiver) ack(index int64) error {
 }
 
 // parseRow checks an entry's view and key and returns its view and row.
-func (r *receiver) parseRow(e *statecastv1.Entry) (viewCore, row, error) {
+func (r *receiver) parseRow(e *entry) (viewCore, row, error) {
 	v, ok := r.c.byName[e.GetView()]
 	if !ok {
 		return nil, row{}, orderErr("entry %d of unsubscribed view %q", e.GetIndex(), e.GetView())
@@ -78,7 +77,7 @@ func (r *receiver) parseRow(e *statecastv1.Entry) (viewCore, row, error) {
 	if !bytes.HasPrefix(k, p) {
 		return nil, row{}, fmt.Errorf("%w: entry %d: key %q is not a key of view %q", ErrOrder, e.GetIndex(), k, v.viewName())
 	}
-	// The message's bytes are its own (protobuf copies them out of the gRPC buffer) and
+	// The message's bytes are its own (frameCodec copies them out of the gRPC buffer) and
 	// nothing modifies them: the kept raw value (StateDir) aliases them. The key text is
 	// copied (aliasing it would keep the view prefix's bytes alive with every key).
 	return v, row{key: string(k[len(p):]), fullKey: k, value: e.GetValue(), tombstone: e.GetTombstone(),
@@ -97,15 +96,15 @@ func keyTextPrefix(prefix []byte, view string, key []byte) (string, error) {
 	return string(key[len(prefix):]), nil
 }
 
-func (r *receiver) liveBatch(ctx context.Context, b *statecastv1.Batch) error {
-	es := b.GetEntries()
+func (r *receiver) liveBatch(ctx context.Context, es []entry) error {
 	if len(es) == 0 {
 		return nil
 	}
 	// Check the whole batch before applying any of it: indexes strictly increasing and all
 	// above the applied index (like an ordered consumer: any anomaly → resubscribe).
 	prev := r.c.applied.Load()
-	for _, e := range es {
+	for i := range es {
+		e := &es[i]
 		if e.GetIndex() <= prev {
 			return orderErr("entry index %d after %d", e.GetIndex(), prev)
 		}
@@ -120,11 +119,12 @@ func (r *receiver) liveBatch(ctx context.Context, b *statecastv1.Batch) error {
 	var mismatch error
 	var lastSource time.Time
 	r.c.applyMu.Lock()
-	for _, e := range es {
+	for i := range es {
+		e := &es[i]
 		// Rows and control records (polls, epochs) all carry the time of the database
 		// snapshot they were read in: once applied, the cache reflects the database as of it.
-		if ts := e.GetSourceTime(); ts != nil {
-			lastSource = ts.AsTime()
+		if ts, ok := e.sourceTime(); ok {
+			lastSource = ts
 		}
 		switch e.GetKind() {
 		case statecastv1.Kind_KIND_ROW:
@@ -182,7 +182,7 @@ func (r *receiver) flush(ctx context.Context) error {
 	return nil
 }
 
-func (r *receiver) epochCheck(e *statecastv1.Entry) error {
+func (r *receiver) epochCheck(e *entry) error {
 	v, ok := r.c.byName[e.GetView()]
 	if !ok {
 		return nil
@@ -234,13 +234,12 @@ func (r *receiver) idleReady() {
 	r.c.markReady()
 }
 
-func (r *receiver) snapshotBegin(m *statecastv1.SnapshotBegin) error {
+func (r *receiver) snapshotBegin(index int64, names []string) error {
 	if r.inSnapshot {
 		return orderErr("snapshot begin inside a snapshot")
 	}
-	r.inSnapshot, r.snapIndex, r.snapLast, r.snapRows, r.snapStart = true, m.GetIndex(), -1, 0, time.Now()
+	r.inSnapshot, r.snapIndex, r.snapLast, r.snapRows, r.snapStart = true, index, -1, 0, time.Now()
 	r.snapViews = r.snapViews[:0]
-	names := m.GetViews()
 	if len(names) == 0 {
 		r.snapViews = append(r.snapViews, r.c.views...)
 	}
@@ -256,12 +255,13 @@ func (r *receiver) snapshotBegin(m *statecastv1.SnapshotBegin) error {
 		v.beginReplace()
 	}
 	r.c.applyMu.Unlock()
-	r.c.st.snapshotTarget.Store(m.GetIndex())
+	r.c.st.snapshotTarget.Store(index)
 	return nil
 }
 
-func (r *receiver) snapshotBatch(b *statecastv1.Batch) error {
-	for _, e := range b.GetEntries() {
+func (r *receiver) snapshotBatch(es []entry) error {
+	for i := range es {
+		e := &es[i]
 		if e.GetIndex() <= r.snapLast || e.GetIndex() > r.snapIndex {
 			return orderErr("snapshot entry %d after %d (snapshot at %d)", e.GetIndex(), r.snapLast, r.snapIndex)
 		}
@@ -278,8 +278,8 @@ func (r *receiver) snapshotBatch(b *statecastv1.Batch) error {
 		}
 		v.stageRow(rw)
 		r.snapRows++
-		if ts := e.GetSourceTime(); ts != nil {
-			if n := ts.AsTime().UnixNano(); n > r.c.st.lastSourceTime.Load() {
+		if ts, ok := e.sourceTime(); ok {
+			if n := ts.UnixNano(); n > r.c.st.lastSourceTime.Load() {
 				r.c.st.lastSourceTime.Store(n)
 			}
 		}
