@@ -168,6 +168,24 @@ func (it *item[T]) rawString() string {
 	return *it.raw
 }
 
+// removeLive deletes r's key from the batch's version cur if it holds a live object there
+// (count, memory accounting, secondary indexes and a delete event included) and reports
+// whether it did.
+func (v *View[T]) removeLive(cur *viewState[T], r row, h uint64) bool {
+	w := &v.w
+	old, ok := cur.root.get(r.key, h)
+	if !ok {
+		return false
+	}
+	o := *old
+	cur.root, _, _ = cur.root.del(w.e, r.key, h, 0)
+	cur.count--
+	w.unaccount(r.key, o)
+	v.reindex(cur, w.e, r.key, &o.obj, nil)
+	w.change(v, Change[T]{Key: r.key, Op: OpDelete, Old: o.obj, Index: r.index})
+	return true
+}
+
 // applyRow applies one row entry to the current batch transaction.
 func (v *View[T]) applyRow(r row) {
 	v.begin()
@@ -176,16 +194,11 @@ func (v *View[T]) applyRow(r row) {
 	cur := w.cur
 	h := hashKey(r.key)
 	if r.tombstone {
-		if old, ok := cur.root.get(r.key, h); ok {
-			o := *old
-			cur.root, _, _ = cur.root.del(w.e, r.key, h, 0)
-			cur.count--
-			w.unaccount(r.key, o)
-			v.reindex(cur, w.e, r.key, &o.obj, nil)
-			w.change(v, Change[T]{Key: r.key, Op: OpDelete, Old: o.obj, Index: r.index})
-		} else if b, ok := w.bad[r.key]; ok {
-			delete(w.bad, r.key)
-			w.unaccount(r.key, b)
+		if !v.removeLive(cur, r, h) {
+			if b, ok := w.bad[r.key]; ok {
+				delete(w.bad, r.key)
+				w.unaccount(r.key, b)
+			}
 		}
 		return
 	}
@@ -197,14 +210,7 @@ func (v *View[T]) applyRow(r row) {
 	}
 	if err != nil {
 		v.c.decodeError(v.name, r.key, r.index, err)
-		if old, ok := cur.root.get(r.key, h); ok {
-			o := *old
-			cur.root, _, _ = cur.root.del(w.e, r.key, h, 0)
-			cur.count--
-			w.unaccount(r.key, o)
-			v.reindex(cur, w.e, r.key, &o.obj, nil)
-			w.change(v, Change[T]{Key: r.key, Op: OpDelete, Old: o.obj, Index: r.index})
-		}
+		v.removeLive(cur, r, h)
 		w.bad[r.key] = it
 		w.account(r.key, it)
 		return
