@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +39,9 @@ type playerRun struct {
 	// dispatched records the player's dispatch time of each index (WithDispatchHook).
 	dmu        sync.Mutex
 	dispatched map[int64]int64
+	// hold, when set, stops the main fetcher at its next dispatch until the channel is
+	// closed (holdDispatch): the log can then be filled before the player fans it out.
+	hold atomic.Pointer[chan struct{}]
 }
 
 func startPlayer(brokers []string, topic string, tweak func(*player.Config)) (*playerRun, error) {
@@ -127,9 +131,25 @@ func (pr *playerRun) connect(n, nconns int, views func(int) []string, stalled fu
 }
 
 func (pr *playerRun) onDispatch(_ string, index int64, at time.Time) {
+	if h := pr.hold.Load(); h != nil {
+		<-*h
+		at = time.Now()
+	}
 	pr.dmu.Lock()
 	pr.dispatched[index] = at.UnixNano()
 	pr.dmu.Unlock()
+}
+
+// holdDispatch makes the main fetcher wait at its next dispatch (in WithDispatchHook, so
+// nothing is pushed to a target) until release is called; release returns when it let
+// the fetcher go.
+func (pr *playerRun) holdDispatch() (release func()) {
+	ch := make(chan struct{})
+	pr.hold.Store(&ch)
+	return func() {
+		pr.hold.Store(nil)
+		close(ch)
+	}
 }
 
 // dispatchLatencies returns dispatch → applied for the deliveries with index >= from
