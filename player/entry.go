@@ -141,6 +141,18 @@ func (it *item) entryField() []byte {
 	return protowire.AppendBytes(b, it.wire)
 }
 
+// withHead appends SubscribeResponse.head_index to the message in parts (a top-level
+// field after the oneof: protobuf lets a message's fields come in any order). Nothing
+// before it is touched, so the entries' shared bytes stay shared.
+func withHead(parts rawParts, head int64) rawParts {
+	if head <= 0 {
+		return parts
+	}
+	b := make([]byte, 0, protowire.SizeTag(10)+protowire.SizeVarint(uint64(head)))
+	b = protowire.AppendTag(b, 10, protowire.VarintType) // SubscribeResponse.head_index
+	return append(parts, protowire.AppendVarint(b, uint64(head)))
+}
+
 // encodeBatch is batchParts concatenated into one buffer (tests).
 func encodeBatch(items []*item) []byte {
 	return slices.Concat(batchParts(items)...)

@@ -75,3 +75,38 @@ func TestBatchPartsCodec(t *testing.T) {
 		t.Fatal("a one-entry batch is not the item's own frame")
 	}
 }
+
+// TestWithHead: head_index appended to a batch, a one-entry frame and a progress message
+// decodes as the message's HeadIndex, the rest of the message unchanged; 0 adds nothing.
+func TestWithHead(t *testing.T) {
+	a := itemOf(&sarama.ConsumerMessage{Key: []byte("v|1"), Value: []byte(`{"a":1}`), Offset: 7})
+	b := itemOf(&sarama.ConsumerMessage{Key: []byte("v|2"), Value: []byte(`{"b":2}`), Offset: 9})
+	for name, tc := range map[string]struct {
+		parts   rawParts
+		entries int
+	}{
+		"batch":    {batchParts([]*item{a, b}), 2},
+		"one":      {batchParts([]*item{a}), 1},
+		"progress": {rawParts{encodeProgress(5)}, 0},
+	} {
+		for _, head := range []int64{0, 9, 1 << 40} {
+			bs, err := newCodec().Marshal(withHead(tc.parts, head))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got statecastv1.SubscribeResponse
+			if err := proto.Unmarshal(bs.Materialize(), &got); err != nil {
+				t.Fatalf("%s head %d: %v", name, head, err)
+			}
+			if got.GetHeadIndex() != head || len(got.GetBatch().GetEntries()) != tc.entries {
+				t.Fatalf("%s head %d: got head %d, %d entries", name, head, got.GetHeadIndex(), len(got.GetBatch().GetEntries()))
+			}
+			if tc.entries == 0 && got.GetProgress().GetIndex() != 5 {
+				t.Fatalf("%s: progress %v", name, got.GetProgress())
+			}
+		}
+	}
+	if p := batchParts([]*item{a}); len(withHead(p, 0)) != 1 {
+		t.Fatal("head 0 added a part")
+	}
+}

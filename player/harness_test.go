@@ -201,6 +201,8 @@ type client struct {
 	stream   string
 	window   int32 // if > 0: the gRPC stream/conn window (no BDP growth), to stall for real
 	frames   int
+	maxHead  int64    // highest SubscribeResponse.head_index seen
+	headErrs []string // messages whose head_index was below an index they carried
 }
 
 func newClient(id string, chk *checker.Checker, views ...string) *client {
@@ -274,6 +276,15 @@ func (c *client) session(ctx context.Context, addr string, stopAfter int, pause 
 		}
 		c.mu.Lock()
 		c.frames++
+		c.maxHead = max(c.maxHead, resp.GetHeadIndex())
+		if h := resp.GetHeadIndex(); !inSnap && len(resp.GetBatch().GetEntries()) > 0 {
+			if last := resp.GetBatch().GetEntries()[len(resp.GetBatch().GetEntries())-1].GetIndex(); h < last && len(c.headErrs) < 5 {
+				c.headErrs = append(c.headErrs, fmt.Sprintf("batch up to %d with head_index %d", last, h))
+			}
+		}
+		if p := resp.GetProgress(); p != nil && resp.GetHeadIndex() < p.GetIndex() && len(c.headErrs) < 5 {
+			c.headErrs = append(c.headErrs, fmt.Sprintf("progress %d with head_index %d", p.GetIndex(), resp.GetHeadIndex()))
+		}
 		var ackIdx int64 = -2
 		switch m := resp.Msg.(type) {
 		case *statecastv1.SubscribeResponse_Batch:

@@ -73,7 +73,12 @@ func TestViewsAndChurn(t *testing.T) {
 	cancel()
 	wg.Wait()
 	for _, c := range append(clients, amnesiac) {
-		t.Logf("client %s: frames %d applied %d", c.id, c.frames, c.applied)
+		t.Logf("client %s: frames %d applied %d head %d", c.id, c.frames, c.applied, c.maxHead)
+		// Every message carries the player's head: never below what it delivers, and at
+		// the end the head of the whole log.
+		if len(c.headErrs) > 0 || c.maxHead < last {
+			t.Errorf("client %s: head_index: max %d (log end %d), errors %v", c.id, c.maxHead, last, c.headErrs)
+		}
 	}
 	t.Logf("status: %+v", tp.p.Status())
 	e.check()

@@ -306,9 +306,12 @@ func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
 				break
 			}
 			t.lastSend = now
+			head := max(ci, t.sentUpTo) // the batch may hold entries dispatched after ci was read
 			t.mu.Unlock()
 			if len(batch) > 0 {
-				out = batchParts(batch) // items are immutable: framed outside the lock, not copied
+				out = withHead(batchParts(batch), head) // items are immutable: framed outside the lock, not copied
+			} else {
+				out = withHead(rawParts{out.(rawFrame)}, head)
 			}
 			if err := stream.SendMsg(out); err != nil {
 				return err

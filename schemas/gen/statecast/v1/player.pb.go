@@ -360,7 +360,12 @@ type SubscribeResponse struct {
 	//	*SubscribeResponse_SnapshotBegin
 	//	*SubscribeResponse_SnapshotEnd
 	//	*SubscribeResponse_ResyncRequired
-	Msg           isSubscribeResponse_Msg `protobuf_oneof:"msg"`
+	Msg isSubscribeResponse_Msg `protobuf_oneof:"msg"`
+	// The player's main position for the stream when it sent this message: the highest index
+	// its main fetcher has dispatched (0 before the first). Every message carries it, so a
+	// client's lag in indexes is head_index minus its applied index (indexes have gaps:
+	// compaction and transaction markers make this an upper bound of the entries behind).
+	HeadIndex     int64 `protobuf:"varint,10,opt,name=head_index,json=headIndex,proto3" json:"head_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -445,6 +450,13 @@ func (x *SubscribeResponse) GetResyncRequired() *ResyncRequired {
 		}
 	}
 	return nil
+}
+
+func (x *SubscribeResponse) GetHeadIndex() int64 {
+	if x != nil {
+		return x.HeadIndex
+	}
+	return 0
 }
 
 type isSubscribeResponse_Msg interface {
@@ -863,13 +875,16 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\x0fmax_batch_bytes\x18\x06 \x01(\rR\rmaxBatchBytesB\x0f\n" +
 	"\r_resume_index\"\x1b\n" +
 	"\x03Ack\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x03R\x05index\"\xcc\x02\n" +
+	"\x05index\x18\x01 \x01(\x03R\x05index\"\xeb\x02\n" +
 	"\x11SubscribeResponse\x12+\n" +
 	"\x05batch\x18\x01 \x01(\v2\x13.statecast.v1.BatchH\x00R\x05batch\x124\n" +
 	"\bprogress\x18\x02 \x01(\v2\x16.statecast.v1.ProgressH\x00R\bprogress\x12D\n" +
 	"\x0esnapshot_begin\x18\x03 \x01(\v2\x1b.statecast.v1.SnapshotBeginH\x00R\rsnapshotBegin\x12>\n" +
 	"\fsnapshot_end\x18\x04 \x01(\v2\x19.statecast.v1.SnapshotEndH\x00R\vsnapshotEnd\x12G\n" +
-	"\x0fresync_required\x18\x05 \x01(\v2\x1c.statecast.v1.ResyncRequiredH\x00R\x0eresyncRequiredB\x05\n" +
+	"\x0fresync_required\x18\x05 \x01(\v2\x1c.statecast.v1.ResyncRequiredH\x00R\x0eresyncRequired\x12\x1d\n" +
+	"\n" +
+	"head_index\x18\n" +
+	" \x01(\x03R\theadIndexB\x05\n" +
 	"\x03msg\"\x91\x02\n" +
 	"\x05Entry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\x12\x10\n" +
