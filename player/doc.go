@@ -51,7 +51,10 @@
 // history of recent records (history.go, bounded by Config.HistoryBytes: one decoded item
 // shared by every recovering target) and fall back to Kafka (target.kafkaSource) from the
 // first index no longer in it. Caught-up is "saw an offset >= ci", never index+1
-// counting: indexes have gaps. A target without resume index gets a snapshot bootstrap
+// counting: indexes have gaps. A Kafka recovery that finds the log start moved past its
+// position (DeleteRecords or retention while the target was behind) resyncs the target on
+// the same stream (target.resync: new term, queues cleared, ResyncRequired + snapshot as of
+// the main position), as admission would on reconnect. A target without resume index gets a snapshot bootstrap
 // instead (target.snapshotSource: SnapshotBegin X, rows of its views in index order from
 // the materialized copy, SnapshotEnd X, X = ci); one whose resume index is below the log
 // start, at/after the log end, or followed by records older than the tombstone horizon

@@ -241,3 +241,77 @@ func TestResyncRequired(t *testing.T) {
 	}
 	e.check()
 }
+
+// TestResyncDuringRecovery: a stalled target recovering from Kafka finds the log start moved
+// past its position (DeleteRecords while it was behind). It gets ResyncRequired
+// (BELOW_LOG_START) and a snapshot on the same stream — no disconnect — and then the live
+// entries.
+func TestResyncDuringRecovery(t *testing.T) {
+	e := newEnv(t, map[string]string{"cleanup.policy": "delete"})
+	e.chk = checker.New(checker.Options{AllowCompacted: true}) // records delivered before the deletion are gone from the truth
+	rnd := rand.New(rand.NewPCG(15, 16))
+	const budget = 256 << 10
+	tp := startPlayer(t, e, func(c *Config) { c.TargetBudgetBytes = budget; c.MaxBatchBytes = 16 << 10; c.HistoryBytes = 1 })
+	slow := newClient("slow", e.chk)
+	slow.window = 64 << 10
+	slow.batch = 64
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	release := make(chan struct{})
+	var slowFrames atomic.Int64
+	slowErr := make(chan error, 1)
+	go func() {
+		slowErr <- slow.session(ctx, tp.addr, 0, func() {
+			if slowFrames.Add(1) == 3 {
+				<-release // stall after the (empty) snapshot's frames
+			}
+		})
+	}()
+	waitFor(t, 30*time.Second, "slow target to stall", func() bool { return slowFrames.Load() >= 3 })
+	for range 12 {
+		e.produce(500, []string{"a", "b"}, 1000, rnd) // ~6 MB, 24x the budget
+	}
+	end := e.lastOffset() + 1
+	waitFor(t, 60*time.Second, "the stalled target to recover from Kafka", func() bool {
+		st := targetStatus(tp.p, "slow")
+		return st.State == "RF" && st.Overflows > 0
+	})
+	admin, err := sarama.NewClusterAdmin(e.brokers, kafkautil.NewConfig("player-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.DeleteRecords(e.topic, map[int32]int64{0: end}); err != nil {
+		t.Fatalf("delete records: %v", err)
+	}
+	e.produce(50, []string{"a", "b"}, 100, rnd)
+	last := e.lastOffset()
+	close(release)
+	var ended error
+	waitFor(t, 90*time.Second, "slow to reach the end or its stream to end", func() bool {
+		select {
+		case ended = <-slowErr:
+			return true
+		default:
+			return slow.Applied() >= last
+		}
+	})
+	if ended != nil || slow.Applied() < last {
+		t.Fatalf("the slow target's stream ended (%v) at %d: the resync should have come on the same stream", ended, slow.Applied())
+	}
+	st := targetStatus(tp.p, "slow")
+	t.Logf("slow target after the resync: %+v", st)
+	if want := []statecastv1.ResyncRequired_Reason{statecastv1.ResyncRequired_REASON_BELOW_LOG_START}; !slices.Equal(slow.resyncs, want) {
+		t.Errorf("slow: resyncs %v, want %v", slow.resyncs, want)
+	}
+	select {
+	case err := <-slowErr:
+		t.Fatalf("the slow target's stream ended (%v): the resync should have come on the same stream", err)
+	default:
+	}
+	cancel()
+	if err := <-slowErr; err != nil {
+		t.Errorf("slow session: %v", err)
+	}
+	e.check()
+}

@@ -31,11 +31,10 @@ func (t *target) kafkaSource(term uint64, from, to int64) {
 	pc, err := consumer.ConsumePartition(s.cfg.Topic, 0, from)
 	if err != nil {
 		if errors.Is(err, sarama.ErrOffsetOutOfRange) {
-			err = fmt.Errorf("%w: recovery from %d: log start moved past it; reconnect to resync", ErrStreamUnavailable, from)
-		} else {
-			err = fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, err)
+			t.resync(term, from)
+			return
 		}
-		t.fail(term, err)
+		t.fail(term, fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, err))
 		return
 	}
 	defer pc.AsyncClose()
@@ -47,6 +46,10 @@ func (t *target) kafkaSource(term uint64, from, to int64) {
 		case <-s.p.ctx.Done():
 			return
 		case e := <-pc.Errors():
+			if errors.Is(e.Err, sarama.ErrOffsetOutOfRange) {
+				t.resync(term, from)
+				return
+			}
 			t.fail(term, fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, e.Err))
 			return
 		case m := <-pc.Messages():
@@ -80,6 +83,55 @@ func (t *target) fail(term uint64, err error) {
 		t.s.log.Warn("recovery failed", "target", t.id, "err", err)
 		t.suspend(err)
 	}
+}
+
+// resync is what a recovery does when the log start moved past the records it needs (a
+// DeleteRecords or retention while the target was behind): on the same stream, the target
+// gets ResyncRequired and a snapshot, as at admission. Under the stream lock (the main
+// position) it takes a new term — stale pushes of the failed source are dropped — clears
+// both queues and restarts in RF with a snapshot source as of the main position ci; main
+// entries after ci go to its normal queue. Batches already sent stay accounted until
+// acknowledged. If the target has been replaced or suspended meanwhile, nothing happens.
+func (t *target) resync(term uint64, from int64) {
+	s := t.s
+	logStart, _, err := s.offsets()
+	if err != nil {
+		t.fail(term, fmt.Errorf("%w: recovery from %d: log start moved past it, and %v", ErrStreamUnavailable, from, err))
+		return
+	}
+	rs := &statecastv1.ResyncRequired{Reason: statecastv1.ResyncRequired_REASON_BELOW_LOG_START, LogStart: logStart,
+		Detail: fmt.Sprintf("recovery from index %d: the log now starts at %d", from, logStart)}
+	s.mu.Lock()
+	t.mu.Lock()
+	if t.q.term != term || t.q.state != StateRF || s.byClient[t.id] != t {
+		t.mu.Unlock()
+		s.mu.Unlock()
+		return
+	}
+	if t.inSnapshot {
+		// The client is inside a snapshot whose end is still queued: a resync frame there
+		// breaks the protocol. End the stream instead; the reconnect gets the resync.
+		t.mu.Unlock()
+		s.mu.Unlock()
+		t.fail(term, fmt.Errorf("%w: recovery from %d: log start moved past it during a snapshot; reconnect to resync", ErrStreamUnavailable, from))
+		return
+	}
+	s.terms[t.id]++
+	nterm := s.terms[t.id]
+	t.q.normal.clear()
+	t.q.catchup.clear()
+	t.q.term, t.q.state = nterm, StateRF
+	ci := s.current.Load()
+	t.recEnd, t.dropped = ci, false
+	t.recoveries++
+	rows := s.snapshotRows(t.views, logStart)
+	t.space.Broadcast()
+	t.mu.Unlock()
+	s.mu.Unlock()
+	s.p.metrics.resyncs.WithLabelValues(s.cfg.Name, rs.GetReason().String()).Inc()
+	s.log.Warn("recovery: log start moved past the target's position; resync on the same stream", "target", t.id,
+		"from", from, "log_start", logStart, "term", nterm, "snapshot_at", ci)
+	s.p.goTracked(func() { t.snapshotSource(nterm, rs, rows, ci) })
 }
 
 // snapshotSource pushes the snapshot bootstrap (optionally preceded by a resync frame)
