@@ -70,6 +70,7 @@ type counters struct {
 	lastSourceTime                                                                  atomic.Int64 // unix nanos of the last applied row
 	lastLagNanos                                                                    atomic.Int64
 	snapshotTarget                                                                  atomic.Int64
+	head                                                                            atomic.Int64 // the player's head_index in the last frame
 	connected                                                                       atomic.Bool
 }
 

@@ -261,3 +261,31 @@ func TestResumeReadyOnProgress(t *testing.T) {
 		t.Fatalf("restart received %d rows, want only the 1 after the saved index", fp.sent-sent)
 	}
 }
+
+// TestLagEntriesFromHead: Stats.LagEntries is the player's head_index (of the last frame)
+// minus the applied index, and 0 once the client has applied up to the head.
+func TestLagEntriesFromHead(t *testing.T) {
+	next := make(chan struct{})
+	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		if err := s.snapshot(10, ent(3, "1", evJSON(1, "soccer"))); err != nil {
+			return err
+		}
+		b := &statecastv1.Batch{Entries: []*statecastv1.Entry{ent(11, "2", evJSON(2, "tennis"))}}
+		if err := s.send(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Batch{Batch: b}, HeadIndex: 40}); err != nil {
+			return err
+		}
+		<-next
+		return s.send(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Progress{Progress: &statecastv1.Progress{Index: 40}}, HeadIndex: 40})
+	})
+	c, _ := startClient(t, Config{}, nil, fp)
+	waitReady(t, c)
+	fp.waitFor(t, "ack 11", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 11 })
+	if st := c.Stats(); st.LagEntries != 29 || st.Index != 11 {
+		t.Fatalf("at index 11 with head 40: lag %d index %d", st.LagEntries, st.Index)
+	}
+	close(next)
+	fp.waitFor(t, "ack 40", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 40 })
+	if st := c.Stats(); st.LagEntries != 0 || st.Index != 40 {
+		t.Fatalf("after the progress to the head: lag %d index %d", st.LagEntries, st.Index)
+	}
+}

@@ -37,6 +37,7 @@ const (
 // nothing modifies afterwards.
 type frame struct {
 	kind    frameKind
+	head    int64    // head_index: the player's main position when it sent the frame (0: unknown)
 	entries []entry  // Batch
 	index   int64    // Progress, SnapshotBegin, SnapshotEnd
 	views   []string // SnapshotBegin
@@ -116,7 +117,7 @@ func decodeFrame(b []byte, names map[string]string, f *frame) error {
 			b = b[n:]
 			k := frameKind(num)
 			if f.kind != k {
-				*f = frame{kind: k}
+				*f = frame{kind: k, head: f.head}
 			}
 			if k == frameBatch && f.entries == nil {
 				f.entries = make([]entry, 0, countEntries(m)) // one allocation, no regrowth
@@ -124,6 +125,15 @@ func decodeFrame(b []byte, names map[string]string, f *frame) error {
 			if err := f.decodeMsg(m, names); err != nil {
 				return err
 			}
+			continue
+		}
+		if num == 10 && typ == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return errFrame
+			}
+			b = b[n:]
+			f.head = int64(v)
 			continue
 		}
 		n = protowire.ConsumeFieldValue(num, typ, b)

@@ -14,6 +14,12 @@ import (
 
 // toProto converts a decoded frame back to the generated type.
 func (f *frame) toProto() *statecastv1.SubscribeResponse {
+	r := f.toProtoMsg()
+	r.HeadIndex = f.head
+	return r
+}
+
+func (f *frame) toProtoMsg() *statecastv1.SubscribeResponse {
 	switch f.kind {
 	case frameBatch:
 		b := &statecastv1.Batch{}
@@ -72,6 +78,8 @@ func frameSeeds() [][]byte {
 		{Msg: &statecastv1.SubscribeResponse_SnapshotEnd{SnapshotEnd: &statecastv1.SnapshotEnd{Index: 5}}},
 		{Msg: &statecastv1.SubscribeResponse_ResyncRequired{ResyncRequired: &statecastv1.ResyncRequired{
 			Reason: statecastv1.ResyncRequired_REASON_BELOW_LOG_START, Detail: "gone", LogStart: 100}}},
+		{Msg: &statecastv1.SubscribeResponse_Progress{Progress: &statecastv1.Progress{Index: 9}}, HeadIndex: 12},
+		{HeadIndex: -1},
 	}
 	var out [][]byte
 	for _, m := range msgs {
@@ -97,6 +105,7 @@ func frameSeeds() [][]byte {
 		append(append([]byte{}, out[1]...), out[1]...), // two batches: merged
 		append(append([]byte{}, out[1]...), out[3]...), // batch then progress
 		append(append([]byte{}, out[3]...), unk...),
+		append(append(append([]byte{}, out[7]...), out[1]...), out[7]...), // head, batch (the kind switches), head again
 		out[1][:len(out[1])-3],
 		[]byte{0, 0},
 	)

@@ -33,6 +33,9 @@ func orderErr(format string, a ...any) error {
 }
 
 func (r *receiver) handle(ctx context.Context, msg *frame) error {
+	if msg.head > 0 {
+		r.c.st.head.Store(msg.head)
+	}
 	switch msg.kind {
 	case frameBatch:
 		if r.inSnapshot {

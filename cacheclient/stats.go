@@ -35,8 +35,9 @@ type Stats struct {
 	Staleness time.Duration
 	// Lag is the delay from source time to publication of the last applied batch.
 	Lag time.Duration
-	// LagEntries: during a snapshot, how far the client's index is below the snapshot's;
-	// otherwise 0 (the protocol does not tell the client the head of the stream).
+	// LagEntries is how far the client's index is below the player's head (head_index of
+	// the last frame received; during a snapshot at least the snapshot's index): indexes,
+	// so an upper bound of the entries behind (indexes have gaps).
 	LagEntries int64
 	Views      []ViewStats
 }
@@ -67,7 +68,7 @@ func (c *Client) Stats() Stats {
 		s.LastSourceTime = time.Unix(0, ns)
 		s.Staleness = c.opts.now().Sub(s.LastSourceTime)
 	}
-	if t := c.st.snapshotTarget.Load(); t > s.Index {
+	if t := max(c.st.snapshotTarget.Load(), c.st.head.Load()); t > s.Index {
 		s.LagEntries = t - max(s.Index, 0)
 	}
 	for _, v := range c.views {

@@ -34,7 +34,7 @@ func NewCollector(c *cacheclient.Client, constLabels prometheus.Labels) *Collect
 		c:               c,
 		index:           d("applied_index", "Stream index the client has applied."),
 		lag:             d("lag_seconds", "Delay from source time to publication of the last applied batch."),
-		lagEntries:      d("lag_entries", "During a snapshot: entries between the applied index and the snapshot's index."),
+		lagEntries:      d("lag_entries", "Indexes between the applied index and the player's head (head_index of the last frame): an upper bound of the entries behind."),
 		staleness:       d("staleness_seconds", "Now minus the source time of the last applied row."),
 		connected:       d("connected", "1 while a Subscribe stream is open."),
 		ready:           d("ready", "1 once the initial state is complete."),
