@@ -36,6 +36,8 @@
 // ensured — and the receiver (target.receive) handles read completions: acks update
 // last_ack and release popped batches. The sender also sends progress messages (the
 // paper's dummy entries) to targets in N with nothing to send for Config.ProgressInterval.
+// Every message the sender writes ends with head_index, the main position (withHead: one
+// small extra part, the shared entry bytes untouched), so clients know their lag.
 // The Subscribe handler goroutine is the health checker: ack time-outs and stream errors
 // suspend the target, and returning from the handler cancels the stream, which unblocks a
 // write stuck on a stalled client.
