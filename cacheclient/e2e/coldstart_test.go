@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"testing"
 	"time"
@@ -40,6 +41,10 @@ func envInt(name string, def int) int {
 //   - cold: a cacheclient without state to ready (snapshot bootstrap from a running player);
 //   - restart: a cacheclient restarted from its StateDir to ready (state file load + resume);
 //   - decode: the decoder alone over one value per key (where the time goes).
+//
+// The player is the player command in a process of its own (startPlayerProc), as in
+// production: this process holds only the baseline's map and the clients.
+// CC_BENCH_PLAYER=inproc runs it in this process (as rounds 1–5 did).
 //
 // Run: go test -run '^$' -bench ColdStart -benchtime 1x -timeout 60m ./cacheclient/e2e/
 func BenchmarkColdStart(b *testing.B) {
@@ -105,10 +110,18 @@ func BenchmarkColdStart(b *testing.B) {
 		return time.Since(start)
 	}
 
-	e := &kafkaEnv{t: nil, brokers: brokers, topic: topic}
+	// The player runs as a separate process (as in production), so neither the replay nor
+	// the client pays GC over its materialised copy of the topic; CC_BENCH_PLAYER=inproc
+	// runs it in this process instead (rounds 1–5), where both do.
 	pstart := time.Now()
-	addr, stop := startPlayerB(b, e)
-	defer stop()
+	var addr string
+	if os.Getenv("CC_BENCH_PLAYER") == "inproc" {
+		var stop func()
+		addr, stop = startPlayerB(b, &kafkaEnv{t: nil, brokers: brokers, topic: topic})
+		defer stop()
+	} else {
+		addr = startPlayerProc(b, brokers, topic)
+	}
 	playerReady := time.Since(pstart)
 
 	dir := b.TempDir()
@@ -141,6 +154,7 @@ func BenchmarkColdStart(b *testing.B) {
 	// (CC_BENCH_ORDER=1: second).
 	var tCold, tColdG time.Duration
 	var c *cacheclient.Client
+	stopProf := cpuProfile(b, "cold")
 	if os.Getenv("CC_BENCH_ORDER") == "1" {
 		tCold, c = client("", 0)
 		c.Close()
@@ -152,11 +166,14 @@ func BenchmarkColdStart(b *testing.B) {
 		tCold, c = client("", 0)
 		c.Close()
 	}
+	stopProf()
 	_, c = client(dir, 0) // writes the state file at Close
 	tClose := time.Now()
 	c.Close()
 	closeWrite := time.Since(tClose)
+	stopProf = cpuProfile(b, "restart")
 	tRestart, c := client(dir, 0)
+	stopProf()
 	c.Close()
 	b.StopTimer()
 
@@ -184,4 +201,21 @@ func BenchmarkColdStart(b *testing.B) {
 	b.Logf("keys %d records %d: replay %v, cold (snapshot) %v (8 MiB window: %v), restart (StateDir) %v, state file write at Close %v, player ready %v, decode only %v (%.0f keys/s)",
 		keys, records, tReplay.Round(time.Millisecond), tCold.Round(time.Millisecond), tColdG.Round(time.Millisecond), tRestart.Round(time.Millisecond),
 		closeWrite.Round(time.Millisecond), playerReady.Round(time.Millisecond), tDecode.Round(time.Millisecond), ks(tDecode))
+}
+
+// cpuProfile writes a CPU profile of one phase to $CC_BENCH_CPUPROFILE-phase.pprof when
+// that variable is set; it returns the function that stops it.
+func cpuProfile(b *testing.B, phase string) func() {
+	prefix := os.Getenv("CC_BENCH_CPUPROFILE")
+	if prefix == "" {
+		return func() {}
+	}
+	f, err := os.Create(prefix + "-" + phase + ".pprof")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
