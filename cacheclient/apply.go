@@ -81,12 +81,17 @@ func (r *row) hash() uint64 {
 	if r.fullKey != nil {
 		return rowHash(r.fullKey, r.value)
 	}
+	return rowHashParts(r.prefix, r.key, r.value)
+}
+
+// rowHashParts is rowHash of the record key prefix+key, without building it.
+func rowHashParts(prefix []byte, key string, value []byte) uint64 {
 	var d xxhash.Digest
 	d.Reset()
-	d.Write(r.prefix)
-	d.WriteString(r.key)
+	d.Write(prefix)
+	d.WriteString(key)
 	d.Write(zeroByte)
-	d.Write(r.value)
+	d.Write(value)
 	return d.Sum64()
 }
 

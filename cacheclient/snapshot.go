@@ -1,6 +1,7 @@
 package cacheclient
 
 import (
+	"bytes"
 	"runtime"
 	"slices"
 	"strings"
@@ -17,14 +18,11 @@ type stagingView[T any] struct {
 	bad  map[string]item[T]
 
 	decode  Decoder[T]
-	sem     chan struct{} // bounds the chunk decoders
+	prefix  []byte // the view's key prefix, for the row hash
+	keepRaw bool   // keep each row's raw value for the state file (StateDir)
+	sem     chan struct{} // bounds the chunk workers
 	wg      sync.WaitGroup
-	decoded int // chunks handed to a decoder
-	// raws is the current slab of raw values kept for the state file (with StateDir): one
-	// allocation per stagedChunk rows instead of one per row. A slab stays alive while
-	// any of its rows does, so until every row of a snapshot has been replaced it can keep
-	// the raw values of replaced rows of that snapshot (at most the snapshot's size).
-	raws []string
+	decoded int // chunks handed to a worker
 	// Filled by build.
 	root    *tnode[item[T]]
 	count   int
@@ -33,11 +31,13 @@ type stagingView[T any] struct {
 	bytes   int64
 }
 
-// staged is one snapshot row waiting for the bulk build.
+// staged is one snapshot row waiting for the bulk build. Receiving (or reading a state
+// file) only fills key, value, index and tomb; a chunk worker (prepare) computes the rest
+// on every core at the end.
 type staged[T any] struct {
-	sk    uint64 // trie order of the key's hash (see trieOrder)
+	sk    uint64 // trie order of the key's hash (see trieOrder); set by prepare
 	l     leaf[item[T]]
-	value []byte // decoded in the background (full chunks) or at build (the rest)
+	value []byte // the raw value until prepare decoded it
 	index int64
 	tomb  bool
 	err   error
@@ -50,13 +50,13 @@ var decodeWhileReceiving = false
 
 // beginReplace starts building a new state that will replace the view at endReplace.
 func (v *View[T]) beginReplace() {
-	v.w.staging = &stagingView[T]{bad: map[string]item[T]{}, decode: v.decode,
-		sem: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))}
+	v.w.staging = &stagingView[T]{bad: map[string]item[T]{}, decode: v.decode, prefix: v.prefix,
+		keepRaw: v.c != nil && v.c.keepRaw, sem: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))}
 }
 
-// decodeChunks hands the chunks not yet decoded to background decoders: during the
-// snapshot only full chunks and only while a decoder is free (the receiver never waits),
-// at the end (all) every remaining chunk, waiting for free decoders.
+// decodeChunks hands the chunks not yet prepared to background workers: during the
+// snapshot only full chunks and only while a worker is free (the receiver never waits),
+// at the end (all) every remaining chunk, waiting for free workers.
 func (s *stagingView[T]) decodeChunks(all bool) {
 	for ; s.decoded < len(s.list.chunks); s.decoded++ {
 		c := s.list.chunks[s.decoded]
@@ -70,20 +70,40 @@ func (s *stagingView[T]) decodeChunks(all bool) {
 			select {
 			case sem <- struct{}{}:
 			default:
-				return // every decoder is busy: never hold up the receiver; retried later
+				return // every worker is busy: never hold up the receiver; retried later
 			}
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			defer func() { <-sem }()
-			for i := range c {
-				if st := &c[i]; !st.tomb {
-					st.l.val.obj, st.err = s.decode(st.l.key, st.value)
-					st.value = nil
-				}
-			}
+			s.prepare(c)
 		}()
+	}
+}
+
+// prepare computes the trie order, row hash and kept raw value of a chunk's rows and
+// decodes them. Each chunk is prepared by one worker; workers write only their chunk.
+func (s *stagingView[T]) prepare(c []staged[T]) {
+	var raws []string // one slab per chunk (never grown: pointers into it stay valid)
+	if s.keepRaw {
+		raws = make([]string, 0, len(c))
+	}
+	for i := range c {
+		st := &c[i]
+		st.sk = trieOrder(hashKey(st.l.key))
+		if st.tomb {
+			continue
+		}
+		st.l.val.rowhash = rowHashParts(s.prefix, st.l.key, st.value)
+		if s.keepRaw {
+			// The value is stable (a received message's own bytes or the state file's
+			// buffer, see stageRow): the kept raw value aliases it.
+			raws = append(raws, aliasString(st.value))
+			st.l.val.raw = &raws[len(raws)-1]
+		}
+		st.l.val.obj, st.err = s.decode(st.l.key, st.value)
+		st.value = nil
 	}
 }
 
@@ -96,15 +116,18 @@ func (v *View[T]) reserveReplace(n int) {
 
 func (v *View[T]) replacing() bool { return v.w.staging != nil }
 
-// stageRow adds one snapshot row to the replacement state. Rows are decoded at once and
-// collected; the trie is built in one pass at endReplace (no path copying, no garbage).
+// stageRow adds one snapshot row to the replacement state. Rows are only collected here;
+// hashing, decoding and the trie are done at endReplace on every core (no path copying,
+// no garbage).
 func (v *View[T]) stageRow(r row) {
 	s := v.w.staging
-	st := staged[T]{sk: trieOrder(hashKey(r.key)), tomb: r.tombstone, index: r.index}
+	st := staged[T]{tomb: r.tombstone, index: r.index}
 	st.l.key = r.key
 	if !r.tombstone {
-		st.l.val = item[T]{rowhash: r.hash(), raw: s.keep(v, &r)}
 		st.value = r.value
+		if !r.stable {
+			st.value = bytes.Clone(r.value) // kept until prepare (and beyond with StateDir)
+		}
 	}
 	s.list.add(st)
 	if s.list.n%stagedChunk == 0 && decodeWhileReceiving {
@@ -112,49 +135,42 @@ func (v *View[T]) stageRow(r row) {
 	}
 }
 
-// keep is View.keep for a snapshot row, from the slab.
-func (s *stagingView[T]) keep(v *View[T], r *row) *string {
-	if v.c == nil || !v.c.keepRaw {
-		return nil
-	}
-	if len(s.raws) == cap(s.raws) {
-		s.raws = make([]string, 0, stagedChunk) // never grown: pointers into it stay valid
-	}
-	s.raws = append(s.raws, r.valueString())
-	return &s.raws[len(s.raws)-1]
-}
-
 // pos is a staged row's place in trie order.
 type pos struct {
 	sk   uint64
 	i    int32
 	tomb bool
+	bad  bool // the decoder refused it
 }
 
-// radixSort sorts by sk, stable (equal keys keep their arrival order), in 8 byte passes,
-// skipping the bytes every key shares.
+// radixSort sorts by sk, stable (equal keys keep their arrival order, a's i increasing).
+// It sorts by the 32 most significant bits in 4 byte passes (skipping the bytes every key
+// shares), then sorts the rare runs that share them by the whole sk and i: for hashes,
+// 1,000,000 keys have ~100 such pairs.
 func radixSort(a []pos) []pos {
-	if len(a) < 256 {
-		slices.SortStableFunc(a, func(x, y pos) int {
-			if x.sk == y.sk {
-				return 0
-			}
+	less := func(x, y pos) int {
+		if x.sk != y.sk {
 			return cmpU64(x.sk, y.sk)
-		})
+		}
+		return int(x.i - y.i)
+	}
+	if len(a) < 256 {
+		slices.SortFunc(a, less)
 		return a
 	}
-	var counts [8][256]int
+	var counts [4][256]int
 	for i := range a {
-		k := a[i].sk
-		for b := 0; b < 8; b++ {
+		k := a[i].sk >> 32
+		for b := 0; b < 4; b++ {
 			counts[b][byte(k>>(8*b))]++
 		}
 	}
 	tmp := make([]pos, len(a))
 	src, dst := a, tmp
-	for b := 0; b < 8; b++ {
+	for b := 0; b < 4; b++ {
 		c := &counts[b]
-		if c[byte(src[0].sk>>(8*b))] == len(a) {
+		shift := 32 + 8*b
+		if c[byte(src[0].sk>>shift)] == len(a) {
 			continue // every key has the same byte here
 		}
 		off := 0
@@ -164,30 +180,49 @@ func radixSort(a []pos) []pos {
 			off += n
 		}
 		for i := range src {
-			v := byte(src[i].sk >> (8 * b))
+			v := byte(src[i].sk >> shift)
 			dst[c[v]] = src[i]
 			c[v]++
 		}
 		src, dst = dst, src
 	}
+	for lo := 0; lo < len(src); {
+		hi := lo + 1
+		for hi < len(src) && src[hi].sk>>32 == src[lo].sk>>32 {
+			hi++
+		}
+		if hi-lo > 1 {
+			slices.SortFunc(src[lo:hi], less)
+		}
+		lo = hi
+	}
 	return src
 }
 
-// build sorts the staged rows into trie order, keeps the last row of each key, decodes the
-// winners on every core and builds the trie bottom-up with exact-size nodes.
+// build prepares the staged rows on every core, sorts them into trie order, keeps the last
+// row of each key and builds the trie bottom-up from them with exact-size nodes.
 func (s *stagingView[T]) build(decodeErr func(key string, index int64, err error)) {
-	// Decode the chunks not decoded yet on every core (receiving is over) while this
-	// goroutine sorts: decoders write only a row's obj, err and value, the sort reads its
-	// key and order. Rows superseded within the snapshot are decoded too (rare: a
-	// snapshot has one row per key).
+	// Prepare (hash, decode) the chunks not prepared yet on every core (receiving is over).
 	s.sem = make(chan struct{}, runtime.GOMAXPROCS(0))
-	dispatched := make(chan struct{})
-	go func() { defer close(dispatched); s.decodeChunks(true) }()
-	// Sort small (order, position) pairs rather than the rows themselves.
+	s.decodeChunks(true)
+	s.wg.Wait()
+	// Sort small (order, position) pairs rather than the rows themselves. This pass reads
+	// the rows in arrival order (sequential) and does their accounting, so that the passes
+	// in trie order (random access) touch only the rare superseded or refused rows, and
+	// buildTriePos each winner once.
 	order := make([]pos, s.list.n)
 	for i := range order {
 		st := s.list.at(i)
-		order[i] = pos{st.sk, int32(i), st.tomb}
+		p := pos{sk: st.sk, i: int32(i), tomb: st.tomb}
+		if !st.tomb {
+			if st.err != nil {
+				p.bad = true
+			} else {
+				s.hashSum += st.l.val.rowhash
+				s.bytes += int64(len(st.l.key) + st.l.val.rawLen())
+			}
+		}
+		order[i] = p
 	}
 	order = radixSort(order)
 	// Equal hashes (the same key several times, or a rare full collision) are ordered by
@@ -207,43 +242,40 @@ func (s *stagingView[T]) build(decodeErr func(key string, index int64, err error
 		}
 		lo = hi
 	}
-	// The last row of each key wins (keys are compared only when their hashes are equal).
-	win := make([]int32, 0, len(order))
+	// The last row of each key wins (keys are compared only when their hashes are equal);
+	// rows the decoder refused are kept aside. win reuses order's array (it never
+	// overtakes the reading position).
+	win := order[:0]
 	for n, p := range order {
 		if n+1 < len(order) && order[n+1].sk == p.sk && s.list.at(int(order[n+1].i)).l.key == s.list.at(int(p.i)).l.key {
+			if !p.tomb && !p.bad { // superseded: undo its accounting
+				st := s.list.at(int(p.i))
+				s.hashSum -= st.l.val.rowhash
+				s.bytes -= int64(len(st.l.key) + st.l.val.rawLen())
+			}
 			continue
 		}
-		if !p.tomb {
-			win = append(win, p.i)
-		}
-	}
-	<-dispatched // every wg.Add done
-	s.wg.Wait()
-	leaves := make([]leaf[item[T]], 0, len(win))
-	hs := make([]uint64, 0, len(win))
-	for _, i := range win {
-		st := s.list.at(int(i))
-		if st.err != nil {
+		switch {
+		case p.tomb:
+		case p.bad:
+			st := s.list.at(int(p.i))
 			decodeErr(st.l.key, st.index, st.err)
 			s.bad[st.l.key] = st.l.val
-			continue
+		default:
+			win = append(win, p)
 		}
-		leaves = append(leaves, st.l)
-		hs = append(hs, st.sk)
-		s.hashSum += st.l.val.rowhash
-		s.bytes += int64(len(st.l.key) + st.l.val.rawLen())
 	}
-	s.list = stagedList[T]{}
-	s.count = len(leaves)
-	s.rows = int64(len(leaves))
+	s.count = len(win)
+	s.rows = int64(len(win))
 	for k, it := range s.bad {
 		s.hashSum += it.rowhash
 		s.rows++
 		s.bytes += int64(len(k) + it.rawLen())
 	}
-	if len(leaves) > 0 {
-		s.root = buildTrie(leaves, hs, 0)
+	if len(win) > 0 {
+		s.root = buildTriePos(win, func(i int32) *leaf[item[T]] { return &s.list.at(int(i)).l }, 0)
 	}
+	s.list = stagedList[T]{}
 }
 
 func cmpU64(a, b uint64) int {

@@ -332,3 +332,54 @@ func buildTrie[V any](leaves []leaf[V], os []uint64, shift uint) *tnode[V] {
 	}
 	return n
 }
+
+// buildTriePos is buildTrie over staged rows: ps sorted by trie order (sk), leafAt(p.i)
+// the row's leaf. It builds the trie straight from the rows, without first copying their
+// leaves into a slice of their own.
+func buildTriePos[V any](ps []pos, leafAt func(i int32) *leaf[V], shift uint) *tnode[V] {
+	n := &tnode[V]{}
+	if shift >= trieDepth {
+		n.leaves = make([]leaf[V], len(ps))
+		for i, p := range ps {
+			n.leaves[i] = *leafAt(p.i)
+		}
+		return n
+	}
+	nl, nn := 0, 0
+	for i := 0; i < len(ps); {
+		c := chunkAt(ps[i].sk, shift)
+		j := i + 1
+		for j < len(ps) && chunkAt(ps[j].sk, shift) == c {
+			j++
+		}
+		if j-i == 1 {
+			nl++
+		} else {
+			nn++
+		}
+		i = j
+	}
+	if nl > 0 {
+		n.leaves = make([]leaf[V], 0, nl)
+	}
+	if nn > 0 {
+		n.nodes = make([]*tnode[V], 0, nn)
+	}
+	for i := 0; i < len(ps); {
+		c := chunkAt(ps[i].sk, shift)
+		j := i + 1
+		for j < len(ps) && chunkAt(ps[j].sk, shift) == c {
+			j++
+		}
+		bit := uint32(1) << c
+		if j-i == 1 {
+			n.leaves = append(n.leaves, *leafAt(ps[i].i))
+			n.datamap |= bit
+		} else {
+			n.nodes = append(n.nodes, buildTriePos(ps[i:j], leafAt, shift+trieBits))
+			n.nodemap |= bit
+		}
+		i = j
+	}
+	return n
+}

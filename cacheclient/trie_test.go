@@ -137,15 +137,23 @@ func TestBuildTrieIsCanonical(t *testing.T) {
 			ls = append(ls, x.l)
 			os = append(os, x.o)
 		}
-		built := buildTrie(ls, os, 0)
-		a1, b1, c1 := root.stats()
-		a2, b2, c2 := built.stats()
-		if a1 != a2 || b1 != b2 || c1 != c2 {
-			t.Fatalf("n=%d: put gives %d nodes %d leaves %d children, build %d %d %d", n, a1, b1, c1, a2, b2, c2)
+		ps := make([]pos, len(kvs))
+		for i, x := range kvs {
+			ps[i] = pos{sk: x.o, i: int32(i)}
 		}
-		for _, x := range kvs {
-			if v, ok := built.get(x.l.key, hashKey(x.l.key)); !ok || *v != x.l.val {
-				t.Fatalf("n=%d: %s not found", n, x.l.key)
+		for name, built := range map[string]*tnode[int]{
+			"buildTrie":    buildTrie(ls, os, 0),
+			"buildTriePos": buildTriePos(ps, func(i int32) *leaf[int] { return &ls[i] }, 0),
+		} {
+			a1, b1, c1 := root.stats()
+			a2, b2, c2 := built.stats()
+			if a1 != a2 || b1 != b2 || c1 != c2 {
+				t.Fatalf("n=%d: put gives %d nodes %d leaves %d children, %s %d %d %d", n, a1, b1, c1, name, a2, b2, c2)
+			}
+			for _, x := range kvs {
+				if v, ok := built.get(x.l.key, hashKey(x.l.key)); !ok || *v != x.l.val {
+					t.Fatalf("n=%d: %s: %s not found", n, name, x.l.key)
+				}
 			}
 		}
 	}
