@@ -60,6 +60,7 @@ type Client struct {
 	// and by the persister while it captures the views: a capture is a consistent cut.
 	applyMu sync.Mutex
 	applied atomic.Int64 // the index every view reflects (-1: none)
+	load    *stateLoad   // the state file's load at Start (nil without StateDir)
 
 	st counters
 }
@@ -155,7 +156,12 @@ func (c *Client) Start() error {
 		}
 	}
 	if c.cfg.StateDir != "" {
-		c.loadState()
+		c.load = newStateLoad()
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.loadState(c.load)
+		}()
 	}
 	c.wg.Add(1)
 	go func() {

@@ -3,9 +3,11 @@ package cacheclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -96,7 +98,11 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 		hello.Views = append(hello.Views, v.viewName())
 	}
 	resumed := false
-	if idx := c.applied.Load(); idx >= 0 {
+	idx, err := c.resumeIndex(sctx)
+	if err != nil {
+		return false, err
+	}
+	if idx >= 0 {
 		hello.ResumeIndex = &idx
 		resumed = true
 	}
@@ -111,8 +117,11 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 	r := &receiver{c: c, stream: stream, resumed: resumed, subscribed: time.Now()}
 	defer r.abort()
 
-	// Readiness after a resume: the first Progress frame, or ReadyIdle without frames.
+	// Readiness after a resume: the first Progress frame, or ReadyIdle without frames. The
+	// idle time counts from the Hello, also while the state file is still loading (see
+	// stateLoad), but readiness waits for the load and for the frame being handled.
 	frames := make(chan struct{}, 1)
+	var pending atomic.Bool // a received frame not handled yet
 	if resumed && !c.Ready() {
 		idle.Add(1)
 		go func() {
@@ -126,12 +135,29 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 				case <-frames:
 					t.Reset(c.cfg.ReadyIdle)
 				case <-t.C:
+					if ok, err := c.waitLoaded(sctx); err != nil {
+						return
+					} else if !ok {
+						cancel() // subscribed with the file's index: restart without it
+						return
+					}
+					select {
+					case <-frames:
+						t.Reset(c.cfg.ReadyIdle)
+						continue
+					default:
+					}
+					if pending.Load() {
+						t.Reset(c.cfg.ReadyIdle)
+						continue
+					}
 					r.idleReady()
 					return
 				}
 			}
 		}()
 	}
+	loaded := false
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
@@ -140,12 +166,24 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 			}
 			return r.progressed, err
 		}
+		pending.Store(true)
 		select {
 		case frames <- struct{}{}:
 		default:
 		}
+		if !loaded {
+			ok, err := c.waitLoaded(sctx)
+			if err != nil {
+				return r.progressed, err
+			}
+			if !ok {
+				return r.progressed, fmt.Errorf("%w: state file not loaded; resubscribing without its index", ErrStateFile)
+			}
+			loaded = true
+		}
 		if err := r.handle(sctx, msg); err != nil {
 			return r.progressed, err
 		}
+		pending.Store(false)
 	}
 }

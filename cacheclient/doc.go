@@ -25,8 +25,8 @@
 //     error it fails over to the next player address with jittered exponential backoff and
 //     resumes from its applied index.
 //   - Handler goroutines run the OnChange functions (see "Change handlers").
-//   - With StateDir, a persistence goroutine writes the state file every PersistInterval;
-//     Close writes a last one.
+//   - With StateDir, a load goroutine reads the state file at Start (see "Persistence"),
+//     and a persistence goroutine writes it every PersistInterval; Close writes a last one.
 //   - Readers (the service's goroutines) never block: they only load published versions.
 //
 // # How readers never see a half-applied batch, and what it costs
@@ -41,9 +41,10 @@
 // the same version. Costs: a Get is a lock-free walk of a few nodes (about sync.Map's cost,
 // see docs/BENCHMARKS.md); a write allocates a copy of each node on its path
 // once per batch (a few hundred bytes of garbage per change; large batches amortise it);
-// a snapshot (bootstrap, resync or state file) is collected raw, then decoded in parallel
-// (while the rows are sorted in trie order) and built bottom-up in one pass beside the live
-// version, so memory peaks at two versions plus the snapshot's raw rows. The decoder is
+// a snapshot (bootstrap, resync or state file) is collected raw (key, value, index per
+// row), then hashed and decoded in chunks on every core, sorted in trie order (small
+// (order, position) pairs) and built bottom-up in one pass straight from the collected rows
+// beside the live version, so memory peaks at two versions plus the snapshot's raw rows. The decoder is
 // most of a cold start's CPU: a service should use a fast one (the example and the
 // benchmarks use github.com/goccy/go-json, 4–5× encoding/json).
 // Views are published one after the other: a reader that reads two views may see one of
@@ -102,12 +103,16 @@
 //
 // With Config.StateDir, the raw value of every row is kept beside its object, and the state
 // (stream, applied index, every view's keys and raw values, xxhash64 checksum) is written
-// atomically (temp file, fsync, rename). At Start a valid file is loaded (its keys and raw
-// values alias the file's buffer, no copy per row: the buffer stays in memory until every
-// row loaded from it has been replaced) and decoded before
-// the connection starts, which then resumes from its index; any problem (corrupt,
-// truncated, other stream, other format, a registered view missing) is reported and the
-// file ignored as a whole: the client bootstraps from a snapshot.
+// atomically (temp file, fsync, rename). At Start the load goroutine reads the file and
+// verifies all of it (checksum, stream, format, structure, every registered view present);
+// any problem is reported and the file ignored as a whole: the client bootstraps from a
+// snapshot. A verified file's index is handed to the connection goroutine, which
+// subscribes with it at once, while the load goroutine decodes the rows (on every core)
+// and builds the views under the apply lock (keys and raw values alias the file's buffer,
+// no copy per row: the buffer stays in memory until every row loaded from it has been
+// replaced). The connection goroutine handles no frame before the load is over, and the
+// ReadyIdle wait of a resume counts from the subscription but ends no earlier than the
+// load: connecting and the first frames' wait overlap the load instead of following it.
 //
 // # Concurrency rules
 //
@@ -118,7 +123,7 @@
 //     snapshot or state file are decoded on GOMAXPROCS goroutines at once.
 //   - Hooks run on the connection goroutine, except OnHandlerError (a handler goroutine),
 //     OnPersist (the persistence goroutine, or Close) and the OnResync of an unusable state
-//     file (Start). They must be fast.
+//     file (the load goroutine). They must be fast.
 //   - The persistence goroutine takes the connection goroutine's apply lock only to load the
 //     views' current versions (a consistent cut); it writes the file without it.
 package cacheclient

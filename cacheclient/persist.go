@@ -2,6 +2,8 @@ package cacheclient
 
 import (
 	"bufio"
+	"context"
+	"sync/atomic"
 
 	"encoding/binary"
 	"errors"
@@ -279,40 +281,60 @@ func (k clientSink) row(view, key string, raw []byte) {
 	v.stageRow(row{key: key, prefix: v.keyPrefix(), value: raw, index: -1, stable: true})
 }
 
-// loadState loads the state file, if any, before the connection starts. Anything wrong
-// with it is reported and the client starts empty (snapshot bootstrap).
-func (c *Client) loadState() {
+// stateLoad is the loading of the state file at Start, on a goroutine of its own, so that
+// the connection goroutine subscribes (resume index from the verified file) while the rows
+// are decoded and the views built: the connection and the first frames' wait overlap the
+// load. The connection goroutine applies nothing before done.
+type stateLoad struct {
+	verified chan struct{} // closed once index is known
+	index    int64         // the file's applied index; -1: no usable file (bootstrap)
+	done     chan struct{} // closed once the views hold the file's state (or the load failed)
+	failed   atomic.Bool   // the file was verified but could not be loaded (never expected)
+}
+
+func newStateLoad() *stateLoad {
+	return &stateLoad{verified: make(chan struct{}), done: make(chan struct{}), index: -1}
+}
+
+// checkSink accepts the views a client registered and discards the rows (verification).
+type checkSink struct{ c *Client }
+
+func (k checkSink) view(name string) bool    { _, ok := k.c.byName[name]; return ok }
+func (checkSink) reserve(string, int)        {}
+func (checkSink) row(string, string, []byte) {}
+
+// loadState loads the state file, if any. It first reads and verifies the whole file
+// (checksum, stream, structure, every registered view present) and publishes its index
+// for the connection goroutine; anything wrong is reported and the client starts empty
+// (snapshot bootstrap). It then stages, decodes and builds the views under applyMu.
+func (c *Client) loadState(l *stateLoad) {
+	defer close(l.done)
 	start := time.Now()
-	data, err := os.ReadFile(c.statePath())
-	if errors.Is(err, os.ErrNotExist) {
+	data, index, err := c.readStateFile()
+	if err != nil {
+		close(l.verified)
+		if !errors.Is(err, os.ErrNotExist) {
+			c.log.Error("state file ignored; bootstrapping from a snapshot", "path", c.statePath(), "err", err)
+			if h := c.opts.hooks.OnResync; h != nil {
+				h("state file unusable")
+			}
+		}
 		return
 	}
-	abort := func(err error) {
+	l.index = index
+	close(l.verified)
+	c.applyMu.Lock()
+	_, _, err = readState(data, c.cfg.Stream, clientSink{c})
+	data = nil
+	if err != nil { // verified above: not expected
 		for _, v := range c.views {
 			v.abortReplace()
 		}
-		c.log.Error("state file ignored; bootstrapping from a snapshot", "path", c.statePath(), "err", err)
-		if h := c.opts.hooks.OnResync; h != nil {
-			h("state file unusable")
-		}
-	}
-	if err != nil {
-		abort(err)
+		c.applyMu.Unlock()
+		l.failed.Store(true)
+		c.log.Error("state file verified but not loaded; bootstrapping from a snapshot", "path", c.statePath(), "err", err)
 		return
 	}
-	index, seen, err := readState(data, c.cfg.Stream, clientSink{c})
-	data = nil
-	if err != nil {
-		abort(err)
-		return
-	}
-	for _, v := range c.views {
-		if !seen[v.viewName()] {
-			abort(fmt.Errorf("%w: view %q is not in the file", ErrStateFile, v.viewName()))
-			return
-		}
-	}
-	c.applyMu.Lock()
 	rows := 0
 	for _, v := range c.views {
 		v.endReplace(index)
@@ -326,6 +348,60 @@ func (c *Client) loadState() {
 			return
 		}
 	}
+}
+
+// readStateFile reads and verifies the state file without loading it.
+func (c *Client) readStateFile() ([]byte, int64, error) {
+	data, err := os.ReadFile(c.statePath())
+	if err != nil {
+		return nil, -1, err
+	}
+	index, seen, err := readState(data, c.cfg.Stream, checkSink{c})
+	if err != nil {
+		return nil, -1, err
+	}
+	for _, v := range c.views {
+		if !seen[v.viewName()] {
+			return nil, -1, fmt.Errorf("%w: view %q is not in the file", ErrStateFile, v.viewName())
+		}
+	}
+	return data, index, nil
+}
+
+// resumeIndex is the index to resume from: the applied index, or while the state file
+// loads, the file's (-1: none). It waits for the file's verification.
+func (c *Client) resumeIndex(ctx context.Context) (int64, error) {
+	if idx := c.applied.Load(); idx >= 0 {
+		return idx, nil
+	}
+	l := c.load
+	if l == nil {
+		return -1, nil
+	}
+	select {
+	case <-l.verified:
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	}
+	if l.failed.Load() {
+		return c.applied.Load(), nil
+	}
+	return l.index, nil
+}
+
+// waitLoaded waits until the state file's load (if any) is over; false when it failed
+// after its index was used to subscribe (the stream must be restarted without it).
+func (c *Client) waitLoaded(ctx context.Context) (bool, error) {
+	l := c.load
+	if l == nil {
+		return true, nil
+	}
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	return !l.failed.Load(), nil
 }
 
 func (c *Client) persistLoop(ctx interface {

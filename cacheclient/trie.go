@@ -4,6 +4,8 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
 // trie is a persistent (immutable once published) hash array mapped trie keyed by string,
@@ -380,6 +382,55 @@ func buildTriePos[V any](ps []pos, leafAt func(i int32) *leaf[V], shift uint) *t
 			n.nodemap |= bit
 		}
 		i = j
+	}
+	return n
+}
+
+// buildTriePar is buildTriePos with the root's subtrees built on up to workers goroutines
+// (each subtree reads only its own rows and writes only its own nodes).
+func buildTriePar[V any](ps []pos, leafAt func(i int32) *leaf[V], workers int) *tnode[V] {
+	if workers < 2 || len(ps) < 1<<14 {
+		return buildTriePos(ps, leafAt, 0)
+	}
+	n := &tnode[V]{}
+	type run struct{ i, j int }
+	var leaves, nodes []run
+	for i := 0; i < len(ps); {
+		c := chunkAt(ps[i].sk, 0)
+		j := i + 1
+		for j < len(ps) && chunkAt(ps[j].sk, 0) == c {
+			j++
+		}
+		if j-i == 1 {
+			leaves = append(leaves, run{i, j})
+			n.datamap |= 1 << c
+		} else {
+			nodes = append(nodes, run{i, j})
+			n.nodemap |= 1 << c
+		}
+		i = j
+	}
+	if len(leaves) > 0 {
+		n.leaves = make([]leaf[V], len(leaves))
+		for k, r := range leaves {
+			n.leaves[k] = *leafAt(ps[r.i].i)
+		}
+	}
+	if len(nodes) > 0 {
+		n.nodes = make([]*tnode[V], len(nodes))
+		var wg sync.WaitGroup
+		next := atomic.Int32{}
+		for range min(workers, len(nodes)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := int(next.Add(1) - 1); k < len(nodes); k = int(next.Add(1) - 1) {
+					r := nodes[k]
+					n.nodes[k] = buildTriePos(ps[r.i:r.j], leafAt, trieBits)
+				}
+			}()
+		}
+		wg.Wait()
 	}
 	return n
 }

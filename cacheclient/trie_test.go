@@ -144,6 +144,7 @@ func TestBuildTrieIsCanonical(t *testing.T) {
 		for name, built := range map[string]*tnode[int]{
 			"buildTrie":    buildTrie(ls, os, 0),
 			"buildTriePos": buildTriePos(ps, func(i int32) *leaf[int] { return &ls[i] }, 0),
+			"buildTriePar": buildTriePar(ps, func(i int32) *leaf[int] { return &ls[i] }, 3),
 		} {
 			a1, b1, c1 := root.stats()
 			a2, b2, c2 := built.stats()
