@@ -141,6 +141,11 @@ func (p *Player) Run(ctx context.Context) error {
 				cancel()
 			}
 		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.progressLoop(ctx)
+		}()
 	}
 	go func() {
 		if p.WaitReady(ctx) == nil {

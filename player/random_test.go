@@ -123,6 +123,8 @@ func randomRun(t *testing.T, seed uint64) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); tg.suspend(tg.sendLoop(fs)) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); s.progressLoop(ctx) }() // Run would start it
 
 	var got []int64
 	pos := resume

@@ -43,6 +43,10 @@ func sessionsRun(t *testing.T, seed uint64) {
 	var end atomic.Int64
 	s.offsetsHook = func() (int64, int64, error) { return 0, end.Load(), nil }
 	close(s.ready)
+	pctx, pcancel := context.WithCancel(context.Background())
+	progressDone := make(chan struct{})
+	go func() { defer close(progressDone); s.progressLoop(pctx) }() // Run would start it
+	defer func() { pcancel(); <-progressDone }()
 
 	var truth []checker.Record
 	var off int64 = -1

@@ -372,6 +372,35 @@ func (s *stream) remove(t *target) {
 	}
 }
 
+// progressLoop wakes the senders that owe their target a progress message (the paper's
+// dummy entries): one ticker per stream, not one per target.
+func (s *stream) progressLoop(ctx context.Context) {
+	interval := s.p.cfg.ProgressInterval
+	tick := time.NewTicker(min(interval/4, 250*time.Millisecond))
+	defer tick.Stop()
+	var ts []*target
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			s.mu.Lock()
+			ts = ts[:0]
+			for _, t := range s.byClient {
+				ts = append(ts, t)
+			}
+			s.mu.Unlock()
+			ci := s.current.Load()
+			for _, t := range ts {
+				if t.progressDue(now, ci, interval) {
+					t.signal()
+				}
+			}
+			clear(ts)
+		}
+	}
+}
+
 // maxRememberedTerms bounds the terms remembered for disconnected client ids.
 const maxRememberedTerms = 100_000
 

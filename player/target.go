@@ -56,6 +56,22 @@ func newTarget(s *stream, id string, views []string, term uint64, state State, m
 
 func (t *target) wants(view string) bool { return t.views == nil || t.views[view] }
 
+// progressDue reports whether the sender, idle for interval, owes the target a progress
+// message (in N, nothing queued, the main position ci beyond what it was sent) — or has
+// something to send within its window, which a signal would already have started: a
+// safety net, never the normal path.
+func (t *target) progressDue(now time.Time, ci int64, interval time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if now.Sub(t.lastSend) < interval {
+		return false
+	}
+	if t.q.front() != nil && t.q.poppedBytes < t.budget/4 {
+		return true
+	}
+	return t.q.state == StateN && t.q.normal.len() == 0 && ci > t.sentUpTo
+}
+
 func (t *target) signal() {
 	select {
 	case t.wake <- struct{}{}:
@@ -162,6 +178,7 @@ func (t *target) suspend(err error) bool {
 	close(t.done)
 	t.space.Broadcast()
 	t.mu.Unlock()
+	t.signal() // the sender waits on wake only
 	t.s.p.metrics.suspensions.WithLabelValues(t.s.cfg.Name).Inc()
 	return true
 }
