@@ -35,7 +35,8 @@
 // (target.sendLoop) does sendNext — one write at a time, which is what write_status
 // ensured — and the receiver (target.receive) handles read completions: acks update
 // last_ack and release popped batches. The sender also sends progress messages (the
-// paper's dummy entries) to targets in N with nothing to send for Config.ProgressInterval.
+// paper's dummy entries) to targets in N with nothing to send for Config.ProgressInterval
+// (woken by the stream's progress loop; the sender itself waits on one wake channel).
 // Every message the sender writes ends with head_index, the main position (withHead: one
 // small extra part, the shared entry bytes untouched), so clients know their lag.
 // The Subscribe handler goroutine is the health checker: ack time-outs and stream errors
@@ -83,7 +84,8 @@
 //
 // # Goroutines and locks
 //
-// Per stream: one main fetcher (stream.run) and three Kafka clients (connections): the main
+// Per stream: one main fetcher (stream.run), one progress loop (stream.progressLoop: one
+// ticker that wakes the senders owing a progress message) and three Kafka clients (connections): the main
 // fetcher's, the recovery fetchers', and one for the offset look-ups of admissions (behind
 // the main fetcher's long-poll fetches they waited up to 100 ms each). Per target: the handler (health), the sender,
 // the receiver, and at most one recovery source at a time (per term). Lock order: stream.mu, then target.mu.
