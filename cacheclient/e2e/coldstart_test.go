@@ -149,19 +149,19 @@ func BenchmarkColdStart(b *testing.B) {
 
 	b.ResetTimer()
 	tReplay := replay()
-	// cold: the default client (gRPC's own flow-control window); cold-8MiBwin: the same
-	// with a fixed 8 MiB window (RecvWindow), run first or second alternately
-	// (CC_BENCH_ORDER=1: second).
+	// cold: the default client (8 MiB flow-control window, DefaultRecvWindow);
+	// cold-grpcwin: the same with gRPC's own window (RecvWindow -1), run first or second
+	// alternately (CC_BENCH_ORDER=1: second).
 	var tCold, tColdG time.Duration
 	var c *cacheclient.Client
 	stopProf := cpuProfile(b, "cold")
 	if os.Getenv("CC_BENCH_ORDER") == "1" {
 		tCold, c = client("", 0)
 		c.Close()
-		tColdG, c = client("", 8<<20)
+		tColdG, c = client("", -1)
 		c.Close()
 	} else {
-		tColdG, c = client("", 8<<20)
+		tColdG, c = client("", -1)
 		c.Close()
 		tCold, c = client("", 0)
 		c.Close()
@@ -196,9 +196,9 @@ func BenchmarkColdStart(b *testing.B) {
 	b.ReportMetric(ks(tRestart), "restart-keys/s")
 	b.ReportMetric(ks(tReplay), "replay-keys/s")
 	b.ReportMetric(tReplay.Seconds()/tCold.Seconds(), "replay/cold")
-	b.ReportMetric(tReplay.Seconds()/tColdG.Seconds(), "replay/cold-8MiBwin")
+	b.ReportMetric(tReplay.Seconds()/tColdG.Seconds(), "replay/cold-grpcwin")
 	b.ReportMetric(tReplay.Seconds()/tRestart.Seconds(), "replay/restart")
-	b.Logf("keys %d records %d: replay %v, cold (snapshot) %v (8 MiB window: %v), restart (StateDir) %v, state file write at Close %v, player ready %v, decode only %v (%.0f keys/s)",
+	b.Logf("keys %d records %d: replay %v, cold (snapshot) %v (gRPC's window: %v), restart (StateDir) %v, state file write at Close %v, player ready %v, decode only %v (%.0f keys/s)",
 		keys, records, tReplay.Round(time.Millisecond), tCold.Round(time.Millisecond), tColdG.Round(time.Millisecond), tRestart.Round(time.Millisecond),
 		closeWrite.Round(time.Millisecond), playerReady.Round(time.Millisecond), tDecode.Round(time.Millisecond), ks(tDecode))
 }
