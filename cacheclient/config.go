@@ -49,7 +49,7 @@ type Config struct {
 	// it, so up to 3× it may be buffered in the client). 0: DefaultRecvWindow (8 MiB);
 	// negative: gRPC's own (64 KiB, grown by its bandwidth estimator). With the player in
 	// a process of its own, a 1M-row snapshot was received in 0.38–0.50 s with 8 MiB in
-	// 12 of 13 runs and in 0.41–0.96 s with gRPC's window
+	// 13 of 14 runs and in 0.41–0.84 s with gRPC's window
 	// (docs/benchmarks/cacheclient-round6.md).
 	RecvWindow int32
 }
