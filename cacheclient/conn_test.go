@@ -3,6 +3,7 @@ package cacheclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -287,5 +288,45 @@ func TestLagEntriesFromHead(t *testing.T) {
 	fp.waitFor(t, "ack 40", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 40 })
 	if st := c.Stats(); st.LagEntries != 0 || st.Index != 40 {
 		t.Fatalf("after the progress to the head: lag %d index %d", st.LagEntries, st.Index)
+	}
+}
+
+// TestEpochMismatchAfterRestartBootstraps: a client restarted from its state file resumes
+// from the file's index; after an epoch mismatch it must resubscribe without any resume
+// index (a fresh snapshot), not from the file's index again.
+func TestEpochMismatchAfterRestartBootstraps(t *testing.T) {
+	dir := t.TempDir()
+	good := rowHash([]byte("events|1"), []byte(evJSON(1, "a")))
+	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		switch conn {
+		case 0: // first client: bootstrap, then its state file is written at Close
+			return s.snapshot(5, ent(1, "1", evJSON(1, "a")))
+		case 1: // restarted client: resumes at 5; the epoch says it misses row 9
+			if h.ResumeIndex == nil || *h.ResumeIndex != 5 {
+				return errors.New("want resume 5 after the restart")
+			}
+			return s.batch(ent(6, "1", evJSON(1, "a")), epochEndEntry(7, 2, good+12345))
+		case 2:
+			if h.ResumeIndex != nil {
+				return fmt.Errorf("want a fresh snapshot after a mismatch, got resume %d", *h.ResumeIndex)
+			}
+			return s.snapshot(8, ent(1, "1", evJSON(1, "a")), ent(3, "9", evJSON(9, "a")))
+		}
+		return errors.New("too many streams")
+	})
+	c, _ := startClient(t, Config{StateDir: dir}, nil, fp)
+	waitReady(t, c)
+	fp.waitFor(t, "ack 5", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 5 })
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c2, v2 := startClient(t, Config{StateDir: dir}, nil, fp)
+	fp.waitFor(t, "ack 8", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 8 })
+	waitReady(t, c2)
+	if v2.Len() != 2 {
+		t.Fatalf("len %d", v2.Len())
+	}
+	if st := c2.Stats(); st.EpochMismatches != 1 {
+		t.Fatalf("stats %+v", st)
 	}
 }

@@ -368,24 +368,27 @@ func (c *Client) readStateFile() ([]byte, int64, error) {
 	return data, index, nil
 }
 
-// resumeIndex is the index to resume from: the applied index, or while the state file
-// loads, the file's (-1: none). It waits for the file's verification.
+// resumeIndex is the index to resume from: the applied index (-1: none), or while the
+// state file is still loading, the verified file's. Once the load is over the applied
+// index is the only authority (a repair may have reset it to -1 since). It waits for the
+// file's verification.
 func (c *Client) resumeIndex(ctx context.Context) (int64, error) {
-	if idx := c.applied.Load(); idx >= 0 {
-		return idx, nil
-	}
 	l := c.load
 	if l == nil {
-		return -1, nil
+		return c.applied.Load(), nil
+	}
+	select {
+	case <-l.done:
+		return c.applied.Load(), nil
+	default:
 	}
 	select {
 	case <-l.verified:
 	case <-ctx.Done():
 		return -1, ctx.Err()
 	}
-	if l.failed.Load() {
-		return c.applied.Load(), nil
-	}
+	// The load sets applied to l.index when it succeeds, and nothing else changes applied
+	// before this goroutine handles a frame, which it does only after the load.
 	return l.index, nil
 }
 
