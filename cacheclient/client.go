@@ -24,6 +24,7 @@ type viewCore interface {
 	reserveReplace(rows int)
 	replacing() bool
 	stageRow(r row)
+	loadRows(body []byte, offs []int, rows int)
 	endReplace(index int64)
 	abortReplace()
 	epochState() (rows int64, hash uint64)

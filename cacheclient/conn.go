@@ -3,7 +3,6 @@ package cacheclient
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"sync"
@@ -135,10 +134,7 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 				case <-frames:
 					t.Reset(c.cfg.ReadyIdle)
 				case <-t.C:
-					if ok, err := c.waitLoaded(sctx); err != nil {
-						return
-					} else if !ok {
-						cancel() // subscribed with the file's index: restart without it
+					if c.waitLoaded(sctx) != nil {
 						return
 					}
 					select {
@@ -172,12 +168,8 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 		default:
 		}
 		if !loaded {
-			ok, err := c.waitLoaded(sctx)
-			if err != nil {
+			if err := c.waitLoaded(sctx); err != nil {
 				return r.progressed, err
-			}
-			if !ok {
-				return r.progressed, fmt.Errorf("%w: state file not loaded; resubscribing without its index", ErrStateFile)
 			}
 			loaded = true
 		}

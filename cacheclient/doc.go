@@ -107,8 +107,9 @@
 // verifies all of it (checksum, stream, format, structure, every registered view present);
 // any problem is reported and the file ignored as a whole: the client bootstraps from a
 // snapshot. A verified file's index is handed to the connection goroutine, which
-// subscribes with it at once, while the load goroutine decodes the rows (on every core)
-// and builds the views under the apply lock (keys and raw values alias the file's buffer,
+// subscribes with it at once, while the load goroutine parses, hashes and decodes the rows
+// (chunks of rows on every core, from offsets noted while verifying) and builds the views
+// under the apply lock (keys and raw values alias the file's buffer,
 // no copy per row: the buffer stays in memory until every row loaded from it has been
 // replaced). The connection goroutine handles no frame before the load is over, and the
 // ReadyIdle wait of a resume counts from the subscription but ends no earlier than the

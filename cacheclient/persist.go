@@ -3,7 +3,6 @@ package cacheclient
 import (
 	"bufio"
 	"context"
-	"sync/atomic"
 
 	"encoding/binary"
 	"errors"
@@ -246,7 +245,11 @@ func readState(b []byte, stream string, sink stateSink) (int64, map[string]bool,
 		if keep {
 			sink.reserve(vname, int(rows))
 		}
-		for range rows {
+		cs, _ := sink.(chunkSink)
+		for i := range rows {
+			if keep && cs != nil && i%stagedChunk == 0 {
+				cs.chunkAt(vname, p)
+			}
 			k, ok1 := str()
 			raw, ok2 := str()
 			if !ok1 || !ok2 {
@@ -263,24 +266,6 @@ func readState(b []byte, stream string, sink stateSink) (int64, map[string]bool,
 	return index, seen, nil
 }
 
-// clientSink stages the rows of a state file into the client's views.
-type clientSink struct{ c *Client }
-
-func (k clientSink) view(name string) bool {
-	v, ok := k.c.byName[name]
-	if ok {
-		v.beginReplace()
-	}
-	return ok
-}
-
-func (k clientSink) reserve(view string, rows int) { k.c.byName[view].reserveReplace(rows) }
-
-func (k clientSink) row(view, key string, raw []byte) {
-	v := k.c.byName[view]
-	v.stageRow(row{key: key, prefix: v.keyPrefix(), value: raw, index: -1, stable: true})
-}
-
 // stateLoad is the loading of the state file at Start, on a goroutine of its own, so that
 // the connection goroutine subscribes (resume index from the verified file) while the rows
 // are decoded and the views built: the connection and the first frames' wait overlap the
@@ -288,20 +273,59 @@ func (k clientSink) row(view, key string, raw []byte) {
 type stateLoad struct {
 	verified chan struct{} // closed once index is known
 	index    int64         // the file's applied index; -1: no usable file (bootstrap)
-	done     chan struct{} // closed once the views hold the file's state (or the load failed)
-	failed   atomic.Bool   // the file was verified but could not be loaded (never expected)
+	done     chan struct{} // closed once the views hold the file's state (or there is none)
 }
 
 func newStateLoad() *stateLoad {
 	return &stateLoad{verified: make(chan struct{}), done: make(chan struct{}), index: -1}
 }
 
-// checkSink accepts the views a client registered and discards the rows (verification).
-type checkSink struct{ c *Client }
+// chunkSink, when a stateSink implements it, learns the offset (in the file) of every
+// stagedChunk-th row of each accepted view.
+type chunkSink interface{ chunkAt(view string, off int) }
 
-func (k checkSink) view(name string) bool    { _, ok := k.c.byName[name]; return ok }
-func (checkSink) reserve(string, int)        {}
-func (checkSink) row(string, string, []byte) {}
+// fileView is where an accepted view's rows are in a verified state file.
+type fileView struct {
+	rows int
+	offs []int // offsets of rows 0, stagedChunk, 2×stagedChunk, …
+}
+
+// checkSink accepts the views a client registered, discards the rows and records where
+// each view's row chunks start (verification pass).
+type checkSink struct {
+	c     *Client
+	views map[string]*fileView
+}
+
+func (k *checkSink) view(name string) bool {
+	_, ok := k.c.byName[name]
+	if ok {
+		k.views[name] = &fileView{}
+	}
+	return ok
+}
+func (k *checkSink) reserve(view string, rows int) { k.views[view].rows = rows }
+func (*checkSink) row(string, string, []byte)      {}
+func (k *checkSink) chunkAt(view string, off int) {
+	fv := k.views[view]
+	fv.offs = append(fv.offs, off)
+}
+
+// verifyState verifies a whole state file (see readState) for client c and returns its
+// index and where each registered view's rows are; every registered view must be there.
+func verifyState(data []byte, c *Client) (int64, map[string]*fileView, error) {
+	sink := &checkSink{c: c, views: map[string]*fileView{}}
+	index, _, err := readState(data, c.cfg.Stream, sink)
+	if err != nil {
+		return -1, nil, err
+	}
+	for _, v := range c.views {
+		if sink.views[v.viewName()] == nil {
+			return -1, nil, fmt.Errorf("%w: view %q is not in the file", ErrStateFile, v.viewName())
+		}
+	}
+	return index, sink.views, nil
+}
 
 // loadState loads the state file, if any. It first reads and verifies the whole file
 // (checksum, stream, structure, every registered view present) and publishes its index
@@ -310,7 +334,12 @@ func (checkSink) row(string, string, []byte) {}
 func (c *Client) loadState(l *stateLoad) {
 	defer close(l.done)
 	start := time.Now()
-	data, index, err := c.readStateFile()
+	data, err := os.ReadFile(c.statePath())
+	var index int64
+	var views map[string]*fileView
+	if err == nil {
+		index, views, err = verifyState(data, c)
+	}
 	if err != nil {
 		close(l.verified)
 		if !errors.Is(err, os.ErrNotExist) {
@@ -324,19 +353,11 @@ func (c *Client) loadState(l *stateLoad) {
 	l.index = index
 	close(l.verified)
 	c.applyMu.Lock()
-	_, _, err = readState(data, c.cfg.Stream, clientSink{c})
-	data = nil
-	if err != nil { // verified above: not expected
-		for _, v := range c.views {
-			v.abortReplace()
-		}
-		c.applyMu.Unlock()
-		l.failed.Store(true)
-		c.log.Error("state file verified but not loaded; bootstrapping from a snapshot", "path", c.statePath(), "err", err)
-		return
-	}
+	body := data[:len(data)-8] // the checksum is not part of any row
 	rows := 0
 	for _, v := range c.views {
+		fv := views[v.viewName()]
+		v.loadRows(body, fv.offs, fv.rows)
 		v.endReplace(index)
 		rows += v.stats().Len
 	}
@@ -348,24 +369,6 @@ func (c *Client) loadState(l *stateLoad) {
 			return
 		}
 	}
-}
-
-// readStateFile reads and verifies the state file without loading it.
-func (c *Client) readStateFile() ([]byte, int64, error) {
-	data, err := os.ReadFile(c.statePath())
-	if err != nil {
-		return nil, -1, err
-	}
-	index, seen, err := readState(data, c.cfg.Stream, checkSink{c})
-	if err != nil {
-		return nil, -1, err
-	}
-	for _, v := range c.views {
-		if !seen[v.viewName()] {
-			return nil, -1, fmt.Errorf("%w: view %q is not in the file", ErrStateFile, v.viewName())
-		}
-	}
-	return data, index, nil
 }
 
 // resumeIndex is the index to resume from: the applied index (-1: none), or while the
@@ -392,19 +395,18 @@ func (c *Client) resumeIndex(ctx context.Context) (int64, error) {
 	return l.index, nil
 }
 
-// waitLoaded waits until the state file's load (if any) is over; false when it failed
-// after its index was used to subscribe (the stream must be restarted without it).
-func (c *Client) waitLoaded(ctx context.Context) (bool, error) {
+// waitLoaded waits until the state file's load (if any) is over.
+func (c *Client) waitLoaded(ctx context.Context) error {
 	l := c.load
 	if l == nil {
-		return true, nil
+		return nil
 	}
 	select {
 	case <-l.done:
+		return nil
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return ctx.Err()
 	}
-	return !l.failed.Load(), nil
 }
 
 func (c *Client) persistLoop(ctx interface {

@@ -2,10 +2,12 @@ package cacheclient
 
 import (
 	"bytes"
+	"encoding/binary"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -109,6 +111,45 @@ func (s *stagingView[T]) prepare(c []staged[T]) {
 		st.l.val.obj, st.err = s.decode(st.l.key, st.value)
 		st.value = nil
 	}
+}
+
+// loadRows stages the rows of a verified state file's view (see verifyState) on every
+// core, in place of a sequence of stageRow: worker after worker takes a chunk, parses its
+// rows from body (chunk j starts at offs[j]; keys and values alias body) and prepares
+// them. endReplace then builds the view.
+func (v *View[T]) loadRows(body []byte, offs []int, rows int) {
+	v.beginReplace()
+	s := v.w.staging
+	s.list.chunks = make([][]staged[T], len(offs))
+	s.list.n = rows
+	s.decoded = len(offs) // every chunk is prepared here
+	str := func(p int) ([]byte, int) {
+		n, k := binary.Uvarint(body[p:])
+		p += k
+		return body[p : p+int(n)], p + int(n)
+	}
+	var wg sync.WaitGroup
+	var next atomic.Int32
+	for range min(runtime.GOMAXPROCS(0), len(offs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := int(next.Add(1) - 1); j < len(offs); j = int(next.Add(1) - 1) {
+				c := make([]staged[T], min(stagedChunk, rows-j*stagedChunk))
+				p := offs[j]
+				for i := range c {
+					var key []byte
+					key, p = str(p)
+					c[i].value, p = str(p)
+					c[i].l.key = aliasString(key)
+					c[i].index = -1
+				}
+				s.prepare(c)
+				s.list.chunks[j] = c
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // reserveReplace preallocates room for n snapshot rows (a state file knows its count).
