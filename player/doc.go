@@ -35,7 +35,8 @@
 // (target.sendLoop) does sendNext — one write at a time, which is what write_status
 // ensured — and the receiver (target.receive) handles read completions: acks update
 // last_ack and release popped batches. The sender also sends progress messages (the
-// paper's dummy entries) to targets in N with nothing to send for Config.ProgressInterval
+// paper's dummy entries) once when the target has caught up, then to targets in N with
+// nothing to send for Config.ProgressInterval
 // (woken by the stream's progress loop; the sender itself waits on one wake channel).
 // Every message the sender writes ends with head_index, the main position (withHead: one
 // small extra part, the shared entry bytes untouched), so clients know their lag.

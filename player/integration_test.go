@@ -83,3 +83,30 @@ func TestViewsAndChurn(t *testing.T) {
 	t.Logf("status: %+v", tp.p.Status())
 	e.check()
 }
+
+// TestCaughtUpProgressOnResume: a client that resumes at the head of the log gets a
+// Progress frame at once (it is caught up), not only after ProgressInterval or the next
+// record.
+func TestCaughtUpProgressOnResume(t *testing.T) {
+	e := newEnv(t, nil)
+	rnd := rand.New(rand.NewPCG(21, 22))
+	e.produce(50, []string{"a", "b"}, 100, rnd)
+	tp := startPlayer(t, e, func(c *Config) { c.ProgressInterval = time.Hour })
+	last := e.lastOffset()
+	c := newClient("resumer", e.chk, "a")
+	sessionUntil(t, c, tp.addr, 30*time.Second, func() bool { return c.Applied() >= last })
+	c.mu.Lock()
+	before := c.frames
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.session(ctx, tp.addr, 1, nil); err != nil || ctx.Err() != nil {
+		t.Fatalf("resumed session: %v (ctx %v)", err, ctx.Err())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.frames != before+1 || c.applied != last {
+		t.Fatalf("resumed at %d: %d frames, applied %d", last, c.frames-before, c.applied)
+	}
+	e.check()
+}

@@ -61,6 +61,7 @@ func (sv *service) Subscribe(stream statecastv1.Player_SubscribeServer) error {
 	// checker. Returning cancels the stream's context, which unblocks a Send or Recv stuck
 	// on a dead or stalled client.
 	p.goTracked(func() { t.receive(stream) })
+	t.signal() // a target admitted in N owes its client the caught-up progress message
 	p.goTracked(func() { t.suspend(t.sendLoop(stream)) })
 	tick := time.NewTicker(min(p.cfg.AckTimeout/4, time.Second))
 	defer tick.Stop()
@@ -307,9 +308,13 @@ func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
 				if wasCatchup {
 					t.space.Broadcast()
 				}
-			} else if q.state == StateN && q.normal.len() == 0 && ci > t.sentUpTo && now.Sub(t.lastSend) >= p.cfg.ProgressInterval {
-				t.sentUpTo = ci
-				out = rawFrame(encodeProgress(ci))
+			} else if q.state == StateN && q.normal.len() == 0 && (!t.caughtUp || ci > t.sentUpTo && now.Sub(t.lastSend) >= p.cfg.ProgressInterval) {
+				// A progress message when idle, and once as soon as the target has caught
+				// up (N, nothing queued): a client that resumed at the head learns at once
+				// that it is current instead of waiting for the next record.
+				t.caughtUp = true
+				t.sentUpTo = max(ci, t.sentUpTo)
+				out = rawFrame(encodeProgress(t.sentUpTo))
 			}
 			if out == nil && len(batch) == 0 {
 				t.mu.Unlock()

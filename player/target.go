@@ -27,6 +27,7 @@ type target struct {
 	sentUpTo    int64 // highest index sent (batch, frame or progress)
 	recEnd      int64 // the catch-up source covers indexes up to recEnd
 	inSnapshot  bool  // between SnapshotBegin and SnapshotEnd on the wire
+	caughtUp    bool  // the caught-up progress message was sent (sendLoop)
 	dropped     bool  // RF only: the normal queue overflowed; main entries are skipped
 	droppedUpTo int64 // highest main index skipped while dropped
 	lastSend    time.Time
@@ -69,7 +70,7 @@ func (t *target) progressDue(now time.Time, ci int64, interval time.Duration) bo
 	if t.q.front() != nil && t.q.poppedBytes < t.budget/4 {
 		return true
 	}
-	return t.q.state == StateN && t.q.normal.len() == 0 && ci > t.sentUpTo
+	return t.q.state == StateN && t.q.normal.len() == 0 && (ci > t.sentUpTo || !t.caughtUp)
 }
 
 func (t *target) signal() {
