@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/IBM/sarama"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -25,8 +24,7 @@ type item struct {
 	key        string
 	kind       statecastv1.Kind
 	tombstone  bool
-	logTime    time.Time // Kafka record timestamp
-	dispatched time.Time // when the main fetcher dispatched it (zero for recovery items)
+	dispatched int64 // when the main fetcher dispatched it, Unix ns (0 for recovery items)
 	wire       []byte
 	single     []byte                         // entries: the one-entry batch frame (wire is its tail)
 	frame      *statecastv1.SubscribeResponse // non-nil for frames
@@ -90,7 +88,7 @@ func itemOf(m *sarama.ConsumerMessage) *item {
 	}
 	return &item{
 		index: m.Offset, view: e.View, key: string(m.Key), kind: e.Kind,
-		tombstone: e.Tombstone, logTime: m.Timestamp, wire: buf[hdr:], single: buf,
+		tombstone: e.Tombstone, wire: buf[hdr:], single: buf,
 	}
 }
 

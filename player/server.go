@@ -333,8 +333,8 @@ func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
 			}
 			sent := time.Now()
 			for _, it := range batch {
-				if !it.dispatched.IsZero() {
-					t.s.delay.Observe(sent.Sub(it.dispatched).Seconds())
+				if it.dispatched != 0 {
+					t.s.delay.Observe(float64(sent.UnixNano()-it.dispatched) / 1e9)
 				}
 			}
 			clear(batch)

@@ -269,7 +269,7 @@ func (s *stream) apply(m *sarama.ConsumerMessage, live bool, woken map[*target]s
 	s.sample(m.Offset, m.Timestamp)
 	s.hist.add(it)
 	if live {
-		it.dispatched = time.Now()
+		it.dispatched = time.Now().UnixNano()
 		for t := range s.byView[it.view] {
 			if t.pushMain(it) {
 				woken[t] = struct{}{}
@@ -284,7 +284,7 @@ func (s *stream) apply(m *sarama.ConsumerMessage, live bool, woken map[*target]s
 	s.current.Store(m.Offset)
 	s.mu.Unlock()
 	if live && s.p.dispatchHook != nil {
-		s.p.dispatchHook(s.cfg.Name, it.index, it.dispatched)
+		s.p.dispatchHook(s.cfg.Name, it.index, time.Unix(0, it.dispatched))
 	}
 }
 
