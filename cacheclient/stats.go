@@ -39,7 +39,9 @@ type Stats struct {
 	// the last frame received; during a snapshot at least the snapshot's index): indexes,
 	// so an upper bound of the entries behind (indexes have gaps).
 	LagEntries int64
-	Views      []ViewStats
+	// Head is the player's head_index in the last frame received (0: none yet).
+	Head  int64
+	Views []ViewStats
 }
 
 // trieOverheadPerEntry is the measured average cost per entry beyond the item itself (the
@@ -68,7 +70,8 @@ func (c *Client) Stats() Stats {
 		s.LastSourceTime = time.Unix(0, ns)
 		s.Staleness = c.opts.now().Sub(s.LastSourceTime)
 	}
-	if t := max(c.st.snapshotTarget.Load(), c.st.head.Load()); t > s.Index {
+	s.Head = c.st.head.Load()
+	if t := max(c.st.snapshotTarget.Load(), s.Head); t > s.Index {
 		s.LagEntries = t - max(s.Index, 0)
 	}
 	for _, v := range c.views {

@@ -53,6 +53,10 @@ func TestPlayerSnapshotLiveAndIndexes(t *testing.T) {
 	if st := c.Stats(); st.EpochChecks != 1 || st.EpochMismatches != 0 {
 		t.Fatalf("epoch checks %d mismatches %d", st.EpochChecks, st.EpochMismatches)
 	}
+	// The player's head_index reached the client: caught up, it lags by nothing.
+	if st := c.Stats(); st.Head < last || st.LagEntries != 0 {
+		t.Fatalf("caught up at %d: head %d, lag %d entries", st.Index, st.Head, st.LagEntries)
+	}
 }
 
 // TestPlayerEpochMismatchResyncs: an epoch-end that disagrees with the view triggers a
