@@ -96,8 +96,8 @@
 // reconnects, epoch checks and mismatches, decode and handler errors, staleness = now −
 // source time of the last applied entry, lag = source time to publication of the last
 // batch, per-view length, index and memory estimate). [Hooks] report events as they happen.
-// cacheprom.NewCollector exports Stats to Prometheus on each scrape. LagEntries is only known
-// during a snapshot (the protocol does not tell the client the head of the stream).
+// cacheprom.NewCollector exports Stats to Prometheus on each scrape. LagEntries is the
+// player's head (head_index, carried by every frame; Stats.Head) minus the applied index.
 //
 // # Persistence
 //
