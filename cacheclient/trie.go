@@ -3,7 +3,6 @@ package cacheclient
 import (
 	"hash/maphash"
 	"math/bits"
-	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -287,57 +286,20 @@ func chunkAt(o uint64, shift uint) uint64 {
 }
 
 // buildTrie builds the canonical trie of leaves sorted by trieOrder (os holds their
-// orders): a slot with one key holds it inline, a slot with more holds a child node.
-// The nodes carry no edit token of a live transaction, so they are immutable once
-// published.
+// orders): buildTriePos over their positions.
 func buildTrie[V any](leaves []leaf[V], os []uint64, shift uint) *tnode[V] {
-	n := &tnode[V]{}
-	if shift >= trieDepth {
-		n.leaves = slices.Clone(leaves)
-		return n
+	ps := make([]pos, len(os))
+	for i, o := range os {
+		ps[i] = pos{sk: o, i: int32(i)}
 	}
-	nl, nn := 0, 0
-	for i := 0; i < len(leaves); {
-		c := chunkAt(os[i], shift)
-		j := i + 1
-		for j < len(leaves) && chunkAt(os[j], shift) == c {
-			j++
-		}
-		if j-i == 1 {
-			nl++
-		} else {
-			nn++
-		}
-		i = j
-	}
-	if nl > 0 {
-		n.leaves = make([]leaf[V], 0, nl)
-	}
-	if nn > 0 {
-		n.nodes = make([]*tnode[V], 0, nn)
-	}
-	for i := 0; i < len(leaves); {
-		c := chunkAt(os[i], shift)
-		j := i + 1
-		for j < len(leaves) && chunkAt(os[j], shift) == c {
-			j++
-		}
-		bit := uint32(1) << c
-		if j-i == 1 {
-			n.leaves = append(n.leaves, leaves[i])
-			n.datamap |= bit
-		} else {
-			n.nodes = append(n.nodes, buildTrie(leaves[i:j], os[i:j], shift+trieBits))
-			n.nodemap |= bit
-		}
-		i = j
-	}
-	return n
+	return buildTriePos(ps, func(i int32) *leaf[V] { return &leaves[i] }, shift)
 }
 
-// buildTriePos is buildTrie over staged rows: ps sorted by trie order (sk), leafAt(p.i)
-// the row's leaf. It builds the trie straight from the rows, without first copying their
-// leaves into a slice of their own.
+// buildTriePos builds the canonical trie of rows ps sorted by trie order (sk), leafAt(p.i)
+// being a row's leaf: a slot with one key holds it inline, a slot with more holds a child
+// node. It builds straight from the staged rows, without first copying their leaves into
+// a slice of their own. The nodes carry no edit token of a live transaction, so they are
+// immutable once published.
 func buildTriePos[V any](ps []pos, leafAt func(i int32) *leaf[V], shift uint) *tnode[V] {
 	n := &tnode[V]{}
 	if shift >= trieDepth {
