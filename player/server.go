@@ -308,7 +308,7 @@ func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
 				if wasCatchup {
 					t.space.Broadcast()
 				}
-			} else if q.state == StateN && q.normal.len() == 0 && (!t.caughtUp || ci > t.sentUpTo && now.Sub(t.lastSend) >= p.cfg.ProgressInterval) {
+			} else if t.owesProgressLocked(now, ci) {
 				// A progress message when idle, and once as soon as the target has caught
 				// up (N, nothing queued): a client that resumed at the head learns at once
 				// that it is current instead of waiting for the next record.

@@ -392,7 +392,7 @@ func (s *stream) progressLoop(ctx context.Context) {
 			s.mu.Unlock()
 			ci := s.current.Load()
 			for _, t := range ts {
-				if t.progressDue(now, ci, interval) {
+				if t.progressDue(now, ci) {
 					t.signal()
 				}
 			}

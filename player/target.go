@@ -57,20 +57,25 @@ func newTarget(s *stream, id string, views []string, term uint64, state State, m
 
 func (t *target) wants(view string) bool { return t.views == nil || t.views[view] }
 
-// progressDue reports whether the sender, idle for interval, owes the target a progress
-// message (in N, nothing queued, the main position ci beyond what it was sent) — or has
-// something to send within its window, which a signal would already have started: a
-// safety net, never the normal path.
-func (t *target) progressDue(now time.Time, ci int64, interval time.Duration) bool {
+// owesProgressLocked reports whether the target is owed a Progress message: it is in N
+// with nothing queued and either has not been told it caught up, or was sent nothing for
+// ProgressInterval while the main position ci moved past what it was sent. t.mu held.
+func (t *target) owesProgressLocked(now time.Time, ci int64) bool {
+	return t.q.state == StateN && t.q.normal.len() == 0 &&
+		(!t.caughtUp || ci > t.sentUpTo && now.Sub(t.lastSend) >= t.s.p.cfg.ProgressInterval)
+}
+
+// progressDue reports whether the stream's progress loop should wake the sender: a
+// Progress message is owed, or — a safety net, never the normal path, since a signal
+// would already have started it — the sender, idle for ProgressInterval, has something
+// to send within its window.
+func (t *target) progressDue(now time.Time, ci int64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if now.Sub(t.lastSend) < interval {
-		return false
-	}
-	if t.q.front() != nil && t.q.poppedBytes < t.budget/4 {
+	if t.owesProgressLocked(now, ci) {
 		return true
 	}
-	return t.q.state == StateN && t.q.normal.len() == 0 && (ci > t.sentUpTo || !t.caughtUp)
+	return now.Sub(t.lastSend) >= t.s.p.cfg.ProgressInterval && t.q.front() != nil && t.q.poppedBytes < t.budget/4
 }
 
 func (t *target) signal() {
