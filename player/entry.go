@@ -106,10 +106,10 @@ func frameItem(index int64, r *statecastv1.SubscribeResponse) *item {
 func batchParts(items []*item) rawParts {
 	if len(items) == 1 {
 		if items[0].frame != nil {
-			return rawParts{items[0].wire}
+			return append(make(rawParts, 0, 2), items[0].wire) // room for withHead
 		}
 		if items[0].single != nil {
-			return rawParts{items[0].single}
+			return append(make(rawParts, 0, 2), items[0].single)
 		}
 	}
 	inner := 0
@@ -119,7 +119,7 @@ func batchParts(items []*item) rawParts {
 	hdr := make([]byte, 0, protowire.SizeTag(1)+protowire.SizeVarint(uint64(inner)))
 	hdr = protowire.AppendTag(hdr, 1, protowire.BytesType) // SubscribeResponse.batch
 	hdr = protowire.AppendVarint(hdr, uint64(inner))
-	parts := make(rawParts, 1, 1+len(items))
+	parts := make(rawParts, 1, 2+len(items)) // header, entries, room for withHead
 	parts[0] = hdr
 	for _, it := range items {
 		parts = append(parts, it.entryField())

@@ -326,7 +326,7 @@ func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
 			if len(batch) > 0 {
 				out = withHead(batchParts(batch), head) // items are immutable: framed outside the lock, not copied
 			} else {
-				out = withHead(rawParts{out.(rawFrame)}, head)
+				out = withHead(append(make(rawParts, 0, 2), out.(rawFrame)), head)
 			}
 			if err := stream.SendMsg(out); err != nil {
 				return err
