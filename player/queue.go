@@ -153,28 +153,38 @@ func (q *queue) fetchingCompleted(term uint64) bool {
 }
 
 // suspend clears both queues and moves to S; the term grows so that pushes in flight for
-// the old term are dropped.
+// the old term are dropped. The sent batches are released too: the stream is gone, no ack
+// will come for them.
 func (q *queue) suspend() {
 	q.normal.clear()
 	q.catchup.clear()
+	q.popped, q.poppedBytes = nil, 0
 	q.state = StateS
 	q.term++
 }
 
-// restart drops both queues and starts a new recovery generation in RF under a new term
-// (used when the byte budget is exceeded). It returns the new term.
-func (q *queue) restart() uint64 {
+// restart drops both queues and starts a new recovery generation in RF under term, which
+// must be newer than the queue's (a resync: pushes of the old generation are dropped). The
+// sent batches stay accounted until acknowledged: they are on the wire.
+func (q *queue) restart(term uint64) {
 	q.normal.clear()
 	q.catchup.clear()
 	q.state = StateRF
-	q.term++
-	return q.term
+	q.term = term
 }
 
+// refetch moves the queue to RF in the same term, keeping what it holds: a recovery
+// source is about to fill the catch-up queue with the range the normal queue lost
+// (dropNormal). Not in the paper: the byte budget's way back from N or FC.
+func (q *queue) refetch() { q.state = StateRF }
+
+// dropNormal empties the normal queue (its target went over its byte budget).
+func (q *queue) dropNormal() { q.normal.clear() }
+
 // nextBatch builds the next batch (Algorithm 2): consecutive entries up to maxEntries and
-// maxBytes (at least one entry), or a single frame. The batch is recorded in popped until
-// ack releases it. It returns nil when nothing is ready.
-func (q *queue) nextBatch(maxEntries int, maxBytes int64, dst []*item) []*item {
+// maxBytes (at least one entry), or a single frame. The batch is recorded in popped, as
+// sent at now, until ack releases it (or untrackLast). It returns nil when nothing is ready.
+func (q *queue) nextBatch(maxEntries int, maxBytes int64, dst []*item, now time.Time) []*item {
 	dst = dst[:0]
 	var bytes int64
 	for {
@@ -199,9 +209,18 @@ func (q *queue) nextBatch(maxEntries int, maxBytes int64, dst []*item) []*item {
 	if len(dst) == 0 {
 		return dst
 	}
-	q.popped = append(q.popped, sentBatch{last: dst[len(dst)-1].index, bytes: bytes})
+	q.popped = append(q.popped, sentBatch{last: dst[len(dst)-1].index, bytes: bytes, sentAt: now})
 	q.poppedBytes += bytes
 	return dst
+}
+
+// untrackLast forgets the batch nextBatch just recorded: one that no ack will cover (a
+// snapshot's rows and frames, acknowledged only as a whole by the ack of SnapshotEnd's
+// index, and frames without an index).
+func (q *queue) untrackLast() {
+	last := q.popped[len(q.popped)-1]
+	q.popped = q.popped[:len(q.popped)-1]
+	q.poppedBytes -= last.bytes
 }
 
 // ack releases the sent batches whose last index is <= index (Algorithm 4, read side).

@@ -1,7 +1,9 @@
 package player
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
@@ -95,7 +97,7 @@ func TestQueueStateMachine(t *testing.T) {
 					q.suspend()
 					ok, s.wantOK = true, true
 				case "restart":
-					q.restart()
+					q.restart(q.term + 1)
 					ok, s.wantOK = true, true
 				}
 				if ok != s.wantOK {
@@ -122,15 +124,15 @@ func TestQueueBatching(t *testing.T) {
 	for _, i := range []int64{1, 2, 4, 7, 8, 9} { // gaps: never index+1
 		q.push(ent(i), true, 1)
 	}
-	b := q.nextBatch(2, 1<<20, nil)
+	b := q.nextBatch(2, 1<<20, nil, time.Time{})
 	if got := indexes(b); len(got) != 2 || got[0] != 1 || got[1] != 2 {
 		t.Fatalf("batch by entries: %v", got)
 	}
-	b = q.nextBatch(10, int64(2*ent(0).size()), nil)
+	b = q.nextBatch(10, int64(2*ent(0).size()), nil, time.Time{})
 	if got := indexes(b); len(got) != 2 || got[0] != 4 || got[1] != 7 {
 		t.Fatalf("batch by bytes: %v", got)
 	}
-	b = q.nextBatch(10, 1, nil) // at least one entry even if larger than maxBytes
+	b = q.nextBatch(10, 1, nil, time.Time{}) // at least one entry even if larger than maxBytes
 	if got := indexes(b); len(got) != 1 || got[0] != 8 {
 		t.Fatalf("oversized entry: %v", got)
 	}
@@ -149,16 +151,73 @@ func TestQueueBatching(t *testing.T) {
 	fr := frameItem(20, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotEnd{SnapshotEnd: &statecastv1.SnapshotEnd{Index: 20}}})
 	q.push(fr, true, 1)
 	q.push(ent(21), true, 1)
-	if b = q.nextBatch(10, 1<<20, nil); len(b) != 1 || b[0].index != 9 {
+	if b = q.nextBatch(10, 1<<20, nil, time.Time{}); len(b) != 1 || b[0].index != 9 {
 		t.Fatalf("batch before frame: %v", indexes(b))
 	}
-	if b = q.nextBatch(10, 1<<20, nil); len(b) != 1 || b[0] != fr {
+	if b = q.nextBatch(10, 1<<20, nil, time.Time{}); len(b) != 1 || b[0] != fr {
 		t.Fatalf("frame batch: %v", indexes(b))
 	}
-	if b = q.nextBatch(10, 1<<20, nil); len(b) != 1 || b[0].index != 21 {
+	if b = q.nextBatch(10, 1<<20, nil, time.Time{}); len(b) != 1 || b[0].index != 21 {
 		t.Fatalf("after frame: %v", indexes(b))
 	}
-	if b = q.nextBatch(10, 1<<20, nil); len(b) != 0 {
+	if b = q.nextBatch(10, 1<<20, nil, time.Time{}); len(b) != 0 {
 		t.Fatalf("empty: %v", indexes(b))
+	}
+}
+
+// TestQueueSentBatches: the popped accounting changes only through the queue's methods:
+// nextBatch records the batch as sent at now, untrackLast forgets it, restart (a resync)
+// keeps what is on the wire, suspend releases everything.
+func TestQueueSentBatches(t *testing.T) {
+	q := newQueue(1, StateN)
+	for _, i := range []int64{1, 2, 3} {
+		q.push(ent(i), true, 1)
+	}
+	at := time.Unix(100, 0)
+	q.nextBatch(1, 1<<20, nil, at)
+	q.nextBatch(1, 1<<20, nil, at.Add(time.Second))
+	if len(q.popped) != 2 || !q.popped[0].sentAt.Equal(at) || !q.popped[1].sentAt.Equal(at.Add(time.Second)) {
+		t.Fatalf("popped %+v", q.popped)
+	}
+	q.untrackLast()
+	if len(q.popped) != 1 || q.popped[0].last != 1 || q.poppedBytes != int64(ent(0).size()) {
+		t.Fatalf("after untrackLast: %+v bytes %d", q.popped, q.poppedBytes)
+	}
+	q.restart(2)
+	if q.state != StateRF || q.term != 2 || q.normal.len() != 0 || len(q.popped) != 1 {
+		t.Fatalf("after restart: state %s term %d normal %d popped %d", q.state, q.term, q.normal.len(), len(q.popped))
+	}
+	q.push(ent(4), true, 2)
+	q.dropNormal()
+	if q.normal.len() != 0 || q.normal.bytes != 0 || q.state != StateRF {
+		t.Fatalf("after dropNormal: normal %d bytes %d state %s", q.normal.len(), q.normal.bytes, q.state)
+	}
+	q.suspend()
+	if q.state != StateS || len(q.popped) != 0 || q.poppedBytes != 0 {
+		t.Fatalf("after suspend: state %s popped %+v bytes %d", q.state, q.popped, q.poppedBytes)
+	}
+}
+
+// TestQueueRefetch: refetch moves N or FC back to RF in the same term, keeping the
+// catch-up queue in front (the byte budget's way back to recovery).
+func TestQueueRefetch(t *testing.T) {
+	q := newQueue(1, StateRF)
+	q.push(ent(5), false, 1)
+	q.push(ent(9), true, 1)
+	q.fetchingCompleted(1) // FC: 5 is still to send
+	q.refetch()
+	if q.state != StateRF || q.term != 1 || q.front().index != 5 {
+		t.Fatalf("state %s term %d front %v", q.state, q.term, q.front())
+	}
+	q.push(ent(7), false, 1)
+	if !q.fetchingCompleted(1) || q.state != StateFC {
+		t.Fatalf("fetchingCompleted after refetch: state %s", q.state)
+	}
+	var got []int64
+	for q.front() != nil {
+		got = append(got, q.pop().index)
+	}
+	if fmt.Sprint(got) != "[5 7 9]" || q.state != StateN {
+		t.Fatalf("sent %v, state %s", got, q.state)
 	}
 }

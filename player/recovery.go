@@ -118,9 +118,7 @@ func (t *target) resync(term uint64, from int64) {
 	}
 	s.terms[t.id]++
 	nterm := s.terms[t.id]
-	t.q.normal.clear()
-	t.q.catchup.clear()
-	t.q.term, t.q.state = nterm, StateRF
+	t.q.restart(nterm)
 	ci := s.current.Load()
 	t.recEnd, t.dropped = ci, false
 	t.recoveries++

@@ -281,7 +281,7 @@ func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
 				break // send window full: wait for acks
 			}
 			wasCatchup := q.state != StateN
-			batch = q.nextBatch(t.maxEntries, t.maxBytes, batch)
+			batch = q.nextBatch(t.maxEntries, t.maxBytes, batch, now)
 			var out any
 			if len(batch) > 0 {
 				for _, it := range batch {
@@ -289,7 +289,6 @@ func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
 						t.sentUpTo = it.index
 					}
 				}
-				q.popped[len(q.popped)-1].sentAt = now
 				// Nothing is acked inside a snapshot (the client acks X after SnapshotEnd):
 				// its batches are not tracked (their rows are shared with the materialized
 				// copy), so neither the send window nor the ack time-out can stall it.
@@ -298,9 +297,7 @@ func (t *target) sendLoop(stream statecastv1.Player_SubscribeServer) error {
 					t.inSnapshot = true
 				}
 				if (t.inSnapshot && f.GetSnapshotEnd() == nil) || (f != nil && batch[0].index < 0) {
-					last := q.popped[len(q.popped)-1]
-					q.popped = q.popped[:len(q.popped)-1]
-					q.poppedBytes -= last.bytes
+					q.untrackLast()
 				}
 				if f.GetSnapshotEnd() != nil {
 					t.inSnapshot = false

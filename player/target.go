@@ -106,7 +106,7 @@ func (t *target) pushMain(it *item) bool {
 	// Over budget: drop the normal queue and continue from Kafka in RF.
 	t.overflows++
 	t.s.p.metrics.overflows.WithLabelValues(t.s.cfg.Name).Inc()
-	q.normal.clear()
+	q.dropNormal()
 	switch q.state {
 	case StateRF:
 		t.dropped, t.droppedUpTo = true, it.index
@@ -122,7 +122,7 @@ func (t *target) pushMain(it *item) bool {
 // startRecoveryLocked moves the queue to RF and starts a recovery source for [from, to]
 // under the queue's term (the stream's history, else Kafka). t.mu held.
 func (t *target) startRecoveryLocked(from, to int64) {
-	t.q.state = StateRF
+	t.q.refetch()
 	t.recEnd = to
 	t.recoveries++
 	t.s.p.metrics.recoveries.WithLabelValues(t.s.cfg.Name).Inc()
@@ -179,7 +179,6 @@ func (t *target) suspend(err error) bool {
 		return false
 	}
 	t.q.suspend()
-	t.q.popped, t.q.poppedBytes = nil, 0
 	t.err = err
 	close(t.done)
 	t.space.Broadcast()
