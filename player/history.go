@@ -6,9 +6,10 @@ import (
 )
 
 // history is the stream's recent records in log order (every record the main fetcher
-// read, all views), bounded by bytes. Recovery sources read from it instead of Kafka when
-// their range is still in it: one decoded item shared by all targets instead of a Kafka
-// fetch and a decode per recovering target. Guarded by stream.mu.
+// read, all views), bounded by bytes. Recovery fetchers read from it (historySource)
+// instead of Kafka when their range is still in it: one decoded item shared by all
+// targets instead of a Kafka fetch and a decode per recovering target. Guarded by
+// stream.mu.
 type history struct {
 	items   []*item
 	head    int
@@ -44,63 +45,4 @@ func (h *history) since(dst []*item, from int64, max int) ([]*item, bool) {
 	i, _ := slices.BinarySearchFunc(live, from, func(it *item, x int64) int { return cmp.Compare(it.index, x) })
 	end := min(len(live), i+max)
 	return append(dst, live[i:end]...), true
-}
-
-// memorySource is the recovery source of [from, to] from the stream's history; it falls
-// back to kafkaSource from the first index it could not find in memory.
-func (t *target) memorySource(term uint64, from, to int64) {
-	s := t.s
-	var chunk []*item
-	pos := from
-	for {
-		select {
-		case <-t.done:
-			return
-		case <-s.p.ctx.Done():
-			return
-		default:
-		}
-		s.mu.Lock()
-		var ok bool
-		chunk, ok = s.hist.since(chunk[:0], pos, 256)
-		s.mu.Unlock()
-		if !ok {
-			t.kafkaSource(term, pos, to)
-			return
-		}
-		if len(chunk) == 0 {
-			// Every record <= the main position is in the history, and to <= that
-			// position: no record exists in [pos, to].
-			if pos <= to {
-				pos = to + 1
-			}
-			more, nto := t.complete(term)
-			if !more {
-				return
-			}
-			to = nto
-			continue
-		}
-		for _, it := range chunk {
-			for it.index > to {
-				more, nto := t.complete(term)
-				if !more {
-					return
-				}
-				to = nto
-			}
-			if !t.pushCatchup(it, term, false) {
-				return
-			}
-			if it.index == to {
-				more, nto := t.complete(term)
-				if !more {
-					return
-				}
-				to = nto
-			}
-		}
-		pos = chunk[len(chunk)-1].index + 1
-		clear(chunk)
-	}
 }

@@ -4,77 +4,86 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/IBM/sarama"
-
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 
-// kafkaSource is a recovery fetcher (Algorithm 5): it reads [from, to] of the log into
-// the target's catch-up queue under term, then calls fetching-completed. The range may be
-// extended by complete when the target's main entries were dropped meanwhile. Indexes
-// have gaps: the fetcher is done when it has seen an offset >= to, never by counting.
-func (t *target) kafkaSource(term uint64, from, to int64) {
-	for from > to {
+// A source is where a recovery fetcher reads the log from (Algorithm 5's recovery stream):
+// the materialized copy (snapshotSource), the stream's history of recent records
+// (historySource) or Kafka (kafkaSource). A source belongs to one recovery fetcher: only
+// its goroutine calls read and close, for one target and one term.
+type source interface {
+	// read pushes the target's records of [from, to] into its catch-up queue
+	// (target.pushCatchup), in index order, and returns the index it stopped at: to+1
+	// when the range is covered (err nil; indexes have gaps: a source knows it is done
+	// when it sees an index >= to, or knows that none exists, never by counting). Else
+	// it stops early with next <= to and err: errNotHere (the records from next on are
+	// not in this source: read the next one), errStopped (the term expired or the
+	// target was suspended: stop quietly), errLogStartMoved (next is below the log
+	// start), or another error (the recovery fails). Calls are contiguous: each starts
+	// at the previous call's next, with a to that never decreases.
+	read(from, to int64) (next int64, err error)
+	// close releases what read opened. It is called once, after the last read.
+	close()
+}
+
+var (
+	errNotHere       = errors.New("player: not in this recovery source")
+	errStopped       = errors.New("player: recovery stopped")
+	errLogStartMoved = errors.New("player: the log start moved past the recovery")
+)
+
+// recoveryFetcher is the recovery fetcher of Algorithm 5: it reads [from, to] from srcs,
+// in turn (each from where the previous one had nothing), into the catch-up queue under
+// term, then calls fetching-completed (complete). While the target was in RF its main
+// entries may have been dropped (byte budget): complete then extends the range to the
+// last entry dropped instead, and the fetcher goes on reading. A log start that moved
+// past the range resyncs the target; any other failure suspends it.
+func (t *target) recoveryFetcher(term uint64, from, to int64, srcs ...source) {
+	for _, src := range srcs {
+		defer src.close()
+	}
+	for {
+		for from <= to {
+			next, err := srcs[0].read(from, to)
+			from = next
+			switch {
+			case err == nil:
+			case errors.Is(err, errNotHere) && len(srcs) > 1:
+				srcs = srcs[1:]
+			case errors.Is(err, errStopped):
+				return
+			case errors.Is(err, errLogStartMoved):
+				t.resync(term, from)
+				return
+			default:
+				t.fail(term, err)
+				return
+			}
+		}
 		more, nto := t.complete(term)
 		if !more {
 			return
 		}
 		to = nto
 	}
-	s := t.s
-	consumer, err := sarama.NewConsumerFromClient(s.recClient)
-	if err != nil {
-		t.fail(term, fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, err))
-		return
-	}
-	defer consumer.Close()
-	pc, err := consumer.ConsumePartition(s.cfg.Topic, 0, from)
-	if err != nil {
-		if errors.Is(err, sarama.ErrOffsetOutOfRange) {
-			t.resync(term, from)
-			return
-		}
-		t.fail(term, fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, err))
-		return
-	}
-	defer pc.AsyncClose()
-	s.log.Debug("recovery fetcher started", "target", t.id, "from", from, "to", to, "term", term)
-	for {
-		select {
-		case <-t.done:
-			return
-		case <-s.p.ctx.Done():
-			return
-		case e := <-pc.Errors():
-			if errors.Is(e.Err, sarama.ErrOffsetOutOfRange) {
-				t.resync(term, from)
-				return
-			}
-			t.fail(term, fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, e.Err))
-			return
-		case m := <-pc.Messages():
-			for m.Offset > to {
-				more, nto := t.complete(term)
-				if !more {
-					return
-				}
-				to = nto
-			}
-			if !t.pushCatchup(itemOf(m), term, false) {
-				return
-			}
-			if m.Offset == to {
-				more, nto := t.complete(term)
-				if !more {
-					return
-				}
-				to = nto
-			}
-		}
-	}
 }
 
-// fail suspends the target if term is still current.
+// startSnapshotLocked starts the snapshot bootstrap of a target in RF under term: a
+// recovery fetcher whose first source is the snapshot of the materialized copy at the
+// main position x (optionally preceded by resync), then the history and Kafka for what the
+// target may lose meanwhile. The snapshot stands for every record up to x; the fetcher
+// reads it as the range [x, x] (never empty, even when x is -1: an empty log). s.mu and
+// t.mu held: x is the main position and rows the state at x.
+func (t *target) startSnapshotLocked(term uint64, resync *statecastv1.ResyncRequired, logStart, x int64) {
+	t.recEnd = x
+	snap := &snapshotSource{t: t, term: term, resync: resync, rows: t.s.snapshotRows(t.views, logStart), x: x}
+	t.s.p.goTracked(func() {
+		t.recoveryFetcher(term, x, x, snap, t.historySource(term), t.kafkaSource(term))
+	})
+}
+
+// fail suspends the target with err if term is still current (a recovery fetcher's
+// failure; a stale one has nothing to end).
 func (t *target) fail(term uint64, err error) {
 	t.mu.Lock()
 	cur := t.q.term == term
@@ -85,13 +94,14 @@ func (t *target) fail(term uint64, err error) {
 	}
 }
 
-// resync is what a recovery does when the log start moved past the records it needs (a
-// DeleteRecords or retention while the target was behind): on the same stream, the target
-// gets ResyncRequired and a snapshot, as at admission. Under the stream lock (the main
-// position) it takes a new term — stale pushes of the failed source are dropped — clears
-// both queues and restarts in RF with a snapshot source as of the main position ci; main
-// entries after ci go to its normal queue. Batches already sent stay accounted until
-// acknowledged. If the target has been replaced or suspended meanwhile, nothing happens.
+// resync starts the target over on the same stream when a recovery finds the log start
+// moved past the records it needs (a DeleteRecords or retention while the target was
+// behind): the target gets ResyncRequired and a snapshot, as admission would give it on
+// reconnect. Under the stream lock (the main position) it takes a new term — stale pushes
+// of the failed fetcher are dropped — clears both queues and restarts in RF with a snapshot
+// bootstrap as of the main position ci; main entries after ci go to its normal queue.
+// Batches already sent stay accounted until acknowledged. If the target has been replaced
+// or suspended meanwhile, nothing happens.
 func (t *target) resync(term uint64, from int64) {
 	s := t.s
 	logStart, _, err := s.offsets()
@@ -120,45 +130,13 @@ func (t *target) resync(term uint64, from int64) {
 	nterm := s.terms[t.id]
 	t.q.restart(nterm)
 	ci := s.current.Load()
-	t.recEnd, t.dropped = ci, false
+	t.dropped = false
 	t.recoveries++
-	rows := s.snapshotRows(t.views, logStart)
+	t.startSnapshotLocked(nterm, rs, logStart, ci)
 	t.space.Broadcast()
 	t.mu.Unlock()
 	s.mu.Unlock()
 	s.p.metrics.resyncs.WithLabelValues(s.cfg.Name, rs.GetReason().String()).Inc()
 	s.log.Warn("recovery: log start moved past the target's position; resync on the same stream", "target", t.id,
 		"from", from, "log_start", logStart, "term", nterm, "snapshot_at", ci)
-	s.p.goTracked(func() { t.snapshotSource(nterm, rs, rows, ci) })
-}
-
-// snapshotSource pushes the snapshot bootstrap (optionally preceded by a resync frame)
-// into the catch-up queue: SnapshotBegin X, the rows, SnapshotEnd X; then
-// fetching-completed (or a Kafka recovery from X+1 if main entries were dropped). rows are
-// stream.snapshotRows at X: already in index order, without the rows below the current
-// log start (deleted from the log by DeleteRecords or retention: the snapshot shows the
-// log as it is).
-func (t *target) snapshotSource(term uint64, resync *statecastv1.ResyncRequired, rows []*item, x int64) {
-	if resync != nil {
-		if !t.pushCatchup(frameItem(-1, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_ResyncRequired{ResyncRequired: resync}}), term, true) {
-			return
-		}
-	}
-	begin := frameItem(-1, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotBegin{SnapshotBegin: &statecastv1.SnapshotBegin{Index: x, Views: t.viewList}}})
-	if !t.pushCatchup(begin, term, true) {
-		return
-	}
-	for _, r := range rows {
-		if !t.pushCatchup(r, term, true) {
-			return
-		}
-	}
-	end := frameItem(x, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotEnd{SnapshotEnd: &statecastv1.SnapshotEnd{Index: x}}})
-	if !t.pushCatchup(end, term, true) {
-		return
-	}
-	more, to := t.complete(term)
-	if more {
-		t.memorySource(term, x+1, to)
-	}
 }

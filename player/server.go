@@ -165,9 +165,10 @@ func (s *stream) admit(id string, h *statecastv1.Hello) (*target, error) {
 	switch {
 	case h.ResumeIndex == nil || resync != nil:
 		t = newTarget(s, id, h.GetViews(), term, StateRF, maxEntries, maxBytes)
-		t.lastAck, t.sentUpTo, t.recEnd = -1, -1, ci
-		rows := s.snapshotRows(t.views, logStart)
-		p.goTracked(func() { t.snapshotSource(term, resync, rows, ci) })
+		t.lastAck, t.sentUpTo = -1, -1
+		t.mu.Lock()
+		t.startSnapshotLocked(term, resync, logStart, ci)
+		t.mu.Unlock()
 	case h.GetResumeIndex() >= ci:
 		t = newTarget(s, id, h.GetViews(), term, StateN, maxEntries, maxBytes)
 		t.lastAck, t.sentUpTo, t.recEnd = h.GetResumeIndex(), h.GetResumeIndex(), h.GetResumeIndex()

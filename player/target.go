@@ -119,15 +119,17 @@ func (t *target) pushMain(it *item) bool {
 	return true
 }
 
-// startRecoveryLocked moves the queue to RF and starts a recovery source for [from, to]
-// under the queue's term (the stream's history, else Kafka). t.mu held.
+// startRecoveryLocked moves the queue to RF and starts a recovery fetcher for [from, to]
+// under the queue's term: from the stream's history, else from Kafka. t.mu held.
 func (t *target) startRecoveryLocked(from, to int64) {
 	t.q.refetch()
 	t.recEnd = to
 	t.recoveries++
 	t.s.p.metrics.recoveries.WithLabelValues(t.s.cfg.Name).Inc()
 	term := t.q.term
-	t.s.p.goTracked(func() { t.memorySource(term, from, to) })
+	t.s.p.goTracked(func() {
+		t.recoveryFetcher(term, from, to, t.historySource(term), t.kafkaSource(term))
+	})
 }
 
 // pushCatchup is a recovery source's push (Algorithm 1 push with main=false). It blocks
@@ -153,7 +155,7 @@ func (t *target) pushCatchup(it *item, term uint64, snapshot bool) bool {
 	}
 }
 
-// complete is the recovery source's fetchingCompleted. When main entries were dropped
+// complete is the recovery fetcher's fetchingCompleted. When main entries were dropped
 // while in RF it extends the range instead and reports more=true with the new end.
 func (t *target) complete(term uint64) (more bool, to int64) {
 	t.mu.Lock()

@@ -1,0 +1,197 @@
+package player
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/schemas/gen/statecast/v1"
+)
+
+// The three recovery sources (the source interface, recovery.go), in the order a recovery
+// fetcher tries them: snapshotSource (a bootstrap only), historySource, kafkaSource.
+
+// snapshotSource is the snapshot bootstrap: it pushes the state at the main position x
+// as a recovery of [x, x] (optionally preceded by a resync frame): SnapshotBegin x, the
+// rows, SnapshotEnd x. rows are stream.snapshotRows at x: already in index order, without
+// the rows below the log start (deleted from the log by DeleteRecords or retention: the
+// snapshot shows the log as it is). Snapshot rows carry the index of their last change,
+// older than what the target acked before a resync: they are pushed unfiltered. After the
+// snapshot it holds nothing: later ranges are read from the next source.
+type snapshotSource struct {
+	t      *target
+	term   uint64
+	resync *statecastv1.ResyncRequired // nil: a plain bootstrap
+	rows   []*item
+	x      int64
+	sent   bool
+}
+
+func (ss *snapshotSource) read(from, _ int64) (int64, error) {
+	if ss.sent {
+		return from, errNotHere
+	}
+	ss.sent = true
+	push := func(it *item) bool { return ss.t.pushCatchup(it, ss.term, true) }
+	if ss.resync != nil {
+		if !push(frameItem(-1, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_ResyncRequired{ResyncRequired: ss.resync}})) {
+			return from, errStopped
+		}
+	}
+	begin := frameItem(-1, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotBegin{SnapshotBegin: &statecastv1.SnapshotBegin{Index: ss.x, Views: ss.t.viewList}}})
+	if !push(begin) {
+		return from, errStopped
+	}
+	for _, r := range ss.rows {
+		if !push(r) {
+			return from, errStopped
+		}
+	}
+	end := frameItem(ss.x, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotEnd{SnapshotEnd: &statecastv1.SnapshotEnd{Index: ss.x}}})
+	if !push(end) {
+		return from, errStopped
+	}
+	ss.rows = nil
+	return ss.x + 1, nil
+}
+
+func (ss *snapshotSource) close() { ss.rows = nil }
+
+// historySource reads from the stream's history (history.go), a chunk at a time under
+// stream.mu. It is errNotHere from the first index the history may have evicted.
+type historySource struct {
+	t     *target
+	term  uint64
+	chunk []*item // read from the history; chunk[next:] not pushed yet
+	next  int
+}
+
+func (t *target) historySource(term uint64) *historySource {
+	return &historySource{t: t, term: term}
+}
+
+func (h *historySource) read(from, to int64) (int64, error) {
+	s := h.t.s
+	for {
+		if h.next == len(h.chunk) {
+			select {
+			case <-h.t.done:
+				return from, errStopped
+			case <-s.p.ctx.Done():
+				return from, errStopped
+			default:
+			}
+			clear(h.chunk)
+			var ok bool
+			s.mu.Lock()
+			h.chunk, ok = s.hist.since(h.chunk[:0], from, 256)
+			s.mu.Unlock()
+			h.next = 0
+			if !ok {
+				return from, errNotHere
+			}
+			if len(h.chunk) == 0 {
+				// Every record <= the main position is in the history, and to <= that
+				// position: no record exists in [from, to].
+				return to + 1, nil
+			}
+		}
+		it := h.chunk[h.next]
+		if it.index > to {
+			return to + 1, nil // it is the next range's
+		}
+		h.next++
+		if !h.t.pushCatchup(it, h.term, false) {
+			return from, errStopped
+		}
+		from = it.index + 1
+		if it.index == to {
+			return from, nil
+		}
+	}
+}
+
+func (h *historySource) close() { clear(h.chunk) }
+
+// kafkaSource reads the log from Kafka with a consumer of its own on the stream's
+// recovery client, opened at the first read's from. An offset out of range (the log
+// start moved past it: DeleteRecords or retention while the target was behind) is
+// errLogStartMoved.
+type kafkaSource struct {
+	t        *target
+	term     uint64
+	consumer sarama.Consumer
+	pc       sarama.PartitionConsumer
+	pending  *sarama.ConsumerMessage // read past the end of a range: the next range's first
+}
+
+func (t *target) kafkaSource(term uint64) *kafkaSource {
+	return &kafkaSource{t: t, term: term}
+}
+
+func (k *kafkaSource) read(from, to int64) (int64, error) {
+	t, s := k.t, k.t.s
+	if k.pc == nil {
+		if err := k.open(from, to); err != nil {
+			return from, err
+		}
+	}
+	for {
+		m := k.pending
+		k.pending = nil
+		if m == nil {
+			select {
+			case <-t.done:
+				return from, errStopped
+			case <-s.p.ctx.Done():
+				return from, errStopped
+			case e := <-k.pc.Errors():
+				if errors.Is(e.Err, sarama.ErrOffsetOutOfRange) {
+					return from, fmt.Errorf("%w: %v", errLogStartMoved, e.Err)
+				}
+				return from, fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, e.Err)
+			case m = <-k.pc.Messages():
+			}
+		}
+		if m.Offset > to {
+			k.pending = m
+			return to + 1, nil
+		}
+		if !t.pushCatchup(itemOf(m), k.term, false) {
+			return from, errStopped
+		}
+		from = m.Offset + 1
+		if m.Offset == to {
+			return from, nil
+		}
+	}
+}
+
+func (k *kafkaSource) open(from, to int64) error {
+	s := k.t.s
+	consumer, err := sarama.NewConsumerFromClient(s.recClient)
+	if err != nil {
+		return fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, err)
+	}
+	pc, err := consumer.ConsumePartition(s.cfg.Topic, 0, from)
+	if err != nil {
+		_ = consumer.Close()
+		if errors.Is(err, sarama.ErrOffsetOutOfRange) {
+			return fmt.Errorf("%w: %v", errLogStartMoved, err)
+		}
+		return fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, err)
+	}
+	k.consumer, k.pc = consumer, pc
+	s.log.Debug("recovery fetcher started", "target", k.t.id, "from", from, "to", to, "term", k.term)
+	return nil
+}
+
+func (k *kafkaSource) close() {
+	if k.pc != nil {
+		k.pc.AsyncClose()
+	}
+	if k.consumer != nil {
+		_ = k.consumer.Close()
+	}
+}
