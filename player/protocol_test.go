@@ -30,8 +30,8 @@ func TestStatusTable(t *testing.T) {
 	}
 }
 
-func hello(stream string, resume *int64, views ...string) *statecastv1.SubscribeRequest {
-	return &statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Hello{Hello: &statecastv1.Hello{ClientId: "c", Stream: stream, Views: views, ResumeIndex: resume}}}
+func hello(name string, resume *int64, views ...string) *statecastv1.SubscribeRequest {
+	return &statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Hello{Hello: &statecastv1.Hello{ClientId: "c", Stream: name, Views: views, ResumeIndex: resume}}}
 }
 
 func ackReq(i int64) *statecastv1.SubscribeRequest {

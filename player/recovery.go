@@ -2,7 +2,6 @@ package player
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
@@ -68,6 +67,19 @@ func (t *target) recoveryFetcher(term uint64, from, to int64, srcs ...source) {
 	}
 }
 
+// startRecoveryLocked moves the queue to RF and starts a recovery fetcher for [from, to]
+// under the queue's term: from the stream's history, else from Kafka. t.mu held.
+func (t *target) startRecoveryLocked(from, to int64) {
+	t.q.refetch()
+	t.recEnd = to
+	t.recoveries++
+	t.s.p.metrics.recoveries.WithLabelValues(t.s.cfg.Name).Inc()
+	term := t.q.term
+	t.s.p.goTracked(func() {
+		t.recoveryFetcher(term, from, to, t.historySource(term), t.kafkaSource(term))
+	})
+}
+
 // startSnapshotLocked starts the snapshot bootstrap of a target in RF under term: a
 // recovery fetcher whose first source is the snapshot of the materialized copy at the
 // main position x (optionally preceded by resync), then the history and Kafka for what the
@@ -82,61 +94,43 @@ func (t *target) startSnapshotLocked(term uint64, resync *statecastv1.ResyncRequ
 	})
 }
 
-// fail suspends the target with err if term is still current (a recovery fetcher's
-// failure; a stale one has nothing to end).
-func (t *target) fail(term uint64, err error) {
+// pushCatchup is a recovery source's push (Algorithm 1 push with main=false). It blocks
+// while the catch-up queue is over its share of the budget; it returns false when the
+// term expired or the target was suspended (the source must stop). Snapshot rows are
+// not filtered by last ack (they carry old indexes by design).
+func (t *target) pushCatchup(it *item, term uint64, snapshot bool) bool {
 	t.mu.Lock()
-	cur := t.q.term == term
-	t.mu.Unlock()
-	if cur {
-		t.s.log.Warn("recovery failed", "target", t.id, "err", err)
-		t.suspend(err)
+	defer t.mu.Unlock()
+	for {
+		if t.q.term != term || t.q.state == StateS || t.q.state != StateRF {
+			return false
+		}
+		if it.frame == nil && !snapshot && (it.index <= t.lastAck || !t.wants(it.view)) {
+			return true
+		}
+		if t.q.catchup.bytes < t.budget/4 {
+			t.q.push(it, false, term)
+			t.signal()
+			return true
+		}
+		t.space.Wait()
 	}
 }
 
-// resync starts the target over on the same stream when a recovery finds the log start
-// moved past the records it needs (a DeleteRecords or retention while the target was
-// behind): the target gets ResyncRequired and a snapshot, as admission would give it on
-// reconnect. Under the stream lock (the main position) it takes a new term — stale pushes
-// of the failed fetcher are dropped — clears both queues and restarts in RF with a snapshot
-// bootstrap as of the main position ci; main entries after ci go to its normal queue.
-// Batches already sent stay accounted until acknowledged. If the target has been replaced
-// or suspended meanwhile, nothing happens.
-func (t *target) resync(term uint64, from int64) {
-	s := t.s
-	logStart, _, err := s.offsets()
-	if err != nil {
-		t.fail(term, fmt.Errorf("%w: recovery from %d: log start moved past it, and %v", ErrStreamUnavailable, from, err))
-		return
-	}
-	rs := &statecastv1.ResyncRequired{Reason: statecastv1.ResyncRequired_REASON_BELOW_LOG_START, LogStart: logStart,
-		Detail: fmt.Sprintf("recovery from index %d: the log now starts at %d", from, logStart)}
-	s.mu.Lock()
+// complete is the recovery fetcher's fetchingCompleted. When main entries were dropped
+// while in RF it extends the range instead and reports more=true with the new end.
+func (t *target) complete(term uint64) (more bool, to int64) {
 	t.mu.Lock()
-	if t.q.term != term || t.q.state != StateRF || s.byClient[t.id] != t {
-		t.mu.Unlock()
-		s.mu.Unlock()
-		return
+	defer t.mu.Unlock()
+	if t.q.term != term || t.q.state != StateRF {
+		return false, 0
 	}
-	if t.inSnapshot {
-		// The client is inside a snapshot whose end is still queued: a resync frame there
-		// breaks the protocol. End the stream instead; the reconnect gets the resync.
-		t.mu.Unlock()
-		s.mu.Unlock()
-		t.fail(term, fmt.Errorf("%w: recovery from %d: log start moved past it during a snapshot; reconnect to resync", ErrStreamUnavailable, from))
-		return
+	if t.dropped {
+		t.dropped = false
+		t.recEnd = t.droppedUpTo
+		return true, t.recEnd
 	}
-	s.terms[t.id]++
-	nterm := s.terms[t.id]
-	t.q.restart(nterm)
-	ci := s.current.Load()
-	t.dropped = false
-	t.recoveries++
-	t.startSnapshotLocked(nterm, rs, logStart, ci)
-	t.space.Broadcast()
-	t.mu.Unlock()
-	s.mu.Unlock()
-	s.p.metrics.resyncs.WithLabelValues(s.cfg.Name, rs.GetReason().String()).Inc()
-	s.log.Warn("recovery: log start moved past the target's position; resync on the same stream", "target", t.id,
-		"from", from, "log_start", logStart, "term", nterm, "snapshot_at", ci)
+	t.q.fetchingCompleted(term)
+	t.signal()
+	return false, 0
 }

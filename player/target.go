@@ -1,9 +1,28 @@
 package player
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
 	"sync"
 	"time"
+
+	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
+
+// A target's life, in the order it happens:
+//
+//   - admitted (admit.go, stream.admit): registered with the dispatcher under a new term,
+//     in N, or in RF with a recovery fetcher (recovery.go) or a snapshot bootstrap;
+//   - served (serve): the handler goroutine checks its health, a sender goroutine writes
+//     (sendLoop) and a receiver goroutine reads the acks (receive); meanwhile the
+//     dispatcher pushes main entries (pushMain, dispatch.go: past the byte budget the
+//     target goes back to RF) and recovery fetchers push catch-up entries (recovery.go);
+//     a recovery that finds the log start moved past it resyncs the target on the same
+//     stream (admit.go, target.resync);
+//   - suspended (suspend): on a stream error, an ack time-out, a replacement or Close;
+//     the handler returns and the stream unregisters it.
 
 // target is one subscriber connection (the paper's target): its queue, ack state and
 // recovery bookkeeping. mu guards every field below it; space is signalled when the
@@ -57,6 +76,206 @@ func newTarget(s *stream, id string, views []string, term uint64, state State, m
 
 func (t *target) wants(view string) bool { return t.views == nil || t.views[view] }
 
+// signal wakes the sender (the paper's sendNext); it never blocks.
+func (t *target) signal() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// serve runs the admitted target on srv until it is suspended, and returns why. It starts
+// the receiver (receive) and the sender (sendLoop) in goroutines of their own; the calling
+// goroutine, the Subscribe handler's, is the health checker (the paper's): ack time-outs
+// and the end of the stream or of the player suspend the target. Returning from the
+// handler cancels the stream's context, which unblocks a Send or Recv stuck on a dead or
+// stalled client.
+func (t *target) serve(srv statecastv1.Player_SubscribeServer) error {
+	p := t.s.p
+	p.goTracked(func() { t.receive(srv) })
+	t.signal() // a target admitted in N owes its client the caught-up progress message
+	p.goTracked(func() { t.suspend(t.sendLoop(srv)) })
+	tick := time.NewTicker(min(p.cfg.AckTimeout/4, time.Second))
+	defer tick.Stop()
+	for alive := true; alive; {
+		select {
+		case <-t.done:
+			alive = false
+		case <-tick.C:
+			if err := t.healthCheck(); err != nil {
+				t.suspend(err)
+			}
+		case <-srv.Context().Done():
+			t.suspend(fmt.Errorf("%w: %v", ErrSuspended, srv.Context().Err()))
+		case <-p.ctx.Done():
+			t.suspend(ErrClosed)
+		}
+	}
+	t.mu.Lock()
+	err := t.err
+	t.mu.Unlock()
+	t.s.log.Info("target ended", "target", t.id, "err", err)
+	return err
+}
+
+// healthCheck reports an ack time-out: batches sent more than AckTimeout ago are still
+// unacknowledged and no ack came for AckTimeout.
+func (t *target) healthCheck() error {
+	timeout := t.s.p.cfg.AckTimeout
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.q.popped) > 0 && now.Sub(t.q.popped[0].sentAt) > timeout && now.Sub(t.lastAckAt) > timeout {
+		return fmt.Errorf("%w: no ack for %s", ErrAckTimeout, timeout)
+	}
+	return nil
+}
+
+// receive is the receiver goroutine (Algorithm 4, read completions): it reads acks until
+// the stream fails, updating last_ack and releasing the popped batches they cover.
+func (t *target) receive(srv statecastv1.Player_SubscribeServer) {
+	for {
+		req, err := srv.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("%w: client closed its send side", ErrSuspended)
+			}
+			t.suspend(err)
+			t.signal()
+			return
+		}
+		ack := req.GetAck()
+		if ack == nil {
+			t.suspend(fmt.Errorf("%w: only Acks may follow Hello", ErrBadHello))
+			t.signal()
+			return
+		}
+		t.mu.Lock()
+		if ack.GetIndex() > t.sentUpTo {
+			err := fmt.Errorf("%w: ack %d above the highest index sent %d", ErrBadAck, ack.GetIndex(), t.sentUpTo)
+			t.mu.Unlock()
+			t.suspend(err)
+			t.signal()
+			return
+		}
+		if ack.GetIndex() > t.lastAck {
+			t.lastAck = ack.GetIndex()
+		}
+		t.lastAckAt = time.Now()
+		// The sender waits for an ack only when its send window is full (sendLoop checks
+		// it under t.mu, as here): wake it only when this ack opens the window, not for
+		// every ack (that was one useless sender wake-up per frame per target).
+		full := t.q.poppedBytes >= t.budget/4
+		t.q.ack(ack.GetIndex())
+		opened := full && t.q.poppedBytes < t.budget/4
+		t.mu.Unlock()
+		if opened {
+			t.signal()
+		}
+	}
+}
+
+// sendLoop is the sender goroutine (the paper's sendNext; one write at a time, which is
+// what write_status ensured): batches from the queue (Algorithm 2), a send window
+// (unacked bytes) of a quarter of the budget, and progress messages when idle. It returns
+// when the target is suspended or the stream fails.
+func (t *target) sendLoop(srv statecastv1.Player_SubscribeServer) error {
+	p := t.s.p
+	// The sender waits on its wake channel alone: with many targets this wait is the
+	// sender's hot path, and a receive from one channel costs far less than a select over
+	// several. Everything that needs it signals it: the dispatcher and the recovery
+	// sources (work), acks that open the send window, the stream's progress loop
+	// (progress due), suspend, and the end of the stream's or the player's context.
+	stopStream := context.AfterFunc(srv.Context(), t.signal)
+	defer stopStream()
+	stopPlayer := context.AfterFunc(p.ctx, t.signal)
+	defer stopPlayer()
+	var batch []*item
+	for {
+		<-t.wake
+		select {
+		case <-t.done:
+			return nil
+		default:
+		}
+		if err := srv.Context().Err(); err != nil {
+			return err
+		}
+		if p.ctx.Err() != nil {
+			return ErrClosed
+		}
+		for {
+			ci := t.s.current.Load()
+			now := time.Now()
+			t.mu.Lock()
+			q := t.q
+			if q.state == StateS {
+				t.mu.Unlock()
+				return nil
+			}
+			if q.poppedBytes >= t.budget/4 {
+				t.mu.Unlock()
+				break // send window full: wait for acks
+			}
+			wasCatchup := q.state != StateN
+			batch = q.nextBatch(t.maxEntries, t.maxBytes, batch, now)
+			var out any
+			if len(batch) > 0 {
+				for _, it := range batch {
+					if it.index > t.sentUpTo {
+						t.sentUpTo = it.index
+					}
+				}
+				// Nothing is acked inside a snapshot (the client acks X after SnapshotEnd):
+				// its batches are not tracked (their rows are shared with the materialized
+				// copy), so neither the send window nor the ack time-out can stall it.
+				f := batch[0].frame
+				if f.GetSnapshotBegin() != nil {
+					t.inSnapshot = true
+				}
+				if (t.inSnapshot && f.GetSnapshotEnd() == nil) || (f != nil && batch[0].index < 0) {
+					q.untrackLast()
+				}
+				if f.GetSnapshotEnd() != nil {
+					t.inSnapshot = false
+				}
+				if wasCatchup {
+					t.space.Broadcast()
+				}
+			} else if t.owesProgressLocked(now, ci) {
+				// A progress message when idle, and once as soon as the target has caught
+				// up (N, nothing queued): a client that resumed at the head learns at once
+				// that it is current instead of waiting for the next record.
+				t.caughtUp = true
+				t.sentUpTo = max(ci, t.sentUpTo)
+				out = rawFrame(encodeProgress(t.sentUpTo))
+			}
+			if out == nil && len(batch) == 0 {
+				t.mu.Unlock()
+				break
+			}
+			t.lastSend = now
+			head := max(ci, t.sentUpTo) // the batch may hold entries dispatched after ci was read
+			t.mu.Unlock()
+			if len(batch) > 0 {
+				out = withHead(batchParts(batch), head) // items are immutable: framed outside the lock, not copied
+			} else {
+				out = withHead(append(make(rawParts, 0, 2), out.(rawFrame)), head)
+			}
+			if err := srv.SendMsg(out); err != nil {
+				return err
+			}
+			sent := time.Now()
+			for _, it := range batch {
+				if it.dispatched != 0 {
+					t.s.delay.Observe(float64(sent.UnixNano()-it.dispatched) / 1e9)
+				}
+			}
+			clear(batch)
+		}
+	}
+}
+
 // owesProgressLocked reports whether the target is owed a Progress message: it is in N
 // with nothing queued and either has not been told it caught up, or was sent nothing for
 // ProgressInterval while the main position ci moved past what it was sent. t.mu held.
@@ -78,102 +297,10 @@ func (t *target) progressDue(now time.Time, ci int64) bool {
 	return now.Sub(t.lastSend) >= t.s.p.cfg.ProgressInterval && t.q.front() != nil && t.q.poppedBytes < t.budget/4
 }
 
-func (t *target) signal() {
-	select {
-	case t.wake <- struct{}{}:
-	default:
-	}
-}
-
-// pushMain is the dispatcher's push of a main-stream entry (Algorithm 3 + Algorithm 1
-// push with main=true), with the byte budget: called with s.mu held. It reports whether
-// the sender should be woken.
-func (t *target) pushMain(it *item) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	q := t.q
-	if it.index <= t.lastAck || q.state == StateS {
-		return false
-	}
-	if q.state == StateRF && t.dropped {
-		t.droppedUpTo = it.index
-		return false
-	}
-	q.push(it, true, q.term)
-	if q.normal.bytes <= t.budget/2 {
-		return true
-	}
-	// Over budget: drop the normal queue and continue from Kafka in RF.
-	t.overflows++
-	t.s.p.metrics.overflows.WithLabelValues(t.s.cfg.Name).Inc()
-	q.dropNormal()
-	switch q.state {
-	case StateRF:
-		t.dropped, t.droppedUpTo = true, it.index
-		return false
-	case StateN:
-		t.startRecoveryLocked(t.sentUpTo+1, it.index)
-	case StateFC:
-		t.startRecoveryLocked(t.recEnd+1, it.index)
-	}
-	return true
-}
-
-// startRecoveryLocked moves the queue to RF and starts a recovery fetcher for [from, to]
-// under the queue's term: from the stream's history, else from Kafka. t.mu held.
-func (t *target) startRecoveryLocked(from, to int64) {
-	t.q.refetch()
-	t.recEnd = to
-	t.recoveries++
-	t.s.p.metrics.recoveries.WithLabelValues(t.s.cfg.Name).Inc()
-	term := t.q.term
-	t.s.p.goTracked(func() {
-		t.recoveryFetcher(term, from, to, t.historySource(term), t.kafkaSource(term))
-	})
-}
-
-// pushCatchup is a recovery source's push (Algorithm 1 push with main=false). It blocks
-// while the catch-up queue is over its share of the budget; it returns false when the
-// term expired or the target was suspended (the source must stop). Snapshot rows are
-// not filtered by last ack (they carry old indexes by design).
-func (t *target) pushCatchup(it *item, term uint64, snapshot bool) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for {
-		if t.q.term != term || t.q.state == StateS || t.q.state != StateRF {
-			return false
-		}
-		if it.frame == nil && !snapshot && (it.index <= t.lastAck || !t.wants(it.view)) {
-			return true
-		}
-		if t.q.catchup.bytes < t.budget/4 {
-			t.q.push(it, false, term)
-			t.signal()
-			return true
-		}
-		t.space.Wait()
-	}
-}
-
-// complete is the recovery fetcher's fetchingCompleted. When main entries were dropped
-// while in RF it extends the range instead and reports more=true with the new end.
-func (t *target) complete(term uint64) (more bool, to int64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.q.term != term || t.q.state != StateRF {
-		return false, 0
-	}
-	if t.dropped {
-		t.dropped = false
-		t.recEnd = t.droppedUpTo
-		return true, t.recEnd
-	}
-	t.q.fetchingCompleted(term)
-	t.signal()
-	return false, 0
-}
-
-// suspend clears the queue and ends the target (health checker, Algorithm 1 suspend).
+// suspend ends the target (Algorithm 1 suspend, called by the health checker, the sender
+// or receiver when the stream fails, a replacement, Close or a failed recovery): the queue
+// is cleared and moves to S under a new term, done is closed. It reports whether this call
+// suspended it (false: it already was).
 func (t *target) suspend(err error) bool {
 	t.mu.Lock()
 	if t.q.state == StateS {
@@ -188,4 +315,16 @@ func (t *target) suspend(err error) bool {
 	t.signal() // the sender waits on wake only
 	t.s.p.metrics.suspensions.WithLabelValues(t.s.cfg.Name).Inc()
 	return true
+}
+
+// fail suspends the target with err if term is still current (a recovery fetcher's
+// failure; a stale one has nothing to end).
+func (t *target) fail(term uint64, err error) {
+	t.mu.Lock()
+	cur := t.q.term == term
+	t.mu.Unlock()
+	if cur {
+		t.s.log.Warn("recovery failed", "target", t.id, "err", err)
+		t.suspend(err)
+	}
 }

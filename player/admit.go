@@ -1,0 +1,167 @@
+package player
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/statecast/statecast/schemas/gen/statecast/v1"
+)
+
+// admit decides how the target starts (Algorithm 5, target recovery) and registers it with
+// the dispatcher atomically with the main position ci (under s.mu), so that every entry
+// after ci goes to its normal queue and every entry up to ci comes from a recovery
+// fetcher:
+//
+//   - no resume index: a snapshot bootstrap at ci, in RF;
+//   - a resume index below the log start, at or past the log end, or followed by records
+//     older than the tombstone horizon: ResyncRequired, then the snapshot, in RF;
+//   - a resume index >= ci: straight to N;
+//   - else: a recovery of [resume+1, ci], in RF.
+//
+// The target gets a new term; an earlier connection of the same client is suspended.
+func (s *stream) admit(id string, h *statecastv1.Hello) (*target, error) {
+	logStart, logEnd, err := s.offsets()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStreamUnavailable, err)
+	}
+	resync := resyncOutsideLog(h, logStart, logEnd)
+	maxEntries, maxBytes := batchLimits(s.p.cfg, h)
+
+	s.mu.Lock()
+	if resync == nil {
+		resync = s.resyncPastHorizonLocked(h, logStart)
+	}
+	old := s.byClient[id]
+	s.terms[id]++
+	term := s.terms[id]
+	ci := s.current.Load()
+	var t *target
+	switch {
+	case h.ResumeIndex == nil || resync != nil:
+		t = newTarget(s, id, h.GetViews(), term, StateRF, maxEntries, maxBytes)
+		t.lastAck, t.sentUpTo = -1, -1
+		t.mu.Lock()
+		t.startSnapshotLocked(term, resync, logStart, ci)
+		t.mu.Unlock()
+	case h.GetResumeIndex() >= ci:
+		t = newTarget(s, id, h.GetViews(), term, StateN, maxEntries, maxBytes)
+		t.lastAck, t.sentUpTo, t.recEnd = h.GetResumeIndex(), h.GetResumeIndex(), h.GetResumeIndex()
+	default:
+		r := h.GetResumeIndex()
+		t = newTarget(s, id, h.GetViews(), term, StateRF, maxEntries, maxBytes)
+		t.lastAck, t.sentUpTo = r, r
+		t.mu.Lock()
+		t.startRecoveryLocked(r+1, ci)
+		t.mu.Unlock()
+	}
+	s.byClient[id] = t
+	s.register(t)
+	s.mu.Unlock()
+	if old != nil {
+		old.suspend(fmt.Errorf("%w: replaced by a new connection of the same client", ErrSuspended))
+		s.remove(old)
+	}
+	if resync != nil {
+		s.p.metrics.resyncs.WithLabelValues(s.cfg.Name, resync.GetReason().String()).Inc()
+	}
+	t.mu.Lock()
+	state := t.q.state
+	t.mu.Unlock()
+	s.log.Info("target admitted", "target", id, "views", h.GetViews(), "resume", h.ResumeIndex, "term", term, "state", state.String(), "current", ci, "resync", resync.GetReason().String())
+	return t, nil
+}
+
+// resyncOutsideLog returns the resync owed to a resume index outside the log: below its
+// start (records after it were deleted) or at or past its end (the client holds records
+// this log does not). nil when there is none.
+func resyncOutsideLog(h *statecastv1.Hello, logStart, logEnd int64) *statecastv1.ResyncRequired {
+	if h.ResumeIndex == nil {
+		return nil
+	}
+	r := h.GetResumeIndex()
+	switch {
+	case r < logStart-1:
+		return &statecastv1.ResyncRequired{Reason: statecastv1.ResyncRequired_REASON_BELOW_LOG_START, LogStart: logStart,
+			Detail: fmt.Sprintf("resume index %d is below the log start %d", r, logStart)}
+	case r >= logEnd:
+		return &statecastv1.ResyncRequired{Reason: statecastv1.ResyncRequired_REASON_AHEAD_OF_LOG, LogStart: logStart,
+			Detail: fmt.Sprintf("resume index %d is at or past the log end %d", r, logEnd)}
+	}
+	return nil
+}
+
+// resyncPastHorizonLocked returns the resync owed to a resume index followed by records
+// older than the tombstone horizon (the topic's delete.retention.ms): tombstones after it
+// may be gone, so a replay could miss deletes. nil when there is none. s.mu held (the
+// log timeline).
+func (s *stream) resyncPastHorizonLocked(h *statecastv1.Hello, logStart int64) *statecastv1.ResyncRequired {
+	if h.ResumeIndex == nil || h.GetResumeIndex() < 0 {
+		return nil
+	}
+	r := h.GetResumeIndex()
+	ts, ok := s.firstAfterTime(r)
+	if !ok || time.Since(ts) < s.retention {
+		return nil
+	}
+	return &statecastv1.ResyncRequired{Reason: statecastv1.ResyncRequired_REASON_PAST_TOMBSTONE_HORIZON, LogStart: logStart,
+		Detail: fmt.Sprintf("records after resume index %d date from %s, beyond delete.retention.ms (%s): tombstones may be gone", r, ts.UTC().Format(time.RFC3339), s.retention)}
+}
+
+// batchLimits are the target's batch bounds: the player's, lowered by the client's.
+func batchLimits(cfg Config, h *statecastv1.Hello) (maxEntries int, maxBytes int64) {
+	maxEntries, maxBytes = cfg.MaxBatchEntries, cfg.MaxBatchBytes
+	if n := int(h.GetMaxBatchEntries()); n > 0 && n < maxEntries {
+		maxEntries = n
+	}
+	if n := int64(h.GetMaxBatchBytes()); n > 0 && n < maxBytes {
+		maxBytes = n
+	}
+	return maxEntries, maxBytes
+}
+
+// resync starts the target over on the same stream when a recovery finds the log start
+// moved past the records it needs (a DeleteRecords or retention while the target was
+// behind): the target gets ResyncRequired and a snapshot, as admission would give it on
+// reconnect. Under the stream lock (the main position) it takes a new term — stale pushes
+// of the failed fetcher are dropped — clears both queues and restarts in RF with a snapshot
+// bootstrap as of the main position ci; main entries after ci go to its normal queue.
+// Batches already sent stay accounted until acknowledged. If the target has been replaced
+// or suspended meanwhile, nothing happens.
+func (t *target) resync(term uint64, from int64) {
+	s := t.s
+	logStart, _, err := s.offsets()
+	if err != nil {
+		t.fail(term, fmt.Errorf("%w: recovery from %d: log start moved past it, and %v", ErrStreamUnavailable, from, err))
+		return
+	}
+	rs := &statecastv1.ResyncRequired{Reason: statecastv1.ResyncRequired_REASON_BELOW_LOG_START, LogStart: logStart,
+		Detail: fmt.Sprintf("recovery from index %d: the log now starts at %d", from, logStart)}
+	s.mu.Lock()
+	t.mu.Lock()
+	if t.q.term != term || t.q.state != StateRF || s.byClient[t.id] != t {
+		t.mu.Unlock()
+		s.mu.Unlock()
+		return
+	}
+	if t.inSnapshot {
+		// The client is inside a snapshot whose end is still queued: a resync frame there
+		// breaks the protocol. End the stream instead; the reconnect gets the resync.
+		t.mu.Unlock()
+		s.mu.Unlock()
+		t.fail(term, fmt.Errorf("%w: recovery from %d: log start moved past it during a snapshot; reconnect to resync", ErrStreamUnavailable, from))
+		return
+	}
+	s.terms[t.id]++
+	nterm := s.terms[t.id]
+	t.q.restart(nterm)
+	ci := s.current.Load()
+	t.dropped = false
+	t.recoveries++
+	t.startSnapshotLocked(nterm, rs, logStart, ci)
+	t.space.Broadcast()
+	t.mu.Unlock()
+	s.mu.Unlock()
+	s.p.metrics.resyncs.WithLabelValues(s.cfg.Name, rs.GetReason().String()).Inc()
+	s.log.Warn("recovery: log start moved past the target's position; resync on the same stream", "target", t.id,
+		"from", from, "log_start", logStart, "term", nterm, "snapshot_at", ci)
+}
