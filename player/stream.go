@@ -34,8 +34,8 @@ type stream struct {
 	log       *slog.Logger
 	client    sarama.Client // main fetcher and offset look-ups
 	recClient sarama.Client // recovery fetchers (kept apart from the main fetcher's connection)
-	// offClient: offset look-ups at admission, on a connection of their own: behind the
-	// main fetcher's long-poll fetches (MaxWaitTime) each look-up waited up to 100 ms.
+	// offClient: offset look-ups at admission, on a connection of their own: on the main
+	// fetcher's they would wait behind its long-poll fetches (MaxWaitTime).
 	offClient sarama.Client
 	retention time.Duration
 	delay     prometheus.Observer // delivery delay histogram of this stream
