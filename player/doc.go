@@ -1,6 +1,8 @@
-// Package player is the LogPlayer of the paper (seeds/000): it delivers a stream (a
-// single-partition Kafka topic) exactly once and in order to subscribed targets over one
-// gRPC bidirectional stream each (statecast.v1.Player/Subscribe, schemas/proto).
+// Package player is the LogPlayer of the paper "LogPlayer: Fault-tolerant Exactly-once
+// Delivery using gRPC Asynchronous Streaming": it delivers streams (each a
+// single-partition Kafka topic) exactly once and in order to subscribed targets, over one
+// gRPC bidirectional stream each (statecast.v1.Player/Subscribe, schemas/proto). A target
+// is one client connection; cacheclient is the usual client.
 //
 // # Use
 //
@@ -11,60 +13,108 @@
 //	p.WaitReady(ctx)   // optional: the materialized copies have caught up
 //	p.Close()          // targets end with Unavailable; waits for every goroutine
 //
-// # How the paper maps to this code
+// Status reports every stream and target (state, acks, lag, queued bytes, recoveries);
+// the metrics are registered with WithRegisterer.
+//
+// # What a target gets
+//
+// A client sends Hello (stream, views, the index it resumes from, optional batch limits),
+// then cumulative Acks of the highest index it applied. The player answers with:
+//
+//   - no resume index: a snapshot of the target's views (SnapshotBegin X, the rows,
+//     SnapshotEnd X), then the live entries after X;
+//   - resume index r: exactly the entries of its views after r, first caught up (from
+//     the player's memory of recent records, else from Kafka), then live;
+//   - r below the log start, at or past the log end, or followed by records older than
+//     the topic's delete.retention.ms (tombstones may be gone): ResyncRequired, then the
+//     snapshot, on the same stream. A recovery that finds the log start moved past it
+//     (retention or DeleteRecords while the target was behind) does the same.
+//
+// Entries come in batches bounded by Config.MaxBatchEntries and MaxBatchBytes. A target
+// whose views see no entry for Config.ProgressInterval gets a Progress message, so the
+// index it resumes from stays fresh; it gets one as soon as it has caught up, too. Every
+// message carries head_index, the player's main position, from which the client knows its
+// lag. A stream ends with the gRPC status of why (StatusTable): a bad Hello or Ack, an
+// unknown stream, an ack time-out (Config.AckTimeout), a newer connection of the same
+// client id, or Close.
+//
+// # Guarantees
+//
+// In the words of DESIGN.md: a target receives indexes in strictly increasing order
+// (ordered), never an index twice across reconnects and player restarts (unique), every
+// record of its views once faults stop, or a snapshot that includes its effect (reliable),
+// and, resuming from i, exactly the records after i (resumable). The player holds no
+// durable state: any player can serve any target, which resumes from the index it sends.
+// A slow target never slows the others and holds at most Config.TargetBudgetBytes: past
+// it, it is caught up again from the log instead of buffered, without being disconnected.
+//
+// # Configuration
+//
+// Config lists the streams and the Kafka brokers; every other field has a documented
+// default: batch bounds, the per-target byte budget, the ack time-out, the progress
+// interval, the tombstone horizon (read from the topic unless set), the in-memory history
+// for recoveries, the shutdown grace.
+//
+// # Internals
+//
+// The rest of this comment is for the package's maintainers: how the paper's algorithms
+// map to the files, what the player adds, and the goroutines and locks.
 //
 // Algorithm 1 (target queue: push/front/pop/suspend/fetchingCompleted) is queue.go: a
 // normal and a catch-up FIFO, the states N, RF, FC, S (State), and a term checked on every
 // push; suspend clears both queues; fetchingCompleted moves RF to N (catch-up empty) or FC;
-// pop moves FC to N when the catch-up queue drains. Pure data, guarded by its target's mutex.
+// pop moves FC to N when the catch-up queue drains. Pure data, changed only through its
+// methods, guarded by its target's mutex.
 //
 // Algorithm 2 (batching, the popped map) is queue.nextBatch/ack: batches bounded by entry
-// count and bytes; a sent batch stays accounted in popped until an ack covers its last index.
-// Frames (SnapshotBegin/End, ResyncRequired) travel through the same queue, alone.
+// count and bytes; a sent batch stays accounted in popped until an ack covers its last index
+// (a snapshot's batches are not tracked: queue.untrackLast). Frames (SnapshotBegin/End,
+// ResyncRequired) travel through the same queue, alone.
 //
-// Algorithm 3 (dispatcher) is stream.apply, called by the main fetcher goroutine for every
-// record: it updates the materialized copy and pushes the entry to the targets subscribed to
-// its view (header sc-view), skipping targets whose last ack is >= the entry's index, then
-// publishes current_index (stream.current). The entry is marshalled once, as its own
-// one-entry batch frame (item.single, whose tail is the Entry bytes item.wire): a one-entry
-// batch goes to every target as those very bytes, a longer batch is a small header
-// followed by the tails of the entries' frames, handed to gRPC as parts (batchParts,
-// rawParts in codec.go): no entry is re-encoded or copied by the player.
+// Algorithm 3 (dispatcher) is stream.apply (stream.go), called by the main fetcher goroutine
+// for every record: it updates the materialized copy and pushes the entry to the targets
+// subscribed to its view (header sc-view) with target.pushMain (dispatch.go), skipping
+// targets whose last ack is >= the entry's index, then publishes current_index
+// (stream.current). The entry is marshalled once, as its own one-entry batch frame
+// (item.single, whose tail is the Entry bytes item.wire): a one-entry batch goes to every
+// target as those very bytes, a longer batch is a small header followed by the tails of
+// the entries' frames, handed to gRPC as parts (batchParts, rawParts in codec.go): no entry
+// is re-encoded or copied by the player.
 //
-// Algorithm 4 (completion-queue thread) is replaced by goroutines per target: the sender
-// (target.sendLoop) does sendNext — one write at a time, which is what write_status
-// ensured — and the receiver (target.receive) handles read completions: acks update
-// last_ack and release popped batches. The sender also sends progress messages (the
-// paper's dummy entries) once when the target has caught up, then to targets in N with
-// nothing to send for Config.ProgressInterval
-// (woken by the stream's progress loop; the sender itself waits on one wake channel).
-// Every message the sender writes ends with head_index, the main position (withHead: one
-// small extra part, the shared entry bytes untouched), so clients know their lag.
-// The Subscribe handler goroutine is the health checker: ack time-outs and stream errors
-// suspend the target, and returning from the handler cancels the stream, which unblocks a
-// write stuck on a stalled client.
+// Algorithm 4 (completion-queue thread) is replaced by goroutines per target (target.go,
+// which holds a target's life from serve to suspend): the sender (target.sendLoop) does
+// sendNext — one write at a time, which is what write_status ensured — and the receiver
+// (target.receive) handles read completions: acks update last_ack and release popped
+// batches. The sender also sends progress messages (the paper's dummy entries) once when
+// the target has caught up, then to targets in N with nothing to send for
+// Config.ProgressInterval (woken by the stream's progress loop; the sender itself waits on
+// one wake channel). Every message the sender writes ends with head_index, the main
+// position (withHead: one small extra part, the shared entry bytes untouched). The
+// Subscribe handler goroutine (server.go) is the health checker (target.serve): ack
+// time-outs and stream errors suspend the target, and returning from the handler cancels
+// the stream, which unblocks a write stuck on a stalled client.
 //
-// Algorithm 5 (recovery). Player restart: the player keeps no state; the main fetcher starts
-// at the head of the log (after reading the log from its start into the materialized copy)
-// and every target resumes from the index it sends in Hello. Target recovery (stream.admit):
-// under the stream lock the target is registered in RF with a new term and the main position
-// ci is read, so main entries > ci go to its normal queue; a recovery fetcher
-// (target.memorySource, else target.kafkaSource with its own sarama consumer) reads
-// [resume+1, ci] into the catch-up
-// queue and calls fetchingCompleted. Recovery sources first read the stream's in-memory
-// history of recent records (history.go, bounded by Config.HistoryBytes: one decoded item
-// shared by every recovering target) and fall back to Kafka (target.kafkaSource) from the
-// first index no longer in it. Caught-up is "saw an offset >= ci", never index+1
-// counting: indexes have gaps. A Kafka recovery that finds the log start moved past its
-// position (DeleteRecords or retention while the target was behind) resyncs the target on
-// the same stream (target.resync: new term, queues cleared, ResyncRequired + snapshot as of
-// the main position), as admission would on reconnect. A target without resume index gets a snapshot bootstrap
-// instead (target.snapshotSource: SnapshotBegin X, rows of its views in index order from
-// the materialized copy, SnapshotEnd X, X = ci); one whose resume index is below the log
-// start, at/after the log end, or followed by records older than the tombstone horizon
-// (the topic's delete.retention.ms, read with DescribeConfig; the append time of the first
-// record after the resume index is bounded from a timeline sampled every second of log
-// time, stream.firstAfterTime) gets ResyncRequired then the snapshot.
+// Algorithm 5 (recovery). Player restart: the player keeps no state; the main fetcher
+// starts at the head of the log (after reading the log from its start into the
+// materialized copy) and every target resumes from the index it sends in Hello. Target
+// recovery (admit.go, stream.admit): under the stream lock the target is registered in RF
+// with a new term and the main position ci is read, so main entries > ci go to its normal
+// queue; a recovery fetcher (recovery.go, target.recoveryFetcher) reads [resume+1, ci] into
+// the catch-up queue and calls fetchingCompleted (target.complete). It reads from a list of
+// sources (the source interface; sources.go), each from where the previous one has
+// nothing: the stream's in-memory history of recent records (historySource over history.go,
+// bounded by Config.HistoryBytes: one decoded item shared by every recovering target), then
+// Kafka (kafkaSource, its own sarama consumer). Caught-up is "saw an offset >= ci", never
+// index+1 counting: indexes have gaps. A Kafka recovery that finds the log start moved past
+// its position resyncs the target on the same stream (target.resync, admit.go: new term,
+// queues cleared, ResyncRequired + snapshot as of the main position), as admission would
+// on reconnect. A target without resume index gets a snapshot bootstrap instead: its
+// recovery fetcher's first source is snapshotSource (SnapshotBegin X, rows of its views in
+// index order from the materialized copy, SnapshotEnd X, X = ci). One whose resume index
+// is below the log start, at/after the log end, or followed by records older than the
+// tombstone horizon (the topic's delete.retention.ms, read from the broker; the append
+// time of the first record after the resume index is bounded from a timeline sampled every
+// second of log time, stream.firstAfterTime) gets ResyncRequired then the snapshot.
 //
 // The materialized copy (stream.rows: view -> key -> latest row) also keeps each view's
 // rows in index order (stream.order: view -> rowOrder, order.go), so a snapshot needs no
@@ -77,18 +127,17 @@
 // plain copy): the state at X in index order, O(rows) without a sort or a look at the rows.
 //
 // Byte budget (not in the paper): a target's normal queue may hold Config.TargetBudgetBytes/2;
-// past it the queue is dropped and the target continues from Kafka in RF without being
-// disconnected (in N or FC a recovery fetcher starts for the dropped range; in RF the running
-// source's range is extended by fetchingCompleted). Recovery sources block while the
-// catch-up queue holds TargetBudgetBytes/4, and the send window (unacked batches) is
+// past it the queue is dropped and the target continues in RF without being disconnected
+// (target.pushMain: in N or FC a recovery fetcher starts for the dropped range; in RF the
+// running fetcher's range is extended by fetchingCompleted). Recovery sources block while
+// the catch-up queue holds TargetBudgetBytes/4, and the send window (unacked batches) is
 // TargetBudgetBytes/4, so one target holds at most its budget however slow it is.
 //
-// # Goroutines and locks
-//
-// Per stream: one main fetcher (stream.run), one progress loop (stream.progressLoop: one
-// ticker that wakes the senders owing a progress message) and three Kafka clients (connections): the main
-// fetcher's, the recovery fetchers', and one for the offset look-ups of admissions (behind
-// the main fetcher's long-poll fetches they waited up to 100 ms each). Per target: the handler (health), the sender,
-// the receiver, and at most one recovery source at a time (per term). Lock order: stream.mu, then target.mu.
-// Every goroutine is tracked by the Player's WaitGroup or the gRPC server; Close waits.
+// Goroutines and locks. Per stream: one main fetcher (stream.run), one progress loop
+// (stream.progressLoop: one ticker that wakes the senders owing a progress message) and
+// three Kafka clients (connections): the main fetcher's, the recovery fetchers', and one
+// for the offset look-ups of admissions (behind the main fetcher's long-poll fetches they
+// would wait for its MaxWaitTime). Per target: the Subscribe handler (health checker), the
+// sender, the receiver, and at most one recovery fetcher at a time (per term). Lock order: stream.mu, then target.mu. Every goroutine is
+// tracked by the Player's WaitGroup or the gRPC server; Close waits.
 package player

@@ -105,7 +105,7 @@ proctype mainFetcher() {
 	od
 }
 
-/* A recovery fetcher (Algorithm 5, target.kafkaSource): reads [from, to] for the term of
+/* A recovery fetcher (Algorithm 5, target.recoveryFetcher): reads [from, to] for the term of
  * the request, one push per step, racing with failures, comebacks and the dispatcher;
  * then fetchingCompleted (target.complete), which may extend the range when main entries
  * were dropped meanwhile. Two run concurrently, like goroutines of an old and a new term. */
