@@ -9,10 +9,10 @@ type State int
 const (
 	// StateN (normal): entries come from the main stream through the normal queue.
 	StateN State = iota
-	// StateRF (recovery fetching): a recovery source (Kafka or the snapshot) fills the
+	// StateRF (recovery fetching): a recovery fetcher (snapshot, history, Kafka) fills the
 	// catch-up queue; main entries wait in the normal queue.
 	StateRF
-	// StateFC (fetching completed): the recovery source is done; the catch-up queue drains
+	// StateFC (fetching completed): the recovery fetcher is done; the catch-up queue drains
 	// first, then the queue becomes N.
 	StateFC
 	// StateS (suspended): nothing is pushed; both queues are empty.
@@ -137,7 +137,7 @@ func (q *queue) pop() *item {
 	return nil
 }
 
-// fetchingCompleted is called by the recovery source when it has pushed everything up to
+// fetchingCompleted is called by the recovery fetcher when it has pushed everything up to
 // its end: RF becomes N (catch-up empty) or FC. A stale term is ignored. It reports whether
 // the transition happened.
 func (q *queue) fetchingCompleted(term uint64) bool {
@@ -174,7 +174,7 @@ func (q *queue) restart(term uint64) {
 }
 
 // refetch moves the queue to RF in the same term, keeping what it holds: a recovery
-// source is about to fill the catch-up queue with the range the normal queue lost
+// fetcher is about to fill the catch-up queue with the range the normal queue lost
 // (dropNormal). Not in the paper: the byte budget's way back from N or FC.
 func (q *queue) refetch() { q.state = StateRF }
 

@@ -44,7 +44,7 @@ type target struct {
 	q           *queue
 	lastAck     int64 // last_ack of the paper: highest index the client applied
 	sentUpTo    int64 // highest index sent (batch, frame or progress)
-	recEnd      int64 // the catch-up source covers indexes up to recEnd
+	recEnd      int64 // the recovery fetcher covers indexes up to recEnd
 	inSnapshot  bool  // between SnapshotBegin and SnapshotEnd on the wire
 	caughtUp    bool  // the caught-up progress message was sent (sendLoop)
 	dropped     bool  // RF only: the normal queue overflowed; main entries are skipped
@@ -184,7 +184,7 @@ func (t *target) sendLoop(srv statecastv1.Player_SubscribeServer) error {
 	// The sender waits on its wake channel alone: with many targets this wait is the
 	// sender's hot path, and a receive from one channel costs far less than a select over
 	// several. Everything that needs it signals it: the dispatcher and the recovery
-	// sources (work), acks that open the send window, the stream's progress loop
+	// fetchers (work), acks that open the send window, the stream's progress loop
 	// (progress due), suspend, and the end of the stream's or the player's context.
 	stopStream := context.AfterFunc(srv.Context(), t.signal)
 	defer stopStream()
