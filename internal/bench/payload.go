@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Payload returns a JSON row of exactly size bytes (at least 40) carrying stamp in
+// nanoseconds at a fixed position, so a receiver reads it without a JSON decoder.
+func Payload(size int, stamp time.Time) []byte {
+	b := make([]byte, 0, size)
+	b = append(b, `{"t":`...)
+	b = append(b, fmt.Sprintf("%019d", stamp.UnixNano())...)
+	b = append(b, `,"p":"`...)
+	for len(b) < size-2 {
+		b = append(b, 'x')
+	}
+	return append(b, `"}`...)
+}
+
+// StampOf reads the stamp written by Payload.
+func StampOf(v []byte) (time.Time, bool) {
+	if len(v) < 24 {
+		return time.Time{}, false
+	}
+	n, err := strconv.ParseInt(string(v[5:24]), 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(0, n), true
+}
+
+// stampNanos is StampOf in unix nanoseconds, 0 when v carries no stamp.
+func stampNanos(v []byte) int64 {
+	if ts, ok := StampOf(v); ok {
+		return ts.UnixNano()
+	}
+	return 0
+}
+
+// Pace calls f(i) for i = 0.. at rate per second until ctx ends or f returns false.
+// When behind it catches up without sleeping: skipping the missed calls would hide the
+// delay a slow system causes (coordinated omission).
+func Pace(ctx context.Context, rate int, f func(i int) bool) {
+	interval := time.Second / time.Duration(rate)
+	next := time.Now()
+	for i := 0; ; i++ {
+		if d := time.Until(next); d > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+		} else if ctx.Err() != nil {
+			return
+		}
+		if !f(i) {
+			return
+		}
+		next = next.Add(interval)
+	}
+}
+
+// WaitFor polls cond every 2 ms until it holds or timeout passes, and reports whether it
+// held.
+func WaitFor(timeout time.Duration, cond func() bool) bool {
+	end := time.Now().Add(timeout)
+	for time.Now().Before(end) {
+		if cond() {
+			return true
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return cond()
+}

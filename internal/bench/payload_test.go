@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+func TestPayload(t *testing.T) {
+	stamp := time.Unix(1_764_000_000, 123_456_789)
+	for _, size := range []int{40, 200, 1024, 10240} {
+		p := Payload(size, stamp)
+		if len(p) != size {
+			t.Errorf("Payload(%d) has %d bytes", size, len(p))
+		}
+		var v struct {
+			T int64  `json:"t"`
+			P string `json:"p"`
+		}
+		if err := json.Unmarshal(p, &v); err != nil {
+			t.Fatalf("Payload(%d) is not JSON: %v", size, err)
+		}
+		if v.T != stamp.UnixNano() {
+			t.Errorf("Payload(%d) t = %d, want %d", size, v.T, stamp.UnixNano())
+		}
+		got, ok := StampOf(p)
+		if !ok || !got.Equal(stamp) {
+			t.Errorf("StampOf(Payload(%d)) = %v, %v; want %v", size, got, ok, stamp)
+		}
+	}
+	for _, bad := range []string{"", `{"t":12}`, `{"t":abcdefghijklmnopqrs,"p":""}`} {
+		if _, ok := StampOf([]byte(bad)); ok {
+			t.Errorf("StampOf(%q) ok", bad)
+		}
+		if n := stampNanos([]byte(bad)); n != 0 {
+			t.Errorf("stampNanos(%q) = %d", bad, n)
+		}
+	}
+}
+
+func TestPace(t *testing.T) {
+	var calls []int
+	start := time.Now()
+	Pace(context.Background(), 1000, func(i int) bool {
+		if i >= 20 {
+			return false
+		}
+		calls = append(calls, i)
+		return true
+	})
+	if len(calls) != 20 || calls[19] != 19 {
+		t.Fatalf("calls = %v, want 0..19", calls)
+	}
+	// 20 calls at 1,000/s: the 20th is due 19 ms after the first.
+	if d := time.Since(start); d < 19*time.Millisecond {
+		t.Errorf("20 calls at 1,000/s took %v, want >= 19ms", d)
+	}
+
+	// Behind schedule (f slower than the rate), it catches up without skipping a call.
+	n := 0
+	Pace(context.Background(), 10_000, func(i int) bool {
+		if i != n {
+			t.Fatalf("call %d after %d calls: a call was skipped", i, n)
+		}
+		n++
+		if i == 0 {
+			time.Sleep(5 * time.Millisecond) // 50 calls behind
+		}
+		return i < 60
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	called := 0
+	Pace(ctx, 1, func(int) bool { called++; return true })
+	if called > 1 {
+		t.Errorf("Pace after cancel called f %d times", called)
+	}
+}
+
+func TestWaitFor(t *testing.T) {
+	if WaitFor(10*time.Millisecond, func() bool { return false }) {
+		t.Error("WaitFor of a false condition reported true")
+	}
+	n := 0
+	if !WaitFor(time.Second, func() bool { n++; return n == 3 }) {
+		t.Error("WaitFor of a condition true at the third poll reported false")
+	}
+}

@@ -1,0 +1,62 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// Benchmark is one `cachebench <name>` command.
+type Benchmark struct {
+	Name  string
+	About string // one line for the list
+	// Run parses args (the command line after the name) with its own flag set and
+	// prints the results on w. A flag set that sees -h returns flag.ErrHelp.
+	Run func(ctx context.Context, args []string, w io.Writer) error
+}
+
+// Main runs the benchmark named by args[0] with the rest of args, or lists the benchmarks
+// when there is no name, "-h" or "help". It returns the process exit code: 0, 1 when the
+// benchmark failed, 2 for an unknown name. The list holds unique names (checked: a
+// duplicate is a programming error and panics).
+func Main(ctx context.Context, prog string, list []Benchmark, args []string, stdout, stderr io.Writer) int {
+	seen := map[string]bool{}
+	for _, b := range list {
+		if seen[b.Name] {
+			panic(prog + ": benchmark listed twice: " + b.Name)
+		}
+		seen[b.Name] = true
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "help" {
+		List(stdout, prog, list)
+		return 0
+	}
+	i := slices.IndexFunc(list, func(b Benchmark) bool { return b.Name == args[0] })
+	if i < 0 {
+		fmt.Fprintf(stderr, "%s: unknown benchmark %q\n", prog, args[0])
+		List(stdout, prog, list)
+		return 2
+	}
+	err := list[i].Run(ctx, args[1:], stdout)
+	switch {
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, flag.ErrHelp):
+		return 0
+	default:
+		fmt.Fprintf(stderr, "%s %s: %v\n", prog, args[0], err)
+		return 1
+	}
+}
+
+// List prints the usage line and the benchmarks sorted by name.
+func List(w io.Writer, prog string, list []Benchmark) {
+	fmt.Fprintf(w, "usage: %s <benchmark> [flags]\n\nbenchmarks:\n", prog)
+	sorted := slices.Clone(list)
+	slices.SortFunc(sorted, func(a, b Benchmark) int { return cmp.Compare(a.Name, b.Name) })
+	for _, b := range sorted {
+		fmt.Fprintf(w, "  %-28s %s\n", b.Name, b.About)
+	}
+}
