@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -30,18 +29,11 @@ CREATE TRIGGER lat_notify AFTER INSERT OR UPDATE ON lat FOR EACH STATEMENT EXECU
 // runDistributorLatency measures the time from a transaction's commit to its row being
 // readable in Kafka, p50/p99, with and without the LISTEN wake-up, beside the floor
 // measured in the same run: a raw sarama produce → consume of one record.
-func runDistributorLatency(ctx context.Context, args []string, w io.Writer) error {
-	fs := flag.NewFlagSet("distributor-latency", flag.ContinueOnError)
-	setup := bench.NewSetup(fs)
-	samples := fs.Int("samples", 400, "committed updates per mode")
-	every := fs.Duration("every", 25*time.Millisecond, "pause between updates")
-	poll := fs.Duration("poll", distributor.DefaultPollInterval, "the view's poll_interval")
-	brokers, stopProf, err := setup.Parse(args)
-	if err != nil {
-		return err
-	}
-	defer stopProf()
-	env, err := bench.NewDistEnv(ctx, brokers, latencySchema)
+func runDistributorLatency(ctx context.Context, args *bench.Args, w io.Writer) error {
+	samples := args.Int("samples", 400, "committed updates per mode")
+	every := args.Duration("every", 25*time.Millisecond, "pause between updates")
+	poll := args.Duration("poll", distributor.DefaultPollInterval, "the view's poll_interval")
+	env, err := bench.NewDistEnv(ctx, args, latencySchema)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -32,17 +31,10 @@ const syncChunk = 5000
 // per second, beside two limits measured in the same run on the same data: COPY (query)
 // TO STDOUT read by pgx, and raw sarama producers sending equal records (same keys, values
 // and headers, the distributor's producer settings).
-func runDistributorSnapshot(ctx context.Context, args []string, w io.Writer) error {
-	fs := flag.NewFlagSet("distributor-snapshot", flag.ContinueOnError)
-	setup := bench.NewSetup(fs)
-	rows := fs.Int("rows", 1_000_000, "rows in the table")
-	runs := fs.Int("runs", 1, "measure every contender this many times (each run is printed)")
-	brokers, stopProf, err := setup.Parse(args)
-	if err != nil {
-		return err
-	}
-	defer stopProf()
-	env, err := bench.NewDistEnv(ctx, brokers, snapshotSchema)
+func runDistributorSnapshot(ctx context.Context, args *bench.Args, w io.Writer) error {
+	rows := args.Int("rows", 1_000_000, "rows in the table")
+	runs := args.Int("runs", 1, "measure every contender this many times (each run is printed)")
+	env, err := bench.NewDistEnv(ctx, args, snapshotSchema)
 	if err != nil {
 		return err
 	}

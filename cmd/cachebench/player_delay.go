@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -36,22 +35,19 @@ type cell struct {
 // Every receiver runs in this process (goroutines over loopback TCP), the same receiver
 // code for all systems (each records its frames in a delivery checker). With -rounds N
 // the systems run N times alternately and the samples are pooled.
-func runPlayerDelay(ctx context.Context, args []string, w io.Writer) error {
-	fs := flag.NewFlagSet("player-delay", flag.ContinueOnError)
-	setup := bench.NewSetup(fs)
-	targetsF := fs.String("targets", "2,5,10,20", "target counts")
-	sizesF := fs.String("sizes", "1024,5120,10240", "entry sizes in bytes")
-	rate := fs.Int("rate", 1000, "entries per second")
-	dur := fs.Duration("duration", 5*time.Second, "measured time per system and cell")
-	warm := fs.Duration("warmup", time.Second, "warm-up per system and cell (not measured)")
-	systems := fs.String("systems", "bare,barekafka,kafka,player", "systems to run (bare, barekafka, kafka, player)")
-	rounds := fs.Int("rounds", 1, "rounds per cell: each runs every system once (samples pooled, per-round p99 printed)")
-	keys := fs.Int("keys", 1000, "distinct keys (bounds the player's materialized copy)")
-	bs, stopProf, err := setup.Parse(args)
+func runPlayerDelay(ctx context.Context, args *bench.Args, w io.Writer) error {
+	targetsF := args.String("targets", "2,5,10,20", "target counts")
+	sizesF := args.String("sizes", "1024,5120,10240", "entry sizes in bytes")
+	rate := args.Int("rate", 1000, "entries per second")
+	dur := args.Duration("duration", 5*time.Second, "measured time per system and cell")
+	warm := args.Duration("warmup", time.Second, "warm-up per system and cell (not measured)")
+	systems := args.String("systems", "bare,barekafka,kafka,player", "systems to run (bare, barekafka, kafka, player)")
+	rounds := args.Int("rounds", 1, "rounds per cell: each runs every system once (samples pooled, per-round p99 printed)")
+	keys := args.Int("keys", 1000, "distinct keys (bounds the player's materialized copy)")
+	bs, err := args.Parse()
 	if err != nil {
 		return err
 	}
-	defer stopProf()
 	targets, err := bench.Ints(*targetsF)
 	if err != nil {
 		return err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -20,23 +19,20 @@ import (
 // lag (produce → applied, Kafka-ack → applied) of the live subscribers, the player's
 // per-target queue bytes (its metric) for the stalled target and the largest, and the
 // process heap (player + producer + all receivers: an upper bound of the player's).
-func runPlayerScale(ctx context.Context, args []string, w io.Writer) error {
-	fs := flag.NewFlagSet("player-scale", flag.ContinueOnError)
-	setup := bench.NewSetup(fs)
-	subs := fs.Int("subscribers", 1000, "subscribers")
-	views := fs.Int("views", 100, "views")
-	rate := fs.Int("rate", 10000, "entries per second")
-	size := fs.Int("size", 200, "entry size in bytes")
-	dur := fs.Duration("duration", 15*time.Second, "measured time")
-	warm := fs.Duration("warmup", 3*time.Second, "warm-up (not measured)")
-	budget := fs.Int64("budget", 4<<20, "player target_budget_bytes")
-	conns := fs.Int("conns", 20, "client connections carrying the subscribers")
-	bare := fs.Bool("bare", true, "also run the bare gRPC fan-out baseline (same routing, a frame per entry)")
-	bs, stopProf, err := setup.Parse(args)
+func runPlayerScale(ctx context.Context, args *bench.Args, w io.Writer) error {
+	subs := args.Int("subscribers", 1000, "subscribers")
+	views := args.Int("views", 100, "views")
+	rate := args.Int("rate", 10000, "entries per second")
+	size := args.Int("size", 200, "entry size in bytes")
+	dur := args.Duration("duration", 15*time.Second, "measured time")
+	warm := args.Duration("warmup", 3*time.Second, "warm-up (not measured)")
+	budget := args.Int64("budget", 4<<20, "player target_budget_bytes")
+	conns := args.Int("conns", 20, "client connections carrying the subscribers")
+	bare := args.Bool("bare", true, "also run the bare gRPC fan-out baseline (same routing, a frame per entry)")
+	bs, err := args.Parse()
 	if err != nil {
 		return err
 	}
-	defer stopProf()
 	fmt.Fprintf(w, "player-scale: %d subscribers over %d views (%d per view), %d entries/s of %d B, subscriber 0 stalled, budget %d B/target, %s measured after %s, GOMAXPROCS=%d, receivers in this process\n",
 		*subs, *views, *subs / *views, *rate, *size, *budget, *dur, *warm, runtime.GOMAXPROCS(0))
 	total := int(float64(*rate) * (*dur + *warm).Seconds())
@@ -90,25 +86,10 @@ func runPlayerScale(ctx context.Context, args []string, w io.Writer) error {
 		}
 		maxSum = max(maxSum, sum)
 	}
-	sctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tk := time.NewTicker(250 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-sctx.Done():
-				return
-			case <-tk.C:
-				sample()
-			}
-		}
-	}()
+	stopSampling := bench.Every(250*time.Millisecond, sample)
+	defer stopSampling()
 	p, err := bench.NewProducer(bs, topic)
 	if err != nil {
-		stop()
-		<-done
 		return err
 	}
 	perView := make([]int, *views)
@@ -122,13 +103,10 @@ func runPlayerScale(ctx context.Context, args []string, w io.Writer) error {
 		return true
 	})
 	if err := p.Close(); err != nil {
-		stop()
-		<-done
 		return err
 	}
 	ok := bench.WaitFor(2*time.Minute, func() bool { return allRouted(pr.Recv, perView) })
-	stop()
-	<-done
+	stopSampling()
 	sample()
 	if !ok {
 		return fmt.Errorf("live subscribers did not get all their entries")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -21,19 +20,16 @@ import (
 //     over the time from the first produce to the last entry applied by the last target.
 //     The producer's own rate is printed beside: if the player's time is close to it, the
 //     number is producer-bound and only a lower bound of the player's capacity.
-func runPlayerThroughput(ctx context.Context, args []string, w io.Writer) error {
-	fs := flag.NewFlagSet("player-throughput", flag.ContinueOnError)
-	setup := bench.NewSetup(fs)
-	n := fs.Int("targets", 20, "targets")
-	m := fs.Int("entries", 30000, "entries")
-	size := fs.Int("size", 1024, "entry size in bytes")
-	batch := fs.Int("batch", 512, "raw fan-out batch size (the player's default max_batch_entries)")
-	systems := fs.String("systems", "raw,player", "systems to run (raw, player)")
-	bs, stopProf, err := setup.Parse(args)
+func runPlayerThroughput(ctx context.Context, args *bench.Args, w io.Writer) error {
+	n := args.Int("targets", 20, "targets")
+	m := args.Int("entries", 30000, "entries")
+	size := args.Int("size", 1024, "entry size in bytes")
+	batch := args.Int("batch", 512, "raw fan-out batch size (the player's default max_batch_entries)")
+	systems := args.String("systems", "raw,player", "systems to run (raw, player)")
+	bs, err := args.Parse()
 	if err != nil {
 		return err
 	}
-	defer stopProf()
 	fmt.Fprintf(w, "player-throughput: %d entries of %d B to %d targets, GOMAXPROCS=%d, receivers in this process (loopback gRPC)\n",
 		*m, *size, *n, runtime.GOMAXPROCS(0))
 	const rowf = "%-34s %10v %14v %14v %10v\n"

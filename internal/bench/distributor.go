@@ -26,8 +26,13 @@ type DistEnv struct {
 	topics   []string
 }
 
-// NewDistEnv creates the database, connects to it and runs schema (may be empty) there.
-func NewDistEnv(ctx context.Context, brokers []string, schema string) (*DistEnv, error) {
+// NewDistEnv parses the command line (Args.Parse), creates the database, connects to it
+// and runs schema (may be empty) there.
+func NewDistEnv(ctx context.Context, args *Args, schema string) (*DistEnv, error) {
+	brokers, err := args.Parse()
+	if err != nil {
+		return nil, err
+	}
 	admin := os.Getenv("STATECAST_PG_DSN")
 	if admin == "" {
 		return nil, errors.New("STATECAST_PG_DSN must be set (make infra; set -a; . .run/env)")

@@ -43,29 +43,3 @@ func HasSystem(list, name string) bool {
 	}
 	return false
 }
-
-// Setup holds the flags every benchmark has: -brokers and the profiles (ProfileFlags).
-type Setup struct {
-	fs      *flag.FlagSet
-	brokers *string
-	prof    *Profiles
-}
-
-// NewSetup registers the common flags on fs.
-func NewSetup(fs *flag.FlagSet) *Setup {
-	return &Setup{fs: fs, brokers: BrokersFlag(fs), prof: ProfileFlags(fs)}
-}
-
-// Parse parses args, checks -brokers and starts the profiles; stop writes them.
-func (s *Setup) Parse(args []string) (brokers []string, stop func(), err error) {
-	if err := s.fs.Parse(args); err != nil {
-		return nil, nil, err
-	}
-	if brokers, err = SplitBrokers(*s.brokers); err != nil {
-		return nil, nil, err
-	}
-	if stop, err = s.prof.Start(); err != nil {
-		return nil, nil, err
-	}
-	return brokers, stop, nil
-}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 )
@@ -86,5 +87,29 @@ func TestWaitFor(t *testing.T) {
 	n := 0
 	if !WaitFor(time.Second, func() bool { n++; return n == 3 }) {
 		t.Error("WaitFor of a condition true at the third poll reported false")
+	}
+}
+
+func TestEvery(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	stop := Every(time.Millisecond, func() {
+		mu.Lock()
+		n++
+		mu.Unlock()
+	})
+	if !WaitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return n >= 3 }) {
+		t.Fatal("f was not called every millisecond")
+	}
+	stop()
+	mu.Lock()
+	after := n
+	mu.Unlock()
+	time.Sleep(20 * time.Millisecond)
+	stop() // a second stop is harmless
+	mu.Lock()
+	defer mu.Unlock()
+	if n != after {
+		t.Errorf("f ran %d more times after stop returned", n-after)
 	}
 }

@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"errors"
+	"io"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,7 +108,8 @@ func TestDistributor(t *testing.T) {
 	testenv.PostgresDSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	env, err := NewDistEnv(ctx, testenv.KafkaBrokers(t), "CREATE TABLE t (id int PRIMARY KEY, v text NOT NULL)")
+	args := newArgs("test", []string{"-brokers", strings.Join(testenv.KafkaBrokers(t), ",")}, io.Discard)
+	env, err := NewDistEnv(ctx, args, "CREATE TABLE t (id int PRIMARY KEY, v text NOT NULL)")
 	if err != nil {
 		t.Fatal(err)
 	}

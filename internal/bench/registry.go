@@ -14,14 +14,14 @@ import (
 type Benchmark struct {
 	Name  string
 	About string // one line for the list
-	// Run parses args (the command line after the name) with its own flag set and
-	// prints the results on w. A flag set that sees -h returns flag.ErrHelp.
-	Run func(ctx context.Context, args []string, w io.Writer) error
+	// Run registers its own flags on args, calls args.Parse and prints the results on w.
+	Run func(ctx context.Context, args *Args, w io.Writer) error
 }
 
 // Main runs the benchmark named by args[0] with the rest of args, or lists the benchmarks
-// when there is no name, "-h" or "help". It returns the process exit code: 0, 1 when the
-// benchmark failed, 2 for an unknown name. The list holds unique names (checked: a
+// when there is no name, "-h" or "help". A benchmark's usage (-h) and flag errors go to
+// stderr; its profiles are written when it returns. Main returns the process exit code: 0,
+// 1 when the benchmark failed (or its flags were wrong), 2 for an unknown name. The list holds unique names (checked: a
 // duplicate is a programming error and panics).
 func Main(ctx context.Context, prog string, list []Benchmark, args []string, stdout, stderr io.Writer) int {
 	seen := map[string]bool{}
@@ -41,7 +41,9 @@ func Main(ctx context.Context, prog string, list []Benchmark, args []string, std
 		List(stdout, prog, list)
 		return 2
 	}
-	err := list[i].Run(ctx, args[1:], stdout)
+	a := newArgs(list[i].Name, args[1:], stderr)
+	err := list[i].Run(ctx, a, stdout)
+	a.stopProfiles()
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, flag.ErrHelp):
 		return 0
@@ -58,5 +60,42 @@ func List(w io.Writer, prog string, list []Benchmark) {
 	slices.SortFunc(sorted, func(a, b Benchmark) int { return cmp.Compare(a.Name, b.Name) })
 	for _, b := range sorted {
 		fmt.Fprintf(w, "  %-28s %s\n", b.Name, b.About)
+	}
+}
+
+// Args is a benchmark's command line: a flag set named for the benchmark with the flags
+// every benchmark has (-brokers and the profiles, ProfileFlags), and the arguments.
+type Args struct {
+	*flag.FlagSet
+	args    []string
+	brokers *string
+	prof    *Profiles
+	stop    func()
+}
+
+func newArgs(name string, args []string, stderr io.Writer) *Args {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return &Args{FlagSet: fs, args: args, brokers: BrokersFlag(fs), prof: ProfileFlags(fs)}
+}
+
+// Parse parses the arguments, checks -brokers and starts the requested profiles (written
+// when the benchmark returns). After -h it returns flag.ErrHelp.
+func (a *Args) Parse() (brokers []string, err error) {
+	if err := a.FlagSet.Parse(a.args); err != nil {
+		return nil, err
+	}
+	if brokers, err = SplitBrokers(*a.brokers); err != nil {
+		return nil, err
+	}
+	if a.stop, err = a.prof.Start(); err != nil {
+		return nil, err
+	}
+	return brokers, nil
+}
+
+func (a *Args) stopProfiles() {
+	if a.stop != nil {
+		a.stop()
 	}
 }
