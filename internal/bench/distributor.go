@@ -67,10 +67,10 @@ func (e *DistEnv) Topic(prefix string) string {
 	return t
 }
 
-// CreateTopic creates a fresh compacted topic (CreateTopic), deleted by Close.
+// CreateTopic creates a fresh compacted topic with one partition, deleted by Close.
 func (e *DistEnv) CreateTopic(prefix string) (string, error) {
 	t := e.Topic(prefix)
-	return t, CreateTopic(e.Brokers, t)
+	return t, createTopic(e.Brokers, t)
 }
 
 // Close drops the database and deletes the topics.
@@ -84,7 +84,7 @@ func (e *DistEnv) Close() {
 		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+e.db+" WITH (FORCE)")
 		_ = conn.Close(ctx)
 	}
-	DeleteTopics(e.Brokers, e.topics...)
+	deleteTopics(e.Brokers, e.topics...)
 }
 
 // Distributor is a distributor started by StartDistributor.

@@ -36,8 +36,8 @@ func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.base.U
 
 func (c rawCodec) Name() string { return c.base.Name() }
 
-// EncodeOnce marshals m for the bare fan-out.
-func EncodeOnce(m *statecastv1.SubscribeResponse) RawMsg {
+// encodeOnce marshals m for the bare fan-out.
+func encodeOnce(m *statecastv1.SubscribeResponse) RawMsg {
 	b, err := proto.Marshal(m)
 	if err != nil {
 		panic(err) // a SubscribeResponse built in memory always marshals
@@ -47,7 +47,7 @@ func EncodeOnce(m *statecastv1.SubscribeResponse) RawMsg {
 
 // EncodeBatch marshals a batch frame of the entries for the bare fan-out.
 func EncodeBatch(entries ...*statecastv1.Entry) RawMsg {
-	return EncodeOnce(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Batch{
+	return encodeOnce(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Batch{
 		Batch: &statecastv1.Batch{Entries: entries}}})
 }
 
@@ -127,7 +127,7 @@ func StartBare(n, conns int, stalled func(int) bool) (*Bare, error) {
 	b := &Bare{f: &fanout{depth: depth}, srv: grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{base: encoding.GetCodecV2(gproto.Name)}))}
 	statecastv1.RegisterPlayerServer(b.srv, b.f)
 	go func() { _ = b.srv.Serve(lis) }()
-	if b.conns, err = Dial(lis.Addr().String(), conns); err != nil {
+	if b.conns, err = dial(lis.Addr().String(), conns); err != nil {
 		b.Close()
 		return nil, err
 	}

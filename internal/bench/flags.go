@@ -8,13 +8,13 @@ import (
 	"strings"
 )
 
-// BrokersFlag registers -brokers with the default from STATECAST_KAFKA_BROKERS.
-func BrokersFlag(fs *flag.FlagSet) *string {
+// brokersFlag registers -brokers with the default from STATECAST_KAFKA_BROKERS.
+func brokersFlag(fs *flag.FlagSet) *string {
 	return fs.String("brokers", os.Getenv("STATECAST_KAFKA_BROKERS"), "Kafka brokers (comma-separated; default $STATECAST_KAFKA_BROKERS)")
 }
 
-// SplitBrokers splits the -brokers value; empty is an error that says how to set it.
-func SplitBrokers(s string) ([]string, error) {
+// splitBrokers splits the -brokers value; empty is an error that says how to set it.
+func splitBrokers(s string) ([]string, error) {
 	if s == "" {
 		return nil, errors.New("no Kafka brokers: set -brokers or STATECAST_KAFKA_BROKERS (make infra; . .run/env)")
 	}

@@ -29,26 +29,26 @@ func TestHasSystem(t *testing.T) {
 }
 
 func TestSplitBrokers(t *testing.T) {
-	if _, err := SplitBrokers(""); err == nil {
+	if _, err := splitBrokers(""); err == nil {
 		t.Error("no brokers accepted")
 	}
-	got, err := SplitBrokers("a:9092,b:9092")
+	got, err := splitBrokers("a:9092,b:9092")
 	if err != nil || !slices.Equal(got, []string{"a:9092", "b:9092"}) {
-		t.Errorf("SplitBrokers = %v, %v", got, err)
+		t.Errorf("splitBrokers = %v, %v", got, err)
 	}
 }
 
 func TestProfileFlags(t *testing.T) {
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	p := ProfileFlags(fs)
+	p := profileFlags(fs)
 	if err := fs.Parse([]string{"-cpuprofile", "c", "-memprofile", "m", "-trace", "t", "-mutexprofile", "x", "-blockprofile", "b"}); err != nil {
 		t.Fatal(err)
 	}
-	if want := (Profiles{CPU: "c", Mem: "m", Trace: "t", Mutex: "x", Block: "b"}); *p != want {
+	if want := (profileFiles{CPU: "c", Mem: "m", Trace: "t", Mutex: "x", Block: "b"}); *p != want {
 		t.Errorf("profiles = %+v, want %+v", *p, want)
 	}
-	stop, err := (Profiles{}).Start()
+	stop, err := (profileFiles{}).Start()
 	if err != nil {
 		t.Fatal(err)
 	}

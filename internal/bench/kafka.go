@@ -19,9 +19,9 @@ func UniqueName(prefix string) string {
 	return prefix + "_" + hex.EncodeToString(b[:])
 }
 
-// CreateTopic creates topic with one partition and cleanup.policy=compact, as the
+// createTopic creates topic with one partition and cleanup.policy=compact, as the
 // distributor does.
-func CreateTopic(brokers []string, topic string) error {
+func createTopic(brokers []string, topic string) error {
 	admin, err := sarama.NewClusterAdmin(brokers, kafkautil.NewConfig(clientID))
 	if err != nil {
 		return err
@@ -32,8 +32,8 @@ func CreateTopic(brokers []string, topic string) error {
 		ConfigEntries: map[string]*string{"cleanup.policy": &compact}}, false)
 }
 
-// DeleteTopics deletes the topics, ignoring errors (a benchmark's clean-up).
-func DeleteTopics(brokers []string, topics ...string) {
+// deleteTopics deletes the topics, ignoring errors (a benchmark's clean-up).
+func deleteTopics(brokers []string, topics ...string) {
 	admin, err := sarama.NewClusterAdmin(brokers, kafkautil.NewConfig(clientID))
 	if err != nil {
 		return
@@ -44,14 +44,14 @@ func DeleteTopics(brokers []string, topics ...string) {
 	_ = admin.Close()
 }
 
-// NewTopic creates a uniquely named topic (CreateTopic) and returns its name and a
+// NewTopic creates a uniquely named topic (createTopic) and returns its name and a
 // function deleting it.
 func NewTopic(brokers []string, prefix string) (string, func(), error) {
 	name := UniqueName(prefix)
-	if err := CreateTopic(brokers, name); err != nil {
+	if err := createTopic(brokers, name); err != nil {
 		return "", nil, err
 	}
-	return name, func() { DeleteTopics(brokers, name) }, nil
+	return name, func() { deleteTopics(brokers, name) }, nil
 }
 
 // EndOffset returns the end offset (high-water mark) of partition 0 of topic.

@@ -70,7 +70,7 @@ func StartPlayer(brokers []string, topic string, tweak func(*player.Config)) (*P
 		pr.Close()
 		return nil, fmt.Errorf("player not ready: %w", err)
 	}
-	if pr.conns, err = Dial(lis.Addr().String(), 1); err != nil {
+	if pr.conns, err = dial(lis.Addr().String(), 1); err != nil {
 		pr.Close()
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func (pr *Player) Connect(t Targets) error {
 	}
 	addr := pr.conns[0].Target()
 	for len(pr.conns) < t.Conns {
-		cs, err := Dial(addr, 1)
+		cs, err := dial(addr, 1)
 		if err != nil {
 			return err
 		}

@@ -9,12 +9,12 @@ import (
 	"time"
 )
 
-// Profiles names the profiles to write over a whole run (empty = not taken).
-type Profiles struct{ CPU, Mutex, Block, Mem, Trace string }
+// profileFiles names the profiles to write over a whole run (empty = not taken).
+type profileFiles struct{ CPU, Mutex, Block, Mem, Trace string }
 
-// ProfileFlags registers -cpuprofile, -mutexprofile, -blockprofile, -memprofile and -trace.
-func ProfileFlags(fs *flag.FlagSet) *Profiles {
-	p := &Profiles{}
+// profileFlags registers -cpuprofile, -mutexprofile, -blockprofile, -memprofile and -trace.
+func profileFlags(fs *flag.FlagSet) *profileFiles {
+	p := &profileFiles{}
 	fs.StringVar(&p.CPU, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.StringVar(&p.Mutex, "mutexprofile", "", "write a mutex contention profile of the whole run to this file")
 	fs.StringVar(&p.Block, "blockprofile", "", "write a blocking profile of the whole run to this file")
@@ -24,7 +24,7 @@ func ProfileFlags(fs *flag.FlagSet) *Profiles {
 }
 
 // Start starts the requested profiles; the returned function stops them and writes them.
-func (pf Profiles) Start() (stop func(), err error) {
+func (pf profileFiles) Start() (stop func(), err error) {
 	var stops []func()
 	stop = func() {
 		for i := len(stops) - 1; i >= 0; i-- {

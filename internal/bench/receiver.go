@@ -108,8 +108,8 @@ func (r *Receiver) Run(ctx context.Context, cli statecastv1.PlayerClient, hello 
 	}
 }
 
-// Dial opens n loopback client connections to addr.
-func Dial(addr string, n int) ([]*grpc.ClientConn, error) {
+// dial opens n loopback client connections to addr.
+func dial(addr string, n int) ([]*grpc.ClientConn, error) {
 	var out []*grpc.ClientConn
 	for range n {
 		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),

@@ -61,7 +61,7 @@ func serve(t *testing.T, srv statecastv1.PlayerServer) statecastv1.PlayerClient 
 	g := grpc.NewServer()
 	statecastv1.RegisterPlayerServer(g, srv)
 	go func() { _ = g.Serve(lis) }()
-	conns, err := Dial(lis.Addr().String(), 1)
+	conns, err := dial(lis.Addr().String(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,13 +32,13 @@ func Main(ctx context.Context, prog string, list []Benchmark, args []string, std
 		seen[b.Name] = true
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "help" {
-		List(stdout, prog, list)
+		printList(stdout, prog, list)
 		return 0
 	}
 	i := slices.IndexFunc(list, func(b Benchmark) bool { return b.Name == args[0] })
 	if i < 0 {
 		fmt.Fprintf(stderr, "%s: unknown benchmark %q\n", prog, args[0])
-		List(stdout, prog, list)
+		printList(stdout, prog, list)
 		return 2
 	}
 	a := newArgs(list[i].Name, args[1:], stderr)
@@ -53,8 +53,8 @@ func Main(ctx context.Context, prog string, list []Benchmark, args []string, std
 	}
 }
 
-// List prints the usage line and the benchmarks sorted by name.
-func List(w io.Writer, prog string, list []Benchmark) {
+// printList prints the usage line and the benchmarks sorted by name.
+func printList(w io.Writer, prog string, list []Benchmark) {
 	fmt.Fprintf(w, "usage: %s <benchmark> [flags]\n\nbenchmarks:\n", prog)
 	sorted := slices.Clone(list)
 	slices.SortFunc(sorted, func(a, b Benchmark) int { return cmp.Compare(a.Name, b.Name) })
@@ -64,19 +64,20 @@ func List(w io.Writer, prog string, list []Benchmark) {
 }
 
 // Args is a benchmark's command line: a flag set named for the benchmark with the flags
-// every benchmark has (-brokers and the profiles, ProfileFlags), and the arguments.
+// every benchmark has (-brokers, and -cpuprofile, -memprofile, -mutexprofile,
+// -blockprofile and -trace), and the arguments.
 type Args struct {
 	*flag.FlagSet
 	args    []string
 	brokers *string
-	prof    *Profiles
+	prof    *profileFiles
 	stop    func()
 }
 
 func newArgs(name string, args []string, stderr io.Writer) *Args {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	return &Args{FlagSet: fs, args: args, brokers: BrokersFlag(fs), prof: ProfileFlags(fs)}
+	return &Args{FlagSet: fs, args: args, brokers: brokersFlag(fs), prof: profileFlags(fs)}
 }
 
 // Parse parses the arguments, checks -brokers and starts the requested profiles (written
@@ -85,7 +86,7 @@ func (a *Args) Parse() (brokers []string, err error) {
 	if err := a.FlagSet.Parse(a.args); err != nil {
 		return nil, err
 	}
-	if brokers, err = SplitBrokers(*a.brokers); err != nil {
+	if brokers, err = splitBrokers(*a.brokers); err != nil {
 		return nil, err
 	}
 	if a.stop, err = a.prof.Start(); err != nil {
