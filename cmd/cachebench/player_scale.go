@@ -33,8 +33,8 @@ func runPlayerScale(ctx context.Context, args *bench.Args, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "player-scale: %d subscribers over %d views (%d per view), %d entries/s of %d B, subscriber 0 stalled, budget %d B/target, %s measured after %s, GOMAXPROCS=%d, receivers in this process\n",
-		*subs, *views, *subs / *views, *rate, *size, *budget, *dur, *warm, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "player-scale: %d subscribers over %d views (%d per view), %d entries/s of %d B, subscriber 0 stalled, budget %d B/target, %s measured after %s, %s\n",
+		*subs, *views, *subs / *views, *rate, *size, *budget, *dur, *warm, bench.Layout())
 	total := int(float64(*rate) * (*dur + *warm).Seconds())
 	warmN := int(float64(*rate) * warm.Seconds())
 	if *bare {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime"
 	"time"
 
 	"github.com/statecast/statecast/internal/bench"
@@ -30,8 +29,8 @@ func runPlayerThroughput(ctx context.Context, args *bench.Args, w io.Writer) err
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "player-throughput: %d entries of %d B to %d targets, GOMAXPROCS=%d, receivers in this process (loopback gRPC)\n",
-		*m, *size, *n, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "player-throughput: %d entries of %d B to %d targets, %s (loopback gRPC)\n",
+		*m, *size, *n, bench.Layout())
 	const rowf = "%-34s %10v %14v %14v %10v\n"
 	fmt.Fprintf(w, rowf, "system", "seconds", "entries/s/tgt", "deliveries/s", "MB/s")
 	line := func(name string, d time.Duration) float64 {

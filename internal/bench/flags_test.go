@@ -3,7 +3,9 @@ package bench
 import (
 	"flag"
 	"io"
+	"runtime"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -53,4 +55,10 @@ func TestProfileFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop()
+}
+
+func TestLayout(t *testing.T) {
+	if got, want := Layout(), "GOMAXPROCS="+strconv.Itoa(runtime.GOMAXPROCS(0))+", receivers in this process"; got != want {
+		t.Errorf("Layout = %q, want %q", got, want)
+	}
 }

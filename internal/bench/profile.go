@@ -2,6 +2,7 @@ package bench
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -75,4 +76,10 @@ func (pf profileFiles) Start() (stop func(), err error) {
 		lookup("allocs", pf.Mem)
 	}
 	return stop, nil
+}
+
+// Layout says where a benchmark of the player runs, for its header line: how many cores
+// Go uses, all of them shared by the player, the baselines and every receiver.
+func Layout() string {
+	return fmt.Sprintf("GOMAXPROCS=%d, receivers in this process", runtime.GOMAXPROCS(0))
 }
