@@ -1,15 +1,10 @@
 package main
 
-// cachebench distributor-snapshot (issue 2 §6): a full snapshot of N rows of about 200
-// bytes, in rows per second, beside two limits measured in the same run on the same data:
-// COPY (query) TO STDOUT read by pgx, and raw sarama producers sending equal records (same
-// keys, values and headers, the distributor's producer settings).
-
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -17,52 +12,35 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/statecast/statecast/distributor"
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/internal/bench"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/pgjson"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
 
-func init() {
-	register("distributor-snapshot", "full snapshot rows/s vs COPY and raw sarama limits (issue 2 §6)", runDistributorSnapshot)
-}
+const snapshotSchema = `CREATE TABLE bench (id bigint PRIMARY KEY, name text NOT NULL,
+	category text NOT NULL, price numeric(12,2) NOT NULL, qty integer NOT NULL, active boolean NOT NULL,
+	updated_at timestamptz NOT NULL, note text)`
 
 const snapshotQuery = "SELECT id, name, category, price, qty, active, updated_at, note FROM bench"
 
-type rateResult struct {
-	name string
-	rows int64
-	d    time.Duration
-}
+// syncChunk is the chunk size of the SyncProducer limit.
+const syncChunk = 5000
 
-func (r rateResult) rate() float64 { return float64(r.rows) / r.d.Seconds() }
-
-func (r rateResult) String() string {
-	return fmt.Sprintf("  %-46s %9.0f rows/s  (%d rows in %.2fs)", r.name, r.rate(), r.rows, r.d.Seconds())
-}
-
-func runDistributorSnapshot(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("distributor-snapshot", flag.ExitOnError)
-	rows := fs.Int("rows", 1_000_000, "rows in the table")
-	runs := fs.Int("runs", 1, "measure every contender this many times (each run is printed)")
-	_ = fs.Parse(args)
-
-	env, err := newDistEnv(ctx)
+// runDistributorSnapshot measures a full snapshot of N rows of about 200 bytes, in rows
+// per second, beside two limits measured in the same run on the same data: COPY (query)
+// TO STDOUT read by pgx, and raw sarama producers sending equal records (same keys, values
+// and headers, the distributor's producer settings).
+func runDistributorSnapshot(ctx context.Context, args *bench.Args, w io.Writer) error {
+	rows := args.Int("rows", 1_000_000, "rows in the table")
+	runs := args.Int("runs", 1, "measure every contender this many times (each run is printed)")
+	env, err := bench.NewDistEnv(ctx, args, snapshotSchema)
 	if err != nil {
 		return err
 	}
-	defer env.close()
-	conn, err := pgx.Connect(ctx, env.dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	fmt.Printf("distributor-snapshot: loading %d rows...\n", *rows)
-	if _, err := conn.Exec(ctx, `CREATE TABLE bench (id bigint PRIMARY KEY, name text NOT NULL,
-		category text NOT NULL, price numeric(12,2) NOT NULL, qty integer NOT NULL, active boolean NOT NULL,
-		updated_at timestamptz NOT NULL, note text)`); err != nil {
-		return err
-	}
+	defer env.Close()
+	conn := env.Conn
+	fmt.Fprintf(w, "distributor-snapshot: loading %d rows...\n", *rows)
 	if _, err := conn.Exec(ctx, `INSERT INTO bench SELECT i, 'Selection ' || i || ' of market ' || (i / 3),
 		'category-' || (i % 97), (i % 100000) / 100.0, i % 1000, i % 7 <> 0,
 		timestamptz '2026-11-29 00:00:00+00' + i * interval '1 millisecond',
@@ -85,61 +63,65 @@ func runDistributorSnapshot(ctx context.Context, args []string) error {
 		kb += len(keys[i])
 		vb += len(values[i])
 	}
-	fmt.Printf("rows=%d  avg key=%dB  avg value=%dB  headers=5 sc-* headers  producer=kafkautil.ProducerConfig (idempotent, acks=all, 1 in flight, lz4)\n",
+	fmt.Fprintf(w, "rows=%d  avg key=%dB  avg value=%dB  headers=5 sc-* headers  producer=kafkautil.ProducerConfig (idempotent, acks=all, 1 in flight, lz4)\n",
 		len(keys), kb/len(keys), vb/len(keys))
-	fmt.Printf("example value: %s\n\n", values[len(values)/2])
+	fmt.Fprintf(w, "example value: %s\n\n", values[len(values)/2])
 
 	var ratios, distRates []float64
 	for run := 1; run <= *runs; run++ {
-		fmt.Printf("run %d:\n", run)
+		fmt.Fprintf(w, "run %d:\n", run)
 		c, err := copyRead(ctx, conn)
 		if err != nil {
 			return err
 		}
-		fmt.Println(c)
+		fmt.Fprintln(w, c)
 		if run > 1 {
 			if _, _, encRes, err = encodeBench(ctx, conn); err != nil {
 				return err
 			}
 		}
-		fmt.Println(encRes)
+		fmt.Fprintln(w, encRes)
 
-		sync, err := saramaSync(env, keys, values)
+		sync, err := rawProducer(env, "bench_sync", fmt.Sprintf("limit: sarama SyncProducer, chunks of %d", syncChunk), keys, values,
+			func(msgs []*sarama.ProducerMessage) (time.Duration, error) {
+				return bench.ProduceSync(env.Brokers, msgs, syncChunk)
+			})
 		if err != nil {
 			return err
 		}
-		fmt.Println(sync)
-		async, err := saramaAsync(env, keys, values)
+		fmt.Fprintln(w, sync)
+		async, err := rawProducer(env, "bench_async", "limit: sarama AsyncProducer, pipelined", keys, values,
+			func(msgs []*sarama.ProducerMessage) (time.Duration, error) {
+				return bench.ProduceAsync(env.Brokers, msgs)
+			})
 		if err != nil {
 			return err
 		}
-		fmt.Println(async)
+		fmt.Fprintln(w, async)
 
 		d, err := distributorSnapshot(ctx, env, int64(len(keys)))
 		if err != nil {
 			return err
 		}
-		fmt.Println(d)
+		fmt.Fprintln(w, d)
 		// The slower limit of this run: COPY, or sarama at its best (async or sync).
-		slower := min(c.rate(), max(sync.rate(), async.rate()))
-		ratio := d.rate() / slower
-		fmt.Printf("  => distributor / slower limit of this run = %.0f%%\n", 100*ratio)
+		slower := min(c.PerSecond(), max(sync.PerSecond(), async.PerSecond()))
+		ratio := bench.Ratio(d.PerSecond(), slower)
+		fmt.Fprintf(w, "  => distributor / slower limit of this run = %.0f%%\n", 100*ratio)
 		ratios = append(ratios, ratio)
-		distRates = append(distRates, d.rate())
+		distRates = append(distRates, d.PerSecond())
 	}
-	slices.Sort(ratios)
-	slices.Sort(distRates)
-	med := func(x []float64) float64 { return x[len(x)/2] }
-	fmt.Printf("\nmedian of %d run(s): distributor %.0f rows/s, %.0f%% of the slower limit (worst run %.0f%%)\n",
-		*runs, med(distRates), 100*med(ratios), 100*ratios[0])
-	fmt.Printf("goal >= 100000 rows/s and >= 50%% of the slower limit: %s\n",
-		map[bool]string{true: "MET", false: "NOT MET"}[med(distRates) >= 100000 && med(ratios) >= 0.5])
+	medRate, medRatio := bench.Median(distRates), bench.Median(ratios)
+	fmt.Fprintf(w, "\nmedian of %d run(s): distributor %.0f rows/s, %.0f%% of the slower limit (worst run %.0f%%)\n",
+		*runs, medRate, 100*medRatio, 100*slices.Min(ratios))
+	fmt.Fprintf(w, "goal >= 100000 rows/s and >= 50%% of the slower limit: %s\n",
+		bench.Verdict(medRate >= 100000 && medRatio >= 0.5))
 	return nil
 }
 
 // encodeBench reads the table with pgx (binary) and encodes every row with pgjson, the
 // distributor's read side without Kafka.
-func encodeBench(ctx context.Context, conn *pgx.Conn) (keys, values [][]byte, res rateResult, err error) {
+func encodeBench(ctx context.Context, conn *pgx.Conn) (keys, values [][]byte, res bench.Rate, err error) {
 	start := time.Now()
 	sd, err := conn.Prepare(ctx, "", snapshotQuery)
 	if err != nil {
@@ -174,7 +156,7 @@ func encodeBench(ctx context.Context, conn *pgx.Conn) (keys, values [][]byte, re
 	if err := rows.Err(); err != nil {
 		return nil, nil, res, err
 	}
-	return keys, values, rateResult{"pgx query + pgjson encode (no Kafka; info)", int64(len(keys)), time.Since(start)}, nil
+	return keys, values, bench.Rate{Name: "pgx query + pgjson encode (no Kafka; info)", Rows: int64(len(keys)), D: time.Since(start)}, nil
 }
 
 type lineCounter struct{ lines int64 }
@@ -185,16 +167,23 @@ func (c *lineCounter) Write(p []byte) (int, error) {
 }
 
 // copyRead is limit 1: COPY (query) TO STDOUT read by pgx.
-func copyRead(ctx context.Context, conn *pgx.Conn) (rateResult, error) {
+func copyRead(ctx context.Context, conn *pgx.Conn) (bench.Rate, error) {
 	var lc lineCounter
 	start := time.Now()
 	if _, err := conn.PgConn().CopyTo(ctx, &lc, "COPY ("+snapshotQuery+") TO STDOUT"); err != nil {
-		return rateResult{}, err
+		return bench.Rate{}, err
 	}
-	return rateResult{"limit: COPY (query) TO STDOUT read by pgx", lc.lines, time.Since(start)}, nil
+	return bench.Rate{Name: "limit: COPY (query) TO STDOUT read by pgx", Rows: lc.lines, D: time.Since(start)}, nil
 }
 
-func benchMessages(topic string, keys, values [][]byte) []*sarama.ProducerMessage {
+// rawProducer is limit 2: the records the distributor publishes (same keys, values and
+// headers), sent to a fresh topic by produce.
+func rawProducer(env *bench.DistEnv, prefix, name string, keys, values [][]byte,
+	produce func([]*sarama.ProducerMessage) (time.Duration, error)) (bench.Rate, error) {
+	topic, err := env.CreateTopic(prefix)
+	if err != nil {
+		return bench.Rate{}, err
+	}
 	meta := record.Meta{View: "bench", Kind: record.KindRow, Epoch: 1, SourceTime: time.Now(), SourceLSN: "0/16B3748"}
 	hdrs := recordsarama.Headers(meta)
 	msgs := make([]*sarama.ProducerMessage, len(keys))
@@ -202,112 +191,37 @@ func benchMessages(topic string, keys, values [][]byte) []*sarama.ProducerMessag
 		msgs[i] = &sarama.ProducerMessage{Topic: topic, Partition: 0, Key: sarama.ByteEncoder(keys[i]),
 			Value: sarama.ByteEncoder(values[i]), Headers: hdrs}
 	}
-	return msgs
-}
-
-func createCompacted(env *distEnv, prefix string) (string, error) {
-	topic := env.topic(prefix)
-	a, err := sarama.NewClusterAdmin(env.brokers, kafkautil.NewConfig("cachebench"))
+	d, err := produce(msgs)
 	if err != nil {
-		return "", err
+		return bench.Rate{}, err
 	}
-	defer a.Close()
-	compact := "compact"
-	return topic, a.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
-		ConfigEntries: map[string]*string{"cleanup.policy": &compact}}, false)
-}
-
-// syncChunk is the chunk size of the SyncProducer limit.
-const syncChunk = 5000
-
-// saramaSync is limit 2a: a SyncProducer sending chunks of syncChunk records.
-func saramaSync(env *distEnv, keys, values [][]byte) (rateResult, error) {
-	topic, err := createCompacted(env, "bench_sync")
-	if err != nil {
-		return rateResult{}, err
-	}
-	msgs := benchMessages(topic, keys, values)
-	p, err := sarama.NewSyncProducer(env.brokers, kafkautil.ProducerConfig("cachebench"))
-	if err != nil {
-		return rateResult{}, err
-	}
-	start := time.Now()
-	for i := 0; i < len(msgs); i += syncChunk {
-		if err := p.SendMessages(msgs[i:min(len(msgs), i+syncChunk)]); err != nil {
-			_ = p.Close()
-			return rateResult{}, err
-		}
-	}
-	d := time.Since(start)
-	if err := p.Close(); err != nil {
-		return rateResult{}, err
-	}
-	return rateResult{fmt.Sprintf("limit: sarama SyncProducer, chunks of %d", syncChunk), int64(len(msgs)), d}, nil
-}
-
-// saramaAsync is limit 2b: an AsyncProducer fed continuously (sarama's best case; the
-// distributor's producer works this way).
-func saramaAsync(env *distEnv, keys, values [][]byte) (rateResult, error) {
-	topic, err := createCompacted(env, "bench_async")
-	if err != nil {
-		return rateResult{}, err
-	}
-	msgs := benchMessages(topic, keys, values)
-	p, err := sarama.NewAsyncProducer(env.brokers, kafkautil.ProducerConfig("cachebench"))
-	if err != nil {
-		return rateResult{}, err
-	}
-	start := time.Now()
-	errc := make(chan error, 1)
-	go func() {
-		var first error
-		for n := 0; n < len(msgs); n++ {
-			select {
-			case <-p.Successes():
-			case e := <-p.Errors():
-				if first == nil {
-					first = e
-				}
-			}
-		}
-		errc <- first
-	}()
-	for _, m := range msgs {
-		p.Input() <- m
-	}
-	err = <-errc
-	d := time.Since(start)
-	_ = p.Close()
-	if err != nil {
-		return rateResult{}, err
-	}
-	return rateResult{"limit: sarama AsyncProducer, pipelined", int64(len(msgs)), d}, nil
+	return bench.Rate{Name: name, Rows: int64(len(msgs)), D: d}, nil
 }
 
 // distributorSnapshot runs a distributor with one view over the table into a fresh topic
 // and times Run → WaitReady (topic creation, empty restore, the snapshot epoch).
-func distributorSnapshot(ctx context.Context, env *distEnv, rows int64) (rateResult, error) {
-	topic := env.topic("bench_dist")
+func distributorSnapshot(ctx context.Context, env *bench.DistEnv, rows int64) (bench.Rate, error) {
+	topic := env.Topic("bench_dist")
 	cfg := distributor.Config{
-		Postgres: distributor.PostgresConfig{DSN: env.dsn},
-		Kafka:    distributor.KafkaConfig{Brokers: env.brokers, ClientID: "cachebench"},
+		Postgres: distributor.PostgresConfig{DSN: env.DSN},
+		Kafka:    distributor.KafkaConfig{Brokers: env.Brokers, ClientID: "cachebench"},
 		Streams: []distributor.StreamConfig{{Topic: topic, Views: []distributor.ViewConfig{
 			{Name: "bench", SQL: snapshotQuery, Key: []string{"id"}},
 		}}},
 	}
-	r, d, err := startDistributor(ctx, cfg)
+	r, d, err := bench.StartDistributor(ctx, cfg)
 	if err != nil {
-		return rateResult{}, err
+		return bench.Rate{}, err
 	}
-	if err := r.stop(); err != nil {
-		return rateResult{}, err
+	if err := r.Stop(); err != nil {
+		return bench.Rate{}, err
 	}
-	end, err := distEndOffset(env.brokers, topic)
+	end, err := bench.EndOffset(env.Brokers, topic)
 	if err != nil {
-		return rateResult{}, err
+		return bench.Rate{}, err
 	}
 	if end < rows+2 {
-		return rateResult{}, fmt.Errorf("distributor topic holds %d records, want %d rows + begin + end", end, rows)
+		return bench.Rate{}, fmt.Errorf("distributor topic holds %d records, want %d rows + begin + end", end, rows)
 	}
-	return rateResult{"distributor full snapshot (Run -> WaitReady)", rows, d}, nil
+	return bench.Rate{Name: "distributor full snapshot (Run -> WaitReady)", Rows: rows, D: d}, nil
 }

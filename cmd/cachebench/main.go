@@ -5,65 +5,36 @@
 //	cachebench <name> [flags]  runs one; `cachebench <name> -h` shows its flags
 //
 // Every benchmark prints the baseline it is compared with, measured in the same run. Each
-// benchmark lives in its own file of this package and registers itself from init().
+// benchmark's file holds its flags and its scenario; the instruments they share are in
+// internal/bench. docs/BENCHMARKS.md says what each one measures and its latest result.
 package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
+
+	"github.com/statecast/statecast/internal/bench"
 )
 
-// runFunc runs one benchmark with its command-line arguments (after the name) and prints
-// its results on stdout.
-type runFunc func(ctx context.Context, args []string) error
-
-type benchmark struct {
-	about string
-	run   runFunc
-}
-
-var benchmarks = map[string]benchmark{}
-
-// register adds a benchmark; call it from an init function.
-func register(name, about string, run runFunc) {
-	if _, dup := benchmarks[name]; dup {
-		panic("cachebench: benchmark registered twice: " + name)
-	}
-	benchmarks[name] = benchmark{about: about, run: run}
-}
-
-func list() {
-	fmt.Println("usage: cachebench <benchmark> [flags]\n\nbenchmarks:")
-	names := make([]string, 0, len(benchmarks))
-	for n := range benchmarks {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		fmt.Printf("  %-28s %s\n", n, benchmarks[n].about)
-	}
+// benchmarks is the list `cachebench` prints (sorted by name) and runs.
+var benchmarks = []bench.Benchmark{
+	{Name: "distributor-snapshot", About: "full snapshot rows/s vs COPY and raw sarama limits",
+		Run: runDistributorSnapshot},
+	{Name: "distributor-latency", About: "commit -> record in Kafka p50/p99, with and without LISTEN",
+		Run: runDistributorLatency},
+	{Name: "player-delay", About: "delivery delay (player vs bare gRPC fan-out vs sarama consumers), 2-20 targets x 1-10 KB at 1,000 entries/s",
+		Run: runPlayerDelay},
+	{Name: "player-throughput", About: "fan-out throughput to 20 targets with 1 KB entries vs a raw gRPC fan-out on loopback",
+		Run: runPlayerThroughput},
+	{Name: "player-scale", About: "1,000 subscribers over 100 views at 10,000 entries/s of 200 bytes, one stalled target: lag and memory",
+		Run: runPlayerScale},
 }
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "help" {
-		list()
-		return
-	}
-	b, ok := benchmarks[os.Args[1]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "cachebench: unknown benchmark %q\n", os.Args[1])
-		list()
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := b.run(ctx, os.Args[2:]); err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintf(os.Stderr, "cachebench %s: %v\n", os.Args[1], err)
-		os.Exit(1)
-	}
+	code := bench.Main(ctx, "cachebench", benchmarks, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

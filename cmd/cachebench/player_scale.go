@@ -2,15 +2,14 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
 	"strconv"
 	"time"
 
+	"github.com/statecast/statecast/internal/bench"
 	"github.com/statecast/statecast/player"
-	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 
 // runPlayerScale: one in-process player, S subscribers spread over V views (subscriber i
@@ -20,34 +19,22 @@ import (
 // lag (produce → applied, Kafka-ack → applied) of the live subscribers, the player's
 // per-target queue bytes (its metric) for the stalled target and the largest, and the
 // process heap (player + producer + all receivers: an upper bound of the player's).
-func runPlayerScale(ctx context.Context, args []string, w io.Writer) error {
-	fs := flag.NewFlagSet("player-scale", flag.ContinueOnError)
-	brokers := brokersFlag(fs)
-	subs := fs.Int("subscribers", 1000, "subscribers")
-	views := fs.Int("views", 100, "views")
-	rate := fs.Int("rate", 10000, "entries per second")
-	size := fs.Int("size", 200, "entry size in bytes")
-	dur := fs.Duration("duration", 15*time.Second, "measured time")
-	warm := fs.Duration("warmup", 3*time.Second, "warm-up (not measured)")
-	budget := fs.Int64("budget", 4<<20, "player target_budget_bytes")
-	conns := fs.Int("conns", 20, "client connections carrying the subscribers")
-	bare := fs.Bool("bare", true, "also run the bare gRPC fan-out baseline (same routing, a frame per entry)")
-	cpuprof := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	memprof := fs.String("memprofile", "", "write an allocation profile at the end of the run to this file")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	stopProf, err := profiles(profileFiles{cpu: *cpuprof, mem: *memprof})
+func runPlayerScale(ctx context.Context, args *bench.Args, w io.Writer) error {
+	subs := args.Int("subscribers", 1000, "subscribers")
+	views := args.Int("views", 100, "views")
+	rate := args.Int("rate", 10000, "entries per second")
+	size := args.Int("size", 200, "entry size in bytes")
+	dur := args.Duration("duration", 15*time.Second, "measured time")
+	warm := args.Duration("warmup", 3*time.Second, "warm-up (not measured)")
+	budget := args.Int64("budget", 4<<20, "player target_budget_bytes")
+	conns := args.Int("conns", 20, "client connections carrying the subscribers")
+	bare := args.Bool("bare", true, "also run the bare gRPC fan-out baseline (same routing, a frame per entry)")
+	bs, err := args.Parse()
 	if err != nil {
 		return err
 	}
-	defer stopProf()
-	bs, err := splitBrokers(*brokers)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "player-scale: %d subscribers over %d views (%d per view), %d entries/s of %d B, subscriber 0 stalled, budget %d B/target, %s measured after %s, GOMAXPROCS=%d, receivers in this process\n",
-		*subs, *views, *subs / *views, *rate, *size, *budget, *dur, *warm, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "player-scale: %d subscribers over %d views (%d per view), %d entries/s of %d B, subscriber 0 stalled, budget %d B/target, %s measured after %s, %s\n",
+		*subs, *views, *subs / *views, *rate, *size, *budget, *dur, *warm, bench.Layout())
 	total := int(float64(*rate) * (*dur + *warm).Seconds())
 	warmN := int(float64(*rate) * warm.Seconds())
 	if *bare {
@@ -56,29 +43,29 @@ func runPlayerScale(ctx context.Context, args []string, w io.Writer) error {
 		}
 	}
 	runtime.GC() // the baseline's buffers must not count in the player's heap
-	topic, drop, err := newTopic(bs, "bench_scale")
+	topic, drop, err := bench.NewTopic(bs, "bench_scale")
 	if err != nil {
 		return err
 	}
 	defer drop()
-	pr, err := startPlayer(bs, topic, func(c *player.Config) { c.TargetBudgetBytes = *budget })
+	pr, err := bench.StartPlayer(bs, topic, func(c *player.Config) { c.TargetBudgetBytes = *budget })
 	if err != nil {
 		return err
 	}
-	defer pr.close()
-	// The delivery checker is not attached here: its records would dominate the heap.
+	defer pr.Close()
 	start := time.Now()
-	err = pr.connect(*subs, *conns, func(i int) []string {
-		if i == 0 {
-			return nil // the stalled subscriber wants every view: 10x the traffic of the others
-		}
-		return []string{"v" + strconv.Itoa(i%*views)}
-	}, func(i int) bool { return i == 0 })
+	err = pr.Connect(bench.Targets{N: *subs, Conns: *conns,
+		Views: func(i int) []string {
+			if i == 0 {
+				return nil // the stalled subscriber wants every view: 10x the traffic of the others
+			}
+			return []string{"v" + strconv.Itoa(i%*views)}
+		},
+		Stalled:   func(i int) bool { return i == 0 },
+		Unchecked: true, // the checker's records would dominate the heap
+	})
 	if err != nil {
 		return err
-	}
-	for _, r := range pr.recv {
-		r.frames = nil
 	}
 	fmt.Fprintf(w, "%d subscribers admitted in %.1fs\n", *subs, time.Since(start).Seconds())
 
@@ -87,9 +74,8 @@ func runPlayerScale(ctx context.Context, args []string, w io.Writer) error {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		maxHeap = max(maxHeap, int64(ms.HeapInuse))
-		st := pr.p.Status()
 		var sum int64
-		for _, s := range st.Streams {
+		for _, s := range pr.P.Status().Streams {
 			for _, t := range s.Targets {
 				sum += t.QueueBytes
 				maxQueue = max(maxQueue, t.QueueBytes)
@@ -100,58 +86,35 @@ func runPlayerScale(ctx context.Context, args []string, w io.Writer) error {
 		}
 		maxSum = max(maxSum, sum)
 	}
-	sctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tk := time.NewTicker(250 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-sctx.Done():
-				return
-			case <-tk.C:
-				sample()
-			}
-		}
-	}()
-	p, err := newProducer(bs, topic)
+	stopSampling := bench.Every(250*time.Millisecond, sample)
+	defer stopSampling()
+	p, err := bench.NewProducer(bs, topic)
 	if err != nil {
-		stop()
 		return err
 	}
 	perView := make([]int, *views)
-	pace(ctx, *rate, func(i int) bool {
+	bench.Pace(ctx, *rate, func(i int) bool {
 		if i >= total {
 			return false
 		}
 		v := i % *views
 		perView[v]++
-		p.send("v"+strconv.Itoa(v), (i / *views)%100, *size)
+		p.Send("v"+strconv.Itoa(v), (i / *views)%100, *size)
 		return true
 	})
-	if err := p.close(); err != nil {
-		stop()
+	if err := p.Close(); err != nil {
 		return err
 	}
-	ok := waitFor(2*time.Minute, func() bool {
-		for i, r := range pr.recv {
-			if !r.stalled && r.count() < perView[i%*views] {
-				return false
-			}
-		}
-		return true
-	})
-	stop()
-	<-done
+	ok := bench.WaitFor(2*time.Minute, func() bool { return allRouted(pr.Recv, perView) })
+	stopSampling()
 	sample()
 	if !ok {
 		return fmt.Errorf("live subscribers did not get all their entries")
 	}
 	// The first warmN records are offsets < warmN (the topic is fresh).
-	st, ak, _ := latencies(pr.recv, int64(warmN), p.acks)
+	st, ak, _ := bench.Latencies(pr.Recv, int64(warmN), p.Acks)
 	stalled := "no longer connected (suspended: ack time-out or stream error)"
-	for _, s := range pr.p.Status().Streams {
+	for _, s := range pr.P.Status().Streams {
 		for _, t := range s.Targets {
 			if t.ID == "t0" {
 				stalled = fmt.Sprintf("state %s, last ack %d, queue %d B, unacked batches %d, overflows %d, recoveries %d",
@@ -159,8 +122,8 @@ func runPlayerScale(ctx context.Context, args []string, w io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(w, "player: lag produce→applied    %s\n", summarize(st))
-	fmt.Fprintf(w, "player: lag kafka-ack→applied  %s\n", summarize(ak))
+	fmt.Fprintf(w, "player: lag produce→applied    %s\n", bench.Summarize(st))
+	fmt.Fprintf(w, "player: lag kafka-ack→applied  %s\n", bench.Summarize(ak))
 	fmt.Fprintf(w, "goal: lag p99 <= 100 ms\n")
 	fmt.Fprintf(w, "stalled target t0: max queue %d B (budget %d B); at end: %s\n", maxStalled, *budget, stalled)
 	fmt.Fprintf(w, "largest target queue %d B; all targets' queues max %d B; process heap in use max %.1f MB (player + producer + %d receivers)\n",
@@ -168,14 +131,25 @@ func runPlayerScale(ctx context.Context, args []string, w io.Writer) error {
 	return nil
 }
 
+// allRouted reports whether every live receiver i got the entries of its view, i mod
+// len(perView) (perView[v] entries were sent to view v).
+func allRouted(rs []*bench.Receiver, perView []int) bool {
+	for i, r := range rs {
+		if !r.Stalled && r.Count() < perView[i%len(perView)] {
+			return false
+		}
+	}
+	return true
+}
+
 // scaleBare is the same routing on the bare gRPC fan-out: entry i goes, as a one-entry
 // frame encoded once, to the subscribers of view i mod views; lag = dispatch → applied.
 func scaleBare(ctx context.Context, w io.Writer, subs, views, rate, size, total, warmN, conns int) error {
-	b, err := startBare(subs, conns, func(i int) bool { return i == 0 })
+	b, err := bench.StartBare(subs, conns, func(i int) bool { return i == 0 })
 	if err != nil {
 		return err
 	}
-	defer b.close()
+	defer b.Close()
 	byView := make([][]int, views)
 	for i := range subs {
 		if i != 0 { // a stalled stream would block this simple fan-out (no budget logic): left out
@@ -183,30 +157,21 @@ func scaleBare(ctx context.Context, w io.Writer, subs, views, rate, size, total,
 		}
 	}
 	perView := make([]int, views)
-	pace(ctx, rate, func(i int) bool {
+	bench.Pace(ctx, rate, func(i int) bool {
 		if i >= total {
 			return false
 		}
 		v := i % views
 		perView[v]++
-		e := bareEntry(i, size, 100)
+		e := bench.BareEntry(i, size, 100)
 		e.View = "v" + strconv.Itoa(v)
-		b.f.publishTo(byView[v], encodeOnce(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Batch{
-			Batch: &statecastv1.Batch{Entries: []*statecastv1.Entry{e}}}}))
+		b.PublishTo(byView[v], bench.EncodeBatch(e))
 		return true
 	})
-	ok := waitFor(2*time.Minute, func() bool {
-		for i, r := range b.recv {
-			if !r.stalled && r.count() < perView[i%views] {
-				return false
-			}
-		}
-		return true
-	})
-	if !ok {
+	if !bench.WaitFor(2*time.Minute, func() bool { return allRouted(b.Recv, perView) }) {
 		return fmt.Errorf("bare fan-out: subscribers did not get all their entries")
 	}
-	st, _, _ := latencies(b.recv, int64(warmN), nil)
-	fmt.Fprintf(w, "bare gRPC fan-out: lag dispatch→applied  %s\n", summarize(st))
+	st, _, _ := bench.Latencies(b.Recv, int64(warmN), nil)
+	fmt.Fprintf(w, "bare gRPC fan-out: lag dispatch→applied  %s\n", bench.Summarize(st))
 	return nil
 }

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"runtime"
-	"strings"
 	"time"
 
+	"github.com/statecast/statecast/internal/bench"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 
@@ -21,30 +19,18 @@ import (
 //     over the time from the first produce to the last entry applied by the last target.
 //     The producer's own rate is printed beside: if the player's time is close to it, the
 //     number is producer-bound and only a lower bound of the player's capacity.
-func runPlayerThroughput(ctx context.Context, args []string, w io.Writer) error {
-	fs := flag.NewFlagSet("player-throughput", flag.ContinueOnError)
-	brokers := brokersFlag(fs)
-	n := fs.Int("targets", 20, "targets")
-	m := fs.Int("entries", 30000, "entries")
-	size := fs.Int("size", 1024, "entry size in bytes")
-	batch := fs.Int("batch", 512, "raw fan-out batch size (the player's default max_batch_entries)")
-	systems := fs.String("systems", "raw,player", "systems to run")
-	cpuprof := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	memprof := fs.String("memprofile", "", "write an allocation profile (alloc_space) at the end of the run to this file")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	stopProf, err := profiles(profileFiles{cpu: *cpuprof, mem: *memprof})
+func runPlayerThroughput(ctx context.Context, args *bench.Args, w io.Writer) error {
+	n := args.Int("targets", 20, "targets")
+	m := args.Int("entries", 30000, "entries")
+	size := args.Int("size", 1024, "entry size in bytes")
+	batch := args.Int("batch", 512, "raw fan-out batch size (the player's default max_batch_entries)")
+	systems := args.String("systems", "raw,player", "systems to run (raw, player)")
+	bs, err := args.Parse()
 	if err != nil {
 		return err
 	}
-	defer stopProf()
-	bs, err := splitBrokers(*brokers)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "player-throughput: %d entries of %d B to %d targets, GOMAXPROCS=%d, receivers in this process (loopback gRPC)\n",
-		*m, *size, *n, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "player-throughput: %d entries of %d B to %d targets, %s (loopback gRPC)\n",
+		*m, *size, *n, bench.Layout())
 	const rowf = "%-34s %10v %14v %14v %10v\n"
 	fmt.Fprintf(w, rowf, "system", "seconds", "entries/s/tgt", "deliveries/s", "MB/s")
 	line := func(name string, d time.Duration) float64 {
@@ -54,33 +40,14 @@ func runPlayerThroughput(ctx context.Context, args []string, w io.Writer) error 
 		return per
 	}
 	var raw, pl, plE2E float64
-	if strings.Contains(*systems, "raw") {
-		b, err := startBare(*n, *n, nil)
+	if bench.HasSystem(*systems, "raw") {
+		d, err := rawTput(*n, *m, *size, *batch)
 		if err != nil {
 			return err
 		}
-		// Pre-encode the batches (the player encodes each entry once, too).
-		var msgs []rawMsg
-		for i := 0; i < *m; i += *batch {
-			var es []*statecastv1.Entry
-			for j := i; j < min(i+*batch, *m); j++ {
-				es = append(es, bareEntry(j, *size, 1000))
-			}
-			msgs = append(msgs, encodeOnce(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Batch{Batch: &statecastv1.Batch{Entries: es}}}))
-		}
-		start := time.Now()
-		for _, msg := range msgs {
-			b.f.publish(msg)
-		}
-		ok := waitFor(5*time.Minute, func() bool { return allHave(b.recv, *m) })
-		d := time.Since(start)
-		b.close()
-		if !ok {
-			return fmt.Errorf("raw fan-out: receivers did not get all entries")
-		}
 		raw = line("raw gRPC fan-out (encoded once)", d)
 	}
-	if strings.Contains(*systems, "player") {
+	if bench.HasSystem(*systems, "player") {
 		// (a) end to end: the producer writes while the player fans out.
 		d, prod, verdict, err := playerTput(bs, *n, *m, *size, false)
 		if err != nil {
@@ -106,6 +73,35 @@ func runPlayerThroughput(ctx context.Context, args []string, w io.Writer) error 
 	return nil
 }
 
+// rawTput fans m entries of size bytes out to n receivers of a bare gRPC fan-out in
+// batches of batch entries, and returns the time until the last receiver has them all.
+func rawTput(n, m, size, batch int) (time.Duration, error) {
+	b, err := bench.StartBare(n, n, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer b.Close()
+	// Pre-encode the batches (the player encodes each entry once, too).
+	var msgs []bench.RawMsg
+	for i := 0; i < m; i += batch {
+		var es []*statecastv1.Entry
+		for j := i; j < min(i+batch, m); j++ {
+			es = append(es, bench.BareEntry(j, size, 1000))
+		}
+		msgs = append(msgs, bench.EncodeBatch(es...))
+	}
+	start := time.Now()
+	for _, msg := range msgs {
+		b.Publish(msg)
+	}
+	ok := bench.WaitFor(5*time.Minute, func() bool { return bench.AllHave(b.Recv, m) })
+	d := time.Since(start)
+	if !ok {
+		return 0, fmt.Errorf("raw fan-out: receivers did not get all entries")
+	}
+	return d, nil
+}
+
 // playerTput runs one player throughput measurement: n targets subscribed at the head of a
 // fresh topic, m entries of size bytes produced as fast as the producer goes. held: the
 // player's main fetcher waits at its first dispatch until every record is acknowledged by
@@ -113,32 +109,33 @@ func runPlayerThroughput(ctx context.Context, args []string, w io.Writer) error 
 // the time to the last entry applied by the last target, the producer's own time and the
 // delivery checker's verdict.
 func playerTput(bs []string, n, m, size int, held bool) (d, prod time.Duration, verdict string, err error) {
-	topic, drop, err := newTopic(bs, "bench_tput")
+	topic, drop, err := bench.NewTopic(bs, "bench_tput")
 	if err != nil {
 		return 0, 0, "", err
 	}
 	defer drop()
-	pr, err := startPlayer(bs, topic, nil)
+	pr, err := bench.StartPlayer(bs, topic, nil)
 	if err != nil {
 		return 0, 0, "", err
 	}
-	defer pr.close()
-	if err := pr.connect(n, n, nil, nil); err != nil {
+	defer pr.Close()
+	if err := pr.Connect(bench.Targets{N: n, Conns: n}); err != nil {
 		return 0, 0, "", err
 	}
-	p, err := newProducer(bs, topic)
+	p, err := bench.NewProducer(bs, topic)
 	if err != nil {
 		return 0, 0, "", err
 	}
 	var release func()
 	if held {
-		release = pr.holdDispatch()
+		release = pr.HoldDispatch()
+		defer release() // on an early return, the fetcher must not stay held
 	}
 	start := time.Now()
 	for i := range m {
-		p.send("v", i%1000, size)
+		p.Send("v", i%1000, size)
 	}
-	if err := p.close(); err != nil {
+	if err := p.Close(); err != nil {
 		return 0, 0, "", err
 	}
 	prod = time.Since(start)
@@ -146,13 +143,9 @@ func playerTput(bs []string, n, m, size int, held bool) (d, prod time.Duration, 
 		start = time.Now()
 		release()
 	}
-	if !waitFor(5*time.Minute, func() bool { return allHave(pr.recv, m) }) {
+	if !bench.WaitFor(5*time.Minute, func() bool { return bench.AllHave(pr.Recv, m) }) {
 		return 0, 0, "", fmt.Errorf("player: targets did not get all entries")
 	}
 	d = time.Since(start)
-	verdict = "ok (ordered, unique, reliable, resumable)"
-	if err := pr.check(); err != nil {
-		verdict = "VIOLATIONS: " + strings.ReplaceAll(err.Error(), "\n", " | ")
-	}
-	return d, prod, verdict, nil
+	return d, prod, bench.CheckVerdict(pr.Check()), nil
 }
