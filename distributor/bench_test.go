@@ -12,7 +12,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
@@ -152,10 +152,10 @@ func BenchmarkSnapshot(b *testing.B) {
 
 func rawProduce(brokers []string, topic string, keys, vals [][]byte) error {
 	n := len(keys)
-	cfg := kafkautil.ProducerConfig("bench-raw")
+	cfg := kafkaconn.ProducerConfig("bench-raw")
 	cfg.Producer.Flush.Bytes = 1 << 20
 	cfg.Producer.Flush.Frequency = time.Millisecond
-	admin, err := sarama.NewClusterAdmin(brokers, kafkautil.NewConfig("bench"))
+	admin, err := sarama.NewClusterAdmin(brokers, kafkaconn.NewConfig("bench"))
 	if err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func benchLogger() *slog.Logger {
 // rowRecords reads the row records of a topic (keys and values).
 func rowRecords(b *testing.B, brokers []string, topic string) (keys, vals [][]byte) {
 	b.Helper()
-	client, err := sarama.NewClient(brokers, kafkautil.NewConfig("bench-reader"))
+	client, err := sarama.NewClient(brokers, kafkaconn.NewConfig("bench-reader"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package distributor
 
 import (
 	"bytes"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
+
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // Documented defaults (see docs/operations.md).
@@ -46,23 +47,24 @@ type PostgresConfig struct {
 	DSN string `yaml:"dsn"`
 }
 
-// KafkaConfig says how to reach the broker.
+// KafkaConfig says how to reach the broker and how to produce.
 type KafkaConfig struct {
-	Brokers  []string `yaml:"brokers"`
-	ClientID string   `yaml:"client_id"` // default DefaultClientID
+	// The connection (brokers, client_id, timeout, tls, sasl) of every Kafka client of the
+	// distributor: topic admin, start-up read-back, producer. ClientID defaults to
+	// DefaultClientID. A produce request that times out is retried (counted in
+	// statecast_distributor_produce_retries_total).
+	kafkaconn.Config `yaml:",inline"`
 	// Compression of produced batches: lz4 (default), zstd, snappy, gzip or none.
 	Compression string `yaml:"compression"`
 	// MaxMessageBytes caps a record; 0 means the topic's max.message.bytes.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
-	// TLS and SASL of the connections (see KafkaTLS, KafkaSASL).
-	TLS  KafkaTLS  `yaml:"tls"`
-	SASL KafkaSASL `yaml:"sasl"`
-	// Timeout is the network timeout (dial, read, write) of every Kafka request, and caps
-	// the broker's produce timeout; 0 = sarama's 30s. A request that times out is retried
-	// (counted in statecast_distributor_produce_retries_total).
-	Timeout time.Duration `yaml:"timeout"`
+}
 
-	tlsConfig *tls.Config // built by Validate from TLS
+// clientConfig is the connection's sarama config, its client id suffixed (admin, restore).
+func (k *KafkaConfig) clientConfig(suffix string) *sarama.Config {
+	c := k.SaramaConfig()
+	c.ClientID += suffix
+	return c
 }
 
 // StreamConfig is one topic and its views.
@@ -196,11 +198,11 @@ func (c *Config) Validate() error {
 	if c.Postgres.DSN == "" {
 		bad("postgres.dsn: required")
 	}
-	if len(c.Kafka.Brokers) == 0 {
-		bad("kafka.brokers: required")
-	}
 	if c.Kafka.ClientID == "" {
 		c.Kafka.ClientID = DefaultClientID
+	}
+	if err := c.Kafka.Config.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if _, ok := compressions[c.Kafka.Compression]; !ok {
 		bad("kafka.compression: %q must be lz4, zstd, snappy, gzip or none", c.Kafka.Compression)
@@ -208,7 +210,6 @@ func (c *Config) Validate() error {
 	if c.Kafka.MaxMessageBytes < 0 {
 		bad("kafka.max_message_bytes: must not be negative")
 	}
-	c.Kafka.validateClient(bad)
 	if len(c.Streams) == 0 {
 		bad("streams: at least one stream is required")
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/IBM/sarama"
 )
 
 const goodYAML = `
@@ -120,6 +122,42 @@ func TestIncLess(t *testing.T) {
 	} {
 		if got := incLess(tc.oid, tc.a, tc.b); got != tc.want {
 			t.Errorf("incLess(%d, %s, %s) = %v", tc.oid, tc.a, tc.b, got)
+		}
+	}
+}
+
+// TestKafkaInFile: the kafka block is a kafkaconn.Config: its settings reach every sarama
+// config the distributor makes, and its errors are config errors naming the field.
+func TestKafkaInFile(t *testing.T) {
+	t.Setenv("TEST_KAFKA_PASSWORD", "s3cr:t ${x}")
+	file := func(kafka string) string {
+		return "postgres: {dsn: postgres://u@h/db}\nkafka:\n  brokers: [localhost:9092]\n" + kafka +
+			"\nstreams:\n  - topic: t\n    views:\n      - {name: v, sql: SELECT 1 AS id, key: [id]}\n"
+	}
+	c, err := ParseConfig([]byte(file(`  sasl: {mechanism: SCRAM-SHA-256, user: svc, password: "${TEST_KAFKA_PASSWORD}"}
+  timeout: 2s`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, prod := c.Kafka.clientConfig("-admin"), c.Kafka.SaramaProducerConfig()
+	if admin.ClientID != DefaultClientID+"-admin" || prod.ClientID != DefaultClientID {
+		t.Errorf("client ids %q, %q", admin.ClientID, prod.ClientID)
+	}
+	for _, sc := range []*sarama.Config{admin, prod} {
+		if !sc.Net.SASL.Enable || sc.Net.SASL.Password != "s3cr:t ${x}" || sc.Net.SASL.SCRAMClientGeneratorFunc == nil || sc.Net.ReadTimeout != 2*time.Second {
+			t.Errorf("sasl %+v, read timeout %v", sc.Net.SASL, sc.Net.ReadTimeout)
+		}
+	}
+	if !prod.Producer.Idempotent || prod.Producer.RequiredAcks != sarama.WaitForAll {
+		t.Errorf("producer settings lost")
+	}
+	for _, tc := range []struct{ kafka, want string }{
+		{`  sasl: {mechanism: PLAIN, user: u, password: "${TEST_KAFKA_UNSET_PW}"}`, "TEST_KAFKA_UNSET_PW"},
+		{"  tls: {enabled: true, ca_file: /nonexistent/ca.pem}", "kafka.tls.ca_file"},
+		{"  tls: {enabled: true, verify: false}", "field verify not found"},
+	} {
+		if _, err := ParseConfig([]byte(file(tc.kafka))); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want ErrConfig containing %q", tc.kafka, err, tc.want)
 		}
 	}
 }

@@ -92,7 +92,7 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 	defer pool.Close()
 	d.pool = pool
 
-	admin, err := sarama.NewClusterAdmin(d.cfg.Kafka.Brokers, d.cfg.Kafka.saramaConfig(d.cfg.Kafka.ClientID+"-admin"))
+	admin, err := sarama.NewClusterAdmin(d.cfg.Kafka.Brokers, d.cfg.Kafka.clientConfig("-admin"))
 	if err != nil {
 		return fmt.Errorf("distributor: kafka admin: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // BenchmarkCommitLatency measures the time from a PostgreSQL commit to the changed row
@@ -65,7 +65,7 @@ func commitLatency(b *testing.B, listen string, interval time.Duration) {
 	if err := d.WaitReady(ctx); err != nil {
 		b.Fatal(err)
 	}
-	cfg := kafkautil.NewConfig("lat-reader")
+	cfg := kafkaconn.NewConfig("lat-reader")
 	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
 	c, err := sarama.NewConsumer(e.brokers, cfg)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // producer sends a stream's records through one idempotent sarama AsyncProducer (acks=all,
-// one request in flight, lz4: internal/kafkautil.ProducerConfig). Records are fed as a
+// one request in flight, lz4: internal/kafkaconn.ProducerConfig). Records are fed as a
 // continuous pipeline (no stall between batches) while a goroutine counts the broker's
 // acknowledgements; idempotence with one request in flight keeps them in order. It is used
 // by the stream's publisher loop only (one send at a time). After a send error the sarama

@@ -125,7 +125,7 @@ func (s *stream) activeRun(parent context.Context, lock *streamLock) error {
 	s.active.Store(true)
 	s.m.active.WithLabelValues(s.cfg.Topic).Set(1)
 
-	pcfg := s.d.cfg.Kafka.producerConfig()
+	pcfg := s.d.cfg.Kafka.SaramaProducerConfig()
 	retries := s.m.produceRetries.WithLabelValues(s.cfg.Topic)
 	pcfg.Producer.Retry.BackoffFunc = func(int, int) time.Duration { // called once per retry
 		retries.Inc()

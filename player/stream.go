@@ -15,7 +15,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // tsMark is a sample of the log's timeline: the record at off was appended at ts.
@@ -80,7 +80,7 @@ func newStream(p *Player, cfg StreamConfig) *stream {
 
 // connect opens the Kafka clients and reads the tombstone horizon.
 func (s *stream) connect() error {
-	kc := kafkautil.NewConfig(s.p.cfg.ClientID)
+	kc := kafkaconn.NewConfig(s.p.cfg.ClientID)
 	kc.Consumer.MaxWaitTime = 100 * time.Millisecond
 	kc.Consumer.Fetch.Default = 4 << 20
 	var err error

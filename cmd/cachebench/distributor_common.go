@@ -19,7 +19,7 @@ import (
 
 	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/internal/devenv"
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 type distEnv struct {
@@ -71,7 +71,7 @@ func (e *distEnv) close() {
 		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+e.db+" WITH (FORCE)")
 		_ = conn.Close(ctx)
 	}
-	if a, err := sarama.NewClusterAdmin(e.brokers, kafkautil.NewConfig("cachebench")); err == nil {
+	if a, err := sarama.NewClusterAdmin(e.brokers, kafkaconn.NewConfig("cachebench")); err == nil {
 		for _, t := range e.topics {
 			_ = a.DeleteTopic(t)
 		}
@@ -122,7 +122,7 @@ func (r *runningDistributor) stop() error {
 
 // distEndOffset returns the end offset of partition 0 of topic.
 func distEndOffset(brokers []string, topic string) (int64, error) {
-	c, err := sarama.NewClient(brokers, kafkautil.NewConfig("cachebench"))
+	c, err := sarama.NewClient(brokers, kafkaconn.NewConfig("cachebench"))
 	if err != nil {
 		return 0, err
 	}

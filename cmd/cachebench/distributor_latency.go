@@ -17,7 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/statecast/statecast/distributor"
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 func init() {
@@ -97,7 +97,7 @@ func (a *arrivals) get(key string) (time.Time, bool) {
 
 // consumeFrom starts a consumer of topic at offset from that records arrival times.
 func consumeFrom(ctx context.Context, brokers []string, topic string, from int64) (*arrivals, func(), error) {
-	cfg := kafkautil.NewConfig("cachebench-lat")
+	cfg := kafkaconn.NewConfig("cachebench-lat")
 	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
 	c, err := sarama.NewConsumer(brokers, cfg)
 	if err != nil {
@@ -170,7 +170,7 @@ func rawLatency(ctx context.Context, env *distEnv, n int, every time.Duration) (
 		return nil, err
 	}
 	defer stop()
-	p, err := sarama.NewSyncProducer(env.brokers, kafkautil.ProducerConfig("cachebench"))
+	p, err := sarama.NewSyncProducer(env.brokers, kafkaconn.ProducerConfig("cachebench"))
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +209,7 @@ func commitLatency(ctx context.Context, env *distEnv, conn *pgx.Conn, listen boo
 	}
 	cfg := distributor.Config{
 		Postgres: distributor.PostgresConfig{DSN: env.dsn},
-		Kafka:    distributor.KafkaConfig{Brokers: env.brokers, ClientID: "cachebench"},
+		Kafka:    distributor.KafkaConfig{Config: kafkaconn.Config{Brokers: env.brokers, ClientID: "cachebench"}},
 		Streams:  []distributor.StreamConfig{{Topic: topic, Views: []distributor.ViewConfig{v}}},
 	}
 	r, _, err := startDistributor(ctx, cfg)

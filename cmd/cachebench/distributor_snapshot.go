@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/statecast/statecast/distributor"
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/pgjson"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
@@ -85,7 +85,7 @@ func runDistributorSnapshot(ctx context.Context, args []string) error {
 		kb += len(keys[i])
 		vb += len(values[i])
 	}
-	fmt.Printf("rows=%d  avg key=%dB  avg value=%dB  headers=5 sc-* headers  producer=kafkautil.ProducerConfig (idempotent, acks=all, 1 in flight, lz4)\n",
+	fmt.Printf("rows=%d  avg key=%dB  avg value=%dB  headers=5 sc-* headers  producer=kafkaconn.ProducerConfig (idempotent, acks=all, 1 in flight, lz4)\n",
 		len(keys), kb/len(keys), vb/len(keys))
 	fmt.Printf("example value: %s\n\n", values[len(values)/2])
 
@@ -207,7 +207,7 @@ func benchMessages(topic string, keys, values [][]byte) []*sarama.ProducerMessag
 
 func createCompacted(env *distEnv, prefix string) (string, error) {
 	topic := env.topic(prefix)
-	a, err := sarama.NewClusterAdmin(env.brokers, kafkautil.NewConfig("cachebench"))
+	a, err := sarama.NewClusterAdmin(env.brokers, kafkaconn.NewConfig("cachebench"))
 	if err != nil {
 		return "", err
 	}
@@ -227,7 +227,7 @@ func saramaSync(env *distEnv, keys, values [][]byte) (rateResult, error) {
 		return rateResult{}, err
 	}
 	msgs := benchMessages(topic, keys, values)
-	p, err := sarama.NewSyncProducer(env.brokers, kafkautil.ProducerConfig("cachebench"))
+	p, err := sarama.NewSyncProducer(env.brokers, kafkaconn.ProducerConfig("cachebench"))
 	if err != nil {
 		return rateResult{}, err
 	}
@@ -253,7 +253,7 @@ func saramaAsync(env *distEnv, keys, values [][]byte) (rateResult, error) {
 		return rateResult{}, err
 	}
 	msgs := benchMessages(topic, keys, values)
-	p, err := sarama.NewAsyncProducer(env.brokers, kafkautil.ProducerConfig("cachebench"))
+	p, err := sarama.NewAsyncProducer(env.brokers, kafkaconn.ProducerConfig("cachebench"))
 	if err != nil {
 		return rateResult{}, err
 	}
@@ -290,7 +290,7 @@ func distributorSnapshot(ctx context.Context, env *distEnv, rows int64) (rateRes
 	topic := env.topic("bench_dist")
 	cfg := distributor.Config{
 		Postgres: distributor.PostgresConfig{DSN: env.dsn},
-		Kafka:    distributor.KafkaConfig{Brokers: env.brokers, ClientID: "cachebench"},
+		Kafka:    distributor.KafkaConfig{Config: kafkaconn.Config{Brokers: env.brokers, ClientID: "cachebench"}},
 		Streams: []distributor.StreamConfig{{Topic: topic, Views: []distributor.ViewConfig{
 			{Name: "bench", SQL: snapshotQuery, Key: []string{"id"}},
 		}}},

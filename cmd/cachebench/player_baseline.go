@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/statecast/statecast/internal/checker"
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
 )
@@ -189,7 +189,7 @@ type consumers struct {
 func startConsumers(brokers []string, topic string, n int, start int64) (*consumers, error) {
 	c := &consumers{}
 	for i := range n {
-		cfg := kafkautil.NewConfig("cachebench-consumer-" + strconv.Itoa(i))
+		cfg := kafkaconn.NewConfig("cachebench-consumer-" + strconv.Itoa(i))
 		cfg.Consumer.MaxWaitTime = 100 * time.Millisecond // as the player's fetchers
 		cl, err := sarama.NewClient(brokers, cfg)
 		if err != nil {

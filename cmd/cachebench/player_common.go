@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
@@ -104,7 +104,7 @@ func pace(ctx context.Context, rate int, f func(i int) bool) {
 // newTopic creates a unique one-partition compacted topic and returns its name and a
 // function deleting it.
 func newTopic(brokers []string, prefix string) (string, func(), error) {
-	admin, err := sarama.NewClusterAdmin(brokers, kafkautil.NewConfig("cachebench"))
+	admin, err := sarama.NewClusterAdmin(brokers, kafkaconn.NewConfig("cachebench"))
 	if err != nil {
 		return "", nil, err
 	}
@@ -149,7 +149,7 @@ type producer struct {
 }
 
 func newProducer(brokers []string, topic string) (*producer, error) {
-	cfg := kafkautil.ProducerConfig("cachebench-producer")
+	cfg := kafkaconn.ProducerConfig("cachebench-producer")
 	cfg.Producer.Flush.Frequency = 0
 	ap, err := sarama.NewAsyncProducer(brokers, cfg)
 	if err != nil {
@@ -198,7 +198,7 @@ func (p *producer) close() error {
 
 // endOffset returns the high-water mark of partition 0.
 func endOffset(brokers []string, topic string) (int64, error) {
-	c, err := sarama.NewClient(brokers, kafkautil.NewConfig("cachebench"))
+	c, err := sarama.NewClient(brokers, kafkaconn.NewConfig("cachebench"))
 	if err != nil {
 		return 0, err
 	}

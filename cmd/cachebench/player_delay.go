@@ -11,7 +11,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 
@@ -228,7 +228,7 @@ func runBareKafkaCell(ctx context.Context, brokers []string, n, size, rate, tota
 		return nil, err
 	}
 	defer b.close()
-	cfg := kafkautil.NewConfig("cachebench-bare-fetcher")
+	cfg := kafkaconn.NewConfig("cachebench-bare-fetcher")
 	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond // as the player's fetchers
 	cfg.Consumer.Fetch.Default = 4 << 20
 	cl, err := sarama.NewClient(brokers, cfg)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/parallel"
 )
 
@@ -30,7 +30,7 @@ type Config struct {
 	Brokers []string
 	Group   string
 	Topics  []string
-	// Sarama is the client configuration, default kafkautil.NewConfig("statecast-parallel").
+	// Sarama is the client configuration, default kafkaconn.NewConfig("statecast-parallel").
 	// Auto-commit is turned off (the consumer commits itself).
 	Sarama *sarama.Config
 	// Engine configures each partition's engine: Handler or BatchHandler, Ordering,
@@ -70,7 +70,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("saramapc: invalid config: %w", errors.Join(errs...))
 	}
 	if c.Sarama == nil {
-		c.Sarama = kafkautil.NewConfig("statecast-parallel")
+		c.Sarama = kafkaconn.NewConfig("statecast-parallel")
 	}
 	c.Sarama.Consumer.Offsets.AutoCommit.Enable = false
 	c.Sarama.Consumer.Return.Errors = true

@@ -10,8 +10,8 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/parallel"
 )
 
@@ -96,7 +96,7 @@ func TestGapsTransactionalAndCompacted(t *testing.T) {
 		"min.compaction.lag.ms":     "0",
 		"delete.retention.ms":       "100",
 	})
-	pc := kafkautil.ProducerConfig("saramapc-txn")
+	pc := kafkaconn.ProducerConfig("saramapc-txn")
 	pc.Producer.Transaction.ID = testenv.UniqueName("txn")
 	p, err := sarama.NewSyncProducer(brokers, pc)
 	if err != nil {
