@@ -29,7 +29,7 @@ func TestBadView(t *testing.T) {
 		{name: "incremental of wrong type", view: ViewConfig{SQL: "SELECT id, name FROM items", Key: []string{"id"}, Incremental: "name"}, want: `column "name"`},
 	}
 	for _, tc := range cases {
-		forDesigns(t, tc.name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.createItems()
 			tc.view.Name = "bad"

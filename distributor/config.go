@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/statecast/statecast/kafkaconn"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // Documented defaults (see docs/operations.md).
@@ -147,8 +148,7 @@ func parseOverlap(s string) (Overlap, error) {
 }
 
 var (
-	envRef   = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-	viewName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+	envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 	// Topic names as Kafka allows them.
 	topicName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
 	identName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
@@ -251,7 +251,7 @@ func (c *Config) Validate() error {
 		for j := range s.Views {
 			v := &s.Views[j]
 			vw := fmt.Sprintf("%s.views[%d]", where, j)
-			if !viewName.MatchString(v.Name) {
+			if !record.ValidViewName(v.Name) {
 				bad("%s.name: %q must match [A-Za-z_][A-Za-z0-9_.-]*", vw, v.Name)
 			} else {
 				vw = fmt.Sprintf("view %q", v.Name)

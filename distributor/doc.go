@@ -30,10 +30,6 @@
 //     records and touches viewState. Everything else asks it for work through channels:
 //   - the poll timer lives inside the publisher loop (a time.Timer set to the earliest due poll);
 //   - per send, one goroutine that counts the producer's acknowledgements (producer.go);
-//   - in the two-pass design only (twoPass in read.go; not the default), per epoch, one pass-2
-//     reader (publish.go streamEpochRows) that re-reads the view from the epoch's snapshot
-//     transaction and hands batches of records to the publisher loop, which feeds the
-//     producer; the loop does not touch the transaction until the reader has ended;
 //   - the LISTEN waker (listen.go): a dedicated pgx connection that LISTENs to the views'
 //     channels and, on a notification, sends a non-blocking wake-up for the view;
 //   - the cron scheduler (robfig/cron/v3): sends a reconcile request, non-blocking;
@@ -55,10 +51,7 @@
 //   - At start-up every view is fully read and validated (key columns exist, no NULL or
 //     duplicate keys, every column type mapped, no record above the broker's message limit)
 //     before anything is published; any error stops start-up and nothing is published.
-//     One-pass (default): the rows to publish are buffered by that read. Two-pass: the read
-//     keeps only key → hash, and the epoch re-reads the same REPEATABLE READ snapshot while
-//     sending, checking every row against the first read (a volatile value is published as
-//     re-read; a key or row set that differs ends the epoch without an end).
+//     The rows to publish are buffered by that read.
 //   - Restart: the topic is read from its start to its end; then every view runs a start-up
 //     epoch in mode "reconcile" (only changed/missing rows and tombstones for vanished keys are
 //     published), which also catches deletes that happened while the distributor was down.

@@ -421,20 +421,3 @@ func waitCond(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
-// forDesigns runs f as subtests name/one-pass and name/two-pass, with epochs read in each
-// design (twoPass; restored after the subtest's distributors stopped: Cleanup is LIFO).
-func forDesigns(t *testing.T, name string, f func(t *testing.T)) {
-	for _, two := range []bool{false, true} {
-		design := "one-pass"
-		if two {
-			design = "two-pass"
-		}
-		t.Run(name+"/"+design, func(t *testing.T) {
-			old := twoPass
-			twoPass = two
-			t.Cleanup(func() { twoPass = old })
-			f(t)
-		})
-	}
-}
