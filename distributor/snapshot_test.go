@@ -14,7 +14,7 @@ const itemsSQL = "SELECT id, name, price, updated_at FROM items"
 
 func itemsView() ViewConfig {
 	return ViewConfig{Name: "items", SQL: itemsSQL, Key: []string{"id"},
-		Incremental: "updated_at", PollInterval: 50 * time.Millisecond, Overlap: Overlap{Duration: 10 * time.Second, set: true}}
+		ViewSettings: ViewSettings{Incremental: "updated_at", PollInterval: 50 * time.Millisecond, Overlap: Overlap{Duration: 10 * time.Second, set: true}}}
 }
 
 func (e *env) createItems() {

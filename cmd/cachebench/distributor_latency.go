@@ -200,7 +200,7 @@ func rawLatency(ctx context.Context, env *distEnv, n int, every time.Duration) (
 func commitLatency(ctx context.Context, env *distEnv, conn *pgx.Conn, listen bool, n int, every, poll time.Duration) ([]time.Duration, error) {
 	topic := env.topic("bench_lat")
 	v := distributor.ViewConfig{Name: "lat", SQL: "SELECT id, v, updated_at FROM lat", Key: []string{"id"},
-		Incremental: "updated_at", PollInterval: poll}
+		ViewSettings: distributor.ViewSettings{Incremental: "updated_at", PollInterval: poll}}
 	if err := v.Overlap.UnmarshalYAML(&yaml.Node{Kind: yaml.ScalarNode, Value: "1s"}); err != nil {
 		return nil, err
 	}
