@@ -3,8 +3,10 @@ package distributor
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -125,7 +127,7 @@ type ViewSettings struct {
 func (v *ViewSettings) inherit(d *ViewSettings) {
 	dst, src := reflect.ValueOf(v).Elem(), reflect.ValueOf(d).Elem()
 	for i := range dst.NumField() {
-		if dst.Field(i).IsZero() {
+		if dst.Field(i).IsZero() && !src.Field(i).IsZero() {
 			dst.Field(i).Set(src.Field(i))
 		}
 	}
@@ -276,8 +278,9 @@ func (c *Config) Validate() error {
 				}
 				views[v.Name] = s.Topic
 			}
-			v.SQL = strings.TrimSpace(v.SQL)
-			v.SQL = strings.TrimSpace(strings.TrimSuffix(v.SQL, ";"))
+			if sql := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v.SQL), ";")); sql != v.SQL {
+				v.SQL = sql
+			}
 			if v.SQL == "" {
 				bad("%s.sql: required", vw)
 			}
@@ -332,6 +335,21 @@ func (v *ViewSettings) check(where string, bad func(string, ...any)) {
 	default:
 		bad("%s.refresh_mode: %q must be %q or %q", where, v.RefreshMode, ModeReconcile, ModeRewrite)
 	}
+}
+
+// clone returns a copy of c that shares no memory with it (New validates and keeps its own).
+func (c Config) clone() Config {
+	c.Kafka.Brokers = slices.Clone(c.Kafka.Brokers)
+	c.Streams = slices.Clone(c.Streams)
+	for i := range c.Streams {
+		s := &c.Streams[i]
+		s.TopicConfigs = maps.Clone(s.TopicConfigs)
+		s.Views = slices.Clone(s.Views)
+		for j := range s.Views {
+			s.Views[j].Key = slices.Clone(s.Views[j].Key)
+		}
+	}
+	return c
 }
 
 // view returns the config of the named view and its stream.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/statecast/statecast/deploy/demo"
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 const goodYAML = `
@@ -311,6 +312,17 @@ func TestStreamDefaultsErrors(t *testing.T) {
 func TestNewValidates(t *testing.T) {
 	if _, err := New(Config{}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("New(empty) = %v", err)
+	}
+	// New validates its own copy: the caller's config (shared by a test's two
+	// distributors, say) is never written
+	cfg := Config{Postgres: PostgresConfig{DSN: "postgres://u@h/db"}, Kafka: KafkaConfig{Config: kafkaconn.Config{Brokers: []string{"b:9092"}}},
+		Streams: []StreamConfig{{Topic: "t", Defaults: ViewSettings{Listen: "ch", Incremental: "u"},
+			Views: []ViewConfig{{Name: "v", SQL: " SELECT 1 AS id; ", Key: []string{"id"}}}}}}
+	if _, err := New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if v := cfg.Streams[0].Views[0]; v.ViewSettings != (ViewSettings{}) || v.SQL != " SELECT 1 AS id; " || cfg.Kafka.ClientID != "" || cfg.Streams[0].Segment != 0 {
+		t.Errorf("New wrote the caller's config: %+v", cfg)
 	}
 }
 

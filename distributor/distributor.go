@@ -49,9 +49,10 @@ type Distributor struct {
 	runErr  error
 }
 
-// New validates cfg (Config.Validate) and returns a Distributor. It does not connect: Run
-// does.
+// New validates a copy of cfg (Config.Validate) and returns a Distributor. It does not
+// connect: Run does.
 func New(cfg Config, opts ...Option) (*Distributor, error) {
+	cfg = cfg.clone()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
