@@ -98,9 +98,9 @@ func testConfig(brokers []string, group, topic string, h parallel.Handler[Messag
 }
 
 // start runs a consumer until the test ends or stop is called; stop returns Run's error.
-func start(t *testing.T, cfg Config) (c *Consumer, stop func() error) {
+func start(t *testing.T, cfg Config, opts ...Option) (c *Consumer, stop func() error) {
 	t.Helper()
-	c, err := New(cfg)
+	c, err := New(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
