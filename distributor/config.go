@@ -40,13 +40,15 @@ const (
 type Config struct {
 	Postgres PostgresConfig `yaml:"postgres"`
 	Kafka    KafkaConfig    `yaml:"kafka"`
-	// HTTPAddr, when set, serves /healthz, /metrics and POST /reconcile?view=NAME.
+	// HTTPAddr is the address Run serves HTTP on (Handler: /healthz, /metrics,
+	// POST /reconcile?view=NAME). Empty: not served.
 	HTTPAddr string         `yaml:"http_addr"`
 	Streams  []StreamConfig `yaml:"streams"`
 }
 
 // PostgresConfig says how to reach the database.
 type PostgresConfig struct {
+	// DSN is a pgx connection string, URL or key=value, TLS settings included (required).
 	DSN string `yaml:"dsn"`
 }
 
