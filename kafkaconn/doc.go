@@ -10,7 +10,7 @@
 //	if err := kc.Validate(); err != nil { … }
 //	client, err := sarama.NewClient(kc.Brokers, kc.SaramaConfig())
 //
-// In YAML a Config is the `kafka:` block of a daemon's file (see docs/operations.md):
+// In YAML a Config is a `kafka:` block, as in the distributor's file (docs/operations.md):
 //
 //	kafka:
 //	  brokers: [kafka-1:9093]
