@@ -25,11 +25,11 @@ func TestBadView(t *testing.T) {
 		{name: "duplicate key", view: ViewConfig{SQL: "SELECT 7 AS id, name FROM items", Key: []string{"id"}}, want: `key "bad|7": duplicate key`},
 		{name: "unmapped type", view: ViewConfig{SQL: "SELECT id, point(id, 1) AS p FROM items", Key: []string{"id"}}, want: `column "p"`},
 		{name: "oversized row", view: ViewConfig{SQL: "SELECT id, repeat('x', id * 3000) AS big FROM items", Key: []string{"id"}}, maxMsg: 5000, want: "exceeds the broker's message limit"},
-		{name: "missing incremental column", view: ViewConfig{SQL: "SELECT id FROM items", Key: []string{"id"}, Incremental: "updated_at"}, want: `column "updated_at"`},
-		{name: "incremental of wrong type", view: ViewConfig{SQL: "SELECT id, name FROM items", Key: []string{"id"}, Incremental: "name"}, want: `column "name"`},
+		{name: "missing incremental column", view: ViewConfig{SQL: "SELECT id FROM items", Key: []string{"id"}, ViewSettings: ViewSettings{Incremental: "updated_at"}}, want: `column "updated_at"`},
+		{name: "incremental of wrong type", view: ViewConfig{SQL: "SELECT id, name FROM items", Key: []string{"id"}, ViewSettings: ViewSettings{Incremental: "name"}}, want: `column "name"`},
 	}
 	for _, tc := range cases {
-		forDesigns(t, tc.name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.createItems()
 			tc.view.Name = "bad"

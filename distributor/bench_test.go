@@ -12,7 +12,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
@@ -51,49 +51,25 @@ func BenchmarkSnapshot(b *testing.B) {
 		}
 		copyDur := time.Since(start)
 
-		// the distributor's full snapshot into a fresh topic, in both designs: one-pass
-		// (every row read, validated and buffered before the first send) and two-pass
-		// (validate + hash, then re-read the snapshot while sending); the two-pass topic is
-		// the one checked, restarted and replayed by the raw producer below.
-		snapshot := func(design bool, topic string) time.Duration {
-			defer func(old bool) { twoPass = old }(twoPass)
-			twoPass = design
-			e.topic = topic
-			deleteTopicLater(b, e.brokers, e.topic)
-			d, err := New(e.config(ViewConfig{Name: "bench", SQL: sql, Key: []string{"id"}}), WithLogger(benchLogger()))
-			if err != nil {
-				b.Fatal(err)
-			}
-			rctx, cancel := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			start := time.Now()
-			go func() { done <- d.Run(rctx) }()
-			if err := d.WaitReady(ctx); err != nil {
-				b.Fatal(err)
-			}
-			dur := time.Since(start)
-			cancel()
-			if err := <-done; err != nil {
-				b.Fatal(err)
-			}
-			if recs := readAllB(b, e.brokers, e.topic); recs != int64(n)+2 {
-				b.Fatalf("topic has %d records, want %d", recs, n+2)
-			}
-			return dur
+		// the distributor's full snapshot into a fresh topic
+		e.topic = fmt.Sprintf("bench_%d_%d", time.Now().UnixNano(), i)
+		deleteTopicLater(b, e.brokers, e.topic)
+		d, err := New(e.config(ViewConfig{Name: "bench", SQL: sql, Key: []string{"id"}}), WithLogger(benchLogger()))
+		if err != nil {
+			b.Fatal(err)
 		}
-		base := fmt.Sprintf("bench_%d_%d", time.Now().UnixNano(), i)
-		// the second snapshot competes with the broker's log cleaner compacting the first
-		// one's topic: DIST_BENCH_FIRST=twopass swaps the order (run both orders)
-		var onePassDur, snapDur time.Duration
-		if os.Getenv("DIST_BENCH_FIRST") == "twopass" {
-			snapDur = snapshot(true, base)
-			onePassDur = snapshot(false, base+"_onepass")
-			e.topic = base
-		} else {
-			onePassDur = snapshot(false, base+"_onepass")
-			snapDur = snapshot(true, base)
-		}
+		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
+		start = time.Now()
+		go func() { done <- d.Run(rctx) }()
+		if err := d.WaitReady(ctx); err != nil {
+			b.Fatal(err)
+		}
+		snapDur := time.Since(start)
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
 		recs := readAllB(b, e.brokers, e.topic)
 		if recs != int64(n)+2 {
 			b.Fatalf("topic has %d records, want %d", recs, n+2)
@@ -140,10 +116,6 @@ func BenchmarkSnapshot(b *testing.B) {
 		rate := func(d time.Duration) float64 { return float64(n) / d.Seconds() }
 		slower := min(rate(copyDur), rate(rawDur))
 		b.ReportMetric(rate(snapDur), "rows/s")
-		b.ReportMetric(rate(onePassDur), "onepass-rows/s")
-		b.Logf("rows=%d value≈%dB  snapshot two-pass: %.0f rows/s (%v) = %.0f%% of the slower limit; one-pass: %.0f rows/s (%v) = %.0f%%",
-			n, valBytes/n, rate(snapDur), snapDur.Round(time.Millisecond), 100*rate(snapDur)/slower,
-			rate(onePassDur), onePassDur.Round(time.Millisecond), 100*rate(onePassDur)/slower)
 		b.Logf("rows=%d value≈%dB  snapshot: %.0f rows/s (%v)  copy: %.0f rows/s (%v)  raw producer: %.0f rows/s (%v)  snapshot/slower-limit = %.0f%%  restart (restore+reconcile, nothing republished): %v",
 			n, valBytes/n, rate(snapDur), snapDur.Round(time.Millisecond), rate(copyDur), copyDur.Round(time.Millisecond),
 			rate(rawDur), rawDur.Round(time.Millisecond), 100*rate(snapDur)/slower, restartDur.Round(time.Millisecond))
@@ -152,10 +124,10 @@ func BenchmarkSnapshot(b *testing.B) {
 
 func rawProduce(brokers []string, topic string, keys, vals [][]byte) error {
 	n := len(keys)
-	cfg := kafkautil.ProducerConfig("bench-raw")
+	cfg := kafkaconn.ProducerConfig("bench-raw")
 	cfg.Producer.Flush.Bytes = 1 << 20
 	cfg.Producer.Flush.Frequency = time.Millisecond
-	admin, err := sarama.NewClusterAdmin(brokers, kafkautil.NewConfig("bench"))
+	admin, err := sarama.NewClusterAdmin(brokers, kafkaconn.NewConfig("bench"))
 	if err != nil {
 		return err
 	}
@@ -204,7 +176,7 @@ func benchLogger() *slog.Logger {
 // rowRecords reads the row records of a topic (keys and values).
 func rowRecords(b *testing.B, brokers []string, topic string) (keys, vals [][]byte) {
 	b.Helper()
-	client, err := sarama.NewClient(brokers, kafkautil.NewConfig("bench-reader"))
+	client, err := sarama.NewClient(brokers, kafkaconn.NewConfig("bench-reader"))
 	if err != nil {
 		b.Fatal(err)
 	}

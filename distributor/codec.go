@@ -63,10 +63,6 @@ type rowCodec struct {
 	incOID uint32
 	arena  []byte
 	keyBuf []byte
-	// scratch: encode returns the value in valBuf, overwritten by the next call (pass 1 of
-	// an epoch validates and hashes rows without keeping them).
-	scratch bool
-	valBuf  []byte
 	// keyArena: keys are strings over shared chunks (keys) instead of one allocation each.
 	// Only for full reads: their key → hash map replaces the view's whole state, so a chunk
 	// lives as long as that state; a poll's few keys would pin a chunk each.
@@ -117,13 +113,6 @@ func (c *rowCodec) encode(raw [][]byte) (key string, value []byte, err error) {
 		key = c.internKey(c.keyBuf)
 	} else {
 		key = string(c.keyBuf)
-	}
-	if c.scratch {
-		c.valBuf, err = c.enc.AppendValue(c.valBuf[:0], raw)
-		if err != nil {
-			return "", nil, &ViewError{View: c.v.Name, Key: key, Err: err}
-		}
-		return key, c.valBuf, nil
 	}
 	if cap(c.arena)-len(c.arena) < 4096 {
 		c.arena = make([]byte, 0, arenaChunk)
@@ -217,25 +206,6 @@ func (c *rowCodec) partialKey(raw [][]byte) (string, error) {
 		s += string(b)
 	}
 	return s, nil
-}
-
-// encodeStable returns the record key and JSON value of a raw binary row, both in the arena
-// (never overwritten: sarama encodes them after the call), without allocating per row.
-func (c *rowCodec) encodeStable(raw [][]byte) (key, value []byte, err error) {
-	if cap(c.arena)-len(c.arena) < 4096 {
-		c.arena = make([]byte, 0, arenaChunk)
-	}
-	start := len(c.arena)
-	c.arena, err = c.enc.AppendKey(c.arena, c.v.Name, raw)
-	if err != nil {
-		return nil, nil, &ViewError{View: c.v.Name, Err: err}
-	}
-	mid := len(c.arena)
-	c.arena, err = c.enc.AppendValue(c.arena, raw)
-	if err != nil {
-		return nil, nil, &ViewError{View: c.v.Name, Key: string(c.arena[start:mid]), Err: err}
-	}
-	return c.arena[start:mid:mid], c.arena[mid:len(c.arena):len(c.arena)], nil
 }
 
 // estimateRows returns the planner's row estimate of the view's query (0 if unknown), to

@@ -16,8 +16,8 @@ func TestCompaction(t *testing.T) {
 	e.exec(`CREATE TABLE kv (k int PRIMARY KEY, v text NOT NULL, ts timestamptz NOT NULL DEFAULT clock_timestamp())`)
 	e.exec(`INSERT INTO kv (k, v) SELECT i, 'v0' FROM generate_series(1, 50) i`)
 	sql := "SELECT k, v, ts::text AS ts FROM kv"
-	view := ViewConfig{Name: "kv", SQL: "SELECT k, v, ts FROM kv", Key: []string{"k"}, Incremental: "ts",
-		PollInterval: 20 * time.Millisecond, Overlap: Overlap{Duration: time.Second, set: true}}
+	view := ViewConfig{Name: "kv", SQL: "SELECT k, v, ts FROM kv", Key: []string{"k"},
+		ViewSettings: ViewSettings{Incremental: "ts", PollInterval: 20 * time.Millisecond, Overlap: Overlap{Duration: time.Second, set: true}}}
 	cfg := e.config(view)
 	cfg.Streams[0].Segment = 100 * time.Millisecond
 	cfg.Streams[0].DeleteRetention = 100 * time.Millisecond

@@ -1,12 +1,12 @@
 package distributor
 
 import (
-	"bytes"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"os"
+	"maps"
+	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +14,10 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
+
+	"github.com/statecast/statecast/internal/daemon"
+	"github.com/statecast/statecast/kafkaconn"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // Documented defaults (see docs/operations.md).
@@ -36,33 +40,36 @@ const (
 type Config struct {
 	Postgres PostgresConfig `yaml:"postgres"`
 	Kafka    KafkaConfig    `yaml:"kafka"`
-	// HTTPAddr, when set, serves /healthz, /metrics and POST /reconcile?view=NAME.
+	// HTTPAddr is the address Run serves HTTP on (Handler: /healthz, /metrics,
+	// POST /reconcile?view=NAME). Empty: not served.
 	HTTPAddr string         `yaml:"http_addr"`
 	Streams  []StreamConfig `yaml:"streams"`
 }
 
 // PostgresConfig says how to reach the database.
 type PostgresConfig struct {
+	// DSN is a pgx connection string, URL or key=value, TLS settings included (required).
 	DSN string `yaml:"dsn"`
 }
 
-// KafkaConfig says how to reach the broker.
+// KafkaConfig says how to reach the broker and how to produce.
 type KafkaConfig struct {
-	Brokers  []string `yaml:"brokers"`
-	ClientID string   `yaml:"client_id"` // default DefaultClientID
+	// The connection (brokers, client_id, timeout, tls, sasl) of every Kafka client of the
+	// distributor: topic admin, start-up read-back, producer. ClientID defaults to
+	// DefaultClientID. A produce request that times out is retried (counted in
+	// statecast_distributor_produce_retries_total).
+	kafkaconn.Config `yaml:",inline"`
 	// Compression of produced batches: lz4 (default), zstd, snappy, gzip or none.
 	Compression string `yaml:"compression"`
 	// MaxMessageBytes caps a record; 0 means the topic's max.message.bytes.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
-	// TLS and SASL of the connections (see KafkaTLS, KafkaSASL).
-	TLS  KafkaTLS  `yaml:"tls"`
-	SASL KafkaSASL `yaml:"sasl"`
-	// Timeout is the network timeout (dial, read, write) of every Kafka request, and caps
-	// the broker's produce timeout; 0 = sarama's 30s. A request that times out is retried
-	// (counted in statecast_distributor_produce_retries_total).
-	Timeout time.Duration `yaml:"timeout"`
+}
 
-	tlsConfig *tls.Config // built by Validate from TLS
+// clientConfig is the connection's sarama config, its client id suffixed (admin, restore).
+func (k *KafkaConfig) clientConfig(suffix string) *sarama.Config {
+	c := k.SaramaConfig()
+	c.ClientID += suffix
+	return c
 }
 
 // StreamConfig is one topic and its views.
@@ -79,7 +86,11 @@ type StreamConfig struct {
 	MinCompactionLag time.Duration `yaml:"min_compaction_lag"`
 	// TopicConfigs are extra topic configs set at creation (e.g. min.cleanable.dirty.ratio).
 	TopicConfigs map[string]string `yaml:"topic_configs"`
-	Views        []ViewConfig      `yaml:"views"`
+	// Defaults are the settings of the stream's views: each view takes every setting it
+	// leaves unset (zero; for Overlap: not given) from here, field by field. A view cannot
+	// clear an inherited setting: set it per view instead of in Defaults.
+	Defaults ViewSettings `yaml:"defaults"`
+	Views    []ViewConfig `yaml:"views"`
 }
 
 // ViewConfig is one named SQL query published into a stream.
@@ -89,6 +100,14 @@ type ViewConfig struct {
 	SQL string `yaml:"sql"`
 	// Key lists the key columns in order (composite keys allowed).
 	Key []string `yaml:"key"`
+	// ViewSettings are written beside name, sql and key; the unset ones come from the
+	// stream's Defaults.
+	ViewSettings `yaml:",inline"`
+}
+
+// ViewSettings are the settings of a view that its stream's Defaults can give to all its
+// views.
+type ViewSettings struct {
 	// Incremental is the optional column (timestamp or version number) polled for changes.
 	Incremental string `yaml:"incremental"`
 	// PollInterval between incremental polls (default 1s).
@@ -103,6 +122,17 @@ type ViewConfig struct {
 	RefreshCron string `yaml:"refresh_cron"`
 	// RefreshMode is "reconcile" (default) or "rewrite".
 	RefreshMode string `yaml:"refresh_mode"`
+}
+
+// inherit sets every field of v that is zero to d's. It goes over the fields by reflection
+// so that a setting added to ViewSettings is inherited without a second edit here.
+func (v *ViewSettings) inherit(d *ViewSettings) {
+	dst, src := reflect.ValueOf(v).Elem(), reflect.ValueOf(d).Elem()
+	for i := range dst.NumField() {
+		if dst.Field(i).IsZero() && !src.Field(i).IsZero() {
+			dst.Field(i).Set(src.Field(i))
+		}
+	}
 }
 
 // Overlap is a view's overlap window: a duration or a version count.
@@ -145,42 +175,17 @@ func parseOverlap(s string) (Overlap, error) {
 }
 
 var (
-	envRef   = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-	viewName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
 	// Topic names as Kafka allows them.
 	topicName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
 	identName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
 )
 
-// LoadConfig reads a YAML file and returns the validated config.
+// LoadConfig reads a YAML file and returns the validated config. The file is read as
+// ParseConfig reads its bytes; errors wrap ErrConfig and name the file.
 func LoadConfig(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("distributor: config: %w", err)
-	}
-	return ParseConfig(b)
-}
-
-// ParseConfig parses YAML bytes: ${NAME} is replaced by the environment variable NAME (an
-// unset variable is an error), unknown fields are rejected, and the result is validated.
-func ParseConfig(b []byte) (*Config, error) {
-	var missing []string
-	b = envRef.ReplaceAllFunc(b, func(m []byte) []byte {
-		name := string(envRef.FindSubmatch(m)[1])
-		v, ok := os.LookupEnv(name)
-		if !ok {
-			missing = append(missing, name)
-		}
-		return []byte(v)
-	})
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("%w: environment variable(s) not set: %s", ErrConfig, strings.Join(missing, ", "))
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
 	var c Config
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	if err := daemon.LoadYAML(path, &c); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -188,19 +193,35 @@ func ParseConfig(b []byte) (*Config, error) {
 	return &c, nil
 }
 
-// Validate fills defaults and checks the config. Errors wrap ErrConfig and name the stream,
-// the view and the field.
+// ParseConfig parses YAML bytes and validates the result. Unknown fields are rejected.
+// ${NAME} in a value is replaced by the environment variable NAME after the YAML is
+// parsed (an unset variable is an error naming it and the field; $${ is a literal ${;
+// comments are not expanded); see docs/operations.md for the rules.
+func ParseConfig(b []byte) (*Config, error) {
+	var c Config
+	if err := daemon.DecodeYAML(b, &c); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate fills the defaults (documented on each field; a view's unset settings come from
+// its stream's Defaults first) and checks the config. Errors wrap ErrConfig and name the
+// stream, the view and the field. New calls it; calling it again changes nothing.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if c.Postgres.DSN == "" {
 		bad("postgres.dsn: required")
 	}
-	if len(c.Kafka.Brokers) == 0 {
-		bad("kafka.brokers: required")
-	}
 	if c.Kafka.ClientID == "" {
 		c.Kafka.ClientID = DefaultClientID
+	}
+	if err := c.Kafka.Config.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if _, ok := compressions[c.Kafka.Compression]; !ok {
 		bad("kafka.compression: %q must be lz4, zstd, snappy, gzip or none", c.Kafka.Compression)
@@ -208,7 +229,6 @@ func (c *Config) Validate() error {
 	if c.Kafka.MaxMessageBytes < 0 {
 		bad("kafka.max_message_bytes: must not be negative")
 	}
-	c.Kafka.validateClient(bad)
 	if len(c.Streams) == 0 {
 		bad("streams: at least one stream is required")
 	}
@@ -247,10 +267,11 @@ func (c *Config) Validate() error {
 		if len(s.Views) == 0 {
 			bad("%s.views: at least one view is required", where)
 		}
+		s.Defaults.check(where+".defaults", bad)
 		for j := range s.Views {
 			v := &s.Views[j]
 			vw := fmt.Sprintf("%s.views[%d]", where, j)
-			if !viewName.MatchString(v.Name) {
+			if !record.ValidViewName(v.Name) {
 				bad("%s.name: %q must match [A-Za-z_][A-Za-z0-9_.-]*", vw, v.Name)
 			} else {
 				vw = fmt.Sprintf("view %q", v.Name)
@@ -259,8 +280,9 @@ func (c *Config) Validate() error {
 				}
 				views[v.Name] = s.Topic
 			}
-			v.SQL = strings.TrimSpace(v.SQL)
-			v.SQL = strings.TrimSpace(strings.TrimSuffix(v.SQL, ";"))
+			if sql := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v.SQL), ";")); sql != v.SQL {
+				v.SQL = sql
+			}
 			if v.SQL == "" {
 				bad("%s.sql: required", vw)
 			}
@@ -274,32 +296,17 @@ func (c *Config) Validate() error {
 				}
 				seen[k] = true
 			}
-			if v.Incremental != "" && strings.ContainsAny(v.Incremental, "\"\x00") {
-				bad("%s.incremental: invalid column name %q", vw, v.Incremental)
-			}
-			if v.PollInterval < 0 {
-				bad("%s.poll_interval: must not be negative", vw)
+			// each value is checked where it is written: a bad default is reported once
+			v.check(vw, bad)
+			v.inherit(&s.Defaults)
+			if v.Incremental == "" && (v.Overlap.set || v.Listen != "") {
+				bad("%s: overlap and listen need an incremental column", vw)
 			}
 			if v.PollInterval == 0 {
 				v.PollInterval = DefaultPollInterval
 			}
-			if v.Incremental == "" && (v.Overlap.set || v.Listen != "") {
-				bad("%s: overlap and listen need an incremental column", vw)
-			}
-			if v.Listen != "" && !identName.MatchString(v.Listen) {
-				bad("%s.listen: %q is not a plain identifier", vw, v.Listen)
-			}
-			if v.RefreshCron != "" {
-				if _, err := cron.ParseStandard(v.RefreshCron); err != nil {
-					bad("%s.refresh_cron: %q: %v", vw, v.RefreshCron, err)
-				}
-			}
-			switch v.RefreshMode {
-			case "":
+			if v.RefreshMode == "" {
 				v.RefreshMode = ModeReconcile
-			case ModeReconcile, ModeRewrite:
-			default:
-				bad("%s.refresh_mode: %q must be %q or %q", vw, v.RefreshMode, ModeReconcile, ModeRewrite)
 			}
 		}
 	}
@@ -307,6 +314,44 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	return nil
+}
+
+// check reports the problems of the settings themselves; where names them.
+func (v *ViewSettings) check(where string, bad func(string, ...any)) {
+	if v.Incremental != "" && strings.ContainsAny(v.Incremental, "\"\x00") {
+		bad("%s.incremental: invalid column name %q", where, v.Incremental)
+	}
+	if v.PollInterval < 0 {
+		bad("%s.poll_interval: must not be negative", where)
+	}
+	if v.Listen != "" && !identName.MatchString(v.Listen) {
+		bad("%s.listen: %q is not a plain identifier", where, v.Listen)
+	}
+	if v.RefreshCron != "" {
+		if _, err := cron.ParseStandard(v.RefreshCron); err != nil {
+			bad("%s.refresh_cron: %q: %v", where, v.RefreshCron, err)
+		}
+	}
+	switch v.RefreshMode {
+	case "", ModeReconcile, ModeRewrite:
+	default:
+		bad("%s.refresh_mode: %q must be %q or %q", where, v.RefreshMode, ModeReconcile, ModeRewrite)
+	}
+}
+
+// clone returns a copy of c that shares no memory with it (New validates and keeps its own).
+func (c Config) clone() Config {
+	c.Kafka.Brokers = slices.Clone(c.Kafka.Brokers)
+	c.Streams = slices.Clone(c.Streams)
+	for i := range c.Streams {
+		s := &c.Streams[i]
+		s.TopicConfigs = maps.Clone(s.TopicConfigs)
+		s.Views = slices.Clone(s.Views)
+		for j := range s.Views {
+			s.Views[j].Key = slices.Clone(s.Views[j].Key)
+		}
+	}
+	return c
 }
 
 // view returns the config of the named view and its stream.

@@ -2,9 +2,18 @@ package distributor
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/deploy/demo"
+	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 const goodYAML = `
@@ -98,9 +107,222 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 }
 
+// TestConfigEnv: ${NAME} is expanded in values after the YAML is parsed: a secret with " #"
+// is taken whole, a reference in a comment needs no variable, and an unset variable is an
+// error naming it, its line and its field.
+func TestConfigEnv(t *testing.T) {
+	t.Setenv("TEST_DIST_DSN", "postgres://u:pa ss #word@h/db")
+	c, err := ParseConfig([]byte("# postgres.dsn: ${TEST_DIST_COMMENTED_OUT}\n" + goodYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Postgres.DSN != "postgres://u:pa ss #word@h/db" {
+		t.Errorf("dsn %q", c.Postgres.DSN)
+	}
+	_, err = ParseConfig([]byte(strings.Replace(goodYAML, "${TEST_DIST_DSN}", "${TEST_DIST_UNSET_VAR}", 1)))
+	if want := "line 3: postgres.dsn: environment variable TEST_DIST_UNSET_VAR is not set"; !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v, want ErrConfig containing %q", err, want)
+	}
+}
+
+// TestLoadConfigFile: LoadConfig reads a file as ParseConfig reads bytes; its errors wrap
+// ErrConfig and name the file.
+func TestLoadConfigFile(t *testing.T) {
+	t.Setenv("TEST_DIST_DSN", "postgres://u@h/db")
+	path := filepath.Join(t.TempDir(), "distributor.yaml")
+	if err := os.WriteFile(path, []byte(goodYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(path)
+	if err != nil || c.Postgres.DSN != "postgres://u@h/db" || len(c.Streams[0].Views) != 2 {
+		t.Fatalf("%+v, %v", c, err)
+	}
+	if err := os.WriteFile(path, []byte(goodYAML+"extra: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(path); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), path+": line 26: field extra not found in type distributor.Config") {
+		t.Errorf("err = %v", err)
+	}
+	if _, err := LoadConfig(path + ".missing"); !errors.Is(err, ErrConfig) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+const defaultsYAML = `
+postgres: {dsn: postgres://u@h/db}
+kafka: {brokers: [localhost:9092]}
+streams:
+  - topic: shop
+    defaults:
+      incremental: updated_at
+      poll_interval: 2s
+      overlap: 1s
+      listen: shop_changed
+      refresh_cron: "@every 30s"
+      refresh_mode: rewrite
+    views:
+      - {name: a, sql: SELECT 1, key: [id]}
+      - name: b
+        sql: SELECT 2
+        key: [id]
+        poll_interval: 500ms
+        overlap: 0
+        refresh_mode: reconcile
+      - {name: c, sql: SELECT 3, key: [id], incremental: version, overlap: 10, listen: other, refresh_cron: "0 * * * *"}
+  - topic: other
+    views:
+      - {name: d, sql: SELECT 4, key: [id]}
+`
+
+// TestStreamDefaults: each view takes the settings it leaves unset from its stream's
+// defaults, field by field; another stream's views are not affected.
+func TestStreamDefaults(t *testing.T) {
+	c, err := ParseConfig([]byte(defaultsYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inherited := ViewSettings{Incremental: "updated_at", PollInterval: 2 * time.Second, Overlap: OverlapDuration(time.Second),
+		Listen: "shop_changed", RefreshCron: "@every 30s", RefreshMode: ModeRewrite}
+	views := c.Streams[0].Views
+	for _, tc := range []struct {
+		got  ViewSettings
+		want ViewSettings
+	}{
+		{views[0].ViewSettings, inherited},
+		{views[1].ViewSettings, ViewSettings{Incremental: "updated_at", PollInterval: 500 * time.Millisecond, Overlap: OverlapVersions(0),
+			Listen: "shop_changed", RefreshCron: "@every 30s", RefreshMode: ModeReconcile}},
+		{views[2].ViewSettings, ViewSettings{Incremental: "version", PollInterval: 2 * time.Second, Overlap: OverlapVersions(10),
+			Listen: "other", RefreshCron: "0 * * * *", RefreshMode: ModeRewrite}},
+		{c.Streams[1].Views[0].ViewSettings, ViewSettings{PollInterval: DefaultPollInterval, RefreshMode: ModeReconcile}},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got  %+v\nwant %+v", tc.got, tc.want)
+		}
+	}
+	// validating again changes nothing (New validates what LoadConfig validated)
+	again := *c
+	again.Streams = append([]StreamConfig(nil), c.Streams...)
+	again.Streams[0].Views = append([]ViewConfig(nil), c.Streams[0].Views...)
+	if err := again.Validate(); err != nil || !reflect.DeepEqual(again.Streams[0].Views, views) {
+		t.Errorf("second Validate: %v\n%+v", err, again.Streams[0].Views)
+	}
+}
+
+// TestDemoConfig: the demo config (deploy/demo) loads, and its views get the stream's
+// defaults.
+func TestDemoConfig(t *testing.T) {
+	c, err := ParseConfig(demo.DistributorYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ViewSettings{Incremental: "updated_at", PollInterval: 2 * time.Second, Overlap: OverlapDuration(time.Second),
+		Listen: demo.Channel, RefreshCron: "@every 30s", RefreshMode: ModeReconcile}
+	if len(c.Streams) != 1 || c.Streams[0].Topic != demo.Topic || len(c.Streams[0].Views) != 4 {
+		t.Fatalf("streams %+v", c.Streams)
+	}
+	for _, v := range c.Streams[0].Views {
+		if v.ViewSettings != want {
+			t.Errorf("view %s: %+v, want %+v", v.Name, v.ViewSettings, want)
+		}
+	}
+}
+
+// TestOperationsDocConfig: the example configuration of docs/operations.md loads (its TLS
+// files replaced by test ones of the same names) and means what its comments say.
+func TestOperationsDocConfig(t *testing.T) {
+	doc, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "## Configuration\n\n```yaml\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("no yaml block under ## Configuration in docs/operations.md")
+	}
+	pki := testenv.NewPKI(t)
+	example = strings.ReplaceAll(example, "/etc/kafka/", filepath.Dir(pki.CAFile)+"/")
+	t.Setenv("STATECAST_PG_DSN", "postgres://u@h/db")
+	t.Setenv("KAFKA_PASSWORD", "secret")
+	c, err := ParseConfig([]byte(example))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Streams[0]
+	if c.Kafka.SASL.Password != "secret" || !c.Kafka.TLS.Enabled || s.ReplicationFactor != 3 || len(s.Views) != 2 {
+		t.Fatalf("%+v", c)
+	}
+	want := s.Defaults
+	want.RefreshMode = ModeReconcile
+	if items, prices := s.Views[0], s.Views[1]; items.Listen != "items_changed" || prices.ViewSettings != want {
+		t.Errorf("items %+v\nprices %+v", items.ViewSettings, prices.ViewSettings)
+	}
+}
+
+// TestStreamDefaultsInherited: every field of ViewSettings is inherited (a field added to it
+// is covered without touching this test).
+func TestStreamDefaultsInherited(t *testing.T) {
+	var d ViewSettings
+	dv := reflect.ValueOf(&d).Elem()
+	for i := range dv.NumField() {
+		f := dv.Field(i)
+		switch f.Interface().(type) {
+		case string:
+			f.SetString("x")
+		case time.Duration:
+			f.SetInt(int64(time.Minute))
+		case Overlap:
+			f.Set(reflect.ValueOf(OverlapVersions(7)))
+		default:
+			t.Fatalf("ViewSettings.%s: no test value for %s", dv.Type().Field(i).Name, f.Type())
+		}
+	}
+	var v ViewSettings
+	v.inherit(&d)
+	if v != d {
+		t.Fatalf("inherited %+v, want %+v", v, d)
+	}
+}
+
+// TestStreamDefaultsErrors: a bad default is reported once, under defaults; a defaults
+// field that is not a view setting is refused.
+func TestStreamDefaultsErrors(t *testing.T) {
+	for _, tc := range []struct{ old, new, want string }{
+		{`refresh_cron: "@every 30s"`, `refresh_cron: "61 * * * *"`, `stream "shop".defaults.refresh_cron`},
+		{"refresh_mode: rewrite", "refresh_mode: replace", `stream "shop".defaults.refresh_mode`},
+		{"listen: shop_changed", "listen: 'a b'", `stream "shop".defaults.listen`},
+		{"poll_interval: 2s", "poll_interval: -2s", `stream "shop".defaults.poll_interval`},
+		{"      incremental: updated_at", "      sql: SELECT 1", "field sql not found in type distributor.ViewSettings"},
+	} {
+		_, err := ParseConfig([]byte(strings.Replace(defaultsYAML, tc.old, tc.new, 1)))
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want ErrConfig containing %q", tc.new, err, tc.want)
+			continue
+		}
+		if n := strings.Count(err.Error(), "\n") + 1; n != 1 {
+			t.Errorf("%s: %d errors, want the default reported once:\n%v", tc.new, n, err)
+		}
+	}
+	// a view inherits listen and overlap but not incremental from nowhere: named per view
+	_, err := ParseConfig([]byte(strings.Replace(defaultsYAML, "      incremental: updated_at\n", "", 1)))
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `view "a": overlap and listen need an incremental column`) {
+		t.Errorf("err = %v", err)
+	}
+}
+
 func TestNewValidates(t *testing.T) {
 	if _, err := New(Config{}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("New(empty) = %v", err)
+	}
+	// New validates its own copy: the caller's config (shared by a test's two
+	// distributors, say) is never written
+	cfg := Config{Postgres: PostgresConfig{DSN: "postgres://u@h/db"}, Kafka: KafkaConfig{Config: kafkaconn.Config{Brokers: []string{"b:9092"}}},
+		Streams: []StreamConfig{{Topic: "t", Defaults: ViewSettings{Listen: "ch", Incremental: "u"},
+			Views: []ViewConfig{{Name: "v", SQL: " SELECT 1 AS id; ", Key: []string{"id"}}}}}}
+	if _, err := New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if v := cfg.Streams[0].Views[0]; v.ViewSettings != (ViewSettings{}) || v.SQL != " SELECT 1 AS id; " || cfg.Kafka.ClientID != "" || cfg.Streams[0].Segment != 0 {
+		t.Errorf("New wrote the caller's config: %+v", cfg)
 	}
 }
 
@@ -120,6 +342,42 @@ func TestIncLess(t *testing.T) {
 	} {
 		if got := incLess(tc.oid, tc.a, tc.b); got != tc.want {
 			t.Errorf("incLess(%d, %s, %s) = %v", tc.oid, tc.a, tc.b, got)
+		}
+	}
+}
+
+// TestKafkaInFile: the kafka block is a kafkaconn.Config: its settings reach every sarama
+// config the distributor makes, and its errors are config errors naming the field.
+func TestKafkaInFile(t *testing.T) {
+	t.Setenv("TEST_KAFKA_PASSWORD", "s3cr:t ${x}")
+	file := func(kafka string) string {
+		return "postgres: {dsn: postgres://u@h/db}\nkafka:\n  brokers: [localhost:9092]\n" + kafka +
+			"\nstreams:\n  - topic: t\n    views:\n      - {name: v, sql: SELECT 1 AS id, key: [id]}\n"
+	}
+	c, err := ParseConfig([]byte(file(`  sasl: {mechanism: SCRAM-SHA-256, user: svc, password: "${TEST_KAFKA_PASSWORD}"}
+  timeout: 2s`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, prod := c.Kafka.clientConfig("-admin"), c.Kafka.SaramaProducerConfig()
+	if admin.ClientID != DefaultClientID+"-admin" || prod.ClientID != DefaultClientID {
+		t.Errorf("client ids %q, %q", admin.ClientID, prod.ClientID)
+	}
+	for _, sc := range []*sarama.Config{admin, prod} {
+		if !sc.Net.SASL.Enable || sc.Net.SASL.Password != "s3cr:t ${x}" || sc.Net.SASL.SCRAMClientGeneratorFunc == nil || sc.Net.ReadTimeout != 2*time.Second {
+			t.Errorf("sasl %+v, read timeout %v", sc.Net.SASL, sc.Net.ReadTimeout)
+		}
+	}
+	if !prod.Producer.Idempotent || prod.Producer.RequiredAcks != sarama.WaitForAll {
+		t.Errorf("producer settings lost")
+	}
+	for _, tc := range []struct{ kafka, want string }{
+		{`  sasl: {mechanism: PLAIN, user: u, password: "${TEST_KAFKA_UNSET_PW}"}`, "TEST_KAFKA_UNSET_PW"},
+		{"  tls: {enabled: true, ca_file: /nonexistent/ca.pem}", "kafka.tls.ca_file"},
+		{"  tls: {enabled: true, verify: false}", "field verify not found"},
+	} {
+		if _, err := ParseConfig([]byte(file(tc.kafka))); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want ErrConfig containing %q", tc.kafka, err, tc.want)
 		}
 	}
 }

@@ -5,34 +5,40 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/statecast/statecast/internal/daemon"
 )
 
 // Option configures a Distributor.
-type Option func(*Distributor)
+type Option func(*options)
+
+type options struct {
+	log *slog.Logger
+	reg prometheus.Registerer
+}
 
 // WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(d *Distributor) { d.log = l } }
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
-// WithRegistry sets the Prometheus registry the metrics are registered in (default: a new
-// registry, served by Handler's /metrics).
-func WithRegistry(r *prometheus.Registry) Option { return func(d *Distributor) { d.reg = r } }
+// WithRegisterer registers the metrics with r (default: a registry of the Distributor's
+// own). /metrics serves r when r is also a prometheus.Gatherer, as a *prometheus.Registry
+// is; otherwise /metrics is not served, and the program that owns r exposes it.
+func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.reg = r } }
 
 // Distributor publishes the configured views into their streams. Create it with New, run
 // it with Run. Reconcile, WaitReady and Handler are safe for concurrent use.
 type Distributor struct {
-	cfg  Config
-	log  *slog.Logger
-	reg  *prometheus.Registry
-	m    *metrics
-	pool *pgxpool.Pool
+	cfg    Config
+	log    *slog.Logger
+	gather prometheus.Gatherer // what /metrics serves; nil: not served
+	m      *metrics
+	pool   *pgxpool.Pool
 
 	streams []*stream
 	byView  map[string]*stream
@@ -43,30 +49,36 @@ type Distributor struct {
 	runErr  error
 }
 
-// New validates cfg and returns a Distributor. It does not connect: Run does.
+// New validates a copy of cfg (Config.Validate) and returns a Distributor. It does not
+// connect: Run does.
 func New(cfg Config, opts ...Option) (*Distributor, error) {
+	cfg = cfg.clone()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Distributor{cfg: cfg, byView: map[string]*stream{}, done: make(chan struct{})}
-	for _, o := range opts {
-		o(d)
+	o := options{log: slog.New(slog.DiscardHandler)}
+	for _, f := range opts {
+		f(&o)
 	}
-	if d.log == nil {
-		d.log = slog.New(slog.DiscardHandler)
+	if o.reg == nil {
+		o.reg = prometheus.NewRegistry()
 	}
-	if d.reg == nil {
-		d.reg = prometheus.NewRegistry()
+	d := &Distributor{cfg: cfg, log: o.log, byView: map[string]*stream{}, done: make(chan struct{})}
+	d.gather, _ = o.reg.(prometheus.Gatherer)
+	m, err := newMetrics(o.reg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: metrics: %v", ErrConfig, err)
 	}
-	d.m = newMetrics(d.reg)
+	d.m = m
 	return d, nil
 }
 
-// Run connects to PostgreSQL and Kafka, makes sure every stream's topic exists (created
-// compacted with one partition; an unusable one is refused), and runs every stream until
-// ctx ends: each waits for its advisory lock (standby), restores its state from the topic,
-// publishes its start-up epochs, then polls and reconciles. It returns nil after ctx ends
-// (graceful shutdown), or the first fatal error: a bad topic or a view that cannot be
+// Run serves HTTP on Config.HTTPAddr when it is set (Handler's endpoints), connects to
+// PostgreSQL and Kafka, makes sure every stream's topic exists (created compacted with one
+// partition; an unusable one is refused), and runs every stream until ctx ends: each waits
+// for its advisory lock (standby), restores its state from the topic, publishes its start-up
+// epochs, then polls and reconciles. It returns nil after ctx ends (graceful shutdown), or
+// the first fatal error: a taken HTTP address, a bad topic or a view that cannot be
 // published (*ViewError; nothing of that view was published). Run may be called once.
 func (d *Distributor) Run(ctx context.Context) (err error) {
 	d.mu.Lock()
@@ -85,6 +97,13 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("%w: postgres.dsn: %v", ErrConfig, err)
 	}
+	var hs *daemon.HTTPServer
+	if d.cfg.HTTPAddr != "" {
+		if hs, err = daemon.ListenHTTP(d.cfg.HTTPAddr, d.Handler()); err != nil {
+			return fmt.Errorf("distributor: %w", err)
+		}
+		defer hs.Close() // when Run fails before serving
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("distributor: postgres: %w", err)
@@ -92,7 +111,7 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 	defer pool.Close()
 	d.pool = pool
 
-	admin, err := sarama.NewClusterAdmin(d.cfg.Kafka.Brokers, d.cfg.Kafka.saramaConfig(d.cfg.Kafka.ClientID+"-admin"))
+	admin, err := sarama.NewClusterAdmin(d.cfg.Kafka.Brokers, d.cfg.Kafka.clientConfig("-admin"))
 	if err != nil {
 		return fmt.Errorf("distributor: kafka admin: %w", err)
 	}
@@ -125,22 +144,11 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 	defer cancel()
 	var wg sync.WaitGroup
 	errc := make(chan error, len(streams)+1)
-	if d.cfg.HTTPAddr != "" {
-		ln, err := net.Listen("tcp", d.cfg.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("distributor: http_addr: %w", err)
-		}
-		srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	if hs != nil {
 		wg.Go(func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("distributor: http: %w", err)
+			if err := hs.Serve(ctx); err != nil {
+				errc <- fmt.Errorf("distributor: %w", err)
 			}
-		})
-		wg.Go(func() {
-			<-ctx.Done()
-			sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-			defer c()
-			_ = srv.Shutdown(sctx)
 		})
 	}
 	for _, s := range streams {

@@ -1,65 +1,94 @@
 // Package distributor publishes SQL views of a PostgreSQL database into compacted,
 // single-partition Kafka topics ("streams"), in the record format of schemas/README.md.
+// Caches receive them through the player (package player) and cacheclient.
 //
-// # Types
+// A stream is one topic; it carries one or more views. A view is a named SELECT (joins
+// allowed) with key columns: each row becomes one record keyed by the view and the key,
+// and a row that disappears becomes a tombstone. A view is published in epochs (a full
+// read framed by an epoch-begin and an epoch-end with the row count and a content hash)
+// and, between them, by incremental polls of a timestamp or version column.
 //
-//   - Config (config.go): the YAML configuration, loaded by LoadConfig, validated by
-//     Config.Validate (errors name the stream/view and the field). KafkaTLS, KafkaSASL and
-//     KafkaConfig.Timeout (kafkaclient.go) are validated there too (TLS files are loaded) and
-//     applied to every sarama config the package makes (admin, restore, producer).
-//   - Distributor (distributor.go): New validates a Config; Run(ctx) runs every stream until
-//     ctx ends; Reconcile(ctx, view) asks for a reconcile epoch on demand; WaitReady waits
-//     until every stream published its start-up epoch.
-//   - stream (stream.go): one per configured stream (topic). It owns the advisory lock,
-//     the producer, the in-memory state of its views and the publisher loop.
-//   - viewState (state.go): per view, key → content hash of the live rows, the last epoch
-//     and the incremental watermark. Rebuilt from the topic at start-up (restore.go).
-//   - readView (read.go) reads and validates a view in a snapshot transaction, with the row
-//     encoder of schemas/record/pgjson (codec.go); publishEpoch/publishPoll (publish.go)
-//     write the records through producer (producer.go): one sarama AsyncProducer fed as a
-//     pipeline, whose acknowledgements are counted before a send returns.
+// # Use
 //
-// Public API (stable): LoadConfig/ParseConfig, New(cfg, WithLogger, WithRegistry),
-// Run(ctx), Reconcile(ctx, view), WaitReady(ctx), Active(), Views(), Handler().
+// The command cmd/distributor runs it from a YAML file (docs/operations.md describes every
+// field, the metrics and the operations). Embedded:
 //
-// # Goroutines
+//	cfg, err := distributor.LoadConfig("distributor.yaml") // or build a Config in Go
+//	if err != nil { … }
+//	d, err := distributor.New(*cfg, distributor.WithLogger(log), distributor.WithRegisterer(reg))
+//	if err != nil { … }
+//	err = d.Run(ctx) // until ctx ends; nil after a graceful stop
+//
+// Config has a documented default for every field that has one; New validates it
+// (Config.Validate) and fails with ErrConfig naming the stream, the view and the field. A
+// stream's Defaults give its views the settings they leave unset. LoadConfig and
+// ParseConfig read YAML with unknown fields rejected and ${NAME} expanded from the
+// environment in values.
+//
+// Run serves HTTP on Config.HTTPAddr when it is set (Handler: /healthz, /metrics,
+// POST /reconcile?view=NAME), connects, creates every missing topic (compacted, one
+// partition; an unusable existing one is refused), and runs every stream until ctx ends.
+// WaitReady returns once every stream has published its start-up epochs; Reconcile asks
+// for an epoch of one view now; Active reports whether this process holds every stream.
+//
+// # Guarantees
+//
+//   - Order: a stream's records are written by one idempotent producer, so the topic order
+//     is the publication order. An epoch's records are never interleaved with a poll of the
+//     same view; an epoch-end is written only after every record of its epoch was
+//     acknowledged, and an epoch interrupted by an error or a shutdown has no end.
+//   - Nothing half-published at start-up: every view of a stream is read in one REPEATABLE
+//     READ, READ ONLY snapshot and fully validated (key columns exist, no NULL or duplicate
+//     key, every column type mapped, no record above the broker's message limit) before its
+//     first record is sent. A view that fails stops Run with a *ViewError (ErrView) and
+//     nothing of it is published.
+//   - No other state store: after a restart the topic is read back (key → content hash,
+//     last epoch, watermark), and each view's start-up epoch publishes only the rows that
+//     changed or appeared and tombstones for keys that vanished, deletes made while the
+//     distributor was down included. Unchanged rows are never republished.
+//   - One writer per stream: a stream publishes only while this process holds its
+//     PostgreSQL advisory lock (checked every 500 ms; publishing stops when it is lost);
+//     another process waits on the lock (standby) and takes over when the holder's session
+//     ends.
+//   - Deletes: an incremental poll does not see them; the next epoch does (a reconcile:
+//     ViewSettings.RefreshCron, Reconcile, or a restart) and publishes their tombstones.
+//   - Run-time errors (database or broker unreachable, a failing poll or reconcile) are
+//     logged, counted in statecast_distributor_errors_total and retried with backoff; the
+//     watermark and the content hashes advance only after the broker acknowledged.
+//
+// # Internals
+//
+// Files: config.go (Config, Validate), distributor.go (New, Run, Reconcile, WaitReady),
+// http.go (Handler), stream.go (one stream's lifecycle and publisher loop), state.go
+// (viewState), restore.go (state from the topic), read.go and codec.go (reading a view
+// with the row encoder of schemas/record/pgjson), publish.go (epochs and polls), producer.go
+// (the pipelined sarama AsyncProducer), topic.go, lock.go, listen.go, metrics.go.
 //
 // Run starts, per stream:
 //
 //   - the publisher loop (stream.run): the ONLY goroutine that reads view rows, publishes
-//     records and touches viewState. Everything else asks it for work through channels:
-//   - the poll timer lives inside the publisher loop (a time.Timer set to the earliest due poll);
+//     records and touches viewState. Everything else asks it for work through channels.
+//     The poll timer lives inside it (a time.Timer set to the earliest due poll);
 //   - per send, one goroutine that counts the producer's acknowledgements (producer.go);
-//   - in the two-pass design only (twoPass in read.go; not the default), per epoch, one pass-2
-//     reader (publish.go streamEpochRows) that re-reads the view from the epoch's snapshot
-//     transaction and hands batches of records to the publisher loop, which feeds the
-//     producer; the loop does not touch the transaction until the reader has ended;
 //   - the LISTEN waker (listen.go): a dedicated pgx connection that LISTENs to the views'
 //     channels and, on a notification, sends a non-blocking wake-up for the view;
-//   - the cron scheduler (robfig/cron/v3): sends a reconcile request, non-blocking;
-//   - the lock watchdog (lock.go): pings the connection that holds pg_advisory_lock and cancels
-//     the stream when it is lost, so a standby that takes the lock is the only writer.
+//   - the cron scheduler (robfig/cron/v3): sends a reconcile request;
+//   - the lock watchdog (lock.go): pings the connection that holds pg_advisory_lock and
+//     cancels the stream when it is lost, so a standby that takes the lock is the only
+//     writer.
 //
-// Reconcile(ctx, view) sends a request to the publisher loop of the view's stream and waits for
-// its result. A standby (lock not acquired yet) answers ErrNotActive. A failed poll or
-// reconcile is counted in the errors metric and retried by the loop with backoff.
+// Reconcile(ctx, view) sends a request to the publisher loop of the view's stream and waits
+// for its result; a standby (lock not acquired yet) answers ErrNotActive. A failed poll or
+// reconcile is counted and retried by the loop with backoff.
 //
-// # Ordering and safety rules
+// Ordering and safety rules:
 //
-//   - A stream's records are produced by one idempotent producer (acks=all, one request in
-//     flight), from one goroutine, so the topic order is the publication order.
-//   - An epoch's records for a view are never interleaved with a poll of the same view (both
-//     run on the publisher loop). An epoch-end is sent only after every record of the epoch was
-//     acknowledged; on shutdown or error mid-epoch no epoch-end is written.
-//   - viewState (hashes, watermark) changes only after the broker acknowledged the records.
-//   - At start-up every view is fully read and validated (key columns exist, no NULL or
-//     duplicate keys, every column type mapped, no record above the broker's message limit)
-//     before anything is published; any error stops start-up and nothing is published.
-//     One-pass (default): the rows to publish are buffered by that read. Two-pass: the read
-//     keeps only key → hash, and the epoch re-reads the same REPEATABLE READ snapshot while
-//     sending, checking every row against the first read (a volatile value is published as
-//     re-read; a key or row set that differs ends the epoch without an end).
-//   - Restart: the topic is read from its start to its end; then every view runs a start-up
-//     epoch in mode "reconcile" (only changed/missing rows and tombstones for vanished keys are
-//     published), which also catches deletes that happened while the distributor was down.
+//   - A stream's records are produced from one goroutine through one producer (acks=all,
+//     one request in flight): a send returns only when the broker acknowledged all of it.
+//   - viewState (hashes, watermark, epoch) changes only after the broker acknowledged the
+//     records it describes.
+//   - An epoch's read buffers the rows to publish (about key + value + 40 bytes per row),
+//     so that the whole view is validated before the first record is sent; the snapshot
+//     transaction is rolled back as soon as the read is done.
+//   - A start-up epoch's mode is "snapshot" on an empty topic, "reconcile" otherwise.
 package distributor

@@ -15,8 +15,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/statecast/statecast/internal/kafkautil"
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
@@ -41,7 +41,7 @@ func newEnv(t *testing.T) *env {
 	e.db = db
 	t.Cleanup(func() {
 		closeConn(db)
-		a, err := sarama.NewClusterAdmin(e.brokers, kafkautil.NewConfig("test"))
+		a, err := sarama.NewClusterAdmin(e.brokers, kafkaconn.NewConfig("test"))
 		if err == nil {
 			_ = a.DeleteTopic(e.topic)
 			_ = a.Close()
@@ -61,7 +61,7 @@ func (e *env) exec(sql string, args ...any) {
 func (e *env) config(views ...ViewConfig) Config {
 	return Config{
 		Postgres: PostgresConfig{DSN: e.dsn},
-		Kafka:    KafkaConfig{Brokers: e.brokers, ClientID: "test"},
+		Kafka:    KafkaConfig{Config: kafkaconn.Config{Brokers: e.brokers, ClientID: "test"}},
 		Streams:  []StreamConfig{{Topic: e.topic, Views: views}},
 	}
 }
@@ -150,7 +150,7 @@ func (r rec) String() string {
 // readAll reads the topic from its start to its current end.
 func readAll(t *testing.T, brokers []string, topic string) []rec {
 	t.Helper()
-	client, err := sarama.NewClient(brokers, kafkautil.NewConfig("test-reader"))
+	client, err := sarama.NewClient(brokers, kafkaconn.NewConfig("test-reader"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func (e *env) connect() *pgx.Conn {
 
 func createTopic(t *testing.T, e *env, partitions int32, policy string) {
 	t.Helper()
-	a, err := sarama.NewClusterAdmin(e.brokers, kafkautil.NewConfig("test"))
+	a, err := sarama.NewClusterAdmin(e.brokers, kafkaconn.NewConfig("test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func newBenchEnv(b *testing.B) *env {
 
 func deleteTopicLater(tb testing.TB, brokers []string, topic string) {
 	tb.Cleanup(func() {
-		a, err := sarama.NewClusterAdmin(brokers, kafkautil.NewConfig("test"))
+		a, err := sarama.NewClusterAdmin(brokers, kafkaconn.NewConfig("test"))
 		if err == nil {
 			_ = a.DeleteTopic(topic)
 			_ = a.Close()
@@ -398,7 +398,7 @@ func deleteTopicLater(tb testing.TB, brokers []string, topic string) {
 
 // readAllB counts the records of a topic.
 func readAllB(tb testing.TB, brokers []string, topic string) int64 {
-	client, err := sarama.NewClient(brokers, kafkautil.NewConfig("test-reader"))
+	client, err := sarama.NewClient(brokers, kafkaconn.NewConfig("test-reader"))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -419,22 +419,5 @@ func waitCond(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timeout waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// forDesigns runs f as subtests name/one-pass and name/two-pass, with epochs read in each
-// design (twoPass; restored after the subtest's distributors stopped: Cleanup is LIFO).
-func forDesigns(t *testing.T, name string, f func(t *testing.T)) {
-	for _, two := range []bool{false, true} {
-		design := "one-pass"
-		if two {
-			design = "two-pass"
-		}
-		t.Run(name+"/"+design, func(t *testing.T) {
-			old := twoPass
-			twoPass = two
-			t.Cleanup(func() { twoPass = old })
-			f(t)
-		})
 	}
 }

@@ -7,14 +7,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Handler serves:
+// Handler serves what Run serves on Config.HTTPAddr:
 //
 //	GET  /healthz            200 with {"streams":{topic:"active"|"standby"}} (a standby is healthy)
-//	GET  /metrics            Prometheus metrics
+//	GET  /metrics            Prometheus metrics (see WithRegisterer)
 //	POST /reconcile?view=V   runs Reconcile(V); 200, 404 unknown view, 503 not active, 500
 func (d *Distributor) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
+	if d.gather != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(d.gather, promhttp.HandlerOpts{}))
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		d.mu.Lock()
 		streams := d.streams

@@ -10,7 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // BenchmarkCommitLatency measures the time from a PostgreSQL commit to the changed row
@@ -47,8 +47,8 @@ func commitLatency(b *testing.B, listen string, interval time.Duration) {
 	e.exec(`CREATE FUNCTION notify_items() RETURNS trigger LANGUAGE plpgsql AS
 		$$ BEGIN PERFORM pg_notify('items_changed', ''); RETURN NULL; END $$`)
 	e.exec(`CREATE TRIGGER items_notify AFTER INSERT OR UPDATE ON items FOR EACH STATEMENT EXECUTE FUNCTION notify_items()`)
-	v := ViewConfig{Name: "items", SQL: itemsSQL, Key: []string{"id"}, Incremental: "updated_at",
-		PollInterval: interval, Overlap: Overlap{Duration: time.Second, set: true}, Listen: listen}
+	v := ViewConfig{Name: "items", SQL: itemsSQL, Key: []string{"id"}, ViewSettings: ViewSettings{Incremental: "updated_at",
+		PollInterval: interval, Overlap: Overlap{Duration: time.Second, set: true}, Listen: listen}}
 	d, err := New(e.config(v))
 	if err != nil {
 		b.Fatal(err)
@@ -65,7 +65,7 @@ func commitLatency(b *testing.B, listen string, interval time.Duration) {
 	if err := d.WaitReady(ctx); err != nil {
 		b.Fatal(err)
 	}
-	cfg := kafkautil.NewConfig("lat-reader")
+	cfg := kafkaconn.NewConfig("lat-reader")
 	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
 	c, err := sarama.NewConsumer(e.brokers, cfg)
 	if err != nil {

@@ -2,7 +2,6 @@ package distributor
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -57,5 +56,3 @@ func (s *stream) listen(ctx context.Context) {
 		}
 	}
 }
-
-var _ = time.Second

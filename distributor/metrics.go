@@ -17,7 +17,8 @@ type metrics struct {
 	produceRetries *prometheus.CounterVec // stream
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics creates the metrics and registers them with reg.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "statecast_distributor_rows_published_total",
@@ -53,8 +54,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Produce requests retried by the Kafka client (broker slow, down or timed out).",
 		}, []string{"stream"}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.rows, m.tombstones, m.pollTime, m.epoch, m.errors, m.active, m.watermarkT, m.produceRetries)
+	for _, c := range []prometheus.Collector{m.rows, m.tombstones, m.pollTime, m.epoch, m.errors, m.active, m.watermarkT, m.produceRetries} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
-	return m
+	return m, nil
 }

@@ -1,12 +1,19 @@
 package distributor
 
 import (
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // TestListenWakesPoll: with an hour-long poll interval, a NOTIFY on the view's channel makes
@@ -38,7 +45,7 @@ func TestListenWakesPoll(t *testing.T) {
 func TestCronRewrite(t *testing.T) {
 	e := newEnv(t)
 	e.createItems()
-	v := ViewConfig{Name: "items", SQL: itemsSQL, Key: []string{"id"}, RefreshCron: "@every 1s", RefreshMode: ModeRewrite}
+	v := ViewConfig{Name: "items", SQL: itemsSQL, Key: []string{"id"}, ViewSettings: ViewSettings{RefreshCron: "@every 1s", RefreshMode: ModeRewrite}}
 	r := start(t, e.config(v))
 	r.waitReady(t)
 	recs := waitFor(t, e, "a cron epoch", func(recs []rec) bool { return countEnds(recs, "items") >= 2 })
@@ -53,17 +60,17 @@ func TestCronRewrite(t *testing.T) {
 	}
 }
 
-// TestHTTP: /healthz, /metrics and POST /reconcile.
+// TestHTTP: Run serves /healthz, /metrics and POST /reconcile on http_addr.
 func TestHTTP(t *testing.T) {
 	e := newEnv(t)
 	e.createItems()
-	r := start(t, e.config(itemsView()))
+	cfg := e.config(itemsView())
+	cfg.HTTPAddr = testenv.FreeAddr(t)
+	r := start(t, cfg)
 	r.waitReady(t)
-	srv := httptest.NewServer(r.d.Handler())
-	defer srv.Close()
 	get := func(method, path string, want int) string {
 		t.Helper()
-		req, _ := http.NewRequest(method, srv.URL+path, nil)
+		req, _ := http.NewRequest(method, "http://"+cfg.HTTPAddr+path, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -89,5 +96,46 @@ func TestHTTP(t *testing.T) {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %q:\n%s", want, m)
 		}
+	}
+	r.stop(t)
+	if c, err := net.Dial("tcp", cfg.HTTPAddr); err == nil {
+		_ = c.Close()
+		t.Error("http_addr still served after Run returned")
+	}
+}
+
+// TestMetricsServed: /metrics serves the Distributor's own registry by default and the
+// one given by WithRegisterer when it is a Gatherer; a Registerer that is not one is not
+// served (its owner serves it). Registering twice in one registry is a config error.
+func TestMetricsServed(t *testing.T) {
+	cfg := Config{Postgres: PostgresConfig{DSN: "postgres://u@h/db"}, Kafka: KafkaConfig{Config: kafkaconn.Config{Brokers: []string{"b:9092"}}},
+		Streams: []StreamConfig{{Topic: "t", Views: []ViewConfig{{Name: "v", SQL: "SELECT 1 AS id", Key: []string{"id"}}}}}}
+	metrics := func(d *Distributor) int {
+		rec := httptest.NewRecorder()
+		d.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		return rec.Code
+	}
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := metrics(d); code != 200 {
+		t.Errorf("default registry: /metrics = %d", code)
+	}
+	reg := prometheus.NewRegistry()
+	if d, err = New(cfg, WithRegisterer(reg)); err != nil {
+		t.Fatal(err)
+	}
+	if code := metrics(d); code != 200 {
+		t.Errorf("registry: /metrics = %d", code)
+	}
+	if _, err := New(cfg, WithRegisterer(reg)); !errors.Is(err, ErrConfig) {
+		t.Errorf("second New in one registry = %v, want ErrConfig", err)
+	}
+	if d, err = New(cfg, WithRegisterer(prometheus.WrapRegistererWith(prometheus.Labels{"a": "b"}, prometheus.NewRegistry()))); err != nil {
+		t.Fatal(err)
+	}
+	if code := metrics(d); code != 404 {
+		t.Errorf("not a Gatherer: /metrics = %d, want 404", code)
 	}
 }

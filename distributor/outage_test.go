@@ -23,8 +23,8 @@ import (
 const stockSQL = "SELECT id, name, version FROM stock"
 
 func stockView() ViewConfig {
-	return ViewConfig{Name: "stock", SQL: stockSQL, Key: []string{"id"}, Incremental: "version",
-		PollInterval: 50 * time.Millisecond, Overlap: OverlapVersions(3)}
+	return ViewConfig{Name: "stock", SQL: stockSQL, Key: []string{"id"},
+		ViewSettings: ViewSettings{Incremental: "version", PollInterval: 50 * time.Millisecond, Overlap: OverlapVersions(3)}}
 }
 
 func (e *env) createStock() {
@@ -37,7 +37,7 @@ func (e *env) createStock() {
 func startReg(t *testing.T, cfg Config, log *slog.Logger) (*running, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	d, err := New(cfg, WithLogger(log), WithRegistry(reg))
+	d, err := New(cfg, WithLogger(log), WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}

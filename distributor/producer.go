@@ -9,7 +9,7 @@ import (
 )
 
 // producer sends a stream's records through one idempotent sarama AsyncProducer (acks=all,
-// one request in flight, lz4: internal/kafkautil.ProducerConfig). Records are fed as a
+// one request in flight, lz4: kafkaconn.ProducerConfig). Records are fed as a
 // continuous pipeline (no stall between batches) while a goroutine counts the broker's
 // acknowledgements; idempotence with one request in flight keeps them in order. It is used
 // by the stream's publisher loop only (one send at a time). After a send error the sarama
@@ -42,8 +42,8 @@ func (p *producer) sendN(ctx context.Context, n int, gen func(int) *sarama.Produ
 }
 
 // sendIter publishes the messages next returns, in order, until it returns nil, and returns
-// when the broker acknowledged all of them, or the first error. next may read a database
-// cursor: feeding overlaps with sarama's batching, compression and the broker's writes.
+// when the broker acknowledged all of them, or the first error. Feeding overlaps with
+// sarama's batching, compression and the broker's writes.
 // When next fails, feeding stops, the records already fed are flushed and next's error is
 // returned. When ctx ends, feeding stops, the records already fed are flushed (waited for)
 // and ctx.Err() is returned: the caller must not treat the send as complete.

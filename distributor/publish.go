@@ -2,7 +2,6 @@ package distributor
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -64,15 +63,10 @@ func (s *stream) publishEpoch(ctx context.Context, r *viewRead, mode string) err
 	if err := s.sendControls(ctx, name, meta, begin); err != nil {
 		return err
 	}
-	if r.streamed {
-		if err := s.streamEpochRows(ctx, r, meta); err != nil {
-			return err
-		}
-	}
 	if err := s.sendRows(ctx, r.publish, meta); err != nil {
 		return err
 	}
-	published := r.toPublish
+	published := r.published()
 	end := &record.EpochEnd{Epoch: st.epoch, Rows: r.sum.Rows(), Hash: r.sum.Sum(),
 		Published: published, Tombstones: r.tombs, SourceLSN: r.src.lsn}
 	controls := []record.Control{end}
@@ -97,79 +91,6 @@ func (s *stream) publishEpoch(ctx context.Context, r *viewRead, mode string) err
 		"hash", record.FormatHash(r.sum.Sum()), "source_lsn", r.src.lsn, "duration", time.Since(start))
 	return nil
 }
-
-// streamEpochRows sends the rows of a streamed epoch read (pass 2 of readView's pass 1).
-// A reader goroutine re-reads and encodes the rows into batches while this goroutine feeds
-// the producer, so reading overlaps sending even while the producer's input is full.
-func (s *stream) streamEpochRows(ctx context.Context, r *viewRead, meta record.Meta) error {
-	meta.Kind = record.KindRow
-	next, closeRows, err := streamRows(ctx, r, recordsarama.Headers(meta))
-	if err != nil {
-		return err
-	}
-	type batch struct {
-		msgs []*sarama.ProducerMessage
-		err  error
-	}
-	batches := make(chan batch, streamBatches)
-	stop := make(chan struct{})
-	readerDone := make(chan error, 1)
-	go func() { // the reader: the only user of r.tx until readerDone
-		defer close(batches)
-		err := func() error {
-			for {
-				b := make([]*sarama.ProducerMessage, 0, streamBatch)
-				var err error
-				for len(b) < streamBatch {
-					var m *sarama.ProducerMessage
-					if m, err = next(); err != nil || m == nil {
-						break
-					}
-					b = append(b, m)
-				}
-				select {
-				case batches <- batch{msgs: b, err: err}:
-				case <-stop:
-					return nil
-				}
-				if err != nil || len(b) < streamBatch {
-					return nil
-				}
-			}
-		}()
-		readerDone <- errors.Join(err, closeRows())
-	}()
-	var cur []*sarama.ProducerMessage
-	var curErr error
-	err = s.prod.sendIter(ctx, func() (*sarama.ProducerMessage, error) {
-		for len(cur) == 0 {
-			if curErr != nil {
-				return nil, curErr
-			}
-			b, ok := <-batches
-			if !ok {
-				return nil, nil
-			}
-			cur, curErr = b.msgs, b.err
-		}
-		m := cur[0]
-		cur = cur[1:]
-		return m, nil
-	})
-	close(stop)
-	cerr := <-readerDone // the reader closed the rows: the tx is free again
-	if err == nil && cerr != nil {
-		err = sqlError(r.view.cfg, cerr)
-	}
-	return err
-}
-
-// streamBatch rows per batch handed from pass 2's reader to the feeder; streamBatches batches
-// may wait (bounds the memory of read-ahead rows to about streamBatch×streamBatches records).
-const (
-	streamBatch   = 256
-	streamBatches = 16
-)
 
 // publishPoll publishes the changed rows of a poll, then a poll record; the watermark and
 // hashes advance only after the broker acknowledged both.

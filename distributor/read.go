@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -59,36 +58,18 @@ type viewRead struct {
 	tombs   int64             // tombstones in publish
 	maxInc  string            // highest incremental key text seen ("" = none)
 	src     source
-	// streamed: a full read whose rows to publish were validated and hashed but not kept
-	// (pass 1); publishEpoch re-reads them from tx, the same snapshot, while it sends
-	// (pass 2). publish then holds only the tombstones.
-	streamed  bool
-	tx        pgx.Tx
-	rewrite   bool
-	toPublish int64 // rows (not tombstones) to publish
-	maxBytes  int   // record size limit and header bytes (pass 2 re-checks volatile rows)
-	hdrBytes  int
-	// seq and pub, for a streamed read: the hash of the i-th row read and whether it is to
-	// be published (bit i). Pass 2 checks its i-th row against them (no map lookups) and
-	// falls back to the maps when the order differs (a synchronized seq scan may start
-	// elsewhere in the table).
-	seq []uint64
-	pub []uint64
 }
 
-// twoPass makes full reads (epochs) two-pass: validate and hash first, then re-read and
-// send while reading. false (the default) = one pass: every row to publish is buffered
-// (≈ 250 MB for 1 M rows of 200 bytes) and sent once the whole view was validated.
-// BenchmarkSnapshot measures both in the same run: on the shared 2-core machine the second
-// read costs more CPU than the overlap saves (docs/BENCHMARKS.md, distributor library section), so
-// two-pass is not the default; the tests run both (forDesigns).
-var twoPass = false
+// published is the number of rows (not tombstones) r publishes.
+func (r *viewRead) published() int64 { return int64(len(r.publish)) - r.tombs }
 
 // readView runs the view's query in tx and validates every row before anything is
 // published: key columns exist, keys are neither NULL nor duplicated, every column type is
 // mapped and no record exceeds maxBytes. A full read (an epoch) also lists the keys that
 // vanished (tombstones); rewrite publishes every row. A poll reads only the rows above the
-// watermark − overlap. Nothing in st changes.
+// watermark − overlap. The rows to publish are kept in memory (about key + value + 40
+// bytes each) so that the whole view is validated before its first record is sent. Nothing
+// in st changes.
 func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool, src source, maxBytes int, hdrBytes int) (*viewRead, error) {
 	v := st.cfg
 	query, args := v.SQL, []any(nil)
@@ -100,8 +81,6 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		st.enc = enc // type facts only; not publication state
 	}
 	codec := newRowCodec(v, st.enc)
-	streamed := full && twoPass
-	codec.scratch = streamed
 	codec.keyArena = full
 	if codec.inc >= 0 {
 		if err := checkIncremental(v, codec.incOID); err != nil {
@@ -125,14 +104,10 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		st.enc = nil
 		return nil, fmt.Errorf("distributor: view %q: the query's columns changed; retrying", v.Name)
 	}
-	r := &viewRead{view: st, full: full, src: src, hashes: make(map[string]uint64),
-		streamed: streamed, rewrite: rewrite, maxBytes: maxBytes, hdrBytes: hdrBytes}
-	if streamed {
-		r.tx = tx
-	}
+	r := &viewRead{view: st, full: full, src: src, hashes: make(map[string]uint64)}
 	if full {
 		r.hashes = make(map[string]uint64, size)
-		if !streamed && (rewrite || len(st.hashes) == 0) {
+		if rewrite || len(st.hashes) == 0 {
 			r.publish = make([]pendingRow, 0, size) // every row is published
 		}
 	}
@@ -159,20 +134,8 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		if full {
 			r.sum.Add(h)
 		}
-		if streamed {
-			r.seq = append(r.seq, h)
-			if len(r.seq) > len(r.pub)*64 {
-				r.pub = append(r.pub, 0)
-			}
-		}
 		if needsPublish(st.hashes, key, h, rewrite) {
-			r.toPublish++
-			if streamed {
-				i := len(r.seq) - 1
-				r.pub[i/64] |= 1 << (i % 64)
-			} else {
-				r.publish = append(r.publish, pendingRow{key: key, value: value, hash: h})
-			}
+			r.publish = append(r.publish, pendingRow{key: key, value: value, hash: h})
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -206,75 +169,6 @@ func needsPublish(hashes map[string]uint64, key string, h uint64, rewrite bool) 
 	}
 	old, ok := hashes[key]
 	return !ok || old != h
-}
-
-// streamRows is pass 2 of a streamed read: it re-runs the view's query in r.tx (the same
-// REPEATABLE READ snapshot as pass 1) and returns an iterator over the row records to
-// publish, encoded while the producer sends the previous ones. Every row is checked against
-// pass 1 (its i-th hash, else the key → hash map). A volatile value (random(),
-// clock_timestamp()) is published as pass 2 reads it, after a size check, and replaces pass
-// 1's hash; a key pass 1 did not see, or a different row count or set hash, fails here,
-// mid-epoch: the epoch then has no end. close must be called.
-func streamRows(ctx context.Context, r *viewRead, hdrs []sarama.RecordHeader) (next func() (*sarama.ProducerMessage, error), close func() error, err error) {
-	st := r.view
-	v := st.cfg
-	rows, err := r.tx.Query(ctx, v.SQL, pgjson.ResultFormats)
-	if err != nil {
-		return nil, nil, sqlError(v, err)
-	}
-	if !sameColumns(st.enc, rows.FieldDescriptions()) {
-		rows.Close()
-		return nil, nil, fmt.Errorf("distributor: view %q: the query's columns changed between the two reads of one snapshot", v.Name)
-	}
-	codec := newRowCodec(v, st.enc)
-	var n, sent int64
-	var sum record.EpochHash
-	next = func() (*sarama.ProducerMessage, error) {
-		for rows.Next() {
-			key, value, err := codec.encodeStable(rows.RawValues())
-			if err != nil {
-				return nil, err
-			}
-			i := n
-			n++
-			h := record.RowHash(key, value)
-			sum.Add(h)
-			var publish bool
-			if i < int64(len(r.seq)) && r.seq[i] == h { // same row as pass 1's i-th
-				publish = r.pub[i/64]&(1<<(i%64)) != 0
-			} else {
-				old, ok := r.hashes[string(key)]
-				if !ok {
-					return nil, &ViewError{View: v.Name, Key: string(key), Err: errors.New("key not in the first read of the same snapshot (volatile key columns?)")}
-				}
-				if old != h {
-					// a volatile value (random(), clock_timestamp(), …): what this read gives is
-					// what is published and remembered, after pass 1's size check
-					if sz := len(key) + len(value) + r.hdrBytes + recordOverhead; sz > r.maxBytes {
-						return nil, &ViewError{View: v.Name, Key: string(key), Err: fmt.Errorf("record of %d bytes exceeds the broker's message limit of %d bytes", sz, r.maxBytes)}
-					}
-					r.hashes[string(key)] = h
-					r.sum.Replace(old, h)
-				}
-				publish = needsPublish(st.hashes, string(key), h, r.rewrite)
-			}
-			if !publish {
-				continue
-			}
-			sent++
-			return &sarama.ProducerMessage{Key: sarama.ByteEncoder(key), Value: sarama.ByteEncoder(value), Headers: hdrs}, nil
-		}
-		if err := rows.Err(); err != nil {
-			return nil, sqlError(v, err)
-		}
-		if n != r.rows || sum.Sum() != r.sum.Sum() {
-			return nil, &ViewError{View: v.Name, Err: fmt.Errorf("second read of the snapshot differs from the first: %d rows (hash %s), the first %d (%s)",
-				n, record.FormatHash(sum.Sum()), r.rows, record.FormatHash(r.sum.Sum()))}
-		}
-		r.toPublish = sent
-		return nil, nil
-	}
-	return next, func() error { rows.Close(); return rows.Err() }, nil
 }
 
 // recordOverhead bounds the bytes Kafka adds around one record's key, value and headers

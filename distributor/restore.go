@@ -15,7 +15,7 @@ import (
 // epoch and the watermark of the last poll record. Records of views that are not configured
 // any more are skipped. It is the only state store: no other is needed.
 func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[string]*viewState, log *slog.Logger) (n int64, err error) {
-	cfg := kc.saramaConfig(kc.ClientID + "-restore")
+	cfg := kc.clientConfig("-restore")
 	cfg.Consumer.Fetch.Default = 4 << 20
 	client, err := sarama.NewClient(kc.Brokers, cfg)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 )
 
@@ -21,7 +21,7 @@ func TestShutdownMidEpoch(t *testing.T) {
 	e.exec(`INSERT INTO big SELECT i, repeat('x', 100) FROM generate_series(1, $1) i`, n)
 	cfg := e.config(ViewConfig{Name: "big", SQL: "SELECT id, v FROM big", Key: []string{"id"}})
 	r := start(t, cfg)
-	client, err := sarama.NewClient(e.brokers, kafkautil.NewConfig("test-offsets"))
+	client, err := sarama.NewClient(e.brokers, kafkaconn.NewConfig("test-offsets"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ const itemsSQL = "SELECT id, name, price, updated_at FROM items"
 
 func itemsView() ViewConfig {
 	return ViewConfig{Name: "items", SQL: itemsSQL, Key: []string{"id"},
-		Incremental: "updated_at", PollInterval: 50 * time.Millisecond, Overlap: Overlap{Duration: 10 * time.Second, set: true}}
+		ViewSettings: ViewSettings{Incremental: "updated_at", PollInterval: 50 * time.Millisecond, Overlap: Overlap{Duration: 10 * time.Second, set: true}}}
 }
 
 func (e *env) createItems() {
@@ -25,9 +25,7 @@ func (e *env) createItems() {
 		(3, 'plum', NULL, '2026-01-01T00:00:03Z')`)
 }
 
-func TestSnapshot(t *testing.T) { forDesigns(t, "snapshot", testSnapshot) }
-
-func testSnapshot(t *testing.T) {
+func TestSnapshot(t *testing.T) {
 	e := newEnv(t)
 	e.createItems()
 	r := start(t, e.config(itemsView()))
@@ -111,12 +109,10 @@ func TestInsertUpdateDelete(t *testing.T) {
 	}
 }
 
-// TestVolatileView: a view whose values change between two reads of one snapshot (random())
-// is published as the second read (pass 2, while sending) gives it, and the epoch-end's hash
-// describes exactly the rows published; a reconcile republishes the changed values.
-func TestVolatileView(t *testing.T) { forDesigns(t, "volatile", testVolatileView) }
-
-func testVolatileView(t *testing.T) {
+// TestVolatileView: a view whose values change at every read (random()) is published as it
+// was read, and the epoch-end's hash describes exactly the rows published; a reconcile
+// republishes the changed values.
+func TestVolatileView(t *testing.T) {
 	e := newEnv(t)
 	e.createItems()
 	v := ViewConfig{Name: "vol", SQL: "SELECT id, name, random() AS r FROM items", Key: []string{"id"}}

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/robfig/cron/v3"
 
@@ -125,7 +124,7 @@ func (s *stream) activeRun(parent context.Context, lock *streamLock) error {
 	s.active.Store(true)
 	s.m.active.WithLabelValues(s.cfg.Topic).Set(1)
 
-	pcfg := s.d.cfg.Kafka.producerConfig()
+	pcfg := s.d.cfg.Kafka.SaramaProducerConfig()
 	retries := s.m.produceRetries.WithLabelValues(s.cfg.Topic)
 	pcfg.Producer.Retry.BackoffFunc = func(int, int) time.Duration { // called once per retry
 		retries.Inc()
@@ -199,16 +198,16 @@ func (s *stream) startup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// read only; kept open while publishing: a streamed read re-reads its rows from it
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	reads := make([]*viewRead, 0, len(s.order))
 	for _, st := range s.order {
 		r, err := readView(ctx, tx, st, true, false, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
 		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
 			return err
 		}
 		reads = append(reads, r)
 	}
+	_ = tx.Rollback(context.WithoutCancel(ctx)) // read only: the reads hold everything to publish
 	s.log.Info("start-up snapshot read and validated", "stream", s.cfg.Topic, "views", len(reads),
 		"duration", time.Since(readStart), "source_lsn", src.lsn)
 	for _, r := range reads {
@@ -305,9 +304,9 @@ func (s *stream) reconcile(ctx context.Context, st *viewState) error {
 		if err != nil {
 			return err
 		}
-		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // open while publishing (pass 2)
 		rewrite := st.cfg.RefreshMode == ModeRewrite
 		r, err := readView(ctx, tx, st, true, rewrite, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
+		_ = tx.Rollback(context.WithoutCancel(ctx)) // read only: r holds everything to publish
 		if err != nil {
 			return err
 		}
@@ -353,5 +352,3 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
-
-var _ = sarama.OffsetOldest

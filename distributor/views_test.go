@@ -26,7 +26,7 @@ func TestCompositeKeyJoin(t *testing.T) {
 	sql := `SELECT o.customer_id, o.sku, c.name AS customer, p.title, o.qty, o.version
 		FROM orders o JOIN customers c ON c.id = o.customer_id JOIN products p ON p.sku = o.sku`
 	v := ViewConfig{Name: "orders", SQL: sql, Key: []string{"customer_id", "sku"},
-		Incremental: "version", PollInterval: 50 * time.Millisecond, Overlap: Overlap{Versions: 5, IsCount: true, set: true}}
+		ViewSettings: ViewSettings{Incremental: "version", PollInterval: 50 * time.Millisecond, Overlap: Overlap{Versions: 5, IsCount: true, set: true}}}
 	r := start(t, e.config(v))
 	r.waitReady(t)
 	recs := readAll(t, e.brokers, e.topic)
@@ -158,7 +158,7 @@ func TestVersionWatermarks(t *testing.T) {
 			e := newEnv(t)
 			e.exec(`CREATE TABLE vt (id int PRIMARY KEY, ver ` + tc.typ + `)`)
 			e.exec(`INSERT INTO vt VALUES ` + tc.vals)
-			v := ViewConfig{Name: "vt", SQL: "SELECT id, ver FROM vt", Key: []string{"id"}, Incremental: "ver", PollInterval: 50 * time.Millisecond}
+			v := ViewConfig{Name: "vt", SQL: "SELECT id, ver FROM vt", Key: []string{"id"}, ViewSettings: ViewSettings{Incremental: "ver", PollInterval: 50 * time.Millisecond}}
 			var err error
 			v.Overlap, err = parseOverlap(tc.overlap)
 			if err != nil {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
@@ -23,7 +23,7 @@ func BenchmarkFanout(b *testing.B) {
 	const targets, size = 20, 1024
 	brokers := testenv.KafkaBrokers(b)
 	produceAll := func(topic string, n int) time.Duration {
-		prod, err := sarama.NewAsyncProducer(brokers, kafkautil.ProducerConfig("bench"))
+		prod, err := sarama.NewAsyncProducer(brokers, kafkaconn.ProducerConfig("bench"))
 		if err != nil {
 			b.Fatal(err)
 		}

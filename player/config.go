@@ -1,8 +1,30 @@
 package player
 
 import (
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/statecast/statecast/internal/daemon"
+	"github.com/statecast/statecast/kafkaconn"
+)
+
+// Defaults of Config (documented on its fields).
+const (
+	DefaultClientID          = "statecast-player"
+	DefaultMaxBatchEntries   = 512
+	DefaultMaxBatchBytes     = 1 << 20
+	DefaultTargetBudgetBytes = 16 << 20
+	DefaultAckTimeout        = 30 * time.Second
+	DefaultProgressInterval  = time.Second
+	DefaultHistoryBytes      = 64 << 20
+	DefaultShutdownGrace     = 5 * time.Second
+
+	// DefaultListen and DefaultHTTPAddr are the daemon's addresses: LoadConfig and
+	// ParseConfig use them when the file does not set listen and http_addr. A Config built
+	// in Go serves neither unless it sets them.
+	DefaultListen   = ":7070"
+	DefaultHTTPAddr = ":7071"
 )
 
 // StreamConfig is one stream served by the player.
@@ -15,11 +37,17 @@ type StreamConfig struct {
 
 // Config of a Player. Zero values take the documented defaults.
 type Config struct {
+	// Listen is the address Run serves gRPC on (Player, health, reflection). Empty: Run
+	// does not serve gRPC; Serve does, on a listener of the caller's.
+	Listen string `yaml:"listen"`
+	// HTTPAddr is the address Run serves HTTP on (Handler: /metrics, /healthz, /status,
+	// /status.json). Empty: not served.
+	HTTPAddr string `yaml:"http_addr"`
 	// Brokers are the Kafka bootstrap addresses (required).
 	Brokers []string `yaml:"brokers"`
 	// Streams served (at least one).
 	Streams []StreamConfig `yaml:"streams"`
-	// ClientID for Kafka. Default "statecast-player".
+	// ClientID for Kafka. Default DefaultClientID.
 	ClientID string `yaml:"client_id"`
 	// MaxBatchEntries bounds a batch's entry count (default 512); a client hint may lower it.
 	MaxBatchEntries int `yaml:"max_batch_entries"`
@@ -28,7 +56,7 @@ type Config struct {
 	// TargetBudgetBytes bounds the memory queued for one target (normal + catch-up
 	// queues, default 16 MiB). Past it the target's main queue is dropped and it continues
 	// from Kafka in RF without being disconnected. Sent-but-unacked batches are bounded by
-	// the same amount (the send window).
+	// the same amount (the send window). At least twice MaxBatchBytes.
 	TargetBudgetBytes int64 `yaml:"target_budget_bytes"`
 	// AckTimeout: a target with unacknowledged batches older than this is suspended
 	// (default 30s).
@@ -47,57 +75,96 @@ type Config struct {
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 }
 
-func (c *Config) setDefaults() {
-	if c.ClientID == "" {
-		c.ClientID = "statecast-player"
+// LoadConfig reads a YAML file (a Config) and returns it validated. The file is read as
+// ParseConfig reads its bytes; errors wrap ErrConfig and name the file.
+func LoadConfig(path string) (*Config, error) {
+	c := Config{Listen: DefaultListen, HTTPAddr: DefaultHTTPAddr}
+	if err := daemon.LoadYAML(path, &c); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if c.MaxBatchEntries <= 0 {
-		c.MaxBatchEntries = 512
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
-	if c.MaxBatchBytes <= 0 {
-		c.MaxBatchBytes = 1 << 20
-	}
-	if c.TargetBudgetBytes <= 0 {
-		c.TargetBudgetBytes = 16 << 20
-	}
-	if c.AckTimeout <= 0 {
-		c.AckTimeout = 30 * time.Second
-	}
-	if c.ProgressInterval <= 0 {
-		c.ProgressInterval = time.Second
-	}
-	if c.HistoryBytes <= 0 {
-		c.HistoryBytes = 64 << 20
-	}
-	if c.ShutdownGrace <= 0 {
-		c.ShutdownGrace = 5 * time.Second
-	}
-	for i := range c.Streams {
-		if c.Streams[i].Topic == "" {
-			c.Streams[i].Topic = c.Streams[i].Name
-		}
-	}
+	return &c, nil
 }
 
-func (c *Config) validate() error {
+// ParseConfig parses YAML bytes (a Config) and validates the result. listen and http_addr
+// default to DefaultListen and DefaultHTTPAddr (set them to "" to serve neither). Unknown
+// fields are rejected; ${NAME} in a value is replaced by the environment variable NAME
+// after the YAML is parsed (an unset variable is an error naming it and the field; $${ is
+// a literal ${; comments are not expanded), as in the distributor's files
+// (docs/operations.md).
+func ParseConfig(b []byte) (*Config, error) {
+	c := Config{Listen: DefaultListen, HTTPAddr: DefaultHTTPAddr}
+	if err := daemon.DecodeYAML(b, &c); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate fills the defaults and checks the config. Errors wrap ErrConfig and name the
+// field. New calls it; calling it again changes nothing.
+func (c *Config) Validate() error {
+	if c.ClientID == "" {
+		c.ClientID = DefaultClientID
+	}
+	if c.MaxBatchEntries <= 0 {
+		c.MaxBatchEntries = DefaultMaxBatchEntries
+	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if c.TargetBudgetBytes <= 0 {
+		c.TargetBudgetBytes = DefaultTargetBudgetBytes
+	}
+	if c.AckTimeout <= 0 {
+		c.AckTimeout = DefaultAckTimeout
+	}
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = DefaultProgressInterval
+	}
+	if c.HistoryBytes <= 0 {
+		c.HistoryBytes = DefaultHistoryBytes
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if len(c.Brokers) == 0 {
-		return fmt.Errorf("%w: brokers is empty", ErrConfig)
+		bad("brokers: required")
 	}
 	if len(c.Streams) == 0 {
-		return fmt.Errorf("%w: no streams", ErrConfig)
+		bad("streams: at least one stream is required")
 	}
 	seen := map[string]bool{}
-	for _, s := range c.Streams {
-		if s.Name == "" {
-			return fmt.Errorf("%w: stream without a name", ErrConfig)
+	for i := range c.Streams {
+		s := &c.Streams[i]
+		if s.Topic == "" {
+			s.Topic = s.Name
 		}
-		if seen[s.Name] {
-			return fmt.Errorf("%w: stream %q twice", ErrConfig, s.Name)
+		switch {
+		case s.Name == "":
+			bad("streams[%d].name: required", i)
+		case seen[s.Name]:
+			bad("stream %q: configured twice", s.Name)
 		}
 		seen[s.Name] = true
 	}
 	if c.TargetBudgetBytes < 2*c.MaxBatchBytes {
-		return fmt.Errorf("%w: target_budget_bytes (%d) must be at least twice max_batch_bytes (%d)", ErrConfig, c.TargetBudgetBytes, c.MaxBatchBytes)
+		bad("target_budget_bytes (%d) must be at least twice max_batch_bytes (%d)", c.TargetBudgetBytes, c.MaxBatchBytes)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	return nil
+}
+
+// kafka is the player's Kafka connection: every sarama config of the player is built from
+// it, so a connection setting (TLS, SASL, timeout) reaches every client from here.
+func (c *Config) kafka() kafkaconn.Config {
+	return kafkaconn.Config{Brokers: c.Brokers, ClientID: c.ClientID}
 }

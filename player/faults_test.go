@@ -12,7 +12,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/statecast/statecast/internal/checker"
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 
@@ -217,7 +217,7 @@ func TestResyncRequired(t *testing.T) {
 		sessionUntil(t, c, tp.addr, 30*time.Second, func() bool { return c.Applied() >= 199 })
 	}
 	e.produce(100, []string{"a", "b"}, 100, rnd)
-	admin, err := sarama.NewClusterAdmin(e.brokers, kafkautil.NewConfig("player-test"))
+	admin, err := sarama.NewClusterAdmin(e.brokers, kafkaconn.NewConfig("player-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestResyncDuringRecovery(t *testing.T) {
 		st := targetStatus(tp.p, "slow")
 		return st.State == "RF" && st.Overflows > 0
 	})
-	admin, err := sarama.NewClusterAdmin(e.brokers, kafkautil.NewConfig("player-test"))
+	admin, err := sarama.NewClusterAdmin(e.brokers, kafkaconn.NewConfig("player-test"))
 	if err != nil {
 		t.Fatal(err)
 	}

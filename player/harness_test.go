@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/statecast/statecast/internal/checker"
-	"github.com/statecast/statecast/internal/kafkautil"
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
@@ -42,7 +42,7 @@ func newEnv(t *testing.T, configs map[string]string) *env {
 		configs = map[string]string{"cleanup.policy": "compact"}
 	}
 	topic := testenv.NewTopic(t, "player", configs)
-	prod, err := sarama.NewSyncProducer(brokers, kafkautil.ProducerConfig("player-test"))
+	prod, err := sarama.NewSyncProducer(brokers, kafkaconn.ProducerConfig("player-test"))
 	if err != nil {
 		t.Fatalf("producer: %v", err)
 	}

@@ -2,27 +2,35 @@ package player
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/statecast/statecast/internal/daemon"
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 
-// Player serves streams to targets. Create it with New, run the fetchers with Run and
-// the gRPC server with Serve (in either order, each in its own goroutine), stop with Close.
+// Player serves streams to targets. Create it with New and run it with Run, which serves
+// gRPC on Config.Listen and HTTP on Config.HTTPAddr when they are set; or serve gRPC on a
+// listener of your own with Serve (in its own goroutine, before or after Run starts). Stop
+// with Close.
 type Player struct {
 	cfg          Config
 	log          *slog.Logger
+	gather       prometheus.Gatherer // what /metrics serves; nil: not served
 	metrics      *metrics
 	streams      map[string]*stream
 	streamNames  []string
@@ -51,7 +59,9 @@ type options struct {
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
-// WithRegisterer registers the player's metrics (default: not registered).
+// WithRegisterer registers the metrics with r (default: a registry of the Player's own).
+// /metrics serves r when r is also a prometheus.Gatherer, as a *prometheus.Registry is;
+// otherwise /metrics is not served, and the program that owns r exposes it.
 func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.reg = r } }
 
 // WithDispatchHook sets a function called by the main fetcher goroutine right after it
@@ -61,23 +71,27 @@ func WithDispatchHook(f func(stream string, index int64, at time.Time)) Option {
 	return func(o *options) { o.dispatch = f }
 }
 
-// New validates cfg (applying defaults) and returns a Player. It does not connect.
+// New validates a copy of cfg (Config.Validate) and returns a Player. It does not connect
+// or listen: Run does.
 func New(cfg Config, opts ...Option) (*Player, error) {
-	cfg.setDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg.Brokers = slices.Clone(cfg.Brokers)
+	cfg.Streams = slices.Clone(cfg.Streams)
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	o := options{log: slog.New(slog.DiscardHandler)}
 	for _, f := range opts {
 		f(&o)
 	}
+	if o.reg == nil {
+		o.reg = prometheus.NewRegistry()
+	}
 	p := &Player{cfg: cfg, log: o.log, streams: map[string]*stream{}, dispatchHook: o.dispatch}
+	p.gather, _ = o.reg.(prometheus.Gatherer)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.metrics = newMetrics(p)
-	if o.reg != nil {
-		if err := p.metrics.register(o.reg); err != nil {
-			return nil, fmt.Errorf("%w: metrics: %v", ErrConfig, err)
-		}
+	if err := p.metrics.register(o.reg); err != nil {
+		return nil, fmt.Errorf("%w: metrics: %v", ErrConfig, err)
 	}
 	for _, sc := range cfg.Streams {
 		p.streams[sc.Name] = newStream(p, sc)
@@ -102,10 +116,13 @@ func (p *Player) goTracked(f func()) {
 	}()
 }
 
-// Run connects to Kafka, starts one main fetcher per stream and blocks until ctx ends,
-// Close is called, or a stream fails (its error is returned). Health turns SERVING when
-// every stream's materialized copy has caught up.
-func (p *Player) Run(ctx context.Context) error {
+// Run listens on Config.Listen (gRPC) and Config.HTTPAddr (Handler) when they are set,
+// connects to Kafka, starts one main fetcher per stream and serves until ctx ends, Close is
+// called, or a stream or a server fails (its error is returned). Health turns SERVING when
+// every stream's materialized copy has caught up. When Run returns, its targets have ended
+// and the servers it started are stopped (gRPC gracefully within Config.ShutdownGrace);
+// Close still releases the rest. Run may be called once.
+func (p *Player) Run(ctx context.Context) (err error) {
 	p.mu.Lock()
 	if p.closed || p.running {
 		p.mu.Unlock()
@@ -120,6 +137,21 @@ func (p *Player) Run(ctx context.Context) error {
 	stop := context.AfterFunc(p.ctx, cancel)
 	defer stop()
 
+	var lis net.Listener
+	var hs *daemon.HTTPServer
+	if p.cfg.Listen != "" {
+		if lis, err = net.Listen("tcp", p.cfg.Listen); err != nil {
+			return fmt.Errorf("player: listen: %w", err)
+		}
+		defer lis.Close() // when Run fails before serving
+	}
+	if p.cfg.HTTPAddr != "" {
+		if hs, err = daemon.ListenHTTP(p.cfg.HTTPAddr, p.Handler()); err != nil {
+			return fmt.Errorf("player: %w", err)
+		}
+		defer hs.Close()
+	}
+
 	for _, name := range p.streamNames {
 		if err := p.streams[name].connect(); err != nil {
 			for _, n := range p.streamNames {
@@ -128,7 +160,34 @@ func (p *Player) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	errs := make(chan error, len(p.streamNames))
+	errs := make(chan error, len(p.streamNames)+2)
+	var servers sync.WaitGroup
+	if lis != nil {
+		servers.Go(func() {
+			if err := p.Serve(lis); err != nil {
+				errs <- fmt.Errorf("player: grpc: %w", err)
+				cancel()
+			}
+		})
+	}
+	if hs != nil {
+		servers.Go(func() {
+			if err := hs.Serve(ctx); err != nil {
+				errs <- fmt.Errorf("player: %w", err)
+				cancel()
+			}
+		})
+	}
+	if lis != nil || hs != nil {
+		var grpcAddr, httpAddr string
+		if lis != nil {
+			grpcAddr = lis.Addr().String()
+		}
+		if hs != nil {
+			httpAddr = hs.Addr().String()
+		}
+		p.log.Info("player listening", "grpc", grpcAddr, "http", httpAddr)
+	}
 	var wg sync.WaitGroup
 	for _, name := range p.streamNames {
 		s := p.streams[name]
@@ -156,7 +215,6 @@ func (p *Player) Run(ctx context.Context) error {
 	<-ctx.Done()
 	wg.Wait()
 	p.health.Shutdown()
-	var err error
 	select {
 	case err = <-errs:
 	default:
@@ -166,6 +224,10 @@ func (p *Player) Run(ctx context.Context) error {
 	for _, name := range p.streamNames {
 		p.streams[name].close()
 	}
+	if lis != nil {
+		p.stopGRPC()
+	}
+	servers.Wait()
 	return err
 }
 
@@ -183,8 +245,9 @@ func (p *Player) WaitReady(ctx context.Context) error {
 	return nil
 }
 
-// Serve serves the gRPC API (Player, health, reflection) on lis until Close.
-// Subscribe calls wait for their stream to be ready.
+// Serve serves the gRPC API (Player, health, reflection) on lis until Close (or until Run
+// returns, when Run serves Config.Listen). Subscribe calls wait for their stream to be
+// ready. Run calls it for Config.Listen; call it yourself to serve a listener of your own.
 func (p *Player) Serve(lis net.Listener) error {
 	err := p.grpc.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) {
@@ -213,6 +276,13 @@ func (p *Player) Close() error {
 			t.suspend(ErrClosed)
 		}
 	}
+	p.stopGRPC()
+	p.wg.Wait()
+	return nil
+}
+
+// stopGRPC stops the gRPC server: gracefully within Config.ShutdownGrace, then at once.
+func (p *Player) stopGRPC() {
 	done := make(chan struct{})
 	go func() {
 		p.grpc.GracefulStop()
@@ -224,6 +294,32 @@ func (p *Player) Close() error {
 		p.grpc.Stop()
 		<-done
 	}
-	p.wg.Wait()
-	return nil
+}
+
+// Handler serves what Run serves on Config.HTTPAddr:
+//
+//	GET /healthz       200 with {"streams":{name:"ready"|"starting"}} (ready: its materialized copy caught up)
+//	GET /metrics       Prometheus metrics (see WithRegisterer)
+//	GET /status        the status page (StatusHandler): HTML, or JSON at /status.json
+func (p *Player) Handler() http.Handler {
+	mux := http.NewServeMux()
+	if p.gather != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(p.gather, promhttp.HandlerOpts{}))
+	}
+	mux.Handle("GET /status", p.StatusHandler())
+	mux.Handle("GET /status.json", p.StatusHandler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		st := make(map[string]string, len(p.streamNames))
+		for _, name := range p.streamNames {
+			st[name] = "starting"
+			select {
+			case <-p.streams[name].ready:
+				st[name] = "ready"
+			default:
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"streams": st})
+	})
+	return mux
 }

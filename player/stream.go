@@ -14,8 +14,6 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/statecast/statecast/internal/kafkautil"
 )
 
 // tsMark is a sample of the log's timeline: the record at off was appended at ts.
@@ -80,7 +78,8 @@ func newStream(p *Player, cfg StreamConfig) *stream {
 
 // connect opens the Kafka clients and reads the tombstone horizon.
 func (s *stream) connect() error {
-	kc := kafkautil.NewConfig(s.p.cfg.ClientID)
+	conn := s.p.cfg.kafka()
+	kc := conn.SaramaConfig()
 	kc.Consumer.MaxWaitTime = 100 * time.Millisecond
 	kc.Consumer.Fetch.Default = 4 << 20
 	var err error

@@ -13,8 +13,8 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/statecast/statecast/cacheclient"
-	"github.com/statecast/statecast/internal/kafkautil"
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
@@ -52,7 +52,7 @@ func BenchmarkColdStart(b *testing.B) {
 	records := envInt("CC_BENCH_RECORDS", 3*keys)
 	brokers := testenv.KafkaBrokers(b)
 	topic := testenv.NewTopic(b, "cacheclient-bench", map[string]string{"cleanup.policy": "compact"})
-	cfg := kafkautil.ProducerConfig("cacheclient-bench")
+	cfg := kafkaconn.ProducerConfig("cacheclient-bench")
 	prod, err := sarama.NewSyncProducer(brokers, cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -77,12 +77,12 @@ func BenchmarkColdStart(b *testing.B) {
 	// Baseline: replay from offset 0 into a map.
 	replay := func() time.Duration {
 		start := time.Now()
-		c, err := sarama.NewConsumer(brokers, kafkautil.NewConfig("cacheclient-bench-replay"))
+		c, err := sarama.NewConsumer(brokers, kafkaconn.NewConfig("cacheclient-bench-replay"))
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer c.Close()
-		client, _ := sarama.NewClient(brokers, kafkautil.NewConfig("cacheclient-bench-hwm"))
+		client, _ := sarama.NewClient(brokers, kafkaconn.NewConfig("cacheclient-bench-hwm"))
 		end, err := client.GetOffset(topic, 0, sarama.OffsetNewest)
 		client.Close()
 		if err != nil {

@@ -12,8 +12,8 @@ import (
 	gojson "github.com/goccy/go-json"
 
 	"github.com/statecast/statecast/cacheclient"
-	"github.com/statecast/statecast/internal/kafkautil"
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/player"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
@@ -50,7 +50,7 @@ type kafkaEnv struct {
 func newKafkaEnv(t *testing.T) *kafkaEnv {
 	brokers := testenv.KafkaBrokers(t)
 	topic := testenv.NewTopic(t, "cacheclient", map[string]string{"cleanup.policy": "compact"})
-	prod, err := sarama.NewSyncProducer(brokers, kafkautil.ProducerConfig("cacheclient-e2e"))
+	prod, err := sarama.NewSyncProducer(brokers, kafkaconn.ProducerConfig("cacheclient-e2e"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/statecast/statecast/cacheclient"
-	"github.com/statecast/statecast/internal/kafkautil"
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // TestPlayerResyncBelowLogStart: a client restarts from a saved index that the log no
@@ -36,7 +36,7 @@ func TestPlayerResyncBelowLogStart(t *testing.T) {
 	stop()
 
 	last := e.put("events", [2]string{"1", ""}, [2]string{"2", ev(2, "b")}, [2]string{"11", ev(11, "a")})
-	admin, err := sarama.NewClusterAdmin(brokers, kafkautil.NewConfig("cacheclient-e2e"))
+	admin, err := sarama.NewClusterAdmin(brokers, kafkaconn.NewConfig("cacheclient-e2e"))
 	if err != nil {
 		t.Fatal(err)
 	}

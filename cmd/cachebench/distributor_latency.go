@@ -13,7 +13,7 @@ import (
 
 	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/internal/bench"
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 const latencySchema = `
@@ -77,7 +77,7 @@ func rawLatency(ctx context.Context, env *bench.DistEnv, n int, every time.Durat
 		return nil, err
 	}
 	defer a.Close()
-	p, err := sarama.NewSyncProducer(env.Brokers, kafkautil.ProducerConfig("cachebench"))
+	p, err := sarama.NewSyncProducer(env.Brokers, kafkaconn.ProducerConfig("cachebench"))
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func rawLatency(ctx context.Context, env *bench.DistEnv, n int, every time.Durat
 func commitLatency(ctx context.Context, env *bench.DistEnv, listen bool, n int, every, poll time.Duration) ([]time.Duration, error) {
 	topic := env.Topic("bench_lat")
 	v := distributor.ViewConfig{Name: "lat", SQL: "SELECT id, v, updated_at FROM lat", Key: []string{"id"},
-		Incremental: "updated_at", PollInterval: poll}
+		ViewSettings: distributor.ViewSettings{Incremental: "updated_at", PollInterval: poll}}
 	if err := v.Overlap.UnmarshalYAML(&yaml.Node{Kind: yaml.ScalarNode, Value: "1s"}); err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func commitLatency(ctx context.Context, env *bench.DistEnv, listen bool, n int, 
 	}
 	cfg := distributor.Config{
 		Postgres: distributor.PostgresConfig{DSN: env.DSN},
-		Kafka:    distributor.KafkaConfig{Brokers: env.Brokers, ClientID: "cachebench"},
+		Kafka:    distributor.KafkaConfig{Config: kafkaconn.Config{Brokers: env.Brokers, ClientID: "cachebench"}},
 		Streams:  []distributor.StreamConfig{{Topic: topic, Views: []distributor.ViewConfig{v}}},
 	}
 	r, _, err := bench.StartDistributor(ctx, cfg)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/internal/bench"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/pgjson"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
@@ -63,7 +64,7 @@ func runDistributorSnapshot(ctx context.Context, args *bench.Args, w io.Writer) 
 		kb += len(keys[i])
 		vb += len(values[i])
 	}
-	fmt.Fprintf(w, "rows=%d  avg key=%dB  avg value=%dB  headers=5 sc-* headers  producer=kafkautil.ProducerConfig (idempotent, acks=all, 1 in flight, lz4)\n",
+	fmt.Fprintf(w, "rows=%d  avg key=%dB  avg value=%dB  headers=5 sc-* headers  producer=kafkaconn.ProducerConfig (idempotent, acks=all, 1 in flight, lz4)\n",
 		len(keys), kb/len(keys), vb/len(keys))
 	fmt.Fprintf(w, "example value: %s\n\n", values[len(values)/2])
 
@@ -204,7 +205,7 @@ func distributorSnapshot(ctx context.Context, env *bench.DistEnv, rows int64) (b
 	topic := env.Topic("bench_dist")
 	cfg := distributor.Config{
 		Postgres: distributor.PostgresConfig{DSN: env.DSN},
-		Kafka:    distributor.KafkaConfig{Brokers: env.Brokers, ClientID: "cachebench"},
+		Kafka:    distributor.KafkaConfig{Config: kafkaconn.Config{Brokers: env.Brokers, ClientID: "cachebench"}},
 		Streams: []distributor.StreamConfig{{Topic: topic, Views: []distributor.ViewConfig{
 			{Name: "bench", SQL: snapshotQuery, Key: []string{"id"}},
 		}}},

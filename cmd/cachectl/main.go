@@ -137,7 +137,7 @@ func get(ctx context.Context, args []string) error {
 
 func stats(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("stats", flag.ExitOnError)
-	addr := fs.String("player", "127.0.0.1:7071", "the player's http address (its `http` setting)")
+	addr := fs.String("player", "127.0.0.1:7071", "the player's HTTP address (its `http_addr` setting)")
 	_ = fs.Parse(args)
 	return ctl.Stats(ctx, os.Stdout, *addr)
 }

@@ -1,9 +1,10 @@
 // Command distributor publishes PostgreSQL views into compacted Kafka topics.
 //
-//	distributor -config distributor.yaml
+//	distributor -config distributor.yaml [-debug]
 //
-// SIGINT/SIGTERM shut down gracefully; SIGHUP reconciles every view now. The library is
-// github.com/statecast/statecast/distributor; see docs/operations.md.
+// The file is a distributor.Config (docs/operations.md); the library serves its HTTP
+// endpoints on http_addr. SIGINT/SIGTERM shut down gracefully; SIGHUP reconciles every
+// view now.
 package main
 
 import (
@@ -14,6 +15,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/statecast/statecast/distributor"
 )
@@ -39,7 +43,9 @@ func run(path string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	d, err := distributor.New(*cfg, distributor.WithLogger(log))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d, err := distributor.New(*cfg, distributor.WithLogger(log), distributor.WithRegisterer(reg))
 	if err != nil {
 		return err
 	}

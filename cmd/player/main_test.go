@@ -1,31 +1,44 @@
 package main
 
 import (
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/statecast/statecast/player"
 )
 
-func TestLoadConfig(t *testing.T) {
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestExampleConfig: player.example.yaml loads, with ${ENV} expanded and the daemon's
+// addresses.
+func TestExampleConfig(t *testing.T) {
 	t.Setenv("STATECAST_KAFKA_BROKERS", "k1:9092")
-	fc, err := loadConfig("player.example.yaml")
+	c, err := player.LoadConfig("player.example.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fc.Listen != ":7070" || fc.HTTP != ":7071" || len(fc.Brokers) != 1 || fc.Brokers[0] != "k1:9092" ||
-		len(fc.Streams) != 1 || fc.Streams[0].Name != "sportsbook" || fc.AckTimeout != 30*time.Second || fc.HistoryBytes != 64<<20 {
-		t.Fatalf("decoded %+v", fc)
-	}
-	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	if err := os.WriteFile(bad, []byte("brokers: [x]\nstreamz: []\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := loadConfig(bad); err == nil {
-		t.Fatal("unknown field accepted")
+	if c.Listen != ":7070" || c.HTTPAddr != ":7071" || len(c.Brokers) != 1 || c.Brokers[0] != "k1:9092" ||
+		len(c.Streams) != 1 || c.Streams[0].Name != "sportsbook" || c.AckTimeout != 30*time.Second || c.HistoryBytes != 64<<20 {
+		t.Fatalf("decoded %+v", c)
 	}
 }
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestBadConfig: a bad config file makes run fail (main exits 1) before connecting.
+func TestBadConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(path, []byte("brokers: [x]\nstreamz: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(path, slog.New(slog.DiscardHandler)); !errors.Is(err, player.ErrConfig) {
+		t.Fatalf("run = %v, want ErrConfig", err)
+	}
+	if err := run(filepath.Join(t.TempDir(), "missing.yaml"), slog.New(slog.DiscardHandler)); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}

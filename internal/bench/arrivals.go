@@ -8,7 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // Arrivals is a consumer of partition 0 of a topic that records when it first saw each
@@ -21,7 +21,7 @@ type Arrivals struct {
 
 // ConsumeFrom starts an Arrivals consumer of topic at offset from.
 func ConsumeFrom(ctx context.Context, brokers []string, topic string, from int64) (*Arrivals, error) {
-	cfg := kafkautil.NewConfig(clientID + "-lat")
+	cfg := kafkaconn.NewConfig(clientID + "-lat")
 	cfg.Consumer.MaxWaitTime = FetcherWait
 	c, err := sarama.NewConsumer(brokers, cfg)
 	if err != nil {

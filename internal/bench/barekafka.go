@@ -6,7 +6,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 
@@ -18,7 +18,7 @@ import (
 //
 // stop ends the consumer and returns, per offset, when the record was dispatched (unix ns).
 func (b *Bare) FeedFromKafka(brokers []string, topic string) (stop func() map[int64]int64, err error) {
-	cfg := kafkautil.NewConfig(clientID + "-bare-fetcher")
+	cfg := kafkaconn.NewConfig(clientID + "-bare-fetcher")
 	cfg.Consumer.MaxWaitTime = FetcherWait
 	cfg.Consumer.Fetch.Default = 4 << 20
 	cl, err := sarama.NewClient(brokers, cfg)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // FetcherWait is the longest a fetch waits at the broker for data, as in the player's
@@ -28,7 +28,7 @@ type Consumers struct {
 func StartConsumers(brokers []string, topic string, n int, start int64) (*Consumers, error) {
 	c := &Consumers{}
 	for i := range n {
-		cfg := kafkautil.NewConfig(clientID + "-consumer-" + strconv.Itoa(i))
+		cfg := kafkaconn.NewConfig(clientID + "-consumer-" + strconv.Itoa(i))
 		cfg.Consumer.MaxWaitTime = FetcherWait
 		cl, err := sarama.NewClient(brokers, cfg)
 		if err != nil {

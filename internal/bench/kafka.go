@@ -6,7 +6,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // clientID names every Kafka client of the benchmarks on the broker.
@@ -22,7 +22,7 @@ func UniqueName(prefix string) string {
 // createTopic creates topic with one partition and cleanup.policy=compact, as the
 // distributor does.
 func createTopic(brokers []string, topic string) error {
-	admin, err := sarama.NewClusterAdmin(brokers, kafkautil.NewConfig(clientID))
+	admin, err := sarama.NewClusterAdmin(brokers, kafkaconn.NewConfig(clientID))
 	if err != nil {
 		return err
 	}
@@ -34,7 +34,7 @@ func createTopic(brokers []string, topic string) error {
 
 // deleteTopics deletes the topics, ignoring errors (a benchmark's clean-up).
 func deleteTopics(brokers []string, topics ...string) {
-	admin, err := sarama.NewClusterAdmin(brokers, kafkautil.NewConfig(clientID))
+	admin, err := sarama.NewClusterAdmin(brokers, kafkaconn.NewConfig(clientID))
 	if err != nil {
 		return
 	}
@@ -56,7 +56,7 @@ func NewTopic(brokers []string, prefix string) (string, func(), error) {
 
 // EndOffset returns the end offset (high-water mark) of partition 0 of topic.
 func EndOffset(brokers []string, topic string) (int64, error) {
-	c, err := sarama.NewClient(brokers, kafkautil.NewConfig(clientID))
+	c, err := sarama.NewClient(brokers, kafkaconn.NewConfig(clientID))
 	if err != nil {
 		return 0, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 func TestCheckVerdict(t *testing.T) {
@@ -121,7 +122,7 @@ func TestDistributor(t *testing.T) {
 	topic := env.Topic("bench_test_dist")
 	d, took, err := StartDistributor(ctx, distributor.Config{
 		Postgres: distributor.PostgresConfig{DSN: env.DSN},
-		Kafka:    distributor.KafkaConfig{Brokers: env.Brokers, ClientID: "cachebench-test"},
+		Kafka:    distributor.KafkaConfig{Config: kafkaconn.Config{Brokers: env.Brokers, ClientID: "cachebench-test"}},
 		Streams: []distributor.StreamConfig{{Topic: topic, Views: []distributor.ViewConfig{
 			{Name: "t", SQL: "SELECT id, v FROM t", Key: []string{"id"}},
 		}}},

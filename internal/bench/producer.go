@@ -8,7 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
@@ -46,7 +46,7 @@ type Producer struct {
 
 // NewProducer starts a producer to partition 0 of topic.
 func NewProducer(brokers []string, topic string) (*Producer, error) {
-	cfg := kafkautil.ProducerConfig(clientID + "-producer")
+	cfg := kafkaconn.ProducerConfig(clientID + "-producer")
 	// Send as soon as a batch can go: the latency benchmarks time each record.
 	cfg.Producer.Flush.Frequency = 0
 	ap, err := sarama.NewAsyncProducer(brokers, cfg)
@@ -110,7 +110,7 @@ func (p *Producer) Close() error {
 // ProduceSync sends msgs with a SyncProducer (the distributor's settings) in chunks of
 // chunk records and returns the time from the first send to the last acknowledgement.
 func ProduceSync(brokers []string, msgs []*sarama.ProducerMessage, chunk int) (time.Duration, error) {
-	p, err := sarama.NewSyncProducer(brokers, kafkautil.ProducerConfig(clientID))
+	p, err := sarama.NewSyncProducer(brokers, kafkaconn.ProducerConfig(clientID))
 	if err != nil {
 		return 0, err
 	}
@@ -129,7 +129,7 @@ func ProduceSync(brokers []string, msgs []*sarama.ProducerMessage, chunk int) (t
 // sarama's best case) and returns the time from the first send to the last
 // acknowledgement.
 func ProduceAsync(brokers []string, msgs []*sarama.ProducerMessage) (time.Duration, error) {
-	p, err := sarama.NewAsyncProducer(brokers, kafkautil.ProducerConfig(clientID))
+	p, err := sarama.NewAsyncProducer(brokers, kafkaconn.ProducerConfig(clientID))
 	if err != nil {
 		return 0, err
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // ReadTopic reads partition 0 of topic from its log start to its high-water mark (taken
@@ -16,7 +16,7 @@ import (
 // key, view and kind from the sc-view / sc-kind headers, tombstone = nil value, epoch from
 // sc-epoch. Call it after the producers have stopped.
 func ReadTopic(ctx context.Context, brokers []string, topic string) ([]Record, error) {
-	cfg := kafkautil.NewConfig("statecast-checker")
+	cfg := kafkaconn.NewConfig("statecast-checker")
 	cfg.Consumer.IsolationLevel = sarama.ReadCommitted
 	client, err := sarama.NewClient(brokers, cfg)
 	if err != nil {

@@ -7,14 +7,14 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 func TestReadTopic(t *testing.T) {
 	brokers := testenv.KafkaBrokers(t)
 	name := testenv.NewTopic(t, "checker", map[string]string{"cleanup.policy": "compact"})
-	prod, err := sarama.NewSyncProducer(brokers, kafkautil.ProducerConfig("checker-test"))
+	prod, err := sarama.NewSyncProducer(brokers, kafkaconn.ProducerConfig("checker-test"))
 	if err != nil {
 		t.Fatal(err)
 	}

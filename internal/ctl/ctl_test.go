@@ -15,8 +15,8 @@ import (
 	"github.com/IBM/sarama"
 	"go.uber.org/goleak"
 
-	"github.com/statecast/statecast/internal/kafkautil"
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/player"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
@@ -92,7 +92,7 @@ func TestStats(t *testing.T) {
 func TestGet(t *testing.T) {
 	brokers := testenv.KafkaBrokers(t)
 	topic := testenv.NewTopic(t, "ctl", map[string]string{"cleanup.policy": "compact"})
-	prod, err := sarama.NewSyncProducer(brokers, kafkautil.ProducerConfig("ctl-test"))
+	prod, err := sarama.NewSyncProducer(brokers, kafkaconn.ProducerConfig("ctl-test"))
 	if err != nil {
 		t.Fatal(err)
 	}

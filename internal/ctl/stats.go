@@ -11,7 +11,7 @@ import (
 )
 
 // Stats fetches a player's status page as JSON (GET <base>/status.json, the address given
-// by the player's `http` setting) and prints it indented.
+// by the player's `http_addr` setting) and prints it indented.
 func Stats(ctx context.Context, w io.Writer, base string) error {
 	if !strings.Contains(base, "://") {
 		base = "http://" + base

@@ -9,7 +9,7 @@ import (
 	"github.com/IBM/sarama"
 	"go.uber.org/goleak"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
@@ -31,7 +31,7 @@ func TestSaramaAgainstKfake(t *testing.T) {
 	}
 	defer b.Close()
 
-	admin, err := sarama.NewClusterAdmin(b.Addrs(), kafkautil.NewConfig("devenv-test"))
+	admin, err := sarama.NewClusterAdmin(b.Addrs(), kafkaconn.NewConfig("devenv-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestSaramaAgainstKfake(t *testing.T) {
 		t.Fatalf("cleanup.policy=compact not described back: %+v", cfgs)
 	}
 
-	prod, err := sarama.NewSyncProducer(b.Addrs(), kafkautil.ProducerConfig("devenv-test"))
+	prod, err := sarama.NewSyncProducer(b.Addrs(), kafkaconn.ProducerConfig("devenv-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestSaramaAgainstKfake(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cons, err := sarama.NewConsumer(b.Addrs(), kafkautil.NewConfig("devenv-test"))
+	cons, err := sarama.NewConsumer(b.Addrs(), kafkaconn.NewConfig("devenv-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestKfakeCompacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	admin, err := sarama.NewClusterAdmin(b.Addrs(), kafkautil.NewConfig("devenv-test"))
+	admin, err := sarama.NewClusterAdmin(b.Addrs(), kafkaconn.NewConfig("devenv-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestKfakeCompacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = admin.Close()
-	prod, err := sarama.NewSyncProducer(b.Addrs(), kafkautil.ProducerConfig("devenv-test"))
+	prod, err := sarama.NewSyncProducer(b.Addrs(), kafkaconn.ProducerConfig("devenv-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestKfakeCompacts(t *testing.T) {
 		}
 	}
 	_ = prod.Close()
-	client, err := sarama.NewClient(b.Addrs(), kafkautil.NewConfig("devenv-test"))
+	client, err := sarama.NewClient(b.Addrs(), kafkaconn.NewConfig("devenv-test"))
 	if err != nil {
 		t.Fatal(err)
 	}

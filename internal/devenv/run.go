@@ -15,7 +15,7 @@ import (
 
 	"github.com/statecast/statecast/cacheclient"
 	"github.com/statecast/statecast/distributor"
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 )
 
@@ -233,7 +233,7 @@ func (r *run) waitTail(ctx context.Context) error {
 }
 
 func endOffset(brokers []string, topic string) (int64, error) {
-	client, err := sarama.NewClient(brokers, kafkautil.NewConfig("statecast-dev"))
+	client, err := sarama.NewClient(brokers, kafkaconn.NewConfig("statecast-dev"))
 	if err != nil {
 		return 0, fmt.Errorf("devenv: kafka: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
@@ -37,7 +37,7 @@ type TailOptions struct {
 // Tail reads partition 0 of a stream and calls fn with every record, in offset order, in
 // the caller's goroutine. It returns nil when ctx ends (Follow) or the end is reached.
 func Tail(ctx context.Context, o TailOptions, fn func(Record) error) error {
-	client, err := sarama.NewClient(o.Brokers, kafkautil.NewConfig("statecast-tail"))
+	client, err := sarama.NewClient(o.Brokers, kafkaconn.NewConfig("statecast-tail"))
 	if err != nil {
 		return fmt.Errorf("devenv: kafka: %w", err)
 	}

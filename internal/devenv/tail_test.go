@@ -9,7 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
@@ -24,7 +24,7 @@ func TestTailToEnd(t *testing.T) {
 	defer cancel()
 
 	// An empty topic: Tail without Follow returns at once.
-	admin, err := sarama.NewClusterAdmin(b.Addrs(), kafkautil.NewConfig("tail-test"))
+	admin, err := sarama.NewClusterAdmin(b.Addrs(), kafkaconn.NewConfig("tail-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestTailToEnd(t *testing.T) {
 		t.Fatalf("empty topic: %d records, %v", n, err)
 	}
 
-	p, err := sarama.NewSyncProducer(b.Addrs(), kafkautil.ProducerConfig("tail-test"))
+	p, err := sarama.NewSyncProducer(b.Addrs(), kafkaconn.ProducerConfig("tail-test"))
 	if err != nil {
 		t.Fatal(err)
 	}

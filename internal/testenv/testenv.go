@@ -18,7 +18,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // Env variable names exported by deploy/local/up.sh.
@@ -107,7 +107,7 @@ func NewDatabase(t testing.TB) string {
 func NewTopic(t testing.TB, prefix string, configs map[string]string) string {
 	t.Helper()
 	brokers := KafkaBrokers(t)
-	admin, err := sarama.NewClusterAdmin(brokers, kafkautil.NewConfig("testenv"))
+	admin, err := sarama.NewClusterAdmin(brokers, kafkaconn.NewConfig("testenv"))
 	if err != nil {
 		t.Fatalf("testenv: kafka admin: %v", err)
 	}
@@ -122,7 +122,7 @@ func NewTopic(t testing.TB, prefix string, configs map[string]string) string {
 		t.Fatalf("testenv: create topic %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		a, err := sarama.NewClusterAdmin(brokers, kafkautil.NewConfig("testenv"))
+		a, err := sarama.NewClusterAdmin(brokers, kafkaconn.NewConfig("testenv"))
 		if err != nil {
 			return
 		}

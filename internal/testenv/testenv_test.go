@@ -8,8 +8,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/statecast/statecast/internal/kafkautil"
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // TestKafkaRoundTrip checks that sarama, with statecast's settings, produces to and
@@ -17,7 +17,7 @@ import (
 func TestKafkaRoundTrip(t *testing.T) {
 	brokers := testenv.KafkaBrokers(t)
 	topic := testenv.NewTopic(t, "env", map[string]string{"cleanup.policy": "compact"})
-	p, err := sarama.NewSyncProducer(brokers, kafkautil.ProducerConfig("testenv"))
+	p, err := sarama.NewSyncProducer(brokers, kafkaconn.ProducerConfig("testenv"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestKafkaRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := sarama.NewConsumer(brokers, kafkautil.NewConfig("testenv"))
+	c, err := sarama.NewConsumer(brokers, kafkaconn.NewConfig("testenv"))
 	if err != nil {
 		t.Fatal(err)
 	}

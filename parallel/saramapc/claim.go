@@ -15,7 +15,7 @@ import (
 // resume decides what the claim skips: the committed metadata, if it belongs to the offset
 // the claim starts from.
 func (h *groupHandler) resume(claim sarama.ConsumerGroupClaim) (*parallel.Checkpoint, error) {
-	log := h.c.cfg.Logger.With("topic", claim.Topic(), "partition", claim.Partition())
+	log := h.c.log.With("topic", claim.Topic(), "partition", claim.Partition())
 	off, meta, err := h.coord.Fetch(claim.Topic(), claim.Partition())
 	if err != nil {
 		return nil, err
@@ -95,7 +95,7 @@ func (h *groupHandler) consumeClaim(sess sarama.ConsumerGroupSession, claim sara
 				return
 			case <-t.C:
 				if err := commit(); err != nil {
-					cfg.Logger.Warn("saramapc: periodic commit", "partition", name, "err", err)
+					h.c.log.Warn("saramapc: periodic commit", "partition", name, "err", err)
 				}
 			}
 		}
@@ -140,14 +140,14 @@ loop:
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	if err := eng.Shutdown(sctx, mode); err != nil {
-		cfg.Logger.Warn("saramapc: claim shutdown", "partition", name, "err", err)
+		h.c.log.Warn("saramapc: claim shutdown", "partition", name, "err", err)
 	}
 	cancel()
 	close(stopCommitter)
 	wg.Wait()
 	if err := commit(); err != nil {
 		// Not fatal: the next owner reprocesses from the last successful commit.
-		cfg.Logger.Warn("saramapc: final commit", "partition", name, "err", err)
+		h.c.log.Warn("saramapc: final commit", "partition", name, "err", err)
 	}
 	return runErr
 }

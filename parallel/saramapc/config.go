@@ -3,12 +3,11 @@ package saramapc
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/parallel"
 )
 
@@ -25,13 +24,20 @@ const (
 	MetadataIgnore
 )
 
-// Config configures a Consumer.
+// DefaultClientID is the client id of the default Config.Sarama.
+const DefaultClientID = "statecast-parallel"
+
+// ErrConfig: the Config is invalid (New, Config.Validate).
+var ErrConfig = errors.New("saramapc: invalid config")
+
+// Config configures a Consumer. Zero values take the documented defaults.
 type Config struct {
-	Brokers []string
-	Group   string
-	Topics  []string
-	// Sarama is the client configuration, default kafkautil.NewConfig("statecast-parallel").
-	// Auto-commit is turned off (the consumer commits itself).
+	Brokers []string // required
+	Group   string   // required
+	Topics  []string // required
+	// Sarama is the client configuration, default kafkaconn.NewConfig(DefaultClientID);
+	// for TLS, SASL or a timeout, build it from a kafkaconn.Config (SaramaConfig).
+	// Validate turns auto-commit off in it (the consumer commits itself).
 	Sarama *sarama.Config
 	// Engine configures each partition's engine: Handler or BatchHandler, Ordering,
 	// MaxConcurrency, retries, failure policy, buffer bounds. Resume is set by the consumer.
@@ -45,11 +51,10 @@ type Config struct {
 	DrainTimeout time.Duration
 	// InvalidMetadata, default MetadataFail.
 	InvalidMetadata MetadataPolicy
-	// Logger, default discards.
-	Logger *slog.Logger
 }
 
-func (c *Config) setDefaults() error {
+// Validate fills the defaults and checks the config. Errors wrap ErrConfig. New calls it.
+func (c *Config) Validate() error {
 	var errs []error
 	if len(c.Brokers) == 0 {
 		errs = append(errs, errors.New("no Brokers"))
@@ -67,10 +72,10 @@ func (c *Config) setDefaults() error {
 		errs = append(errs, errors.New("negative duration"))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("saramapc: invalid config: %w", errors.Join(errs...))
+		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	if c.Sarama == nil {
-		c.Sarama = kafkautil.NewConfig("statecast-parallel")
+		c.Sarama = kafkaconn.NewConfig(DefaultClientID)
 	}
 	c.Sarama.Consumer.Offsets.AutoCommit.Enable = false
 	c.Sarama.Consumer.Return.Errors = true
@@ -82,12 +87,6 @@ func (c *Config) setDefaults() error {
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Engine.Logger == nil {
-		c.Engine.Logger = c.Logger
 	}
 	return nil
 }

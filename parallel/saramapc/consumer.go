@@ -4,17 +4,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/statecast/statecast/parallel"
+	"github.com/statecast/statecast/parallel/pcprom"
 )
+
+// Option configures a Consumer.
+type Option func(*options)
+
+type options struct {
+	log *slog.Logger
+	reg prometheus.Registerer
+}
+
+// WithLogger sets the logger (default: discard); it is also the engines' logger unless
+// Config.Engine.Logger is set.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithRegisterer registers the engines' metrics with r (package pcprom: statecast_parallel_*,
+// one series per claimed partition, label engine="topic/partition"). Default: not
+// registered (Stats has the same numbers).
+func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.reg = r } }
 
 // Consumer is a sarama consumer group whose partitions run on parallel engines.
 type Consumer struct {
 	cfg Config
+	log *slog.Logger
 
 	mu      sync.Mutex
 	fatal   error // first claim failure; ends Run
@@ -23,12 +44,25 @@ type Consumer struct {
 	engines map[string]*parallel.Engine[Message] // live engines by "topic/partition"
 }
 
-// New validates cfg and returns a Consumer; Run starts it.
-func New(cfg Config) (*Consumer, error) {
-	if err := cfg.setDefaults(); err != nil {
+// New validates cfg (Config.Validate) and returns a Consumer; Run starts it.
+func New(cfg Config, opts ...Option) (*Consumer, error) {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg, engines: map[string]*parallel.Engine[Message]{}}, nil
+	o := options{log: slog.New(slog.DiscardHandler)}
+	for _, f := range opts {
+		f(&o)
+	}
+	if cfg.Engine.Logger == nil {
+		cfg.Engine.Logger = o.log
+	}
+	c := &Consumer{cfg: cfg, log: o.log, engines: map[string]*parallel.Engine[Message]{}}
+	if o.reg != nil {
+		if err := o.reg.Register(pcprom.NewCollector("statecast", c.Stats)); err != nil {
+			return nil, fmt.Errorf("%w: metrics: %v", ErrConfig, err)
+		}
+	}
+	return c, nil
 }
 
 // Stats returns the stats of the engines of the partitions currently claimed.
@@ -63,7 +97,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for err := range group.Errors() {
-			c.cfg.Logger.Warn("saramapc: consumer error", "err", err)
+			c.log.Warn("saramapc: consumer error", "err", err)
 		}
 	})
 	h := &groupHandler{c: c, coord: &coordinator{client: client, conf: c.cfg.Sarama, group: c.cfg.Group}}
@@ -72,7 +106,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
 				break
 			}
-			c.cfg.Logger.Warn("saramapc: consume", "err", err)
+			c.log.Warn("saramapc: consume", "err", err)
 			select {
 			case <-runCtx.Done():
 			case <-time.After(time.Second):
@@ -119,7 +153,7 @@ func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	err := h.consumeClaim(sess, claim)
 	if err != nil {
-		h.c.cfg.Logger.Error("saramapc: claim failed", "topic", claim.Topic(), "partition", claim.Partition(), "err", err)
+		h.c.log.Error("saramapc: claim failed", "topic", claim.Topic(), "partition", claim.Partition(), "err", err)
 		h.c.fail(err)
 	}
 	return err

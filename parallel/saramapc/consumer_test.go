@@ -9,19 +9,72 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/statecast/statecast/internal/kafkautil"
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/parallel"
 )
 
 func TestConfigValidation(t *testing.T) {
 	h := func(context.Context, parallel.Record[Message]) error { return nil }
-	if _, err := New(Config{}); err == nil {
-		t.Fatal("empty config accepted")
+	if _, err := New(Config{}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("empty config: %v, want ErrConfig", err)
 	}
-	if _, err := New(Config{Brokers: []string{"x"}, Group: "g", Topics: []string{"t"}, Engine: parallel.Config[Message]{Handler: h}}); err != nil {
+	cfg := Config{Brokers: []string{"x"}, Group: "g", Topics: []string{"t"}, Engine: parallel.Config[Message]{Handler: h}}
+	c, err := New(cfg)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if c.cfg.Sarama == nil || c.cfg.Sarama.ClientID != DefaultClientID || c.cfg.Sarama.Consumer.Offsets.AutoCommit.Enable ||
+		c.cfg.CommitInterval != time.Second || c.cfg.RevokeTimeout != 10*time.Second || c.cfg.DrainTimeout != 30*time.Second {
+		t.Errorf("defaults: %+v", c.cfg)
+	}
+	if c.cfg.Engine.Logger != c.log || c.log == nil {
+		t.Errorf("the engines do not log to the consumer's logger")
+	}
+	reg := prometheus.NewRegistry()
+	if _, err := New(cfg, WithRegisterer(reg)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(cfg, WithRegisterer(reg)); !errors.Is(err, ErrConfig) {
+		t.Errorf("second registration in one registry: %v, want ErrConfig", err)
+	}
+}
+
+// TestMetrics: WithRegisterer exports the engines' stats, one series per claimed partition.
+func TestMetrics(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopic(t, "pc_metrics", nil)
+	produce(t, brokers, topic, keyed(20, 4, "v")...)
+	var done atomic.Int64
+	cfg := testConfig(brokers, testenv.UniqueName("g"), topic, func(ctx context.Context, r parallel.Record[Message]) error {
+		done.Add(1)
+		return nil
+	})
+	reg := prometheus.NewRegistry()
+	start(t, cfg, WithRegisterer(reg))
+	name := "statecast_parallel_completed_total"
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				if m.GetCounter().GetValue() == 20 && len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == topic+"/0" {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s{engine=%q} never reached 20 (handled %d): %v", name, topic+"/0", done.Load(), mfs)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -96,7 +149,7 @@ func TestGapsTransactionalAndCompacted(t *testing.T) {
 		"min.compaction.lag.ms":     "0",
 		"delete.retention.ms":       "100",
 	})
-	pc := kafkautil.ProducerConfig("saramapc-txn")
+	pc := kafkaconn.ProducerConfig("saramapc-txn")
 	pc.Producer.Transaction.ID = testenv.UniqueName("txn")
 	p, err := sarama.NewSyncProducer(brokers, pc)
 	if err != nil {

@@ -2,6 +2,16 @@
 // are processed by parallel engines (one per claimed partition), with key-ordered parallelism
 // inside a partition — the Go counterpart of Confluent's Parallel Consumer.
 //
+//	c, err := saramapc.New(saramapc.Config{
+//		Brokers: brokers, Group: "pricing", Topics: []string{"orders"},
+//		Engine: parallel.Config[saramapc.Message]{Handler: handle}, // key order by default
+//	}, saramapc.WithLogger(log), saramapc.WithRegisterer(reg))
+//	if err != nil { … }
+//	err = c.Run(ctx) // until ctx ends or a claim fails
+//
+// New validates the Config (Config.Validate fills the documented defaults; errors wrap
+// ErrConfig), as the distributor and the player do with theirs.
+//
 // # Offsets and metadata
 //
 // For each claimed partition the consumer commits the engine's low watermark with the

@@ -8,8 +8,8 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/parallel"
 )
 
@@ -17,7 +17,7 @@ import (
 // marker takes an offset, leaving a gap. It returns the record offsets and keys.
 func produceTxns(t *testing.T, brokers []string, topic string, txns, perTxn int) ([]int64, []string) {
 	t.Helper()
-	pc := kafkautil.ProducerConfig("saramapc-txn")
+	pc := kafkaconn.ProducerConfig("saramapc-txn")
 	pc.Producer.Transaction.ID = testenv.UniqueName("txn")
 	p, err := sarama.NewSyncProducer(brokers, pc)
 	if err != nil {

@@ -9,15 +9,15 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/statecast/statecast/internal/kafkautil"
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/parallel"
 )
 
 // produce writes key=value records and returns their offsets.
 func produce(t *testing.T, brokers []string, topic string, kvs ...string) []int64 {
 	t.Helper()
-	p, err := sarama.NewSyncProducer(brokers, kafkautil.ProducerConfig("saramapc-test"))
+	p, err := sarama.NewSyncProducer(brokers, kafkaconn.ProducerConfig("saramapc-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func (r *recorder) checkKeyOrder(t *testing.T) {
 }
 
 func testConfig(brokers []string, group, topic string, h parallel.Handler[Message]) Config {
-	sc := kafkautil.NewConfig("saramapc-test")
+	sc := kafkaconn.NewConfig("saramapc-test")
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
 	sc.Consumer.Group.Session.Timeout = 10 * time.Second
 	sc.Consumer.Group.Heartbeat.Interval = time.Second
@@ -98,9 +98,9 @@ func testConfig(brokers []string, group, topic string, h parallel.Handler[Messag
 }
 
 // start runs a consumer until the test ends or stop is called; stop returns Run's error.
-func start(t *testing.T, cfg Config) (c *Consumer, stop func() error) {
+func start(t *testing.T, cfg Config, opts ...Option) (c *Consumer, stop func() error) {
 	t.Helper()
-	c, err := New(cfg)
+	c, err := New(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func start(t *testing.T, cfg Config) (c *Consumer, stop func() error) {
 
 func newClient(t *testing.T, brokers []string) sarama.Client {
 	t.Helper()
-	cl, err := sarama.NewClient(brokers, kafkautil.NewConfig("saramapc-test-admin"))
+	cl, err := sarama.NewClient(brokers, kafkaconn.NewConfig("saramapc-test-admin"))
 	if err != nil {
 		t.Fatal(err)
 	}

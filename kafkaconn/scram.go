@@ -1,4 +1,4 @@
-package distributor
+package kafkaconn
 
 import (
 	"crypto/sha256"

@@ -1,6 +1,4 @@
-// Package kafkautil holds the sarama settings shared by the distributor, the player and
-// the parallel consumer, so that every component speaks to the broker the same way.
-package kafkautil
+package kafkaconn
 
 import (
 	"time"
@@ -9,12 +7,13 @@ import (
 )
 
 // Version is the Kafka protocol version statecast speaks. Kafka 4 removed the protocol
-// versions older than 2.1, and sarama's default (2.8) lacks newer fetch features, so we
-// pin the version of the broker that deploy/local starts. It also works against kfake.
+// versions older than 2.1, and sarama's default (2.8) lacks newer fetch features, so the
+// version is pinned to the broker that deploy/local starts. It also works against kfake.
 var Version = sarama.V3_9_0_0
 
 // NewConfig returns a sarama config with statecast's common settings: the pinned
-// protocol version, a client id, and errors/successes returned on channels.
+// protocol version, a client id, and errors/successes returned on channels. It has no
+// TLS, SASL or timeout: Config.SaramaConfig adds a connection's.
 func NewConfig(clientID string) *sarama.Config {
 	c := sarama.NewConfig()
 	c.Version = Version
@@ -27,8 +26,9 @@ func NewConfig(clientID string) *sarama.Config {
 	return c
 }
 
-// ProducerConfig returns the idempotent, ordered producer settings of DESIGN.md:
-// acks=all, one request in flight, retries, compression.
+// ProducerConfig is NewConfig with the idempotent, ordered producer settings every
+// statecast stream is written with: acks=all, one request in flight, retries, lz4
+// compression, manual partitioning (a stream has one partition).
 func ProducerConfig(clientID string) *sarama.Config {
 	c := NewConfig(clientID)
 	c.Producer.RequiredAcks = sarama.WaitForAll

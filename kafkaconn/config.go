@@ -1,0 +1,177 @@
+package kafkaconn
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// Config is one Kafka connection. The zero value of every field but Brokers is usable:
+// plaintext, no authentication, sarama's timeouts. ClientID has no default here; each
+// component sets its own before Validate.
+type Config struct {
+	// Brokers are the bootstrap addresses (required).
+	Brokers []string `yaml:"brokers"`
+	// ClientID names the client in the broker's logs and quotas.
+	ClientID string `yaml:"client_id"`
+	// Timeout is the network timeout (dial, read, write) of every request, and caps a
+	// producer's produce timeout; 0 = sarama's 30s.
+	Timeout time.Duration `yaml:"timeout"`
+	// TLS and SASL of the connections.
+	TLS  TLS  `yaml:"tls"`
+	SASL SASL `yaml:"sasl"`
+
+	tlsConfig *tls.Config // loaded by Validate from TLS
+}
+
+// TLS is the TLS setting of a connection (kafka.tls).
+type TLS struct {
+	// Enabled turns TLS on. The other fields are refused when it is false.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM file of the CAs that verify the broker (default: the system pool).
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and its key (mutual TLS); both or
+	// neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// InsecureSkipVerify does not verify the broker's certificate (tests only).
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// SASL is the SASL authentication of a connection (kafka.sasl).
+type SASL struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty means no SASL.
+	Mechanism string `yaml:"mechanism"`
+	User      string `yaml:"user"`
+	Password  string `yaml:"password"` // use ${ENV} expansion rather than a literal
+}
+
+// SASL mechanisms.
+const (
+	SASLPlain       = "PLAIN"
+	SASLScramSHA256 = "SCRAM-SHA-256"
+	SASLScramSHA512 = "SCRAM-SHA-512"
+)
+
+// Validate checks c and loads the TLS files, so that a missing or malformed file is a
+// start-up error naming its field. Errors name the fields as they are written under a
+// `kafka:` YAML key (kafka.tls.ca_file); all problems are reported, joined.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if len(c.Brokers) == 0 {
+		bad("kafka.brokers: required")
+	}
+	if c.Timeout < 0 {
+		bad("kafka.timeout: must not be negative")
+	}
+	t := &c.TLS
+	c.tlsConfig = nil
+	if !t.Enabled {
+		if t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.InsecureSkipVerify {
+			bad("kafka.tls: ca_file, cert_file, key_file and insecure_skip_verify need kafka.tls.enabled: true")
+		}
+	} else if tc, err := t.config(); err != nil {
+		errs = append(errs, err)
+	} else {
+		c.tlsConfig = tc
+	}
+	s := &c.SASL
+	switch s.Mechanism {
+	case "":
+		if s.User != "" || s.Password != "" {
+			bad("kafka.sasl.mechanism: required when kafka.sasl.user or password is set (PLAIN)")
+		}
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		if s.User == "" {
+			bad("kafka.sasl.user: required for %s", s.Mechanism)
+		}
+		if s.Password == "" {
+			bad("kafka.sasl.password: required for %s", s.Mechanism)
+		}
+	default:
+		bad("kafka.sasl.mechanism: %q must be %s, %s or %s", s.Mechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
+	}
+	return errors.Join(errs...)
+}
+
+// config builds the tls.Config of t, reading its files.
+func (t *TLS) config() (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in, documented
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka.tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("kafka.tls.ca_file: %s: no PEM certificate found", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	switch {
+	case t.CertFile == "" && t.KeyFile == "":
+	case t.CertFile == "":
+		return nil, errors.New("kafka.tls.cert_file: required with kafka.tls.key_file")
+	case t.KeyFile == "":
+		return nil, errors.New("kafka.tls.key_file: required with kafka.tls.cert_file")
+	default:
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka.tls.cert_file/key_file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// Apply sets c's TLS, SASL and timeout on sc. A Config that was not validated loads its
+// TLS files here; one whose files do not load leaves TLS enabled without them, and the
+// connection then fails (Validate reports the reason).
+func (c *Config) Apply(sc *sarama.Config) {
+	if c.TLS.Enabled {
+		sc.Net.TLS.Enable = true
+		tc := c.tlsConfig
+		if tc == nil {
+			tc, _ = c.TLS.config()
+		}
+		sc.Net.TLS.Config = tc.Clone()
+	}
+	if c.SASL.Mechanism != "" {
+		sc.Net.SASL.Enable = true
+		sc.Net.SASL.Handshake = true
+		sc.Net.SASL.Mechanism = sarama.SASLMechanism(c.SASL.Mechanism)
+		sc.Net.SASL.User = c.SASL.User
+		sc.Net.SASL.Password = c.SASL.Password
+		if c.SASL.Mechanism != SASLPlain {
+			sc.Net.SASL.SCRAMClientGeneratorFunc = newSCRAMClient(c.SASL.Mechanism)
+		}
+	}
+	if c.Timeout > 0 {
+		sc.Net.DialTimeout = c.Timeout
+		sc.Net.ReadTimeout = c.Timeout
+		sc.Net.WriteTimeout = c.Timeout
+		// the broker must answer a produce request before the client gives up on it
+		sc.Producer.Timeout = min(sc.Producer.Timeout, c.Timeout)
+	}
+}
+
+// SaramaConfig is NewConfig(c.ClientID) with c applied: the config of a client, a
+// consumer or an admin.
+func (c *Config) SaramaConfig() *sarama.Config {
+	sc := NewConfig(c.ClientID)
+	c.Apply(sc)
+	return sc
+}
+
+// SaramaProducerConfig is ProducerConfig(c.ClientID) with c applied.
+func (c *Config) SaramaProducerConfig() *sarama.Config {
+	sc := ProducerConfig(c.ClientID)
+	c.Apply(sc)
+	return sc
+}

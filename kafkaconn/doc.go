@@ -1,0 +1,21 @@
+// Package kafkaconn is how statecast's components connect to Kafka: one Config (brokers,
+// client id, timeout, TLS, SASL PLAIN/SCRAM) that a component embeds in its own
+// configuration, and the sarama settings every component shares (the pinned protocol
+// Version, NewConfig, the idempotent ProducerConfig).
+//
+// A component validates its Config once (Validate loads the TLS files, so a bad file is a
+// start-up error naming its field) and builds every sarama config it needs from it:
+//
+//	kc := kafkaconn.Config{Brokers: []string{"kafka-1:9092"}, ClientID: "my-service"}
+//	if err := kc.Validate(); err != nil { … }
+//	client, err := sarama.NewClient(kc.Brokers, kc.SaramaConfig())
+//
+// In YAML a Config is a `kafka:` block, as in the distributor's file (docs/operations.md):
+//
+//	kafka:
+//	  brokers: [kafka-1:9093]
+//	  client_id: statecast-distributor
+//	  timeout: 10s
+//	  tls: {enabled: true, ca_file: /etc/kafka/ca.pem}
+//	  sasl: {mechanism: SCRAM-SHA-512, user: statecast, password: "${KAFKA_PASSWORD}"}
+package kafkaconn

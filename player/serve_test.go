@@ -1,0 +1,145 @@
+package player
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
+	"github.com/statecast/statecast/schemas/record"
+	"github.com/statecast/statecast/schemas/record/recordsarama"
+)
+
+// TestRunServes: Run serves gRPC on Listen and HTTP on HTTPAddr (/healthz, /metrics from
+// the given registry, /status, /status.json), and stops both when it returns.
+func TestRunServes(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopic(t, "player", map[string]string{"cleanup.policy": "compact"})
+	prod, err := sarama.NewSyncProducer(brokers, kafkaconn.ProducerConfig("player-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := record.Meta{View: "v", Kind: record.KindRow, Epoch: 1, SourceTime: time.Now(), SourceLSN: "0/1"}
+	if _, _, err := prod.SendMessage(recordsarama.ProducerMessage(topic, record.EncodeKey("v", "1"), []byte(`{"id":1}`), meta)); err != nil {
+		t.Fatal(err)
+	}
+	_ = prod.Close()
+
+	cfg := Config{Listen: testenv.FreeAddr(t), HTTPAddr: testenv.FreeAddr(t), Brokers: brokers,
+		Streams: []StreamConfig{{Name: "s", Topic: topic}}, ShutdownGrace: 2 * time.Second}
+	reg := prometheus.NewRegistry()
+	marker := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_marker_total", Help: "marker"})
+	reg.MustRegister(marker)
+	p, err := New(cfg, WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + cfg.HTTPAddr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, body := get("/healthz")
+		if code == 200 && strings.Contains(body, `"s":"ready"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz: %d %s", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "test_marker_total 0") {
+		t.Errorf("/metrics: %d %s", code, body)
+	}
+	if code, body := get("/status.json"); code != 200 || !strings.Contains(body, `"topic": "`+topic+`"`) {
+		t.Errorf("/status.json: %d %s", code, body)
+	}
+	if code, body := get("/status"); code != 200 || !strings.Contains(body, "<html>") {
+		t.Errorf("/status: %d %s", code, body)
+	}
+
+	conn, err := grpc.NewClient(cfg.Listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hctx, hcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer hcancel()
+	for {
+		resp, err := healthpb.NewHealthClient(conn).Check(hctx, &healthpb.HealthCheckRequest{})
+		if err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+		if hctx.Err() != nil {
+			t.Fatalf("grpc health on %s: %v %v", cfg.Listen, resp, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	for _, addr := range []string{cfg.Listen, cfg.HTTPAddr} {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			_ = c.Close()
+			t.Errorf("%s still served after Run returned", addr)
+		}
+	}
+}
+
+// TestRunAddressTaken: an address in use fails Run before it connects to Kafka.
+func TestRunAddressTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, tc := range []struct {
+		mod  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Listen = ln.Addr().String() }, "player: listen:"},
+		{func(c *Config) { c.HTTPAddr = ln.Addr().String() }, "player: http_addr:"},
+	} {
+		// no broker listens on port 1: connecting would fail with another error
+		cfg := Config{Brokers: []string{"127.0.0.1:1"}, Streams: []StreamConfig{{Name: "s"}}}
+		tc.mod(&cfg)
+		p, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Run(context.Background()); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Run = %v, want %q", err, tc.want)
+		}
+		_ = p.Close()
+	}
+}
