@@ -4,7 +4,7 @@ import (
 	"slices"
 	"unsafe"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // Op is the kind of a change.
@@ -46,8 +46,7 @@ type Change[T any] struct {
 // (no allocation per row).
 type row struct {
 	key       string // key text (record key without the view prefix)
-	fullKey   []byte // the record key, for the row hash; nil: prefix + key
-	prefix    []byte
+	fullKey   []byte // the record key, for the row hash; nil: the view's prefix + key
 	value     []byte
 	tombstone bool
 	index     int64
@@ -74,35 +73,12 @@ type viewWriter[T any] struct {
 	staging *stagingView[T]
 }
 
-var zeroByte = []byte{0}
-
-// hash returns the row hash of r.
-func (r *row) hash() uint64 {
+// rowHash returns the row hash of r (record.RowHash of its record key and value).
+func (v *View[T]) rowHash(r *row) uint64 {
 	if r.fullKey != nil {
-		return rowHash(r.fullKey, r.value)
+		return record.RowHash(r.fullKey, r.value)
 	}
-	return rowHashParts(r.prefix, r.key, r.value)
-}
-
-// rowHashParts is rowHash of the record key prefix+key, without building it.
-func rowHashParts(prefix []byte, key string, value []byte) uint64 {
-	var d xxhash.Digest
-	d.Reset()
-	d.Write(prefix)
-	d.WriteString(key)
-	d.Write(zeroByte)
-	d.Write(value)
-	return d.Sum64()
-}
-
-// rowHash is record.RowHash: xxhash64(key || 0x00 || value), without allocating.
-func rowHash(fullKey, value []byte) uint64 {
-	var d xxhash.Digest
-	d.Reset()
-	d.Write(fullKey)
-	d.Write(zeroByte)
-	d.Write(value)
-	return d.Sum64()
+	return record.RowHashPrefixed(v.prefix, r.key, r.value)
 }
 
 func (v *View[T]) viewName() string { return v.name }
@@ -207,7 +183,7 @@ func (v *View[T]) applyRow(r row) {
 		}
 		return
 	}
-	it := item[T]{rowhash: r.hash(), raw: v.keep(&r)}
+	it := item[T]{rowhash: v.rowHash(&r), raw: v.keep(&r)}
 	obj, err := v.decode(r.key, r.value)
 	if b, ok := w.bad[r.key]; ok {
 		delete(w.bad, r.key)

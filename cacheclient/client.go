@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // viewCore is the type-erased side of a View that the client drives. Every method except
@@ -76,8 +77,6 @@ type counters struct {
 	connected                                                                       atomic.Bool
 }
 
-var viewNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
-
 // New validates cfg and returns a client that is not running yet: register views, indexes
 // and handlers, then call Start (or Run).
 func New(cfg Config, opts ...Option) (*Client, error) {
@@ -103,7 +102,7 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 // Register adds a typed view named name to the client, decoded by decode. It must be called
 // before Start.
 func Register[T any](c *Client, name string, decode Decoder[T]) (*View[T], error) {
-	if !viewNameRE.MatchString(name) {
+	if !record.ValidViewName(name) {
 		return nil, fmt.Errorf("%w: view name %q", ErrInvalidConfig, name)
 	}
 	if decode == nil {

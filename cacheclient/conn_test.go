@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 func TestBootstrapThenLive(t *testing.T) {
@@ -141,7 +142,7 @@ func TestResyncReplacesStateWithDeletes(t *testing.T) {
 }
 
 func TestEpochMismatchRepairsWithFreshSnapshot(t *testing.T) {
-	good := rowHash([]byte("events|1"), []byte(evJSON(1, "a")))
+	good := record.RowHash([]byte("events|1"), []byte(evJSON(1, "a")))
 	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
 		switch conn {
 		case 0:
@@ -170,7 +171,7 @@ func TestEpochMismatchRepairsWithFreshSnapshot(t *testing.T) {
 }
 
 func TestEpochMatchPasses(t *testing.T) {
-	h := rowHash([]byte("events|1"), []byte(evJSON(1, "a"))) + rowHash([]byte("events|2"), []byte(`{bad`))
+	h := record.RowHash([]byte("events|1"), []byte(evJSON(1, "a"))) + record.RowHash([]byte("events|2"), []byte(`{bad`))
 	fp := startFake(t, func(conn int, _ *statecastv1.Hello, s *fakeStream) error {
 		if err := s.snapshot(5, ent(1, "1", evJSON(1, "a"))); err != nil {
 			return err
@@ -296,7 +297,7 @@ func TestLagEntriesFromHead(t *testing.T) {
 // index (a fresh snapshot), not from the file's index again.
 func TestEpochMismatchAfterRestartBootstraps(t *testing.T) {
 	dir := t.TempDir()
-	good := rowHash([]byte("events|1"), []byte(evJSON(1, "a")))
+	good := record.RowHash([]byte("events|1"), []byte(evJSON(1, "a")))
 	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
 		switch conn {
 		case 0: // first client: bootstrap, then its state file is written at Close

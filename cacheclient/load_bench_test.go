@@ -146,5 +146,5 @@ func (k clientSink) reserve(view string, rows int) { k.c.byName[view].reserveRep
 
 func (k clientSink) row(view, key string, raw []byte) {
 	v := k.c.byName[view]
-	v.stageRow(row{key: key, prefix: v.keyPrefix(), value: raw, index: -1, stable: true})
+	v.stageRow(row{key: key, value: raw, index: -1, stable: true})
 }

@@ -231,7 +231,7 @@ func TestLoadRowsEqualsStaging(t *testing.T) {
 	ref.c.keepRaw = true
 	ref.beginReplace()
 	for k, val := range rows {
-		ref.stageRow(row{key: k, prefix: ref.keyPrefix(), value: []byte(val), index: -1})
+		ref.stageRow(row{key: k, value: []byte(val), index: -1})
 	}
 	ref.endReplace(index)
 

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // receiver checks and applies the frames of one stream.
@@ -85,18 +86,6 @@ func (r *receiver) parseRow(e *entry) (viewCore, row, error) {
 	// copied (aliasing it would keep the view prefix's bytes alive with every key).
 	return v, row{key: string(k[len(p):]), fullKey: k, value: e.value, tombstone: e.tombstone,
 		index: e.index, stable: true}, nil
-}
-
-// keyText strips the view prefix "esc(view)|" from a record key.
-func keyText(view string, key []byte) (string, error) {
-	return keyTextPrefix([]byte(escape(view)+"|"), view, key)
-}
-
-func keyTextPrefix(prefix []byte, view string, key []byte) (string, error) {
-	if !bytes.HasPrefix(key, prefix) {
-		return "", fmt.Errorf("key %q is not a key of view %q", key, view)
-	}
-	return string(key[len(prefix):]), nil
 }
 
 func (r *receiver) liveBatch(ctx context.Context, es []entry) error {
@@ -190,7 +179,7 @@ func (r *receiver) epochCheck(e *entry) error {
 	if !ok {
 		return nil
 	}
-	end, err := parseEpochEnd(e.value)
+	end, err := record.ParseEpochEnd(e.value)
 	if err != nil {
 		r.c.log.Warn("unreadable epoch-end record; not checked", "view", e.view, "index", e.index, "err", err)
 		return nil
@@ -198,7 +187,7 @@ func (r *receiver) epochCheck(e *entry) error {
 	rows, hash := v.epochState()
 	var res error
 	if rows != end.Rows || hash != end.Hash {
-		res = &EpochMismatchError{View: v.viewName(), Epoch: end.Epoch, WantRows: end.Rows, HaveRows: rows, WantHash: end.Hash, HaveHash: hash, Index: e.index}
+		res = &EpochMismatchError{View: v.viewName(), Epoch: int64(end.Epoch), WantRows: end.Rows, HaveRows: rows, WantHash: end.Hash, HaveHash: hash, Index: e.index}
 		r.c.st.epochBad.Add(1)
 		r.c.log.Error("epoch check failed; resyncing from a fresh snapshot", "err", res)
 	} else {
@@ -206,7 +195,7 @@ func (r *receiver) epochCheck(e *entry) error {
 		r.c.log.Debug("epoch check passed", "view", v.viewName(), "epoch", end.Epoch, "rows", rows)
 	}
 	if h := r.c.opts.hooks.OnEpochCheck; h != nil {
-		h(v.viewName(), end.Epoch, res)
+		h(v.viewName(), int64(end.Epoch), res)
 	}
 	return res
 }

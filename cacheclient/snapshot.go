@@ -9,7 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // Snapshots (bootstrap, resync, state file) are not applied row by row: their rows are
@@ -93,15 +93,13 @@ func (s *stagingView[T]) prepare(c []staged[T]) {
 	if s.keepRaw {
 		raws = make([]string, 0, len(c))
 	}
-	var buf []byte // the record key and value, hashed in one call (faster than a Digest)
 	for i := range c {
 		st := &c[i]
 		st.sk = trieOrder(hashKey(st.l.key))
 		if st.tomb {
 			continue
 		}
-		buf = append(append(append(append(buf[:0], s.prefix...), st.l.key...), 0), st.value...)
-		st.l.val.rowhash = xxhash.Sum64(buf)
+		st.l.val.rowhash = record.RowHashPrefixed(s.prefix, st.l.key, st.value)
 		if s.keepRaw {
 			// The value is stable (a received message's own bytes or the state file's
 			// buffer, see stageRow): the kept raw value aliases it.

@@ -3,6 +3,8 @@ package cacheclient
 import (
 	"fmt"
 	"sync/atomic"
+
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // Decoder turns a row of a view into the service's own type. key is the row's key text (the
@@ -54,7 +56,7 @@ type View[T any] struct {
 }
 
 func newView[T any](c *Client, name string, decode Decoder[T]) *View[T] {
-	v := &View[T]{name: name, prefix: []byte(escape(name) + "|"), decode: decode, c: c, indexNames: map[string]int{}}
+	v := &View[T]{name: name, prefix: record.KeyPrefix(name), decode: decode, c: c, indexNames: map[string]int{}}
 	v.state.Store(&viewState[T]{index: -1})
 	v.w.bad = map[string]item[T]{}
 	return v

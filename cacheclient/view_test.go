@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/statecast/statecast/schemas/record"
 )
 
 type event struct {
@@ -185,7 +187,7 @@ func TestEpochHashMatchesContract(t *testing.T) {
 	v := newEventView(t)
 	applyBatch(v, 2, op{"1", `{"id":1}`}, op{"2", `{"id":2}`})
 	applyBatch(v, 4, op{"2", ""}, op{"3", `{"id":3}`})
-	want := rowHash([]byte("events|1"), []byte(`{"id":1}`)) + rowHash([]byte("events|3"), []byte(`{"id":3}`))
+	want := record.RowHash([]byte("events|1"), []byte(`{"id":1}`)) + record.RowHash([]byte("events|3"), []byte(`{"id":3}`))
 	rows, h := v.epochState()
 	if rows != 2 || h != want {
 		t.Fatalf("epoch state %d %x, want 2 %x", rows, h, want)
