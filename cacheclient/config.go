@@ -47,10 +47,9 @@ type Config struct {
 	// RecvWindow fixes the HTTP/2 flow-control window of the subscription (bytes the
 	// player may send ahead of what the client has read; the connection's window is twice
 	// it, so up to 3× it may be buffered in the client). 0: DefaultRecvWindow (8 MiB);
-	// negative: gRPC's own (64 KiB, grown by its bandwidth estimator). With the player in
-	// a process of its own, a 1M-row snapshot was received in 0.38–0.50 s with 8 MiB in
-	// 13 of 14 runs and in 0.41–0.84 s with gRPC's window
-	// (docs/benchmarks/cacheclient-round6.md).
+	// negative: gRPC's own (64 KiB, grown by its bandwidth estimator). A large window from
+	// the first byte lets a snapshot stream at full speed at once, instead of at the pace
+	// of the estimator growing the window; its cost is the memory above.
 	RecvWindow int32
 }
 

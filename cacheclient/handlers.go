@@ -62,7 +62,7 @@ type handlerCore interface {
 	initialWait() func(ctx context.Context) error
 }
 
-// handler runs one OnChange function. See dispatch_*.go for the engine behind it.
+// handler runs one OnChange function. See dispatch.go for the engine behind it.
 type handler[T any] struct {
 	view string
 	fn   func(ctx context.Context, ch Change[T]) error

@@ -11,8 +11,8 @@ type ViewStats struct {
 	Len   int
 	Index int64
 	// MemoryBytes estimates the view's memory: key and raw value bytes, plus a fixed cost
-	// per entry (the entry struct with the object inline and the trie's share, measured in
-	// docs/BENCHMARKS.md). Heap memory the objects point to is not counted.
+	// per entry (the entry struct with the object inline and the trie's share). Heap
+	// memory the objects point to is not counted.
 	MemoryBytes int64
 }
 
@@ -44,8 +44,8 @@ type Stats struct {
 	Views []ViewStats
 }
 
-// trieOverheadPerEntry is the measured average cost per entry beyond the item itself (the
-// key string header and the trie nodes amortised: BenchmarkMemoryPerEntry, 1M entries)
+// trieOverheadPerEntry is the average cost per entry beyond the item itself (the key string
+// header and the trie nodes amortised), as BenchmarkMemoryPerEntry measures it.
 const trieOverheadPerEntry = 40
 
 func (v *View[T]) stats() ViewStats {
