@@ -34,12 +34,14 @@ func (o Op) String() string {
 // Change is one applied change of a view, handed to change handlers after the batch that
 // contains it has been published (a handler's Get sees it, or something newer).
 type Change[T any] struct {
-	View  string
-	Key   string
-	Op    Op
-	Old   T // zero for OpCreate
-	New   T // zero for OpDelete
-	Index int64
+	View string
+	Key  string
+	Op   Op
+	Old  T // zero for OpCreate
+	New  T // zero for OpDelete
+	// Position is the stream position of the change: the index in the stream of the
+	// record that made it, or of the snapshot that did.
+	Position int64
 }
 
 // row is one row entry of a batch, after the client parsed the key. It is passed by value
@@ -100,16 +102,17 @@ func (v *View[T]) begin() {
 	w.cur, w.e, w.dirty = &cur, new(edit), false
 }
 
-// commit publishes the batch's version with its index. Readers switch to it atomically.
-func (v *View[T]) commit(index int64) {
+// commit publishes the batch's version at stream position pos. Readers switch to it
+// atomically.
+func (v *View[T]) commit(pos int64) {
 	w := &v.w
 	if w.cur == nil {
-		if v.state.Load().index >= index {
+		if v.state.Load().position >= pos {
 			return
 		}
 		v.begin()
 	}
-	w.cur.index = index
+	w.cur.position = pos
 	v.state.Store(w.cur)
 	v.mem.Store(w.bytes)
 	w.cur, w.e = nil, nil
@@ -163,7 +166,7 @@ func (v *View[T]) removeLive(cur *viewState[T], r row, h uint64) bool {
 	cur.count--
 	w.unaccount(r.key, o)
 	v.reindex(cur, w.e, r.key, &o.obj, nil)
-	w.change(v, Change[T]{Key: r.key, Op: OpDelete, Old: o.obj, Index: r.index})
+	w.change(v, Change[T]{Key: r.key, Op: OpDelete, Old: o.obj, Position: r.index})
 	return true
 }
 
@@ -205,13 +208,13 @@ func (v *View[T]) applyRow(r row) {
 		w.unaccount(r.key, old)
 		v.reindex(cur, w.e, r.key, &old.obj, &it.obj)
 		if old.rowhash != it.rowhash {
-			w.change(v, Change[T]{Key: r.key, Op: OpUpdate, Old: old.obj, New: obj, Index: r.index})
+			w.change(v, Change[T]{Key: r.key, Op: OpUpdate, Old: old.obj, New: obj, Position: r.index})
 		}
 		return
 	}
 	cur.count++
 	v.reindex(cur, w.e, r.key, nil, &it.obj)
-	w.change(v, Change[T]{Key: r.key, Op: OpCreate, New: obj, Index: r.index})
+	w.change(v, Change[T]{Key: r.key, Op: OpCreate, New: obj, Position: r.index})
 }
 
 func (w *viewWriter[T]) account(key string, it item[T]) {

@@ -187,7 +187,7 @@ func (r *receiver) epochCheck(e *entry) error {
 	rows, hash := v.epochState()
 	var res error
 	if rows != end.Rows || hash != end.Hash {
-		res = &EpochMismatchError{View: v.viewName(), Epoch: int64(end.Epoch), WantRows: end.Rows, HaveRows: rows, WantHash: end.Hash, HaveHash: hash, Index: e.index}
+		res = &EpochMismatchError{View: v.viewName(), Epoch: int64(end.Epoch), WantRows: end.Rows, HaveRows: rows, WantHash: end.Hash, HaveHash: hash, Position: e.index}
 		r.c.st.epochBad.Add(1)
 		r.c.log.Error("epoch check failed; resyncing from a fresh snapshot", "err", res)
 	} else {

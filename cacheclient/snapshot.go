@@ -306,10 +306,10 @@ func cmpU64(a, b uint64) int {
 	return 1
 }
 
-// endReplace publishes the replacement state at index, with its indexes rebuilt, and
-// records the changes between the old and the new state (keys absent from the snapshot
-// are deleted).
-func (v *View[T]) endReplace(index int64) {
+// endReplace publishes the replacement state at stream position pos, with its secondary
+// indexes rebuilt, and records the changes between the old and the new state (keys absent
+// from the snapshot are deleted).
+func (v *View[T]) endReplace(pos int64) {
 	s := v.w.staging
 	v.w.staging = nil
 	s.build(func(key string, index int64, err error) { v.c.decodeError(v.name, key, index, err) })
@@ -317,19 +317,19 @@ func (v *View[T]) endReplace(index int64) {
 		v.w.cur, v.w.e = nil, nil
 	}
 	old := v.state.Load()
-	ns := &viewState[T]{root: s.root, count: s.count, index: index, idx: v.buildIndexes(s.root)}
+	ns := &viewState[T]{root: s.root, count: s.count, position: pos, idx: v.buildIndexes(s.root)}
 	if v.wantChanges() {
 		ns.root.each(func(k string, it *item[T]) bool {
 			if o, ok := old.root.get(k, hashKey(k)); !ok {
-				v.w.change(v, Change[T]{Key: k, Op: OpCreate, New: it.obj, Index: index})
+				v.w.change(v, Change[T]{Key: k, Op: OpCreate, New: it.obj, Position: pos})
 			} else if o.rowhash != it.rowhash {
-				v.w.change(v, Change[T]{Key: k, Op: OpUpdate, Old: o.obj, New: it.obj, Index: index})
+				v.w.change(v, Change[T]{Key: k, Op: OpUpdate, Old: o.obj, New: it.obj, Position: pos})
 			}
 			return true
 		})
 		old.root.each(func(k string, it *item[T]) bool {
 			if _, ok := ns.root.get(k, hashKey(k)); !ok {
-				v.w.change(v, Change[T]{Key: k, Op: OpDelete, Old: it.obj, Index: index})
+				v.w.change(v, Change[T]{Key: k, Op: OpDelete, Old: it.obj, Position: pos})
 			}
 			return true
 		})

@@ -142,8 +142,8 @@ func TestViewApplyAndIndexes(t *testing.T) {
 			if v.Len() != tt.wantLen {
 				t.Errorf("Len = %d, want %d", v.Len(), tt.wantLen)
 			}
-			if v.Index() != idx {
-				t.Errorf("Index = %d, want %d", v.Index(), idx)
+			if v.Position() != idx {
+				t.Errorf("Index = %d, want %d", v.Position(), idx)
 			}
 			for s, want := range tt.bySport {
 				if got := ids(v.ByIndex("sport", s)); got != want {
@@ -219,8 +219,8 @@ func TestReplaceEmitsChanges(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("changes %v, want %v", got, want)
 	}
-	if v.Len() != 3 || v.Index() != 10 {
-		t.Fatalf("len %d index %d", v.Len(), v.Index())
+	if v.Len() != 3 || v.Position() != 10 {
+		t.Fatalf("len %d index %d", v.Len(), v.Position())
 	}
 }
 
@@ -259,11 +259,11 @@ func TestReadersSeeWholeBatches(t *testing.T) {
 			done = true
 		default:
 		}
-		s := v.Snapshot()
+		s := v.Version()
 		total := int64(0)
 		s.Range(func(_ string, e event) bool { total += e.ID; return true })
 		if total != keys*10 {
-			t.Fatalf("reader saw a half-applied batch: total %d at index %d", total, s.Index())
+			t.Fatalf("reader saw a half-applied batch: total %d at position %d", total, s.Position())
 		}
 	}
 	wg.Wait()
