@@ -39,8 +39,8 @@ type Change[T any] struct {
 	Op   Op
 	Old  T // zero for OpCreate
 	New  T // zero for OpDelete
-	// Position is the stream position of the change: the index in the stream of the
-	// record that made it, or of the snapshot that did.
+	// Position is the change's stream position (the record's index in the stream): that of
+	// the record that made it, or the snapshot's position for a change a snapshot made.
 	Position int64
 }
 
