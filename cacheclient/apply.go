@@ -4,7 +4,7 @@ import (
 	"slices"
 	"unsafe"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // Op is the kind of a change.
@@ -34,20 +34,21 @@ func (o Op) String() string {
 // Change is one applied change of a view, handed to change handlers after the batch that
 // contains it has been published (a handler's Get sees it, or something newer).
 type Change[T any] struct {
-	View  string
-	Key   string
-	Op    Op
-	Old   T // zero for OpCreate
-	New   T // zero for OpDelete
-	Index int64
+	View string
+	Key  string
+	Op   Op
+	Old  T // zero for OpCreate
+	New  T // zero for OpDelete
+	// Position is the change's stream position (the record's index in the stream): that of
+	// the record that made it, or the snapshot's position for a change a snapshot made.
+	Position int64
 }
 
 // row is one row entry of a batch, after the client parsed the key. It is passed by value
 // (no allocation per row).
 type row struct {
 	key       string // key text (record key without the view prefix)
-	fullKey   []byte // the record key, for the row hash; nil: prefix + key
-	prefix    []byte
+	fullKey   []byte // the record key, for the row hash; nil: the view's prefix + key
 	value     []byte
 	tombstone bool
 	index     int64
@@ -74,35 +75,12 @@ type viewWriter[T any] struct {
 	staging *stagingView[T]
 }
 
-var zeroByte = []byte{0}
-
-// hash returns the row hash of r.
-func (r *row) hash() uint64 {
+// rowHash returns the row hash of r (record.RowHash of its record key and value).
+func (v *View[T]) rowHash(r *row) uint64 {
 	if r.fullKey != nil {
-		return rowHash(r.fullKey, r.value)
+		return record.RowHash(r.fullKey, r.value)
 	}
-	return rowHashParts(r.prefix, r.key, r.value)
-}
-
-// rowHashParts is rowHash of the record key prefix+key, without building it.
-func rowHashParts(prefix []byte, key string, value []byte) uint64 {
-	var d xxhash.Digest
-	d.Reset()
-	d.Write(prefix)
-	d.WriteString(key)
-	d.Write(zeroByte)
-	d.Write(value)
-	return d.Sum64()
-}
-
-// rowHash is record.RowHash: xxhash64(key || 0x00 || value), without allocating.
-func rowHash(fullKey, value []byte) uint64 {
-	var d xxhash.Digest
-	d.Reset()
-	d.Write(fullKey)
-	d.Write(zeroByte)
-	d.Write(value)
-	return d.Sum64()
+	return record.RowHashPrefixed(v.prefix, r.key, r.value)
 }
 
 func (v *View[T]) viewName() string { return v.name }
@@ -124,16 +102,17 @@ func (v *View[T]) begin() {
 	w.cur, w.e, w.dirty = &cur, new(edit), false
 }
 
-// commit publishes the batch's version with its index. Readers switch to it atomically.
-func (v *View[T]) commit(index int64) {
+// commit publishes the batch's version at stream position pos. Readers switch to it
+// atomically.
+func (v *View[T]) commit(pos int64) {
 	w := &v.w
 	if w.cur == nil {
-		if v.state.Load().index >= index {
+		if v.state.Load().position >= pos {
 			return
 		}
 		v.begin()
 	}
-	w.cur.index = index
+	w.cur.position = pos
 	v.state.Store(w.cur)
 	v.mem.Store(w.bytes)
 	w.cur, w.e = nil, nil
@@ -187,7 +166,7 @@ func (v *View[T]) removeLive(cur *viewState[T], r row, h uint64) bool {
 	cur.count--
 	w.unaccount(r.key, o)
 	v.reindex(cur, w.e, r.key, &o.obj, nil)
-	w.change(v, Change[T]{Key: r.key, Op: OpDelete, Old: o.obj, Index: r.index})
+	w.change(v, Change[T]{Key: r.key, Op: OpDelete, Old: o.obj, Position: r.index})
 	return true
 }
 
@@ -207,7 +186,7 @@ func (v *View[T]) applyRow(r row) {
 		}
 		return
 	}
-	it := item[T]{rowhash: r.hash(), raw: v.keep(&r)}
+	it := item[T]{rowhash: v.rowHash(&r), raw: v.keep(&r)}
 	obj, err := v.decode(r.key, r.value)
 	if b, ok := w.bad[r.key]; ok {
 		delete(w.bad, r.key)
@@ -229,13 +208,13 @@ func (v *View[T]) applyRow(r row) {
 		w.unaccount(r.key, old)
 		v.reindex(cur, w.e, r.key, &old.obj, &it.obj)
 		if old.rowhash != it.rowhash {
-			w.change(v, Change[T]{Key: r.key, Op: OpUpdate, Old: old.obj, New: obj, Index: r.index})
+			w.change(v, Change[T]{Key: r.key, Op: OpUpdate, Old: old.obj, New: obj, Position: r.index})
 		}
 		return
 	}
 	cur.count++
 	v.reindex(cur, w.e, r.key, nil, &it.obj)
-	w.change(v, Change[T]{Key: r.key, Op: OpCreate, New: obj, Index: r.index})
+	w.change(v, Change[T]{Key: r.key, Op: OpCreate, New: obj, Position: r.index})
 }
 
 func (w *viewWriter[T]) account(key string, it item[T]) {

@@ -335,8 +335,8 @@ func BenchmarkMemoryPerEntry(b *testing.B) {
 }
 
 // BenchmarkGetInterleaved measures the three structures in alternating rounds (each with
-// its own writer at ~50,000 updates/s, running only during its round), so that the noise
-// of a shared machine hits all three alike; it reports the median ns per Get of each and
+// its own writer at ~50,000 updates/s, running only during its round), so that background
+// load hits all three alike; it reports the median ns per Get of each and
 // the ratio of cacheclient to sync.Map. Run with -benchtime=1x.
 func BenchmarkGetInterleaved(b *testing.B) {
 	const rounds, opsPerRound = 9, 2_000_000

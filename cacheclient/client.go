@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // viewCore is the type-erased side of a View that the client drives. Every method except
@@ -19,13 +20,13 @@ type viewCore interface {
 	keyPrefix() []byte // esc(name) + "|"
 	begin()
 	applyRow(r row)
-	commit(index int64)
+	commit(pos int64)
 	beginReplace()
 	reserveReplace(rows int)
 	replacing() bool
 	stageRow(r row)
 	loadRows(body []byte, offs []int, rows int)
-	endReplace(index int64)
+	endReplace(pos int64)
 	abortReplace()
 	epochState() (rows int64, hash uint64)
 	flushChanges(ctx context.Context) error
@@ -60,7 +61,7 @@ type Client struct {
 	// applyMu is held by the connection goroutine while it applies a batch or snapshot end,
 	// and by the persister while it captures the views: a capture is a consistent cut.
 	applyMu sync.Mutex
-	applied atomic.Int64 // the index every view reflects (-1: none)
+	applied atomic.Int64 // the stream position every view reflects (-1: none)
 	load    *stateLoad   // the state file's load at Start (nil without StateDir)
 
 	st counters
@@ -75,8 +76,6 @@ type counters struct {
 	head                                                                            atomic.Int64 // the player's head_index in the last frame
 	connected                                                                       atomic.Bool
 }
-
-var viewNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
 
 // New validates cfg and returns a client that is not running yet: register views, indexes
 // and handlers, then call Start (or Run).
@@ -103,7 +102,7 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 // Register adds a typed view named name to the client, decoded by decode. It must be called
 // before Start.
 func Register[T any](c *Client, name string, decode Decoder[T]) (*View[T], error) {
-	if !viewNameRE.MatchString(name) {
+	if !record.ValidViewName(name) {
 		return nil, fmt.Errorf("%w: view name %q", ErrInvalidConfig, name)
 	}
 	if decode == nil {
@@ -221,7 +220,7 @@ func (c *Client) Close() error {
 }
 
 // WaitReady blocks until the initial state of every view is complete (a snapshot applied,
-// or caught up after resuming from an index) and, for handlers registered with
+// or caught up after resuming from a position) and, for handlers registered with
 // WithInitialPass, their changes up to that point have been handled. It returns ctx.Err()
 // when ctx ends first and ErrClosed when the client stopped before.
 func (c *Client) WaitReady(ctx context.Context) error {
@@ -281,8 +280,11 @@ func (c *Client) markReady() {
 	}()
 }
 
-// Index returns the stream index the client has applied (-1 before the first).
-func (c *Client) Index() int64 { return c.applied.Load() }
+// Position returns the stream position (the record's index in the stream) the client has
+// applied: every view reflects every record up to it (-1 before the first batch). A view
+// is published before the client's position moves, so View.Position may briefly be one
+// batch ahead of it.
+func (c *Client) Position() int64 { return c.applied.Load() }
 
 func (c *Client) decodeError(view, key string, index int64, err error) {
 	c.st.decodeErrs.Add(1)

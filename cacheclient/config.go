@@ -30,8 +30,8 @@ type Config struct {
 	ClientID string
 	// TLS, when set, secures the connections; nil means plaintext.
 	TLS *tls.Config
-	// StateDir, when set, is where the client persists its views and index, so that a
-	// restart resumes from the saved index instead of a full snapshot. The raw values are
+	// StateDir, when set, is where the client persists its views and stream position, so
+	// that a restart resumes from the saved position instead of a full snapshot. The raw values are
 	// then kept in memory beside the decoded objects.
 	StateDir string
 	// PersistInterval between state files (with StateDir), default 30s. Close writes one too.
@@ -41,16 +41,15 @@ type Config struct {
 	MaxBatchBytes   uint32
 	// BackoffMin and BackoffMax bound the reconnect backoff (defaults 100ms and 5s).
 	BackoffMin, BackoffMax time.Duration
-	// ReadyIdle: after resuming from an index, the initial state counts as caught up at the
+	// ReadyIdle: after resuming from a position, the initial state counts as caught up at the
 	// first Progress frame, or when no frame arrived for ReadyIdle (default 1s).
 	ReadyIdle time.Duration
 	// RecvWindow fixes the HTTP/2 flow-control window of the subscription (bytes the
 	// player may send ahead of what the client has read; the connection's window is twice
 	// it, so up to 3× it may be buffered in the client). 0: DefaultRecvWindow (8 MiB);
-	// negative: gRPC's own (64 KiB, grown by its bandwidth estimator). With the player in
-	// a process of its own, a 1M-row snapshot was received in 0.38–0.50 s with 8 MiB in
-	// 13 of 14 runs and in 0.41–0.84 s with gRPC's window
-	// (docs/benchmarks/cacheclient-round6.md).
+	// negative: gRPC's own (64 KiB, grown by its bandwidth estimator). A large window from
+	// the first byte lets a snapshot stream at full speed at once, instead of at the pace
+	// of the estimator growing the window; its cost is the memory above.
 	RecvWindow int32
 }
 
@@ -128,17 +127,17 @@ func withClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // (OnHandlerError on a handler goroutine); hooks must be fast and must not call back into
 // the client except for its read-only methods (Stats, views).
 type Hooks struct {
-	// OnBatchApplied: a batch of n entries was applied and published at index; lag is the
+	// OnBatchApplied: a batch of n entries was applied and published at position; lag is the
 	// time from the source time of its last row to its publication.
-	OnBatchApplied func(n int, index int64, lag time.Duration)
-	// OnConnect: a stream to addr was established (resumed: with a resume index).
+	OnBatchApplied func(n int, position int64, lag time.Duration)
+	// OnConnect: a stream to addr was established (resumed: with a resume position).
 	OnConnect func(addr string, resumed bool)
 	// OnDisconnect: the stream to addr ended with err.
 	OnDisconnect func(addr string, err error)
 	// OnResync: the player sent ResyncRequired, or the client dropped its state (reason).
 	OnResync func(reason string)
-	// OnSnapshot: a snapshot of views was applied at index.
-	OnSnapshot func(index int64, rows int)
+	// OnSnapshot: a snapshot of views was applied at position.
+	OnSnapshot func(position int64, rows int)
 	// OnEpochCheck: an epoch-end check of view passed (err nil) or failed.
 	OnEpochCheck func(view string, epoch int64, err error)
 	// OnDecodeError: the decoder refused a row; the key is absent from the view.

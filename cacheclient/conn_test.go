@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 func TestBootstrapThenLive(t *testing.T) {
@@ -27,8 +28,8 @@ func TestBootstrapThenLive(t *testing.T) {
 	if got := ids(v.ByIndex("sport", "soccer")); got != "1,3" {
 		t.Fatalf("soccer = %s", got)
 	}
-	if _, ok := v.Get("2"); ok || v.Len() != 2 || v.Index() != 12 || c.Index() != 12 {
-		t.Fatalf("len %d index %d", v.Len(), v.Index())
+	if _, ok := v.Get("2"); ok || v.Len() != 2 || v.Position() != 12 || c.Position() != 12 {
+		t.Fatalf("len %d index %d", v.Len(), v.Position())
 	}
 	if got := v.IndexValues("sport"); !slices.Equal(got, []string{"soccer"}) {
 		t.Fatalf("sport values %v", got)
@@ -141,7 +142,7 @@ func TestResyncReplacesStateWithDeletes(t *testing.T) {
 }
 
 func TestEpochMismatchRepairsWithFreshSnapshot(t *testing.T) {
-	good := rowHash([]byte("events|1"), []byte(evJSON(1, "a")))
+	good := record.RowHash([]byte("events|1"), []byte(evJSON(1, "a")))
 	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
 		switch conn {
 		case 0:
@@ -170,7 +171,7 @@ func TestEpochMismatchRepairsWithFreshSnapshot(t *testing.T) {
 }
 
 func TestEpochMatchPasses(t *testing.T) {
-	h := rowHash([]byte("events|1"), []byte(evJSON(1, "a"))) + rowHash([]byte("events|2"), []byte(`{bad`))
+	h := record.RowHash([]byte("events|1"), []byte(evJSON(1, "a"))) + record.RowHash([]byte("events|2"), []byte(`{bad`))
 	fp := startFake(t, func(conn int, _ *statecastv1.Hello, s *fakeStream) error {
 		if err := s.snapshot(5, ent(1, "1", evJSON(1, "a"))); err != nil {
 			return err
@@ -250,8 +251,8 @@ func TestResumeReadyOnProgress(t *testing.T) {
 	c2, v2 := startClient(t, Config{StateDir: dir}, nil, fp)
 	waitReady(t, c2)
 	fp.waitFor(t, "ack 12", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 12 })
-	if v2.Len() != 2 || v2.Index() != 12 {
-		t.Fatalf("len %d index %d", v2.Len(), v2.Index())
+	if v2.Len() != 2 || v2.Position() != 12 {
+		t.Fatalf("len %d index %d", v2.Len(), v2.Position())
 	}
 	fp.mu.Lock()
 	defer fp.mu.Unlock()
@@ -281,13 +282,13 @@ func TestLagEntriesFromHead(t *testing.T) {
 	c, _ := startClient(t, Config{}, nil, fp)
 	waitReady(t, c)
 	fp.waitFor(t, "ack 11", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 11 })
-	if st := c.Stats(); st.LagEntries != 29 || st.Index != 11 {
-		t.Fatalf("at index 11 with head 40: lag %d index %d", st.LagEntries, st.Index)
+	if st := c.Stats(); st.LagEntries != 29 || st.Position != 11 {
+		t.Fatalf("at index 11 with head 40: lag %d index %d", st.LagEntries, st.Position)
 	}
 	close(next)
 	fp.waitFor(t, "ack 40", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 40 })
-	if st := c.Stats(); st.LagEntries != 0 || st.Index != 40 {
-		t.Fatalf("after the progress to the head: lag %d index %d", st.LagEntries, st.Index)
+	if st := c.Stats(); st.LagEntries != 0 || st.Position != 40 {
+		t.Fatalf("after the progress to the head: lag %d index %d", st.LagEntries, st.Position)
 	}
 }
 
@@ -296,7 +297,7 @@ func TestLagEntriesFromHead(t *testing.T) {
 // index (a fresh snapshot), not from the file's index again.
 func TestEpochMismatchAfterRestartBootstraps(t *testing.T) {
 	dir := t.TempDir()
-	good := rowHash([]byte("events|1"), []byte(evJSON(1, "a")))
+	good := record.RowHash([]byte("events|1"), []byte(evJSON(1, "a")))
 	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
 		switch conn {
 		case 0: // first client: bootstrap, then its state file is written at Close
@@ -328,5 +329,52 @@ func TestEpochMismatchAfterRestartBootstraps(t *testing.T) {
 	}
 	if st := c2.Stats(); st.EpochMismatches != 1 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestGetTakesTheKeyText: Get takes the key text (the record key without its view prefix,
+// each key column escaped), a one-column key included: Get(Key(sport)) finds the row of a
+// sport "a|b:c d", Get("a|b:c d") does not; a text without "|" or "\" is its own key text.
+func TestGetTakesTheKeyText(t *testing.T) {
+	const sport = "a|b:c d"
+	rowOf := func(index int64, parts ...string) *statecastv1.Entry {
+		return &statecastv1.Entry{Index: index, View: "events", Kind: statecastv1.Kind_KIND_ROW,
+			Key: record.EncodeKey("events", parts...), Value: []byte(evJSON(int(index), sport))}
+	}
+	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		return s.snapshot(10, rowOf(3, sport), rowOf(4, `x\y`, "2"), rowOf(5, "plain"))
+	})
+	c, v := startClient(t, Config{}, nil, fp)
+	waitReady(t, c)
+	if got := Key(sport); got != `a\|b:c d` {
+		t.Fatalf("Key(%q) = %q", sport, got)
+	}
+	if e, ok := v.Get(Key(sport)); !ok || e.ID != 3 {
+		t.Fatalf("Get(Key(%q)) = %+v, %v", sport, e, ok)
+	}
+	if _, ok := v.Get(sport); ok {
+		t.Fatalf("Get(%q) found a row: the raw column text is not the key text", sport)
+	}
+	if e, ok := v.Get(Key(`x\y`, "2")); !ok || e.ID != 4 {
+		t.Fatalf("Get(Key(x\\y, 2)) = %+v, %v", e, ok)
+	}
+	if _, ok := v.Get(`x\y|2`); ok {
+		t.Fatal(`Get("x\y|2") found a row: the columns are escaped before they are joined`)
+	}
+	if e, ok := v.Get("plain"); !ok || e.ID != 5 {
+		t.Fatalf(`Get("plain") = %+v, %v`, e, ok)
+	}
+	var got [][]string
+	v.Range(func(k string, _ event) bool {
+		parts, err := SplitKey(k)
+		if err != nil {
+			t.Errorf("SplitKey(%q): %v", k, err)
+		}
+		got = append(got, parts)
+		return true
+	})
+	slices.SortFunc(got, slices.Compare)
+	if want := [][]string{{sport}, {"plain"}, {`x\y`, "2"}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("the keys split into %q, want %q", got, want)
 	}
 }

@@ -1,130 +1,165 @@
 // Package cacheclient is the in-memory cache that services embed: it subscribes to a
-// statecast player (gRPC, schemas/proto/statecast/v1), keeps typed views of a stream in
-// memory behind custom secondary indexes, runs change handlers, and can persist its state
-// to resume quickly after a restart. It depends on gRPC and protobuf only (never on a Kafka
-// or PostgreSQL client; a test checks the dependency list). Prometheus metrics live in the
-// subpackage cacheprom.
+// statecast player, keeps typed views of a stream in memory behind the service's own
+// secondary indexes, runs change handlers, and can persist its state to restart quickly.
+// It depends on gRPC and protobuf only (never on a Kafka or PostgreSQL client; a test
+// checks the dependency list). Prometheus metrics live in the subpackage cacheprom.
 //
-// # Types
+// # Use
 //
-//   - [Client]: one subscription to one stream, created by [New] with a [Config] and
-//     [Option]s ([WithLogger], [WithHooks], [WithDialOptions]).
-//   - [View]: a typed view, registered with [Register] and a [Decoder] that turns a row's JSON
-//     into the service's own (light) type. Reads: Get, Range, Len, Index, Snapshot.
-//   - Secondary indexes: [View.AddIndex] with an [IndexFunc] returning zero, one or many
-//     values per object; [View.ByIndex], [View.ByIndexKeys], [View.IndexValues]. They are
-//     maintained from the old and the new object on every change; empty sets are removed.
-//     Results share the objects the view holds: treat them as read-only.
-//   - Change handlers: [OnChange] with a func receiving a [Change] (Key, Op, Old, New, Index).
+//  1. [New] with a [Config] (player addresses, stream, client id; the rest has documented
+//     defaults) and options ([WithLogger], [WithHooks], [WithDialOptions]).
+//  2. [Register] each view with a [Decoder] that turns a row's JSON into the service's own
+//     type, decoding only the fields it needs.
+//  3. Optionally [View.AddIndex] secondary indexes and [OnChange] handlers.
+//  4. [Client.Start] (or [Client.Run]), then [Client.WaitReady] before serving reads;
+//     [Client.Close] at the end.
 //
-// # Goroutines
+// # Keys
 //
-//   - The connection goroutine (one per client) holds one Subscribe stream to one player at
-//     a time. It receives frames, checks their order, applies batches, publishes the new
-//     versions of the views, acknowledges, and hands the changes to the handlers. On any
-//     error it fails over to the next player address with jittered exponential backoff and
-//     resumes from its applied index.
-//   - Handler goroutines run the OnChange functions (see "Change handlers").
-//   - With StateDir, a load goroutine reads the state file at Start (see "Persistence"),
-//     and a persistence goroutine writes it every PersistInterval; Close writes a last one.
-//   - Readers (the service's goroutines) never block: they only load published versions.
+// A row is stored under its key text: its record key without the view prefix, each key
+// column escaped ("\" as "\\", "|" as "\|") and the columns joined by "|" (the record key
+// format of schemas/README.md). [Key] builds it from the columns' texts and [SplitKey]
+// takes it apart. A one-column key is escaped too: a sport "a|b:c d" is found by
+// Get(Key("a|b:c d")), not by Get("a|b:c d"); a column text without "|" or "\" is its own
+// key text. Get, Range, ByIndexKeys, [Change].Key and decoders all use key texts.
 //
-// # How readers never see a half-applied batch, and what it costs
+// # Reads
 //
-// Each view is a persistent (immutable) hash trie (CHAMP layout, 32-way nodes; see trie.go)
-// plus one persistent trie per secondary index, bundled with the count and the stream index
-// into one version struct behind one atomic pointer. The connection goroutine applies a
-// whole batch to a private version — copying only the trie paths it touches, and mutating
-// in place the nodes it already copied in this batch — and then publishes it with one
-// atomic store. A reader loads the pointer once per call, so Get, Range, Len, ByIndex and
-// IndexValues each see one whole batch or none of it; [View.Snapshot] gives several reads
-// the same version. Costs: a Get is a lock-free walk of a few nodes (about sync.Map's cost,
-// see docs/BENCHMARKS.md); a write allocates a copy of each node on its path
-// once per batch (a few hundred bytes of garbage per change; large batches amortise it);
-// a snapshot (bootstrap, resync or state file) is collected raw (key, value, index per
-// row), then hashed and decoded in chunks on every core, sorted in trie order (small
-// (order, position) pairs) and built bottom-up in one pass straight from the collected rows
-// beside the live version, so memory peaks at two versions plus the snapshot's raw rows. The decoder is
-// most of a cold start's CPU: a service should use a fast one (the example and the
-// benchmarks use github.com/goccy/go-json, 4–5× encoding/json).
-// Views are published one after the other: a reader that reads two views may see one of
-// them one batch ahead of the other.
+// [View.Get], [View.Range], [View.Len] and [View.Position] read the view's last published
+// version; [View.Version] returns one version for several reads that must agree. Every
+// read sees whole batches: a batch of the stream (and a snapshot) is applied to a view all
+// at once or not at all. Reads never block and never wait for the connection. Objects are
+// shared with the view: treat them as read-only. Views are published one after the other:
+// a reader of two views may see one of them one batch ahead of the other.
 //
-// # Decoding frames
+// A view's stream position ([View.Position], [Client.Position], [Change].Position,
+// [Stats].Position) is the position in the stream of what it reflects: the index of a
+// record in the stream (its Kafka offset). Positions increase but are not dense (never
+// assume position+1 exists). Position -1 means nothing applied yet.
 //
-// The client decodes the player's SubscribeResponse frames with its own protowire decoder
-// (frame.go; a gRPC codec forced on the Subscribe call, the server is unchanged): each
-// message is copied once out of gRPC's buffers into a buffer of its own, and its entries'
-// keys and values are sub-slices of it (view names are interned), so receiving a row
-// allocates nothing per row. FuzzDecodeFrame checks it against proto.Unmarshal into the
-// generated types.
+// # Secondary indexes
 //
-// # Order checks and resync
-//
-// The client keeps its applied index and checks every frame like an ordered consumer: batch
-// indexes must be strictly increasing and above the applied index, snapshot frames must be
-// well nested, keys must belong to a subscribed view. Any anomaly drops the stream and
-// resubscribes from the applied index (a batch is checked whole before any of it is
-// applied). ResyncRequired is followed by a snapshot that replaces the views' state
-// atomically at SnapshotEnd (keys absent from it are removed, with OpDelete changes). At an
-// epoch-end record the client compares the view's row count and epoch hash (including rows
-// its decoder refused) with the record's; a mismatch is logged, counted and repaired by
-// resubscribing without a resume index (a fresh snapshot replaces the state).
+// [View.AddIndex] registers an [IndexFunc] that returns zero, one or many values per
+// object; [View.ByIndex], [View.ByIndexKeys] and [View.IndexValues] read them (and the
+// same methods of [Version]). Indexes are maintained from the old and the new object on
+// every change and updated with the batch that changes them; values without objects are
+// removed.
 //
 // # Change handlers
 //
-// Changes are handed to the handlers after their batch is published (a handler's Get sees
-// the change or something newer). Each handler runs on its own engine of package parallel
-// (WithConcurrency goroutines, default 16): by default the changes of one key run one at a
-// time in index order and different keys in parallel ([WithOrdering] selects the engine's
-// other orderings). A handler error is retried with backoff ([WithRetry]) while only that
-// key waits, then reported to Hooks.OnHandlerError and skipped. The handler queue is
-// bounded: a handler slower than the stream eventually slows batch application. Close
-// waits for the handler calls in flight; queued changes are dropped.
+// [OnChange] registers a function that receives every [Change] (Key, Op, Old, New,
+// Position) of a view after the batch that holds it is published: a handler's Get sees
+// the change or something newer. By default the changes of one key run one at a time in
+// stream order and different keys in parallel ([WithConcurrency] goroutines, default 16;
+// [WithOrdering] selects other orderings). An error is retried with backoff ([WithRetry])
+// while only that key waits, then reported to [Hooks].OnHandlerError as a [HandlerError]
+// and skipped. The queue is bounded: a handler slower than the stream eventually slows
+// the application of batches. Close waits for the calls in flight; queued changes are
+// dropped.
+//
+// # Guarantees
+//
+//   - Ordered, no duplicates: the client applies the stream's records in order, each once,
+//     across reconnects and failover between players; it checks the order of every frame
+//     and resubscribes from its applied position on any anomaly ([ErrOrder]).
+//   - Atomic batches: readers never see part of a batch or of a snapshot.
+//   - Verified: at each epoch-end record the client compares a view's row count and hash
+//     with the distributor's; a mismatch is logged, counted ([ErrEpochMismatch]) and
+//     repaired by a fresh snapshot.
+//   - Failover: a client has several player addresses and fails over from one to the next
+//     with jittered exponential backoff, resuming from its position.
 //
 // # Readiness
 //
-// [Client.WaitReady] returns once every view's initial state is complete: after the first
-// snapshot is applied (SnapshotEnd), or — when the client resumed from a state file — at the
-// first Progress frame (the player sends one when the target is caught up and idle) or when
-// no frame arrived for Config.ReadyIdle. With [WithInitialPass] it also waits for that
-// handler to have handled the changes that built the initial state.
-//
-// # Metrics
-//
-// [Client.Stats] returns counters and gauges (applied index, entries applied, resyncs,
-// reconnects, epoch checks and mismatches, decode and handler errors, staleness = now −
-// source time of the last applied entry, lag = source time to publication of the last
-// batch, per-view length, index and memory estimate). [Hooks] report events as they happen.
-// cacheprom.NewCollector exports Stats to Prometheus on each scrape. LagEntries is the
-// player's head (head_index, carried by every frame; Stats.Head) minus the applied index.
+// [Client.WaitReady] returns once every view's initial state is complete: after the
+// first snapshot is applied, or — when the client resumed from a state file — once it has
+// caught up with the player (the player says so with a Progress frame), or when no frame
+// arrived for Config.ReadyIdle. With [WithInitialPass] it also waits for that handler to
+// have handled the changes that built the initial state.
 //
 // # Persistence
 //
-// With Config.StateDir, the raw value of every row is kept beside its object, and the state
-// (stream, applied index, every view's keys and raw values, xxhash64 checksum) is written
-// atomically (temp file, fsync, rename). At Start the load goroutine reads the file and
-// verifies all of it (checksum, stream, format, structure, every registered view present);
-// any problem is reported and the file ignored as a whole: the client bootstraps from a
-// snapshot. A verified file's index is handed to the connection goroutine, which
-// subscribes with it at once, while the load goroutine parses, hashes and decodes the rows
-// (chunks of rows on every core, from offsets noted while verifying) and builds the views
-// under the apply lock (keys and raw values alias the file's buffer,
-// no copy per row: the buffer stays in memory until every row loaded from it has been
-// replaced). The connection goroutine handles no frame before the load is over, and the
-// ReadyIdle wait of a resume counts from the subscription but ends no earlier than the
-// load: connecting and the first frames' wait overlap the load instead of following it.
+// With Config.StateDir, the client writes its state (views and position) every
+// PersistInterval and at Close, atomically, with a checksum. At Start it loads a valid
+// file and resumes from its position instead of loading a snapshot; a file that fails any
+// check is reported ([ErrStateFile]) and ignored as a whole. The raw value of every row is
+// then kept in memory beside its object.
+//
+// # Metrics
+//
+// [Client.Stats] returns counters and gauges: applied position, entries applied, resyncs,
+// reconnects, epoch checks and mismatches, decode and handler errors, staleness (now −
+// source time of the last applied entry), lag (source time to publication of the last
+// batch), LagEntries (the player's head minus the applied position) and per view its
+// length, position and memory estimate. [Hooks] report events as they happen.
+// cacheprom.NewCollector exports Stats to Prometheus on each scrape.
 //
 // # Concurrency rules
 //
 //   - Register, AddIndex and OnChange must be called before Start; they fail afterwards.
-//   - View reads, Stats, Index, Ready and WaitReady are safe from any goroutine at any time.
+//   - View and Version reads, Stats, Position, Ready and WaitReady are safe from any
+//     goroutine at any time.
 //   - Decoders and index functions must be pure and must not call the client. Index
-//     functions and the decoding of live rows run on the connection goroutine; the rows of a
-//     snapshot or state file are decoded on GOMAXPROCS goroutines at once.
+//     functions and the decoding of live rows run on the connection goroutine; the rows of
+//     a snapshot or state file are decoded on GOMAXPROCS goroutines at once.
 //   - Hooks run on the connection goroutine, except OnHandlerError (a handler goroutine),
 //     OnPersist (the persistence goroutine, or Close) and the OnResync of an unusable state
-//     file (the load goroutine). They must be fast.
-//   - The persistence goroutine takes the connection goroutine's apply lock only to load the
-//     views' current versions (a consistent cut); it writes the file without it.
+//     file (the load goroutine). They must be fast and must not call back into the client
+//     except for its read-only methods.
+//
+// # Internals
+//
+// The rest of this comment is for maintainers.
+//
+// Goroutines. The connection goroutine (one per client) holds one Subscribe stream to one
+// player at a time: it receives frames, checks their order, applies batches, publishes
+// the views' new versions, acknowledges, and hands the changes to the handlers' engines
+// (package parallel). With StateDir, a load goroutine reads the state file at Start and a
+// persistence goroutine writes it; readers only load published versions.
+//
+// Versions. Each view is a persistent (immutable) hash trie (CHAMP layout, 32-way nodes;
+// see trie.go) plus one persistent trie per secondary index, bundled with the count and
+// the stream position into one version struct behind one atomic pointer. The connection
+// goroutine applies a whole batch to a private version — copying only the trie paths it
+// touches, and mutating in place the nodes it already copied in this batch — and
+// publishes it with one atomic store; a reader loads the pointer once per call. A Get is
+// a lock-free walk of a few nodes; a write allocates a copy of each node on its path once
+// per batch (a few hundred bytes of garbage per change; large batches amortise it).
+//
+// Snapshots (bootstrap, resync or state file) are not applied row by row: the rows are
+// collected raw (key, value, position), then hashed and decoded in chunks on every core,
+// sorted in trie order (small (order, row) pairs) and built bottom-up in one pass beside
+// the live version, which they replace atomically at SnapshotEnd (keys absent from the
+// snapshot are removed, with OpDelete changes). Memory peaks at two versions plus the
+// snapshot's raw rows. The decoder is most of a cold start's CPU: a service should use a
+// fast one (the example and the benchmarks use github.com/goccy/go-json).
+//
+// Decoding frames. The client decodes the player's SubscribeResponse frames with its own
+// protowire decoder (frame.go; a gRPC codec forced on the Subscribe call, the server is
+// unchanged), with the field numbers of schemas/wire: each message is copied once out of
+// gRPC's buffers into a buffer of its own, and its entries' keys and values are
+// sub-slices of it (view names are interned), so receiving a row allocates nothing per
+// row. FuzzDecodeFrame checks it against proto.Unmarshal into the generated types.
+//
+// Order checks and resync. The client keeps its applied position and checks every frame
+// like an ordered consumer: batch positions must be strictly increasing and above the
+// applied position, snapshot frames must be well nested, keys must belong to a subscribed
+// view. Any anomaly drops the stream and resubscribes from the applied position (a batch
+// is checked whole before any of it is applied). ResyncRequired is followed by a snapshot.
+// The epoch check counts the rows the decoder refused too (they are hidden but accounted),
+// with the row hashes of schemas/record; a mismatch resubscribes without a resume
+// position.
+//
+// State file. The file (stream, position, every view's keys and raw values, xxhash64
+// checksum) is written to a temp file, fsynced and renamed. At Start the load goroutine
+// verifies all of it (checksum, stream, format, structure, every registered view present)
+// and hands the position to the connection goroutine, which subscribes with it at once,
+// while the load goroutine parses, hashes and decodes the rows (chunks on every core, from
+// offsets noted while verifying) and builds the views under the apply lock. Keys and raw
+// values alias the file's buffer (no copy per row: the buffer stays in memory until every
+// row loaded from it has been replaced). The connection goroutine handles no frame before
+// the load is over, and the ReadyIdle wait of a resume counts from the subscription but
+// ends no earlier than the load: connecting overlaps the load instead of following it.
+// The persistence goroutine takes the apply lock only to load the views' current versions
+// (a consistent cut) and writes the file without it.
 package cacheclient

@@ -13,12 +13,12 @@ var (
 	// ErrClosed is returned by Start after Close, and by WaitReady when the client stopped
 	// before it was ready.
 	ErrClosed = errors.New("cacheclient: client closed")
-	// ErrOrder reports an order anomaly at the receiver (an index not above the applied one,
-	// a snapshot frame out of place, a key of another view). The client reconnects from its
-	// last applied index.
+	// ErrOrder reports an order anomaly at the receiver (a position not above the applied
+	// one, a snapshot frame out of place, a key of another view). The client reconnects
+	// from its last applied position.
 	ErrOrder = errors.New("cacheclient: order anomaly")
 	// ErrEpochMismatch reports a view whose count or hash differs from its epoch-end record.
-	// The client reconnects without a resume index and replaces its state by a snapshot.
+	// The client reconnects without a resume position and replaces its state by a snapshot.
 	ErrEpochMismatch = errors.New("cacheclient: epoch check failed")
 	// ErrStateFile reports a StateDir file that cannot be trusted (corrupt, truncated,
 	// another stream or format version). It is reported and replaced, never half-used.
@@ -31,12 +31,12 @@ type EpochMismatchError struct {
 	Epoch              int64
 	WantRows, HaveRows int64
 	WantHash, HaveHash uint64
-	Index              int64
+	Position           int64 // the stream position of the epoch-end record
 }
 
 func (e *EpochMismatchError) Error() string {
-	return fmt.Sprintf("cacheclient: view %q epoch %d at index %d: have %d rows hash %016x, epoch says %d rows hash %016x",
-		e.View, e.Epoch, e.Index, e.HaveRows, e.HaveHash, e.WantRows, e.WantHash)
+	return fmt.Sprintf("cacheclient: view %q epoch %d at position %d: have %d rows hash %016x, epoch says %d rows hash %016x",
+		e.View, e.Epoch, e.Position, e.HaveRows, e.HaveHash, e.WantRows, e.WantHash)
 }
 
 func (e *EpochMismatchError) Unwrap() error { return ErrEpochMismatch }
@@ -46,14 +46,14 @@ func (e *EpochMismatchError) Unwrap() error { return ErrEpochMismatch }
 type HandlerError struct {
 	View     string
 	Key      string
-	Index    int64
+	Position int64 // the change's stream position (Change.Position)
 	Attempts int
 	Err      error
 }
 
 func (e *HandlerError) Error() string {
-	return fmt.Sprintf("cacheclient: handler of view %q failed for key %q (index %d) after %d attempts: %v",
-		e.View, e.Key, e.Index, e.Attempts, e.Err)
+	return fmt.Sprintf("cacheclient: handler of view %q failed for key %q (position %d) after %d attempts: %v",
+		e.View, e.Key, e.Position, e.Attempts, e.Err)
 }
 
 func (e *HandlerError) Unwrap() error { return e.Err }

@@ -32,7 +32,7 @@ func Example() {
 		Addresses: []string{"player-1:7070", "player-2:7070"}, // failover in this order
 		Stream:    "sportsbook",
 		ClientID:  "pricing-service",
-		StateDir:  "/var/lib/pricing/cache", // optional: restart from the saved index
+		StateDir:  "/var/lib/pricing/cache", // optional: restart from the saved position
 	}, cacheclient.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))))
 	if err != nil {
 		panic(err)
@@ -64,7 +64,8 @@ func Example() {
 	}
 }
 
-// Composite keys: Key builds the key text from the key columns' texts.
+// Key builds the key text that Get expects from the key columns' texts: each column
+// escaped, the columns joined by "|". A one-column key is escaped too.
 func ExampleKey() {
 	fmt.Println(cacheclient.Key("1000", "10001"))
 	fmt.Println(cacheclient.Key(`a|b`))
@@ -76,11 +77,11 @@ func ExampleKey() {
 	// 2 a|b
 }
 
-// Several reads that must agree use one Snapshot (one published version of the view).
-func ExampleView_Snapshot() {
+// Several reads that must agree use one Version (one published version of the view).
+func ExampleView_Version() {
 	c, _ := cacheclient.New(cacheclient.Config{Addresses: []string{"p:7070"}, Stream: "s", ClientID: "c"})
 	events, _ := cacheclient.Register(c, "events", decodeEvent)
-	s := events.Snapshot()
-	fmt.Println(s.Len(), s.Index())
+	s := events.Version()
+	fmt.Println(s.Len(), s.Position())
 	// Output: 0 -1
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 type subStream = grpc.BidiStreamingServer[statecastv1.SubscribeRequest, statecastv1.SubscribeResponse]
@@ -172,8 +173,8 @@ func ent(index int64, key, value string) *statecastv1.Entry {
 }
 
 func epochEndEntry(index int64, rows int64, hash uint64) *statecastv1.Entry {
-	return &statecastv1.Entry{Index: index, View: "events", Kind: statecastv1.Kind_KIND_EPOCH_END, Key: []byte("!ctl|events|end"),
-		Value: []byte(fmt.Sprintf(`{"epoch":1,"rows":%d,"hash":"%016x","published":0,"tombstones":0,"source_lsn":"0/0"}`, rows, hash))}
+	return &statecastv1.Entry{Index: index, View: "events", Kind: statecastv1.Kind_KIND_EPOCH_END, Key: record.ControlKey("events", record.KindEpochEnd),
+		Value: (&record.EpochEnd{Epoch: 1, Rows: rows, Hash: hash, SourceLSN: "0/0"}).Marshal()}
 }
 
 func evJSON(id int, sport string) string { return fmt.Sprintf(`{"id":%d,"sport":%q}`, id, sport) }

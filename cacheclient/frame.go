@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+	"github.com/statecast/statecast/schemas/wire"
 )
 
 // The client decodes SubscribeResponse frames itself (frameCodec, forced on the Subscribe
@@ -22,7 +23,9 @@ import (
 // source time per row). decodeFrame is exactly equivalent to proto.Unmarshal into
 // statecastv1.SubscribeResponse (FuzzDecodeFrame compares them): unknown fields and known
 // fields of another wire type are skipped, a oneof member repeated is merged, another
-// member replaces it, strings must be valid UTF-8.
+// member replaces it, strings must be valid UTF-8. Field numbers come from schemas/wire,
+// which a test checks against the generated descriptors; enum values are the generated
+// constants.
 
 type frameKind uint8
 
@@ -123,104 +126,75 @@ func materialize(data mem.BufferSlice) []byte {
 func decodeFrame(b []byte, names map[string]string, f *frame) error {
 	*f = frame{}
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return errFrame
-		}
-		b = b[n:]
-		if num >= 1 && num <= 5 && typ == protowire.BytesType {
-			m, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errFrame
-			}
-			b = b[n:]
-			k := frameKind(num)
-			if f.kind != k {
+		t, v, s := consumeField(&b)
+		if k := memberKind(t); k != frameNone {
+			if f.kind != k { // another oneof member replaces the one decoded so far
 				*f = frame{kind: k, head: f.head}
 			}
 			if k == frameBatch && f.entries == nil {
-				f.entries = make([]entry, 0, countEntries(m)) // one allocation, no regrowth
+				f.entries = make([]entry, 0, countEntries(s)) // one allocation, no regrowth
 			}
-			if err := f.decodeMsg(m, names); err != nil {
+			if err := f.decodeMsg(s, names); err != nil {
 				return err
 			}
-			continue
-		}
-		if num == 10 && typ == protowire.VarintType {
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return errFrame
-			}
-			b = b[n:]
+		} else if t == tag(wire.SubscribeResponseHeadIndex, protowire.VarintType) {
 			f.head = int64(v)
-			continue
-		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
+		} else if t == malformed {
 			return errFrame
 		}
-		b = b[n:]
 	}
 	return nil
 }
 
-// decodeMsg merges the oneof member message m (of kind f.kind) into f.
+// memberKind is the frame kind of a SubscribeResponse field of tag t that is a member of
+// its oneof (frameNone for other fields).
+func memberKind(t uint64) frameKind {
+	switch t {
+	case tag(wire.SubscribeResponseBatch, protowire.BytesType):
+		return frameBatch
+	case tag(wire.SubscribeResponseProgress, protowire.BytesType):
+		return frameProgress
+	case tag(wire.SubscribeResponseSnapshotBegin, protowire.BytesType):
+		return frameSnapshotBegin
+	case tag(wire.SubscribeResponseSnapshotEnd, protowire.BytesType):
+		return frameSnapshotEnd
+	case tag(wire.SubscribeResponseResyncRequired, protowire.BytesType):
+		return frameResync
+	}
+	return frameNone
+}
+
+// decodeMsg merges the oneof member message b (of kind f.kind) into f.
 func (f *frame) decodeMsg(b []byte, names map[string]string) error {
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
+		t, v, s := consumeField(&b)
+		switch k := f.kind; {
+		case t == malformed:
 			return errFrame
-		}
-		b = b[n:]
-		switch {
-		case f.kind == frameBatch && num == 1 && typ == protowire.BytesType:
-			m, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errFrame
-			}
-			b = b[n:]
+		case k == frameBatch && t == tag(wire.BatchEntries, protowire.BytesType):
 			f.entries = append(f.entries, entry{})
-			if err := f.entries[len(f.entries)-1].decode(m, names); err != nil {
+			if err := f.entries[len(f.entries)-1].decode(s, names); err != nil {
 				return err
 			}
-			continue
-		case f.kind == frameSnapshotBegin && num == 2 && typ == protowire.BytesType:
-			s, n := protowire.ConsumeBytes(b)
-			if n < 0 || !utf8.Valid(s) {
+		case k == frameProgress && t == tag(wire.ProgressIndex, protowire.VarintType),
+			k == frameSnapshotBegin && t == tag(wire.SnapshotBeginIndex, protowire.VarintType),
+			k == frameSnapshotEnd && t == tag(wire.SnapshotEndIndex, protowire.VarintType):
+			f.index = int64(v)
+		case k == frameSnapshotBegin && t == tag(wire.SnapshotBeginViews, protowire.BytesType):
+			if !utf8.Valid(s) {
 				return errFrame
 			}
-			b = b[n:]
 			f.views = append(f.views, string(s))
-			continue
-		case f.kind == frameResync && num == 2 && typ == protowire.BytesType:
-			s, n := protowire.ConsumeBytes(b)
-			if n < 0 || !utf8.Valid(s) {
+		case k == frameResync && t == tag(wire.ResyncRequiredReason, protowire.VarintType):
+			f.reason = statecastv1.ResyncRequired_Reason(int32(v))
+		case k == frameResync && t == tag(wire.ResyncRequiredDetail, protowire.BytesType):
+			if !utf8.Valid(s) {
 				return errFrame
 			}
-			b = b[n:]
 			f.detail = string(s)
-			continue
-		case typ == protowire.VarintType && (num == 1 && f.kind != frameBatch || num == 3 && f.kind == frameResync):
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return errFrame
-			}
-			b = b[n:]
-			switch {
-			case f.kind == frameResync && num == 1:
-				f.reason = statecastv1.ResyncRequired_Reason(int32(v))
-			case f.kind == frameResync:
-				f.logStart = int64(v)
-			default:
-				f.index = int64(v)
-			}
-			continue
+		case k == frameResync && t == tag(wire.ResyncRequiredLogStart, protowire.VarintType):
+			f.logStart = int64(v)
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return errFrame
-		}
-		b = b[n:]
 	}
 	return nil
 }
@@ -228,70 +202,40 @@ func (f *frame) decodeMsg(b []byte, names map[string]string) error {
 // decode decodes one Entry message.
 func (e *entry) decode(b []byte, names map[string]string) error {
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
+		switch t, v, s := consumeField(&b); t {
+		case malformed:
 			return errFrame
-		}
-		b = b[n:]
-		switch typ {
-		case protowire.VarintType:
-			if num == 1 || num == 4 || num == 6 || num == 7 {
-				v, n := protowire.ConsumeVarint(b)
-				if n < 0 {
-					return errFrame
-				}
-				b = b[n:]
-				switch num {
-				case 1:
-					e.index = int64(v)
-				case 4:
-					e.tombstone = v != 0
-				case 6:
-					e.kind = statecastv1.Kind(int32(v))
-				case 7:
-					e.epoch = int64(v)
-				}
-				continue
+		case tag(wire.EntryIndex, protowire.VarintType):
+			e.index = int64(v)
+		case tag(wire.EntryKey, protowire.BytesType):
+			e.key = s
+		case tag(wire.EntryValue, protowire.BytesType):
+			e.value = s
+		case tag(wire.EntryTombstone, protowire.VarintType):
+			e.tombstone = v != 0
+		case tag(wire.EntryView, protowire.BytesType):
+			if name, ok := names[string(s)]; ok { // no allocation
+				e.view = name
+			} else if utf8.Valid(s) {
+				e.view = string(s)
+			} else {
+				return errFrame
 			}
-		case protowire.BytesType:
-			if num == 2 || num == 3 || num == 5 || num == 8 || num == 9 {
-				s, n := protowire.ConsumeBytes(b)
-				if n < 0 {
-					return errFrame
-				}
-				b = b[n:]
-				switch num {
-				case 2:
-					e.key = s
-				case 3:
-					e.value = s
-				case 5:
-					if name, ok := names[string(s)]; ok { // no allocation
-						e.view = name
-					} else if utf8.Valid(s) {
-						e.view = string(s)
-					} else {
-						return errFrame
-					}
-				case 8:
-					e.hasTime = true
-					if err := e.decodeTime(s); err != nil {
-						return err
-					}
-				case 9:
-					if !utf8.Valid(s) {
-						return errFrame
-					}
-					e.sourceLSN = s
-				}
-				continue
+		case tag(wire.EntryKind, protowire.VarintType):
+			e.kind = statecastv1.Kind(int32(v))
+		case tag(wire.EntryEpoch, protowire.VarintType):
+			e.epoch = int64(v)
+		case tag(wire.EntrySourceTime, protowire.BytesType):
+			e.hasTime = true
+			if err := e.decodeTime(s); err != nil {
+				return err
 			}
+		case tag(wire.EntrySourceLSN, protowire.BytesType):
+			if !utf8.Valid(s) {
+				return errFrame
+			}
+			e.sourceLSN = s
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return errFrame
-		}
-		b = b[n:]
 	}
 	return nil
 }
@@ -299,40 +243,17 @@ func (e *entry) decode(b []byte, names map[string]string) error {
 // decodeTime merges a google.protobuf.Timestamp into the entry's source time.
 func (e *entry) decodeTime(b []byte) error {
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
+		switch t, v, _ := consumeField(&b); t {
+		case tag(wire.TimestampSeconds, protowire.VarintType):
+			e.seconds = int64(v)
+		case tag(wire.TimestampNanos, protowire.VarintType):
+			e.nanos = int32(v)
+		case malformed:
 			return errFrame
 		}
-		b = b[n:]
-		if (num == 1 || num == 2) && typ == protowire.VarintType {
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return errFrame
-			}
-			b = b[n:]
-			if num == 1 {
-				e.seconds = int64(v)
-			} else {
-				e.nanos = int32(v)
-			}
-			continue
-		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return errFrame
-		}
-		b = b[n:]
 	}
 	return nil
 }
-
-// Accessors named like the generated ones (receive.go reads entries through them).
-func (e *entry) GetIndex() int64           { return e.index }
-func (e *entry) GetKey() []byte            { return e.key }
-func (e *entry) GetValue() []byte          { return e.value }
-func (e *entry) GetTombstone() bool        { return e.tombstone }
-func (e *entry) GetView() string           { return e.view }
-func (e *entry) GetKind() statecastv1.Kind { return e.kind }
 
 func newFrameCodec(views []viewCore) frameCodec {
 	names := make(map[string]string, len(views))
@@ -344,34 +265,56 @@ func newFrameCodec(views []viewCore) frameCodec {
 	return frameCodec{names: names}
 }
 
-// consumeTag is protowire.ConsumeTag that also refuses field numbers above the maximum
-// (as proto.Unmarshal does).
-func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
-	num, typ, n := protowire.ConsumeTag(b)
-	if n >= 0 && num > protowire.MaxValidNumber {
-		return 0, 0, -1
+// consumeField consumes the first field of *b (not empty), value included, and returns
+// the field's tag t (its number and wire type: compare it with tag(…)) and its value: v
+// for a varint, s for a length-delimited field (aliasing *b); values of other wire types
+// are skipped. On malformed input t is malformed. Every decoder above reads its message
+// with it, one call per field. Field numbers above the maximum are malformed (as for
+// proto.Unmarshal).
+func consumeField(b *[]byte) (t, v uint64, s []byte) {
+	in := *b
+	num, typ, tl := protowire.Number(in[0]>>3), protowire.Type(in[0]&7), 1
+	if in[0] < 1<<3 || in[0] >= 0x80 { // not a one-byte tag (field numbers 1 to 15)
+		num, typ, tl = protowire.ConsumeTag(in)
+		if tl < 0 || num > protowire.MaxValidNumber {
+			return malformed, 0, nil
+		}
 	}
-	return num, typ, n
+	var n int
+	switch typ {
+	case protowire.VarintType:
+		v, n = protowire.ConsumeVarint(in[tl:])
+	case protowire.BytesType:
+		s, n = protowire.ConsumeBytes(in[tl:])
+	default:
+		n = protowire.ConsumeFieldValue(num, typ, in[tl:])
+	}
+	if n < 0 {
+		return malformed, 0, nil
+	}
+	*b = in[tl+n:]
+	return protowire.EncodeTag(num, typ), v, s
 }
 
-// countEntries counts the entries of a Batch message (0 if it is malformed: decodeMsg
-// reports it).
+// malformed is consumeField's tag for malformed input (no field has number 0).
+const malformed = 0
+
+// tag is the tag consumeField returns for field num of wire type typ. A known number with
+// another wire type is an unknown field to protobuf: the decoders ignore it.
+func tag(num protowire.Number, typ protowire.Type) uint64 { return protowire.EncodeTag(num, typ) }
+
+// countEntries counts the entries of a Batch message (as far as it is well-formed:
+// decodeMsg reports the rest).
 func countEntries(b []byte) int {
-	n := 0
+	c := 0
 	for len(b) > 0 {
-		num, typ, l := consumeTag(b)
-		if l < 0 {
-			return n
+		t, _, _ := consumeField(&b)
+		if t == malformed {
+			break
 		}
-		b = b[l:]
-		l = protowire.ConsumeFieldValue(num, typ, b)
-		if l < 0 {
-			return n
-		}
-		b = b[l:]
-		if num == 1 && typ == protowire.BytesType {
-			n++
+		if t == tag(wire.BatchEntries, protowire.BytesType) {
+			c++
 		}
 	}
-	return n
+	return c
 }

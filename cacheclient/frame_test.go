@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+	"github.com/statecast/statecast/schemas/wire"
 )
 
 // toProto converts a decoded frame back to the generated type.
@@ -94,15 +95,15 @@ func frameSeeds() [][]byte {
 	// invalid UTF-8, truncation.
 	unk := protowire.AppendTag(nil, 99, protowire.VarintType)
 	unk = protowire.AppendVarint(unk, 5)
-	wrong := protowire.AppendTag(nil, 1, protowire.Fixed64Type) // index as fixed64: unknown
+	wrong := protowire.AppendTag(nil, wire.EntryIndex, protowire.Fixed64Type) // index as fixed64: unknown
 	wrong = protowire.AppendFixed64(wrong, 1)
 	entry := append(append([]byte{}, wrong...), unk...)
-	entry = protowire.AppendTag(entry, 5, protowire.BytesType)
+	entry = protowire.AppendTag(entry, wire.EntryView, protowire.BytesType)
 	entry = protowire.AppendString(entry, "\xff")
-	batch := protowire.AppendTag(nil, 1, protowire.BytesType)
+	batch := protowire.AppendTag(nil, wire.BatchEntries, protowire.BytesType)
 	batch = protowire.AppendBytes(batch, entry)
 	out = append(out,
-		protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), batch),
+		protowire.AppendBytes(protowire.AppendTag(nil, wire.SubscribeResponseBatch, protowire.BytesType), batch),
 		append(append([]byte{}, out[1]...), out[1]...), // two batches: merged
 		append(append([]byte{}, out[1]...), out[3]...), // batch then progress
 		append(append([]byte{}, out[3]...), unk...),

@@ -3,7 +3,10 @@ package cacheclient
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
+
+	"github.com/statecast/statecast/schemas/record"
 )
 
 func FuzzReadState(f *testing.F) {
@@ -36,51 +39,42 @@ func FuzzReadState(f *testing.F) {
 	})
 }
 
-func FuzzSplitKey(f *testing.F) {
-	for _, s := range []string{"", "a", "a|b", `a\|b`, `a\\|b`, `\`, `|`, `a\x`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, key string) {
-		parts, err := SplitKey(key)
-		if err != nil {
+// FuzzRecordKey: for the record key of any row (record.EncodeKey), the client keeps the
+// row under Key(parts...), so Get(Key(parts...)) finds it, and SplitKey gives the parts
+// back; a record key of another view is refused.
+func FuzzRecordKey(f *testing.F) {
+	f.Add("events", "1", "")
+	f.Add("events", `a|b:c d`, `x\`)
+	f.Add("a.b-c", "", "|")
+	f.Fuzz(func(t *testing.T, view, a, b string) {
+		if !record.ValidViewName(view) {
 			return
 		}
-		if got := Key(parts...); got != key {
-			t.Fatalf("Key(SplitKey(%q)) = %q (parts %q)", key, got, parts)
+		c := newTestClient(t)
+		v, err := Register(c, view, func(_ string, value []byte) (string, error) { return string(value), nil })
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-}
-
-func FuzzKeyRoundTrip(f *testing.F) {
-	f.Add("a", "b|c")
-	f.Add(`x\`, "")
-	f.Fuzz(func(t *testing.T, a, b string) {
-		parts, err := SplitKey(Key(a, b))
-		if err != nil || len(parts) != 2 || parts[0] != a || parts[1] != b {
-			t.Fatalf("SplitKey(Key(%q, %q)) = %q, %v", a, b, parts, err)
+		r := &receiver{c: c}
+		for _, parts := range [][]string{{a}, {a, b}} {
+			e := entry{index: 1, view: view, key: record.EncodeKey(view, parts...), value: []byte("v")}
+			_, rw, err := r.parseRow(&e)
+			if err != nil {
+				t.Fatalf("parseRow(%q): %v", e.key, err)
+			}
+			if rw.key != Key(parts...) {
+				t.Fatalf("record key %q kept under %q, want Key(%q) = %q", e.key, rw.key, parts, Key(parts...))
+			}
+			if got, err := SplitKey(rw.key); err != nil || !slices.Equal(got, parts) {
+				t.Fatalf("SplitKey(%q) = %q, %v; want %q", rw.key, got, err, parts)
+			}
+			if h := v.rowHash(&row{key: rw.key, value: e.value}); h != record.RowHash(e.key, e.value) {
+				t.Fatalf("row hash without the record key %x, with it %x", h, record.RowHash(e.key, e.value))
+			}
 		}
-	})
-}
-
-func FuzzParseEpochEnd(f *testing.F) {
-	f.Add([]byte(`{"epoch":1,"rows":2,"hash":"00000000000000ff","published":2,"tombstones":0,"source_lsn":"0/1"}`))
-	f.Add([]byte(`{"epoch":1}`))
-	f.Add([]byte(`{"epoch":1,"rows":2,"hash":"zz"}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := parseEpochEnd(b)
-		if err == nil && e.Rows < -1<<62 {
-			t.Logf("odd but parsed: %+v", e)
-		}
-	})
-}
-
-func FuzzKeyText(f *testing.F) {
-	f.Add("events", []byte("events|1"))
-	f.Add(`a|b`, []byte(`a\|b|1`))
-	f.Fuzz(func(t *testing.T, view string, key []byte) {
-		k, err := keyText(view, key)
-		if err == nil && escape(view)+"|"+k != string(key) {
-			t.Fatalf("keyText(%q, %q) = %q", view, key, k)
+		other := entry{index: 1, view: view, key: record.EncodeKey(view+"x", a)}
+		if _, _, err := r.parseRow(&other); err == nil {
+			t.Fatalf("record key %q accepted for view %q", other.key, view)
 		}
 	})
 }

@@ -35,7 +35,7 @@ type handlerOpts struct {
 }
 
 // WithOrdering selects which changes must be handled one at a time (default OrderKey: the
-// changes of one key in index order, different keys in parallel).
+// changes of one key in stream order, different keys in parallel).
 func WithOrdering(o Ordering) HandlerOption { return func(h *handlerOpts) { h.ordering = o } }
 
 // WithConcurrency sets the number of handler goroutines (default 16).
@@ -62,7 +62,7 @@ type handlerCore interface {
 	initialWait() func(ctx context.Context) error
 }
 
-// handler runs one OnChange function. See dispatch_*.go for the engine behind it.
+// handler runs one OnChange function. See dispatch.go for the engine behind it.
 type handler[T any] struct {
 	view string
 	fn   func(ctx context.Context, ch Change[T]) error
@@ -180,7 +180,7 @@ func (h *handler[T]) run(ctx context.Context, ch Change[T]) {
 }
 
 func (h *handler[T]) fail(ch Change[T], attempts int, err error) {
-	he := &HandlerError{View: h.view, Key: ch.Key, Index: ch.Index, Attempts: attempts, Err: err}
+	he := &HandlerError{View: h.view, Key: ch.Key, Position: ch.Position, Attempts: attempts, Err: err}
 	h.c.st.handlerErrs.Add(1)
 	h.c.log.Error("change handler failed; change skipped", "err", he)
 	if f := h.c.opts.hooks.OnHandlerError; f != nil {

@@ -46,10 +46,10 @@ func TestHandlerKeyOrderUnderConcurrency(t *testing.T) {
 			}
 			time.Sleep(100 * time.Microsecond) // give other keys a chance to overlap
 			mu.Lock()
-			if ch.Index <= last[ch.Key] && bad == nil {
-				bad = fmt.Errorf("key %s: index %d after %d", ch.Key, ch.Index, last[ch.Key])
+			if ch.Position <= last[ch.Key] && bad == nil {
+				bad = fmt.Errorf("key %s: index %d after %d", ch.Key, ch.Position, last[ch.Key])
 			}
-			last[ch.Key] = ch.Index
+			last[ch.Key] = ch.Position
 			mu.Unlock()
 			n.Add(1)
 			return nil

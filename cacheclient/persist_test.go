@@ -176,7 +176,7 @@ func TestPersistTickerDuringTraffic(t *testing.T) {
 		OnChange(v, func(context.Context, Change[event]) error { return nil })
 	}, fp)
 	waitReady(t, c)
-	eventually(t, "all batches", func() bool { return c.Index() >= 211 })
+	eventually(t, "all batches", func() bool { return c.Position() >= 211 })
 	eventually(t, "several state files", func() bool { return c.Stats().Persists >= 3 })
 	b, err := os.ReadFile(filepath.Join(dir, StateFileName))
 	if err != nil {
@@ -184,8 +184,8 @@ func TestPersistTickerDuringTraffic(t *testing.T) {
 	}
 	var sink memSink
 	index, _, err := readState(b, "s", &sink)
-	if err != nil || index > c.Index() || index < 10 {
-		t.Fatalf("state file: %v index %d (applied %d)", err, index, c.Index())
+	if err != nil || index > c.Position() || index < 10 {
+		t.Fatalf("state file: %v index %d (applied %d)", err, index, c.Position())
 	}
 	if c.Close() != nil {
 		t.Fatal("close")
@@ -193,8 +193,8 @@ func TestPersistTickerDuringTraffic(t *testing.T) {
 	b, _ = os.ReadFile(filepath.Join(dir, StateFileName))
 	sink = memSink{}
 	index, _, err = readState(b, "s", &sink)
-	if err != nil || index != c.Index() || len(sink.rows["events"]) != v.Len() {
-		t.Fatalf("final state file: %v index %d rows %d, view %d at %d", err, index, len(sink.rows["events"]), v.Len(), c.Index())
+	if err != nil || index != c.Position() || len(sink.rows["events"]) != v.Len() {
+		t.Fatalf("final state file: %v index %d rows %d, view %d at %d", err, index, len(sink.rows["events"]), v.Len(), c.Position())
 	}
 }
 
@@ -231,7 +231,7 @@ func TestLoadRowsEqualsStaging(t *testing.T) {
 	ref.c.keepRaw = true
 	ref.beginReplace()
 	for k, val := range rows {
-		ref.stageRow(row{key: k, prefix: ref.keyPrefix(), value: []byte(val), index: -1})
+		ref.stageRow(row{key: k, value: []byte(val), index: -1})
 	}
 	ref.endReplace(index)
 

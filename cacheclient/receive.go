@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // receiver checks and applies the frames of one stream.
@@ -72,31 +73,19 @@ func (r *receiver) ack(index int64) error {
 
 // parseRow checks an entry's view and key and returns its view and row.
 func (r *receiver) parseRow(e *entry) (viewCore, row, error) {
-	v, ok := r.c.byName[e.GetView()]
+	v, ok := r.c.byName[e.view]
 	if !ok {
-		return nil, row{}, orderErr("entry %d of unsubscribed view %q", e.GetIndex(), e.GetView())
+		return nil, row{}, orderErr("entry %d of unsubscribed view %q", e.index, e.view)
 	}
-	k, p := e.GetKey(), v.keyPrefix()
+	k, p := e.key, v.keyPrefix()
 	if !bytes.HasPrefix(k, p) {
-		return nil, row{}, fmt.Errorf("%w: entry %d: key %q is not a key of view %q", ErrOrder, e.GetIndex(), k, v.viewName())
+		return nil, row{}, fmt.Errorf("%w: entry %d: key %q is not a key of view %q", ErrOrder, e.index, k, v.viewName())
 	}
 	// The message's bytes are its own (frameCodec copies them out of the gRPC buffer) and
 	// nothing modifies them: the kept raw value (StateDir) aliases them. The key text is
 	// copied (aliasing it would keep the view prefix's bytes alive with every key).
-	return v, row{key: string(k[len(p):]), fullKey: k, value: e.GetValue(), tombstone: e.GetTombstone(),
-		index: e.GetIndex(), stable: true}, nil
-}
-
-// keyText strips the view prefix "esc(view)|" from a record key.
-func keyText(view string, key []byte) (string, error) {
-	return keyTextPrefix([]byte(escape(view)+"|"), view, key)
-}
-
-func keyTextPrefix(prefix []byte, view string, key []byte) (string, error) {
-	if !bytes.HasPrefix(key, prefix) {
-		return "", fmt.Errorf("key %q is not a key of view %q", key, view)
-	}
-	return string(key[len(prefix):]), nil
+	return v, row{key: string(k[len(p):]), fullKey: k, value: e.value, tombstone: e.tombstone,
+		index: e.index, stable: true}, nil
 }
 
 func (r *receiver) liveBatch(ctx context.Context, es []entry) error {
@@ -108,17 +97,17 @@ func (r *receiver) liveBatch(ctx context.Context, es []entry) error {
 	prev := r.c.applied.Load()
 	for i := range es {
 		e := &es[i]
-		if e.GetIndex() <= prev {
-			return orderErr("entry index %d after %d", e.GetIndex(), prev)
+		if e.index <= prev {
+			return orderErr("entry index %d after %d", e.index, prev)
 		}
-		prev = e.GetIndex()
-		if e.GetKind() == statecastv1.Kind_KIND_ROW {
+		prev = e.index
+		if e.kind == statecastv1.Kind_KIND_ROW {
 			if _, _, err := r.parseRow(e); err != nil {
 				return err
 			}
 		}
 	}
-	last := es[len(es)-1].GetIndex()
+	last := es[len(es)-1].index
 	var mismatch error
 	var lastSource time.Time
 	r.c.applyMu.Lock()
@@ -129,7 +118,7 @@ func (r *receiver) liveBatch(ctx context.Context, es []entry) error {
 		if ts, ok := e.sourceTime(); ok {
 			lastSource = ts
 		}
-		switch e.GetKind() {
+		switch e.kind {
 		case statecastv1.Kind_KIND_ROW:
 			v, rw, _ := r.parseRow(e)
 			v.applyRow(rw)
@@ -186,19 +175,19 @@ func (r *receiver) flush(ctx context.Context) error {
 }
 
 func (r *receiver) epochCheck(e *entry) error {
-	v, ok := r.c.byName[e.GetView()]
+	v, ok := r.c.byName[e.view]
 	if !ok {
 		return nil
 	}
-	end, err := parseEpochEnd(e.GetValue())
+	end, err := record.ParseEpochEnd(e.value)
 	if err != nil {
-		r.c.log.Warn("unreadable epoch-end record; not checked", "view", e.GetView(), "index", e.GetIndex(), "err", err)
+		r.c.log.Warn("unreadable epoch-end record; not checked", "view", e.view, "index", e.index, "err", err)
 		return nil
 	}
 	rows, hash := v.epochState()
 	var res error
 	if rows != end.Rows || hash != end.Hash {
-		res = &EpochMismatchError{View: v.viewName(), Epoch: end.Epoch, WantRows: end.Rows, HaveRows: rows, WantHash: end.Hash, HaveHash: hash, Index: e.GetIndex()}
+		res = &EpochMismatchError{View: v.viewName(), Epoch: int64(end.Epoch), WantRows: end.Rows, HaveRows: rows, WantHash: end.Hash, HaveHash: hash, Position: e.index}
 		r.c.st.epochBad.Add(1)
 		r.c.log.Error("epoch check failed; resyncing from a fresh snapshot", "err", res)
 	} else {
@@ -206,7 +195,7 @@ func (r *receiver) epochCheck(e *entry) error {
 		r.c.log.Debug("epoch check passed", "view", v.viewName(), "epoch", end.Epoch, "rows", rows)
 	}
 	if h := r.c.opts.hooks.OnEpochCheck; h != nil {
-		h(v.viewName(), end.Epoch, res)
+		h(v.viewName(), int64(end.Epoch), res)
 	}
 	return res
 }
@@ -265,11 +254,11 @@ func (r *receiver) snapshotBegin(index int64, names []string) error {
 func (r *receiver) snapshotBatch(es []entry) error {
 	for i := range es {
 		e := &es[i]
-		if e.GetIndex() <= r.snapLast || e.GetIndex() > r.snapIndex {
-			return orderErr("snapshot entry %d after %d (snapshot at %d)", e.GetIndex(), r.snapLast, r.snapIndex)
+		if e.index <= r.snapLast || e.index > r.snapIndex {
+			return orderErr("snapshot entry %d after %d (snapshot at %d)", e.index, r.snapLast, r.snapIndex)
 		}
-		r.snapLast = e.GetIndex()
-		if e.GetKind() != statecastv1.Kind_KIND_ROW {
+		r.snapLast = e.index
+		if e.kind != statecastv1.Kind_KIND_ROW {
 			continue
 		}
 		v, rw, err := r.parseRow(e)

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // Snapshots (bootstrap, resync, state file) are not applied row by row: their rows are
@@ -21,12 +21,10 @@ type stagingView[T any] struct {
 	list stagedList[T] // every snapshot row in arrival order; the trie is built at the end
 	bad  map[string]item[T]
 
-	decode  Decoder[T]
-	prefix  []byte        // the view's key prefix, for the row hash
-	keepRaw bool          // keep each row's raw value for the state file (StateDir)
-	sem     chan struct{} // bounds the chunk workers
-	wg      sync.WaitGroup
-	decoded int // chunks handed to a worker
+	decode   Decoder[T]
+	prefix   []byte // the view's key prefix, for the row hash
+	keepRaw  bool   // keep each row's raw value for the state file (StateDir)
+	prepared int    // chunks already prepared (loadRows prepares them as it reads)
 	// Filled by build.
 	root    *tnode[item[T]]
 	count   int
@@ -47,43 +45,29 @@ type staged[T any] struct {
 	err   error
 }
 
-// decodeWhileReceiving: decode full chunks in the background while the next rows arrive.
-// Off: on the 2-core development machine decoding everything at the end on every core was
-// faster (BenchmarkStateLoad, same run: 1.9–4.3 s vs 4.6–5.0 s per million rows).
-var decodeWhileReceiving = false
-
 // beginReplace starts building a new state that will replace the view at endReplace.
 func (v *View[T]) beginReplace() {
 	v.w.staging = &stagingView[T]{bad: map[string]item[T]{}, decode: v.decode, prefix: v.prefix,
-		keepRaw: v.c != nil && v.c.keepRaw, sem: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))}
+		keepRaw: v.c != nil && v.c.keepRaw}
 }
 
-// decodeChunks hands the chunks not yet prepared to background workers: during the
-// snapshot only full chunks and only while a worker is free (the receiver never waits),
-// at the end (all) every remaining chunk, waiting for free workers.
-func (s *stagingView[T]) decodeChunks(all bool) {
-	for ; s.decoded < len(s.list.chunks); s.decoded++ {
-		c := s.list.chunks[s.decoded]
-		if !all && len(c) < stagedChunk {
-			return
-		}
-		sem := s.sem
-		if all {
-			sem <- struct{}{}
-		} else {
-			select {
-			case sem <- struct{}{}:
-			default:
-				return // every worker is busy: never hold up the receiver; retried later
-			}
-		}
-		s.wg.Add(1)
+// prepareAll prepares the chunks not prepared yet on every core, once receiving is over:
+// receiving only collects rows, so that the receiver never waits for the decoder and the
+// decoding runs on every core at once.
+func (s *stagingView[T]) prepareAll() {
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for _, c := range s.list.chunks[s.prepared:] {
+		sem <- struct{}{}
+		wg.Add(1)
 		go func() {
-			defer s.wg.Done()
+			defer wg.Done()
 			defer func() { <-sem }()
 			s.prepare(c)
 		}()
 	}
+	wg.Wait()
+	s.prepared = len(s.list.chunks)
 }
 
 // prepare computes the trie order, row hash and kept raw value of a chunk's rows and
@@ -93,15 +77,13 @@ func (s *stagingView[T]) prepare(c []staged[T]) {
 	if s.keepRaw {
 		raws = make([]string, 0, len(c))
 	}
-	var buf []byte // the record key and value, hashed in one call (faster than a Digest)
 	for i := range c {
 		st := &c[i]
 		st.sk = trieOrder(hashKey(st.l.key))
 		if st.tomb {
 			continue
 		}
-		buf = append(append(append(append(buf[:0], s.prefix...), st.l.key...), 0), st.value...)
-		st.l.val.rowhash = xxhash.Sum64(buf)
+		st.l.val.rowhash = record.RowHashPrefixed(s.prefix, st.l.key, st.value)
 		if s.keepRaw {
 			// The value is stable (a received message's own bytes or the state file's
 			// buffer, see stageRow): the kept raw value aliases it.
@@ -122,7 +104,7 @@ func (v *View[T]) loadRows(body []byte, offs []int, rows int) {
 	s := v.w.staging
 	s.list.chunks = make([][]staged[T], len(offs))
 	s.list.n = rows
-	s.decoded = len(offs) // every chunk is prepared here
+	s.prepared = len(offs) // every chunk is prepared here
 	str := func(p int) ([]byte, int) {
 		n, k := binary.Uvarint(body[p:])
 		p += k
@@ -175,9 +157,6 @@ func (v *View[T]) stageRow(r row) {
 		}
 	}
 	s.list.add(st)
-	if s.list.n%stagedChunk == 0 && decodeWhileReceiving {
-		s.decodeChunks(false)
-	}
 }
 
 // pos is a staged row's place in trie order.
@@ -247,10 +226,7 @@ func radixSort(a []pos) []pos {
 // build prepares the staged rows on every core, sorts them into trie order, keeps the last
 // row of each key and builds the trie bottom-up from them with exact-size nodes.
 func (s *stagingView[T]) build(decodeErr func(key string, index int64, err error)) {
-	// Prepare (hash, decode) the chunks not prepared yet on every core (receiving is over).
-	s.sem = make(chan struct{}, runtime.GOMAXPROCS(0))
-	s.decodeChunks(true)
-	s.wg.Wait()
+	s.prepareAll()
 	// Sort small (order, position) pairs rather than the rows themselves. This pass reads
 	// the rows in arrival order (sequential) and does their accounting, so that the passes
 	// in trie order (random access) touch only the rare superseded or refused rows, and
@@ -330,10 +306,10 @@ func cmpU64(a, b uint64) int {
 	return 1
 }
 
-// endReplace publishes the replacement state at index, with its indexes rebuilt, and
-// records the changes between the old and the new state (keys absent from the snapshot
-// are deleted).
-func (v *View[T]) endReplace(index int64) {
+// endReplace publishes the replacement state at stream position pos, with its secondary
+// indexes rebuilt, and records the changes between the old and the new state (keys absent
+// from the snapshot are deleted).
+func (v *View[T]) endReplace(pos int64) {
 	s := v.w.staging
 	v.w.staging = nil
 	s.build(func(key string, index int64, err error) { v.c.decodeError(v.name, key, index, err) })
@@ -341,19 +317,19 @@ func (v *View[T]) endReplace(index int64) {
 		v.w.cur, v.w.e = nil, nil
 	}
 	old := v.state.Load()
-	ns := &viewState[T]{root: s.root, count: s.count, index: index, idx: v.buildIndexes(s.root)}
+	ns := &viewState[T]{root: s.root, count: s.count, position: pos, idx: v.buildIndexes(s.root)}
 	if v.wantChanges() {
 		ns.root.each(func(k string, it *item[T]) bool {
 			if o, ok := old.root.get(k, hashKey(k)); !ok {
-				v.w.change(v, Change[T]{Key: k, Op: OpCreate, New: it.obj, Index: index})
+				v.w.change(v, Change[T]{Key: k, Op: OpCreate, New: it.obj, Position: pos})
 			} else if o.rowhash != it.rowhash {
-				v.w.change(v, Change[T]{Key: k, Op: OpUpdate, Old: o.obj, New: it.obj, Index: index})
+				v.w.change(v, Change[T]{Key: k, Op: OpUpdate, Old: o.obj, New: it.obj, Position: pos})
 			}
 			return true
 		})
 		old.root.each(func(k string, it *item[T]) bool {
 			if _, ok := ns.root.get(k, hashKey(k)); !ok {
-				v.w.change(v, Change[T]{Key: k, Op: OpDelete, Old: it.obj, Index: index})
+				v.w.change(v, Change[T]{Key: k, Op: OpDelete, Old: it.obj, Position: pos})
 			}
 			return true
 		})
@@ -364,12 +340,8 @@ func (v *View[T]) endReplace(index int64) {
 }
 
 // abortReplace drops a replacement in progress (the stream broke before SnapshotEnd).
-func (v *View[T]) abortReplace() {
-	if s := v.w.staging; s != nil {
-		s.wg.Wait() // chunk decoders write into the staged rows
-	}
-	v.w.staging = nil
-}
+// Nothing runs in the background while rows are staged, so there is nothing to wait for.
+func (v *View[T]) abortReplace() { v.w.staging = nil }
 
 // buildIndexes builds every secondary index of a whole new version in one pass per index:
 // (value, key) pairs sorted in trie order, each value's key set and the value trie built

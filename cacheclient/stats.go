@@ -7,18 +7,19 @@ import (
 
 // ViewStats describes one view.
 type ViewStats struct {
-	Name  string
-	Len   int
-	Index int64
+	Name string
+	Len  int
+	// Position is the stream position the view reflects (see View.Position).
+	Position int64
 	// MemoryBytes estimates the view's memory: key and raw value bytes, plus a fixed cost
-	// per entry (the entry struct with the object inline and the trie's share, measured in
-	// docs/BENCHMARKS.md). Heap memory the objects point to is not counted.
+	// per entry (the entry struct with the object inline and the trie's share). Heap
+	// memory the objects point to is not counted.
 	MemoryBytes int64
 }
 
 // Stats is a snapshot of the client's counters and gauges.
 type Stats struct {
-	Index     int64 // applied index
+	Position  int64 // the stream position applied (see Client.Position)
 	Connected bool
 	Ready     bool
 	// EntriesApplied counts entries of live batches; SnapshotsApplied counts snapshots.
@@ -35,30 +36,32 @@ type Stats struct {
 	Staleness time.Duration
 	// Lag is the delay from source time to publication of the last applied batch.
 	Lag time.Duration
-	// LagEntries is how far the client's index is below the player's head (head_index of
-	// the last frame received; during a snapshot at least the snapshot's index): indexes,
-	// so an upper bound of the entries behind (indexes have gaps).
+	// LagEntries is how far the client's position is below the player's head (head_index
+	// of the last frame received; during a snapshot at least the snapshot's position): a
+	// difference of stream positions, so an upper bound of the entries behind (positions
+	// have gaps).
 	LagEntries int64
-	// Head is the player's head_index in the last frame received (0: none yet).
+	// Head is the player's head_index in the last frame received: the stream position of
+	// its main fetcher (0: none yet).
 	Head  int64
 	Views []ViewStats
 }
 
-// trieOverheadPerEntry is the measured average cost per entry beyond the item itself (the
-// key string header and the trie nodes amortised: BenchmarkMemoryPerEntry, 1M entries)
+// trieOverheadPerEntry is the average cost per entry beyond the item itself (the key string
+// header and the trie nodes amortised), as BenchmarkMemoryPerEntry measures it.
 const trieOverheadPerEntry = 40
 
 func (v *View[T]) stats() ViewStats {
 	s := v.state.Load()
 	var it item[T]
-	return ViewStats{Name: v.name, Len: s.count, Index: s.index,
+	return ViewStats{Name: v.name, Len: s.count, Position: s.position,
 		MemoryBytes: v.mem.Load() + int64(s.count)*int64(unsafe.Sizeof(it)+trieOverheadPerEntry)}
 }
 
 // Stats returns the client's counters and gauges. Safe for concurrent use.
 func (c *Client) Stats() Stats {
 	s := Stats{
-		Index: c.applied.Load(), Connected: c.st.connected.Load(), Ready: c.Ready(),
+		Position: c.applied.Load(), Connected: c.st.connected.Load(), Ready: c.Ready(),
 		EntriesApplied: c.st.entries.Load(), Batches: c.st.batches.Load(), SnapshotsApplied: c.st.snapshots.Load(),
 		Resyncs: c.st.resyncs.Load(), Reconnects: c.st.reconnects.Load(),
 		EpochChecks: c.st.epochOK.Load() + c.st.epochBad.Load(), EpochMismatches: c.st.epochBad.Load(),
@@ -71,8 +74,8 @@ func (c *Client) Stats() Stats {
 		s.Staleness = c.opts.now().Sub(s.LastSourceTime)
 	}
 	s.Head = c.st.head.Load()
-	if t := max(c.st.snapshotTarget.Load(), s.Head); t > s.Index {
-		s.LagEntries = t - max(s.Index, 0)
+	if t := max(c.st.snapshotTarget.Load(), s.Head); t > s.Position {
+		s.LagEntries = t - max(s.Position, 0)
 	}
 	for _, v := range c.views {
 		s.Views = append(s.Views, v.stats())

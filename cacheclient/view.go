@@ -3,13 +3,15 @@ package cacheclient
 import (
 	"fmt"
 	"sync/atomic"
+
+	"github.com/statecast/statecast/schemas/record"
 )
 
-// Decoder turns a row of a view into the service's own type. key is the row's key text (the
-// record key without its view prefix, see [Key]); value is the row's JSON object (see
-// schemas/README.md). It must be pure and safe for concurrent use: live rows are decoded on
-// the connection goroutine, the rows of a snapshot or state file on every core at once. It
-// may keep value.
+// Decoder turns a row of a view into the service's own type. key is the row's key text (its
+// record key without the view prefix, each key column escaped, see [Key]); value is the
+// row's JSON object (see schemas/README.md). It must be pure and safe for concurrent use:
+// live rows are decoded on the connection goroutine, the rows of a snapshot or state file
+// on every core at once. It may keep value.
 type Decoder[T any] func(key string, value []byte) (T, error)
 
 // IndexFunc returns the values an object is indexed by: zero, one or many.
@@ -28,10 +30,10 @@ type keySet = tnode[struct{}]
 // viewState is one published, immutable version of a view: readers load it with one atomic
 // load and see one whole batch or none of it.
 type viewState[T any] struct {
-	root  *tnode[item[T]]
-	count int
-	index int64             // the stream index this version reflects (-1 before any)
-	idx   []*tnode[*keySet] // per secondary index: value -> set of keys
+	root     *tnode[item[T]]
+	count    int
+	position int64             // the stream position this version reflects (-1 before any)
+	idx      []*tnode[*keySet] // per secondary index: value -> set of keys
 }
 
 // View is a typed, read-only, in-memory copy of one view of the stream. All its methods are
@@ -54,8 +56,8 @@ type View[T any] struct {
 }
 
 func newView[T any](c *Client, name string, decode Decoder[T]) *View[T] {
-	v := &View[T]{name: name, prefix: []byte(escape(name) + "|"), decode: decode, c: c, indexNames: map[string]int{}}
-	v.state.Store(&viewState[T]{index: -1})
+	v := &View[T]{name: name, prefix: record.KeyPrefix(name), decode: decode, c: c, indexNames: map[string]int{}}
+	v.state.Store(&viewState[T]{position: -1})
 	v.w.bad = map[string]item[T]{}
 	return v
 }
@@ -65,7 +67,9 @@ func (v *View[T]) keyPrefix() []byte { return v.prefix }
 // Name returns the view's name.
 func (v *View[T]) Name() string { return v.name }
 
-// Get returns the object stored under key (the key text, see [Key]).
+// Get returns the object stored under key, the row's key text: its record key without the
+// view prefix, each key column escaped. Build it with [Key] from the key columns' texts;
+// a one-column key is escaped too (Get(Key("a|b")), not Get("a|b")).
 func (v *View[T]) Get(key string) (T, bool) {
 	s := v.state.Load()
 	if it, ok := s.root.get(key, hashKey(key)); ok {
@@ -78,9 +82,10 @@ func (v *View[T]) Get(key string) (T, bool) {
 // Len returns the number of objects in the view.
 func (v *View[T]) Len() int { return v.state.Load().count }
 
-// Index returns the stream index the view reflects: every record of the view up to it has
-// been applied (-1 before the first batch).
-func (v *View[T]) Index() int64 { return v.state.Load().index }
+// Position returns the stream position (the record's index in the stream) the view
+// reflects: every record of the view up to it has been applied (-1 before the first
+// batch).
+func (v *View[T]) Position() int64 { return v.state.Load().position }
 
 // Range calls fn for every object of one consistent version of the view, in no particular
 // order, until fn returns false. Changes applied meanwhile are not seen.
@@ -88,9 +93,9 @@ func (v *View[T]) Range(fn func(key string, obj T) bool) {
 	v.state.Load().root.each(func(k string, it *item[T]) bool { return fn(k, it.obj) })
 }
 
-// Snapshot returns a consistent, immutable version of the view; its reads all see the same
-// batches. Use it when several reads must agree with each other.
-func (v *View[T]) Snapshot() *Snapshot[T] { return &Snapshot[T]{v: v, s: v.state.Load()} }
+// Version returns the view's current version: consistent and immutable, its reads all see
+// the same batches. Use it when several reads must agree with each other.
+func (v *View[T]) Version() *Version[T] { return &Version[T]{v: v, s: v.state.Load()} }
 
 // AddIndex registers a secondary index. It must be called before the client starts.
 func (v *View[T]) AddIndex(name string, fn IndexFunc[T]) error {
@@ -111,30 +116,32 @@ func (v *View[T]) AddIndex(name string, fn IndexFunc[T]) error {
 // ByIndex returns the objects whose index function returned value. The slice is new, but the
 // objects are the ones the view holds: treat them as read-only. Unknown index → nil.
 func (v *View[T]) ByIndex(index, value string) []T {
-	s := Snapshot[T]{v: v, s: v.state.Load()}
+	s := Version[T]{v: v, s: v.state.Load()}
 	return s.ByIndex(index, value)
 }
 
 // ByIndexKeys returns the keys of the objects whose index function returned value.
 func (v *View[T]) ByIndexKeys(index, value string) []string {
-	s := Snapshot[T]{v: v, s: v.state.Load()}
+	s := Version[T]{v: v, s: v.state.Load()}
 	return s.ByIndexKeys(index, value)
 }
 
 // IndexValues returns the values the index currently holds (each with at least one object).
 func (v *View[T]) IndexValues(index string) []string {
-	s := Snapshot[T]{v: v, s: v.state.Load()}
+	s := Version[T]{v: v, s: v.state.Load()}
 	return s.IndexValues(index)
 }
 
-// Snapshot is one immutable version of a view. Its methods are safe for concurrent use.
-type Snapshot[T any] struct {
+// Version is one immutable version of a view, as published by one batch (see
+// View.Version). Its methods are safe for concurrent use. It is not a snapshot of the
+// stream (the player's bootstrap of a new client): any published state is a version.
+type Version[T any] struct {
 	v *View[T]
 	s *viewState[T]
 }
 
-// Get returns the object stored under key in this version.
-func (s *Snapshot[T]) Get(key string) (T, bool) {
+// Get returns the object stored under key (a key text, see View.Get) in this version.
+func (s *Version[T]) Get(key string) (T, bool) {
 	if it, ok := s.s.root.get(key, hashKey(key)); ok {
 		return it.obj, true
 	}
@@ -143,17 +150,17 @@ func (s *Snapshot[T]) Get(key string) (T, bool) {
 }
 
 // Len returns the number of objects in this version.
-func (s *Snapshot[T]) Len() int { return s.s.count }
+func (s *Version[T]) Len() int { return s.s.count }
 
-// Index returns the stream index of this version.
-func (s *Snapshot[T]) Index() int64 { return s.s.index }
+// Position returns the stream position this version reflects (see View.Position).
+func (s *Version[T]) Position() int64 { return s.s.position }
 
 // Range calls fn for every object of this version until fn returns false.
-func (s *Snapshot[T]) Range(fn func(key string, obj T) bool) {
+func (s *Version[T]) Range(fn func(key string, obj T) bool) {
 	s.s.root.each(func(k string, it *item[T]) bool { return fn(k, it.obj) })
 }
 
-func (s *Snapshot[T]) set(index, value string) *keySet {
+func (s *Version[T]) set(index, value string) *keySet {
 	i, ok := s.v.indexNames[index]
 	if !ok {
 		return nil
@@ -166,7 +173,7 @@ func (s *Snapshot[T]) set(index, value string) *keySet {
 }
 
 // ByIndex returns the objects indexed under value (read-only, see View.ByIndex).
-func (s *Snapshot[T]) ByIndex(index, value string) []T {
+func (s *Version[T]) ByIndex(index, value string) []T {
 	set := s.set(index, value)
 	if set == nil {
 		return nil
@@ -196,7 +203,7 @@ func collect[T any](n *keySet, root *tnode[item[T]], out []T) []T {
 }
 
 // ByIndexKeys returns the keys indexed under value.
-func (s *Snapshot[T]) ByIndexKeys(index, value string) []string {
+func (s *Version[T]) ByIndexKeys(index, value string) []string {
 	set := s.set(index, value)
 	var out []string
 	set.each(func(k string, _ *struct{}) bool { out = append(out, k); return true })
@@ -204,7 +211,7 @@ func (s *Snapshot[T]) ByIndexKeys(index, value string) []string {
 }
 
 // IndexValues returns the values of an index that have at least one object.
-func (s *Snapshot[T]) IndexValues(index string) []string {
+func (s *Version[T]) IndexValues(index string) []string {
 	i, ok := s.v.indexNames[index]
 	if !ok {
 		return nil

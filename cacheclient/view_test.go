@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/statecast/statecast/schemas/record"
 )
 
 type event struct {
@@ -140,8 +142,8 @@ func TestViewApplyAndIndexes(t *testing.T) {
 			if v.Len() != tt.wantLen {
 				t.Errorf("Len = %d, want %d", v.Len(), tt.wantLen)
 			}
-			if v.Index() != idx {
-				t.Errorf("Index = %d, want %d", v.Index(), idx)
+			if v.Position() != idx {
+				t.Errorf("Index = %d, want %d", v.Position(), idx)
 			}
 			for s, want := range tt.bySport {
 				if got := ids(v.ByIndex("sport", s)); got != want {
@@ -185,7 +187,7 @@ func TestEpochHashMatchesContract(t *testing.T) {
 	v := newEventView(t)
 	applyBatch(v, 2, op{"1", `{"id":1}`}, op{"2", `{"id":2}`})
 	applyBatch(v, 4, op{"2", ""}, op{"3", `{"id":3}`})
-	want := rowHash([]byte("events|1"), []byte(`{"id":1}`)) + rowHash([]byte("events|3"), []byte(`{"id":3}`))
+	want := record.RowHash([]byte("events|1"), []byte(`{"id":1}`)) + record.RowHash([]byte("events|3"), []byte(`{"id":3}`))
 	rows, h := v.epochState()
 	if rows != 2 || h != want {
 		t.Fatalf("epoch state %d %x, want 2 %x", rows, h, want)
@@ -217,8 +219,8 @@ func TestReplaceEmitsChanges(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("changes %v, want %v", got, want)
 	}
-	if v.Len() != 3 || v.Index() != 10 {
-		t.Fatalf("len %d index %d", v.Len(), v.Index())
+	if v.Len() != 3 || v.Position() != 10 {
+		t.Fatalf("len %d index %d", v.Len(), v.Position())
 	}
 }
 
@@ -257,11 +259,11 @@ func TestReadersSeeWholeBatches(t *testing.T) {
 			done = true
 		default:
 		}
-		s := v.Snapshot()
+		s := v.Version()
 		total := int64(0)
 		s.Range(func(_ string, e event) bool { total += e.ID; return true })
 		if total != keys*10 {
-			t.Fatalf("reader saw a half-applied batch: total %d at index %d", total, s.Index())
+			t.Fatalf("reader saw a half-applied batch: total %d at position %d", total, s.Position())
 		}
 	}
 	wg.Wait()
@@ -270,20 +272,10 @@ func TestReadersSeeWholeBatches(t *testing.T) {
 // TestReplaceBuildsSameIndexes: the bulk-built indexes of a snapshot equal those that live
 // batches maintain for the same rows.
 func TestReplaceBuildsSameIndexes(t *testing.T) {
-	for _, bg := range []bool{false, true} {
-		t.Run(fmt.Sprintf("decodeWhileReceiving=%v", bg), func(t *testing.T) {
-			decodeWhileReceiving = bg
-			defer func() { decodeWhileReceiving = false }()
-			testReplaceBuildsSameIndexes(t)
-		})
-	}
-}
-
-func testReplaceBuildsSameIndexes(t *testing.T) {
 	live := newEventView(t)
 	snap := newEventView(t)
 	snap.beginReplace()
-	const n = 20000 // several staging chunks, decoded in the background
+	const n = 20000 // several staging chunks, prepared on several goroutines
 	for i := range n {
 		k := fmt.Sprint(i % 7000)
 		val := fmt.Sprintf(`{"id":%d,"sport":"s%d","tags":["t%d","t%d","t%d"]}`, i, i%7, i%5, i%3, i%5)
@@ -319,11 +311,9 @@ func testReplaceBuildsSameIndexes(t *testing.T) {
 	}
 }
 
-// TestAbortReplaceWaitsForDecoders: a snapshot dropped mid-way (stream broke) leaves no
-// decoder goroutine behind (goleak) and the view untouched.
-func TestAbortReplaceWaitsForDecoders(t *testing.T) {
-	decodeWhileReceiving = true
-	defer func() { decodeWhileReceiving = false }()
+// TestAbortReplace: a snapshot dropped mid-way (stream broke) leaves no goroutine behind
+// (goleak) and the view untouched.
+func TestAbortReplace(t *testing.T) {
 	v := newEventView(t)
 	applyBatch(v, 1, op{"keep", `{"id":1}`})
 	v.beginReplace()

@@ -13,6 +13,7 @@ import (
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
+	"github.com/statecast/statecast/schemas/wire"
 )
 
 // item is one element of a target queue: a stream entry (wire = the marshalled Entry
@@ -28,6 +29,12 @@ type item struct {
 	wire       []byte
 	single     []byte                         // entries: the one-entry batch frame (wire is its tail)
 	frame      *statecastv1.SubscribeResponse // non-nil for frames
+}
+
+// isRow reports whether the item is a row entry of the stream (a record without a kind is
+// one, see itemOf), the kind the player materializes for snapshots.
+func (it *item) isRow() bool {
+	return it.kind == statecastv1.Kind_KIND_ROW || it.kind == statecastv1.Kind_KIND_UNSPECIFIED
 }
 
 func (it *item) size() int {
@@ -75,12 +82,13 @@ func itemOf(m *sarama.ConsumerMessage) *item {
 	// Entry bytes are its tail. A one-entry batch (the common case at low rates) is then
 	// sent to every target without any encoding or copy of ours.
 	size := proto.Size(e)
-	inner := protowire.SizeTag(1) + protowire.SizeBytes(size)
-	hdr := protowire.SizeTag(1) + protowire.SizeVarint(uint64(inner)) + protowire.SizeTag(1) + protowire.SizeVarint(uint64(size))
+	inner := protowire.SizeTag(wire.BatchEntries) + protowire.SizeBytes(size)
+	hdr := protowire.SizeTag(wire.SubscribeResponseBatch) + protowire.SizeVarint(uint64(inner)) +
+		protowire.SizeTag(wire.BatchEntries) + protowire.SizeVarint(uint64(size))
 	buf := make([]byte, 0, hdr+size)
-	buf = protowire.AppendTag(buf, 1, protowire.BytesType) // SubscribeResponse.batch
+	buf = protowire.AppendTag(buf, wire.SubscribeResponseBatch, protowire.BytesType)
 	buf = protowire.AppendVarint(buf, uint64(inner))
-	buf = protowire.AppendTag(buf, 1, protowire.BytesType) // Batch.entries
+	buf = protowire.AppendTag(buf, wire.BatchEntries, protowire.BytesType)
 	buf = protowire.AppendVarint(buf, uint64(size))
 	buf, err = proto.MarshalOptions{}.MarshalAppend(buf, e)
 	if err != nil || len(buf) != hdr+size {
@@ -114,10 +122,10 @@ func batchParts(items []*item) rawParts {
 	}
 	inner := 0
 	for _, it := range items {
-		inner += protowire.SizeTag(1) + protowire.SizeBytes(len(it.wire))
+		inner += protowire.SizeTag(wire.BatchEntries) + protowire.SizeBytes(len(it.wire))
 	}
-	hdr := make([]byte, 0, protowire.SizeTag(1)+protowire.SizeVarint(uint64(inner)))
-	hdr = protowire.AppendTag(hdr, 1, protowire.BytesType) // SubscribeResponse.batch
+	hdr := make([]byte, 0, protowire.SizeTag(wire.SubscribeResponseBatch)+protowire.SizeVarint(uint64(inner)))
+	hdr = protowire.AppendTag(hdr, wire.SubscribeResponseBatch, protowire.BytesType)
 	hdr = protowire.AppendVarint(hdr, uint64(inner))
 	parts := make(rawParts, 1, 2+len(items)) // header, entries, room for withHead
 	parts[0] = hdr
@@ -130,12 +138,12 @@ func batchParts(items []*item) rawParts {
 // entryField returns the Batch.entries field (tag, length, Entry bytes) of an entry item:
 // the tail of its one-entry frame, or a fresh copy when it has none.
 func (it *item) entryField() []byte {
-	n := protowire.SizeTag(1) + protowire.SizeVarint(uint64(len(it.wire)))
+	n := protowire.SizeTag(wire.BatchEntries) + protowire.SizeVarint(uint64(len(it.wire)))
 	if len(it.single) >= n+len(it.wire) {
 		return it.single[len(it.single)-len(it.wire)-n:]
 	}
 	b := make([]byte, 0, n+len(it.wire))
-	b = protowire.AppendTag(b, 1, protowire.BytesType) // Batch.entries
+	b = protowire.AppendTag(b, wire.BatchEntries, protowire.BytesType)
 	return protowire.AppendBytes(b, it.wire)
 }
 
@@ -146,8 +154,8 @@ func withHead(parts rawParts, head int64) rawParts {
 	if head <= 0 {
 		return parts
 	}
-	b := make([]byte, 0, protowire.SizeTag(10)+protowire.SizeVarint(uint64(head)))
-	b = protowire.AppendTag(b, 10, protowire.VarintType) // SubscribeResponse.head_index
+	b := make([]byte, 0, protowire.SizeTag(wire.SubscribeResponseHeadIndex)+protowire.SizeVarint(uint64(head)))
+	b = protowire.AppendTag(b, wire.SubscribeResponseHeadIndex, protowire.VarintType)
 	return append(parts, protowire.AppendVarint(b, uint64(head)))
 }
 

@@ -241,7 +241,7 @@ func (s *stream) markReady(start, end int64) {
 func (s *stream) apply(m *sarama.ConsumerMessage, live bool, woken map[*target]struct{}) {
 	it := itemOf(m)
 	s.mu.Lock()
-	if it.kind == 1 /* KIND_ROW */ || it.kind == 0 {
+	if it.isRow() {
 		vm, vo := s.rows[it.view], s.order[it.view]
 		if it.tombstone {
 			if vm != nil {

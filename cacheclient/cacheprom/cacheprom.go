@@ -17,11 +17,11 @@ type Collector struct {
 	c      *cacheclient.Client
 	labels prometheus.Labels
 
-	index, lag, lagEntries, staleness, connected, ready   *prometheus.Desc
-	entries, batches, snapshots, resyncs, reconnects      *prometheus.Desc
-	epochChecks, epochMismatches, decodeErrs, handlerErrs *prometheus.Desc
-	persists, persistErrs                                 *prometheus.Desc
-	viewLen, viewIndex, viewMemory                        *prometheus.Desc
+	position, lag, lagEntries, staleness, connected, ready *prometheus.Desc
+	entries, batches, snapshots, resyncs, reconnects       *prometheus.Desc
+	epochChecks, epochMismatches, decodeErrs, handlerErrs  *prometheus.Desc
+	persists, persistErrs                                  *prometheus.Desc
+	viewLen, viewPosition, viewMemory                      *prometheus.Desc
 }
 
 // NewCollector returns a collector for c; constLabels are added to every metric (for
@@ -31,10 +31,12 @@ func NewCollector(c *cacheclient.Client, constLabels prometheus.Labels) *Collect
 		return prometheus.NewDesc("statecast_cacheclient_"+name, help, labels, constLabels)
 	}
 	return &Collector{
-		c:               c,
-		index:           d("applied_index", "Stream index the client has applied."),
+		c: c,
+		// The metric names keep the protocol's word, index, for a stream position (the
+		// record's index in the stream): Stats.Position, ViewStats.Position.
+		position:        d("applied_index", "Stream position (the record's index in the stream) the client has applied."),
 		lag:             d("lag_seconds", "Delay from source time to publication of the last applied batch."),
-		lagEntries:      d("lag_entries", "Indexes between the applied index and the player's head (head_index of the last frame): an upper bound of the entries behind."),
+		lagEntries:      d("lag_entries", "Stream positions between the applied position and the player's head (head_index of the last frame): an upper bound of the entries behind."),
 		staleness:       d("staleness_seconds", "Now minus the source time of the last applied row."),
 		connected:       d("connected", "1 while a Subscribe stream is open."),
 		ready:           d("ready", "1 once the initial state is complete."),
@@ -50,16 +52,16 @@ func NewCollector(c *cacheclient.Client, constLabels prometheus.Labels) *Collect
 		persists:        d("state_files_written_total", "State files written."),
 		persistErrs:     d("state_file_errors_total", "State files that could not be written."),
 		viewLen:         d("view_entries", "Objects in the view.", "view"),
-		viewIndex:       d("view_index", "Stream index the view reflects.", "view"),
+		viewPosition:    d("view_index", "Stream position (the record's index in the stream) the view reflects.", "view"),
 		viewMemory:      d("view_memory_bytes", "Estimated memory of the view.", "view"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (k *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{k.index, k.lag, k.lagEntries, k.staleness, k.connected, k.ready,
+	for _, d := range []*prometheus.Desc{k.position, k.lag, k.lagEntries, k.staleness, k.connected, k.ready,
 		k.entries, k.batches, k.snapshots, k.resyncs, k.reconnects, k.epochChecks, k.epochMismatches,
-		k.decodeErrs, k.handlerErrs, k.persists, k.persistErrs, k.viewLen, k.viewIndex, k.viewMemory} {
+		k.decodeErrs, k.handlerErrs, k.persists, k.persistErrs, k.viewLen, k.viewPosition, k.viewMemory} {
 		ch <- d
 	}
 }
@@ -80,7 +82,7 @@ func (k *Collector) Collect(ch chan<- prometheus.Metric) {
 	cnt := func(d *prometheus.Desc, v int64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
 	}
-	g(k.index, float64(s.Index))
+	g(k.position, float64(s.Position))
 	g(k.lag, s.Lag.Seconds())
 	g(k.lagEntries, float64(s.LagEntries))
 	g(k.staleness, s.Staleness.Seconds())
@@ -99,7 +101,7 @@ func (k *Collector) Collect(ch chan<- prometheus.Metric) {
 	cnt(k.persistErrs, s.PersistErrors)
 	for _, v := range s.Views {
 		g(k.viewLen, float64(v.Len), v.Name)
-		g(k.viewIndex, float64(v.Index), v.Name)
+		g(k.viewPosition, float64(v.Position), v.Name)
 		g(k.viewMemory, float64(v.MemoryBytes), v.Name)
 	}
 }

@@ -44,7 +44,7 @@ func envInt(name string, def int) int {
 //
 // The player is the player command in a process of its own (startPlayerProc), as in
 // production: this process holds only the baseline's map and the clients.
-// CC_BENCH_PLAYER=inproc runs it in this process (as rounds 1–5 did).
+// CC_BENCH_PLAYER=inproc runs it in this process.
 //
 // Run: go test -run '^$' -bench ColdStart -benchtime 1x -timeout 60m ./cacheclient/e2e/
 func BenchmarkColdStart(b *testing.B) {
@@ -112,7 +112,7 @@ func BenchmarkColdStart(b *testing.B) {
 
 	// The player runs as a separate process (as in production), so neither the replay nor
 	// the client pays GC over its materialised copy of the topic; CC_BENCH_PLAYER=inproc
-	// runs it in this process instead (rounds 1–5), where both do.
+	// runs it in this process instead, where both do.
 	pstart := time.Now()
 	var addr string
 	if os.Getenv("CC_BENCH_PLAYER") == "inproc" {

@@ -26,8 +26,8 @@ type event struct {
 }
 
 // decodeEvent is the service's decoder, used by the cache and by the replay baseline
-// alike: github.com/goccy/go-json (4–5× faster than encoding/json on these values, same
-// results; UnmarshalNoEscape because &e does not outlive the call).
+// alike: github.com/goccy/go-json (faster than encoding/json, same results;
+// UnmarshalNoEscape because &e does not outlive the call).
 func decodeEvent(_ string, b []byte) (event, error) {
 	var e event
 	err := gojson.UnmarshalNoEscape(b, &e)

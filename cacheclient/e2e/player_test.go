@@ -39,7 +39,7 @@ func TestPlayerSnapshotLiveAndIndexes(t *testing.T) {
 	}
 	e.put("events", [2]string{"0", ev(0, "golf")}, [2]string{"2", ""}, [2]string{"100", ev(100, "golf")})
 	last := e.epochEnd("events", 0)
-	eventually(t, "live changes", func() bool { return c.Index() >= last })
+	eventually(t, "live changes", func() bool { return c.Position() >= last })
 	if !equalView(v, e.wantOf("events")) {
 		t.Fatal("live changes not applied")
 	}
@@ -55,7 +55,7 @@ func TestPlayerSnapshotLiveAndIndexes(t *testing.T) {
 	}
 	// The player's head_index reached the client: caught up, it lags by nothing.
 	if st := c.Stats(); st.Head < last || st.LagEntries != 0 {
-		t.Fatalf("caught up at %d: head %d, lag %d entries", st.Index, st.Head, st.LagEntries)
+		t.Fatalf("caught up at %d: head %d, lag %d entries", st.Position, st.Head, st.LagEntries)
 	}
 }
 
@@ -99,7 +99,7 @@ func TestPlayerRestartFromStateDir(t *testing.T) {
 	c2.Start()
 	defer c2.Close()
 	waitReady(t, c2)
-	eventually(t, "resumed changes", func() bool { return c2.Index() >= last })
+	eventually(t, "resumed changes", func() bool { return c2.Position() >= last })
 	if !equalView(v2, e.wantOf("events")) {
 		t.Fatalf("after restart: len %d", v2.Len())
 	}
@@ -128,7 +128,7 @@ func TestPlayerFailover(t *testing.T) {
 	for i := range 30 {
 		last = e.put("events", [2]string{fmt.Sprint(i), ev(i, "b")})
 	}
-	eventually(t, "converged after failover", func() bool { return c.Index() >= last })
+	eventually(t, "converged after failover", func() bool { return c.Position() >= last })
 	if !equalView(v, e.wantOf("events")) {
 		t.Fatal("view differs after failover")
 	}

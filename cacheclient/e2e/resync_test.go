@@ -29,7 +29,7 @@ func TestPlayerResyncBelowLogStart(t *testing.T) {
 	c, _ := newClient(t, []string{addr}, dir, cacheclient.Hooks{})
 	c.Start()
 	waitReady(t, c)
-	saved := c.Index()
+	saved := c.Position()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestPlayerResyncBelowLogStart(t *testing.T) {
 	c2.Start()
 	defer c2.Close()
 	waitReady(t, c2)
-	eventually(t, "the snapshot after the resync", func() bool { return c2.Index() >= last })
+	eventually(t, "the snapshot after the resync", func() bool { return c2.Position() >= last })
 	// The log now starts at the last record: the stream's state is that record only (the
 	// player's snapshot holds what the log holds).
 	if _, ok := v2.Get("11"); !ok || v2.Len() != 1 {

@@ -142,11 +142,11 @@ func New(cfg cacheclient.Config, log *slog.Logger) (*Service, error) {
 func (s *Service) logChange(_ context.Context, ch cacheclient.Change[Event]) error {
 	switch ch.Op {
 	case cacheclient.OpDelete:
-		s.log.Info("event removed", "id", ch.Key, "name", ch.Old.Name, "index", ch.Index)
+		s.log.Info("event removed", "id", ch.Key, "name", ch.Old.Name, "position", ch.Position)
 	case cacheclient.OpCreate:
-		s.log.Info("event added", "id", ch.Key, "name", ch.New.Name, "status", ch.New.Status, "index", ch.Index)
+		s.log.Info("event added", "id", ch.Key, "name", ch.New.Name, "status", ch.New.Status, "position", ch.Position)
 	default:
-		s.log.Info("event changed", "id", ch.Key, "name", ch.New.Name, "status", ch.Old.Status+"→"+ch.New.Status, "index", ch.Index)
+		s.log.Info("event changed", "id", ch.Key, "name", ch.New.Name, "status", ch.Old.Status+"→"+ch.New.Status, "position", ch.Position)
 	}
 	return nil
 }

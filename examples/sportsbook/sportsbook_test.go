@@ -231,20 +231,20 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Handler order per key under concurrency: each selection's changes arrive in index
+	// Handler order per key under concurrency: each selection's changes arrive in stream
 	// order although 4 goroutines handle different keys at once.
 	var hmu sync.Mutex
-	lastIdx := map[string]int64{}
+	lastPos := map[string]int64{}
 	var orderErr error
 	var handled int
 	if err := cacheclient.OnChange(s.Selections, func(_ context.Context, ch cacheclient.Change[Selection]) error {
 		time.Sleep(100 * time.Microsecond)
 		hmu.Lock()
 		defer hmu.Unlock()
-		if ch.Index <= lastIdx[ch.Key] && orderErr == nil {
-			orderErr = fmt.Errorf("selection %s: change at index %d after %d", ch.Key, ch.Index, lastIdx[ch.Key])
+		if ch.Position <= lastPos[ch.Key] && orderErr == nil {
+			orderErr = fmt.Errorf("selection %s: change at position %d after %d", ch.Key, ch.Position, lastPos[ch.Key])
 		}
-		lastIdx[ch.Key] = ch.Index
+		lastPos[ch.Key] = ch.Position
 		handled++
 		return nil
 	}, cacheclient.WithConcurrency(4), cacheclient.WithInitialPass()); err != nil {
@@ -335,7 +335,7 @@ func TestEndToEnd(t *testing.T) {
 	if stats.EpochMismatches != 0 || stats.DecodeErrors != 0 {
 		t.Fatalf("epoch mismatches %d decode errors %d (checks %d)", stats.EpochMismatches, stats.DecodeErrors, stats.EpochChecks)
 	}
-	t.Logf("stats: index %d entries %d epoch checks %d resyncs %d", stats.Index, stats.EntriesApplied, stats.EpochChecks, stats.Resyncs)
+	t.Logf("stats: position %d entries %d epoch checks %d resyncs %d", stats.Position, stats.EntriesApplied, stats.EpochChecks, stats.Resyncs)
 	hmu.Lock()
 	if orderErr != nil || handled == 0 {
 		t.Errorf("handler order: %v (%d changes handled)", orderErr, handled)

@@ -49,7 +49,7 @@ func Get(ctx context.Context, w io.Writer, o GetOptions) error {
 	if o.Key != "" {
 		v, ok := view.Get(o.Key)
 		if !ok {
-			return fmt.Errorf("get: view %s has no key %q (at index %d)", o.View, o.Key, view.Index())
+			return fmt.Errorf("get: view %s has no key %q (at index %d)", o.View, o.Key, view.Position())
 		}
 		_, err := fmt.Fprintf(w, "%s\n", v)
 		return err
@@ -64,6 +64,6 @@ func Get(ctx context.Context, w io.Writer, o GetOptions) error {
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\n", r.k, r.v)
 	}
-	_, err = fmt.Fprintf(w, "-- view %s: %d row(s) at index %d\n", o.View, len(rows), view.Index())
+	_, err = fmt.Fprintf(w, "-- view %s: %d row(s) at index %d\n", o.View, len(rows), view.Position())
 	return err
 }

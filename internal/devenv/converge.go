@@ -108,14 +108,14 @@ func queryMap[T any](ctx context.Context, conn *pgx.Conn, sql string, scan func(
 	return m, nil
 }
 
-// compareView compares one version of a view (one Snapshot) with the rows PostgreSQL
+// compareView compares one version of a view (View.Version) with the rows PostgreSQL
 // holds, then each secondary index with the one the SQL rows would give.
 func compareView[T any](v *cacheclient.View[T], want map[string]T, eq func(a, b T) bool, indexes map[string]func(T) []string) viewCheck {
 	c := viewCheck{view: v.Name(), rows: len(want)}
-	snap := v.Snapshot()
+	ver := v.Version()
 	var diffs []string
 	for _, k := range slices.Sorted(maps.Keys(want)) {
-		got, ok := snap.Get(k)
+		got, ok := ver.Get(k)
 		switch {
 		case !ok:
 			diffs = append(diffs, fmt.Sprintf("key %s missing from the cache", k))
@@ -123,7 +123,7 @@ func compareView[T any](v *cacheclient.View[T], want map[string]T, eq func(a, b 
 			diffs = append(diffs, fmt.Sprintf("key %s: cache %+v, SQL %+v", k, got, want[k]))
 		}
 	}
-	snap.Range(func(k string, _ T) bool {
+	ver.Range(func(k string, _ T) bool {
 		if _, ok := want[k]; !ok {
 			diffs = append(diffs, fmt.Sprintf("key %s in the cache, not in SQL", k))
 		}
@@ -136,12 +136,12 @@ func compareView[T any](v *cacheclient.View[T], want map[string]T, eq func(a, b 
 				wantIdx[val] = append(wantIdx[val], k)
 			}
 		}
-		if got := snap.IndexValues(name); !sameSet(got, slices.Collect(maps.Keys(wantIdx))) {
+		if got := ver.IndexValues(name); !sameSet(got, slices.Collect(maps.Keys(wantIdx))) {
 			diffs = append(diffs, fmt.Sprintf("index %s values: cache %v", name, slices.Sorted(slices.Values(got))))
 			continue
 		}
 		for val, keys := range wantIdx {
-			if got := snap.ByIndexKeys(name, val); !sameSet(got, keys) {
+			if got := ver.ByIndexKeys(name, val); !sameSet(got, keys) {
 				diffs = append(diffs, fmt.Sprintf("index %s[%s]: cache %v, SQL %v", name, val, sorted(got), sorted(keys)))
 			}
 		}

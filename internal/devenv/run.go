@@ -120,7 +120,7 @@ func (r *run) main(ctx context.Context, cfg *distributor.Config) (err error) {
 	// The OnChange handler logs one "event added" per event of the snapshot, just after it.
 	_ = poll(ctx, time.Second, func() bool { return r.sink.count(`msg="event added"`) >= svc.s.Events.Len() })
 	st := svc.s.Client.Stats()
-	r.say("sportsbook service (examples/sportsbook, embedding cacheclient) ready at index %d: %s", st.Index, viewSizes(st))
+	r.say("sportsbook service (examples/sportsbook, embedding cacheclient) ready at index %d: %s", st.Position, viewSizes(st))
 	r.sink.flush(r.out, logPrefix, 4)
 	r.say("HTTP on %s%s — try:", svc.url, movedNote(moved, r.o.HTTPAddr))
 	for _, p := range []string{"/events/1000", "/competitions/10/events", "/tags/featured/events", "/status/live/events", "/sports", "/stats", "/metrics"} {

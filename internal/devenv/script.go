@@ -55,7 +55,7 @@ func (r *run) script(ctx context.Context, d *distributor.Distributor, svc *runni
 			// applied what they published.
 			werr = poll(ctx, r.o.CheckTimeout, func() bool {
 				off, ok := r.fencedAfter(d.Views(), at)
-				return ok && svc.s.Client.Index() >= off
+				return ok && svc.s.Client.Position() >= off
 			})
 		}
 		if werr != nil && !errors.Is(werr, context.DeadlineExceeded) {

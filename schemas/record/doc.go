@@ -1,6 +1,10 @@
 // Package record holds the Go helpers of the statecast record contract described in
-// schemas/README.md: record keys (EncodeKey, DecodeKey, control keys), record kinds and
-// headers (Meta), control values (EpochBegin, EpochEnd, Poll) and the row/epoch hashes.
+// schemas/README.md: record keys (EncodeKey, DecodeKey, control keys; KeyPrefix, JoinKey
+// and SplitKey for readers that hold a row's key without its view prefix), record kinds
+// and headers (Meta), control values (EpochBegin, EpochEnd, Poll) and the row/epoch hashes
+// (RowHash, RowHashPrefixed, EpochHash). Everything that reads or writes records (the
+// distributor, the player, cacheclient, the tools) uses these helpers: the format is
+// written here only.
 //
 // The package is a light core: it depends on the standard library and xxhash only, so the
 // cacheclient can embed it. Kafka-client glue lives in recordsarama, and the PostgreSQL row

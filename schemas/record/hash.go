@@ -17,6 +17,19 @@ func RowHash(key, value []byte) uint64 {
 	return d.Sum64()
 }
 
+// RowHashPrefixed is RowHash(prefix+key, value) computed without building the record key:
+// for a reader that holds a row's key within its view (see JoinKey) beside the view's
+// KeyPrefix. It does not allocate.
+func RowHashPrefixed(prefix []byte, key string, value []byte) uint64 {
+	var d xxhash.Digest
+	d.Reset()
+	_, _ = d.Write(prefix)
+	_, _ = d.WriteString(key)
+	_, _ = d.Write([]byte{0})
+	_, _ = d.Write(value)
+	return d.Sum64()
+}
+
 // EpochHash is the order-independent hash of a set of rows: the sum of their row hashes
 // mod 2^64, plus the row count. The zero value is the empty set. Not safe for concurrent use.
 type EpochHash struct {

@@ -46,3 +46,29 @@ func TestEpochHashOrderIndependent(t *testing.T) {
 		t.Fatalf("ParseHash = %x, %v", h, err)
 	}
 }
+
+func TestRowHashPrefixed(t *testing.T) {
+	for _, tt := range []struct{ view, key, value string }{
+		{"events", "1", `{"id":1}`}, {"a|b", `x\|y`, ""}, {"v", "", "z"},
+	} {
+		prefix := KeyPrefix(tt.view)
+		want := RowHash(append(KeyPrefix(tt.view), tt.key...), []byte(tt.value))
+		if got := RowHashPrefixed(prefix, tt.key, []byte(tt.value)); got != want {
+			t.Errorf("RowHashPrefixed(%q, %q, %q) = %x, want RowHash of the record key %x", prefix, tt.key, tt.value, got, want)
+		}
+	}
+	prefix, value := KeyPrefix("events"), []byte(`{"id":1}`)
+	if n := testing.AllocsPerRun(10, func() { RowHashPrefixed(prefix, "1", value); RowHash(prefix, value) }); n != 0 {
+		t.Errorf("%v allocations per row hash", n)
+	}
+}
+
+// FuzzRowHashPrefixed: hashing the prefix, key and value apart is hashing the record key.
+func FuzzRowHashPrefixed(f *testing.F) {
+	f.Add([]byte("events|"), "1", []byte(`{"id":1}`))
+	f.Fuzz(func(t *testing.T, prefix []byte, key string, value []byte) {
+		if got, want := RowHashPrefixed(prefix, key, value), RowHash(append(append([]byte{}, prefix...), key...), value); got != want {
+			t.Fatalf("RowHashPrefixed = %x, RowHash = %x", got, want)
+		}
+	})
+}

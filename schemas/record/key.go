@@ -3,6 +3,7 @@ package record
 import (
 	"bytes"
 	"fmt"
+	"strings"
 )
 
 // ControlPrefix starts the key of every control record. No view name can be "!ctl", so
@@ -27,19 +28,46 @@ func ValidViewName(name string) bool {
 }
 
 // EncodeKey returns the record key of a row: esc(view) "|" esc(part) ... (see README).
-// The view name is not validated here; callers validate it once with ValidViewName.
+// It is KeyPrefix(view) followed by JoinKey(parts...). The view name is not validated
+// here; callers validate it once with ValidViewName.
 func EncodeKey(view string, parts ...string) []byte {
-	n := len(view) + len(parts)
+	return appendParts(AppendEscaped(make([]byte, 0, partsLen(parts)+len(view)+4), view), parts)
+}
+
+// KeyPrefix returns esc(view) "|", the prefix of the record key of every row of view.
+func KeyPrefix(view string) []byte {
+	return append(AppendEscaped(make([]byte, 0, len(view)+1), view), '|')
+}
+
+// JoinKey returns a row's key within its view: its record key without the view prefix,
+// esc(part) ["|" esc(part) ...]. EncodeKey(view, parts...) is KeyPrefix(view) followed by
+// JoinKey(parts...). A single part that needs no escaping is returned as it is (no
+// allocation). SplitKey is the inverse.
+func JoinKey(parts ...string) string {
+	switch {
+	case len(parts) == 0:
+		return ""
+	case len(parts) == 1 && !strings.ContainsAny(parts[0], `\|`):
+		return parts[0]
+	}
+	return string(appendParts(make([]byte, 0, partsLen(parts)+2), parts)[1:])
+}
+
+// appendParts appends "|" esc(part) for each part.
+func appendParts(dst []byte, parts []string) []byte {
+	for _, p := range parts {
+		dst = AppendEscaped(append(dst, '|'), p)
+	}
+	return dst
+}
+
+// partsLen is the length of the parts with their separators, before escaping.
+func partsLen(parts []string) int {
+	n := len(parts)
 	for _, p := range parts {
 		n += len(p)
 	}
-	dst := make([]byte, 0, n+4)
-	dst = AppendEscaped(dst, view)
-	for _, p := range parts {
-		dst = append(dst, '|')
-		dst = AppendEscaped(dst, p)
-	}
-	return dst
+	return n
 }
 
 // AppendEscaped appends esc(s) to dst: "\" becomes "\\" and "|" becomes "\|".
@@ -57,15 +85,32 @@ func AppendEscaped[S string | []byte](dst []byte, s S) []byte {
 // DecodeKey splits a record key into its view and parts, undoing the escaping.
 // A key needs a view and at least one part. Control keys decode too (view "!ctl").
 func DecodeKey(key []byte) (view string, parts []string, err error) {
+	fields, err := split(key)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(fields) < 2 {
+		return "", nil, fmt.Errorf("%w: no key part in %q", ErrBadKey, key)
+	}
+	return fields[0], fields[1:], nil
+}
+
+// SplitKey is the inverse of JoinKey: it splits a row's key within its view (its record
+// key without the view prefix) into its parts, undoing the escaping. Every string splits
+// into at least one part ("" is the one empty part).
+func SplitKey(key string) ([]string, error) { return split(key) }
+
+// split splits s at its unescaped "|" and unescapes the fields.
+func split[S string | []byte](s S) ([]string, error) {
 	var cur []byte
 	var fields []string
 	escaped := false
-	for i := 0; i < len(key); i++ {
-		c := key[i]
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		switch {
 		case escaped:
 			if c != '\\' && c != '|' {
-				return "", nil, fmt.Errorf("%w: bad escape \\%c at byte %d", ErrBadKey, c, i)
+				return nil, fmt.Errorf("%w: bad escape \\%c at byte %d", ErrBadKey, c, i)
 			}
 			cur = append(cur, c)
 			escaped = false
@@ -79,13 +124,9 @@ func DecodeKey(key []byte) (view string, parts []string, err error) {
 		}
 	}
 	if escaped {
-		return "", nil, fmt.Errorf("%w: trailing backslash", ErrBadKey)
+		return nil, fmt.Errorf("%w: trailing backslash", ErrBadKey)
 	}
-	fields = append(fields, string(cur))
-	if len(fields) < 2 {
-		return "", nil, fmt.Errorf("%w: no key part in %q", ErrBadKey, key)
-	}
-	return fields[0], fields[1:], nil
+	return append(fields, string(cur)), nil
 }
 
 // KeyView returns the (unescaped) view of a key without decoding its parts. Valid view

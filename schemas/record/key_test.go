@@ -102,3 +102,86 @@ func FuzzDecodeKey(f *testing.F) {
 		}
 	})
 }
+
+func TestJoinSplitKey(t *testing.T) {
+	tests := []struct {
+		parts []string
+		want  string
+	}{
+		{[]string{"42"}, "42"},
+		{[]string{"a|b:c d"}, `a\|b:c d`}, // one column is escaped too
+		{[]string{`back\slash`}, `back\\slash`},
+		{[]string{"a|b", "c"}, `a\|b|c`},
+		{[]string{"a", "b|c"}, `a|b\|c`},
+		{[]string{""}, ""},
+		{[]string{"", ""}, "|"},
+		{[]string{"héllo ✓", "2026-11-29T19:25:06Z"}, "héllo ✓|2026-11-29T19:25:06Z"},
+	}
+	for _, tt := range tests {
+		got := JoinKey(tt.parts...)
+		if got != tt.want {
+			t.Errorf("JoinKey(%q) = %q, want %q", tt.parts, got, tt.want)
+		}
+		if full, want := string(EncodeKey("v", tt.parts...)), string(KeyPrefix("v"))+got; full != want {
+			t.Errorf("EncodeKey(v, %q) = %q, want KeyPrefix + JoinKey = %q", tt.parts, full, want)
+		}
+		parts, err := SplitKey(got)
+		if err != nil || !slices.Equal(parts, tt.parts) {
+			t.Errorf("SplitKey(%q) = %q, %v", got, parts, err)
+		}
+	}
+	if got := string(KeyPrefix(`a|b`)); got != `a\|b|` {
+		t.Errorf("KeyPrefix = %q", got)
+	}
+	for _, k := range []string{`a\`, `a\b`, `\x|1`} {
+		if _, err := SplitKey(k); !errors.Is(err, ErrBadKey) {
+			t.Errorf("SplitKey(%q) err = %v, want ErrBadKey", k, err)
+		}
+	}
+	if n := testing.AllocsPerRun(10, func() { _ = JoinKey("plain") }); n != 0 {
+		t.Errorf("JoinKey of one plain part: %v allocations", n)
+	}
+}
+
+// FuzzSplitKey: every key that splits is the join of its parts.
+func FuzzSplitKey(f *testing.F) {
+	for _, s := range []string{"", "a", "a|b", `a\|b`, `a\\|b`, `\`, `|`, `a\x`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		parts, err := SplitKey(key)
+		if err != nil {
+			if !errors.Is(err, ErrBadKey) {
+				t.Fatalf("error without ErrBadKey: %v", err)
+			}
+			return
+		}
+		if got := JoinKey(parts...); got != key {
+			t.Fatalf("JoinKey(SplitKey(%q)) = %q (parts %q)", key, got, parts)
+		}
+	})
+}
+
+// FuzzJoinKey: joined parts split back into the same parts, and a record key is its view's
+// prefix followed by the joined parts (what a reader that strips the prefix relies on).
+func FuzzJoinKey(f *testing.F) {
+	f.Add("events", "a", "b|c")
+	f.Add("m", `x\`, "")
+	f.Fuzz(func(t *testing.T, view, a, b string) {
+		for _, parts := range [][]string{{a}, {a, b}} {
+			k := JoinKey(parts...)
+			got, err := SplitKey(k)
+			if err != nil || !slices.Equal(got, parts) {
+				t.Fatalf("SplitKey(JoinKey(%q)) = %q, %v", parts, got, err)
+			}
+			full := EncodeKey(view, parts...)
+			if string(full) != string(KeyPrefix(view))+k {
+				t.Fatalf("EncodeKey(%q, %q) = %q, not KeyPrefix + JoinKey = %q", view, parts, full, string(KeyPrefix(view))+k)
+			}
+			v, dp, err := DecodeKey(full)
+			if err != nil || v != view || !slices.Equal(dp, parts) {
+				t.Fatalf("DecodeKey(%q) = %q, %q, %v", full, v, dp, err)
+			}
+		}
+	})
+}
