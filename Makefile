@@ -5,10 +5,10 @@ ENVFILE := $(RUN)/env
 # Integration tests read STATECAST_PG_DSN and STATECAST_KAFKA_BROKERS from $(ENVFILE).
 TESTFLAGS ?= -race -count=1 -timeout 60m
 
-.PHONY: test demo infra down deps tools unit vet bench proto proto-check
+.PHONY: test demo infra down deps tools unit vet lint bench proto proto-check
 
 ## test: start PostgreSQL and Kafka (idempotent), install tools, run the whole suite with -race.
-test: deps tools proto-check infra vet
+test: deps tools proto-check infra vet lint
 	set -a; . $(ENVFILE); set +a; $(GO) test $(TESTFLAGS) ./...
 
 ## demo: run the main job on embedded defaults (seeded PostgreSQL, in-process Kafka).
@@ -34,6 +34,12 @@ down:
 
 vet:
 	$(GO) vet ./...
+
+## lint: staticcheck, pinned in tools/go.mod and built into .run/bin (dead code, deprecated calls).
+lint:
+	@mkdir -p $(RUN)/bin
+	cd tools && GOWORK=off GOFLAGS= $(GO) build -o $(RUN)/bin/ honnef.co/go/tools/cmd/staticcheck
+	$(RUN)/bin/staticcheck ./...
 
 ## unit: the suite without starting servers (integration tests skip outside CI).
 unit:

@@ -120,9 +120,6 @@ func WithDialOptions(d ...grpc.DialOption) Option {
 	return func(o *options) { o.dial = append(o.dial, d...) }
 }
 
-// withClock replaces time.Now (tests).
-func withClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
-
 // Hooks observe the client. Every hook is optional and runs on the connection goroutine
 // (OnHandlerError on a handler goroutine); hooks must be fast and must not call back into
 // the client except for its read-only methods (Stats, views).

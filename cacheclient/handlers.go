@@ -159,26 +159,6 @@ func (h *handler[T]) initialWait() func(ctx context.Context) error {
 	}
 }
 
-// run calls the handler with retries; it reports a change whose attempts are exhausted.
-func (h *handler[T]) run(ctx context.Context, ch Change[T]) {
-	var err error
-	for attempt := 1; attempt <= h.opts.attempts; attempt++ {
-		if err = h.fn(ctx, ch); err == nil {
-			return
-		}
-		if attempt == h.opts.attempts || ctx.Err() != nil {
-			break
-		}
-		t := time.NewTimer(h.opts.backoff(attempt))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
-	}
-	h.fail(ch, h.opts.attempts, err)
-}
-
 func (h *handler[T]) fail(ch Change[T], attempts int, err error) {
 	he := &HandlerError{View: h.view, Key: ch.Key, Position: ch.Position, Attempts: attempts, Err: err}
 	h.c.st.handlerErrs.Add(1)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // brokerDefaultMaxMessageBytes is Kafka's default message.max.bytes / max.message.bytes.
@@ -56,7 +57,7 @@ func ensureTopic(admin sarama.ClusterAdmin, s *StreamConfig) (int, error) {
 	if n := len(metas[0].Partitions); n != 1 {
 		return 0, fmt.Errorf("%w: topic %q has %d partitions; a stream needs exactly 1 (global order)", ErrTopic, s.Topic, n)
 	}
-	cfg, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: s.Topic})
+	cfg, err := kafkaconn.TopicConfig(admin, s.Topic)
 	if err != nil {
 		return 0, fmt.Errorf("distributor: describe configs of topic %q: %w", s.Topic, err)
 	}

@@ -1,6 +1,7 @@
 package kafkaconn
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -39,4 +40,20 @@ func ProducerConfig(clientID string) *sarama.Config {
 	c.Producer.Compression = sarama.CompressionLZ4
 	c.Producer.Partitioner = sarama.NewManualPartitioner
 	return c
+}
+
+// TopicConfig returns the configuration entries of topic (only names, when given), as the
+// broker describes them.
+func TopicConfig(admin sarama.ClusterAdmin, topic string, names ...string) ([]sarama.ConfigEntry, error) {
+	res, err := admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic, ConfigNames: names}}, sarama.DescribeConfigsOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != 1 {
+		return nil, fmt.Errorf("kafkaconn: describe configs of topic %q: %d results", topic, len(res))
+	}
+	if res[0].ErrorCode != sarama.ErrNoError {
+		return nil, fmt.Errorf("kafkaconn: describe configs of topic %q: %w: %s", topic, res[0].ErrorCode, res[0].ErrorMsg)
+	}
+	return res[0].Configs, nil
 }

@@ -91,9 +91,6 @@ func (t *tracker) watermark() int64 {
 	return t.wm
 }
 
-// isHead reports whether seq is the watermark entry.
-func (t *tracker) isHead(seq int64) bool { return len(t.entries) > 0 && seq == t.headSeq }
-
 // estimate returns an upper bound of the text size of the encoded metadata.
 func (t *tracker) estimate() int {
 	if t.nDone == 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // tsMark is a sample of the log's timeline: the record at off was appended at ts.
@@ -104,7 +105,7 @@ func (s *stream) connect() error {
 		s.retention = 24 * time.Hour // Kafka's default delete.retention.ms
 		admin, err := sarama.NewClusterAdminFromClient(s.client)
 		if err == nil {
-			entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: s.cfg.Topic, ConfigNames: []string{"delete.retention.ms"}})
+			entries, err := kafkaconn.TopicConfig(admin, s.cfg.Topic, "delete.retention.ms")
 			if err == nil {
 				for _, e := range entries {
 					if ms, perr := strconv.ParseInt(e.Value, 10, 64); e.Name == "delete.retention.ms" && perr == nil {

@@ -14,8 +14,7 @@ import (
 
 // Collector is a prometheus.Collector over one client.
 type Collector struct {
-	c      *cacheclient.Client
-	labels prometheus.Labels
+	c *cacheclient.Client
 
 	position, lag, lagEntries, staleness, connected, ready *prometheus.Desc
 	entries, batches, snapshots, resyncs, reconnects       *prometheus.Desc

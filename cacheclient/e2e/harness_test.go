@@ -42,9 +42,8 @@ type kafkaEnv struct {
 	topic   string
 	prod    sarama.SyncProducer
 
-	mu    sync.Mutex
-	want  map[string]map[string]string // view -> key text -> value
-	epoch map[string]*record.EpochHash
+	mu   sync.Mutex
+	want map[string]map[string]string // view -> key text -> value
 }
 
 func newKafkaEnv(t *testing.T) *kafkaEnv {

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
+
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/statecast/statecast/internal/daemon"
 
 	"go.uber.org/goleak"
 
@@ -20,11 +25,11 @@ func TestBadConfig(t *testing.T) {
 	if err := os.WriteFile(path, []byte("postgres: {dsn: x}\nkafka: {brokers: [b]}\nstreams: []\nbogus: 1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err := run(path, slog.New(slog.DiscardHandler))
+	err := run(context.Background(), daemon.Env{Config: path, Log: slog.New(slog.DiscardHandler), Reg: prometheus.NewRegistry()})
 	if !errors.Is(err, distributor.ErrConfig) {
 		t.Fatalf("run = %v, want ErrConfig", err)
 	}
-	if err := run(filepath.Join(t.TempDir(), "missing.yaml"), slog.New(slog.DiscardHandler)); err == nil {
+	if err := run(context.Background(), daemon.Env{Config: filepath.Join(t.TempDir(), "missing.yaml"), Log: slog.New(slog.DiscardHandler), Reg: prometheus.NewRegistry()}); err == nil {
 		t.Fatal("missing file accepted")
 	}
 }

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/statecast/statecast/internal/daemon"
 
 	"go.uber.org/goleak"
 
@@ -35,10 +40,10 @@ func TestBadConfig(t *testing.T) {
 	if err := os.WriteFile(path, []byte("brokers: [x]\nstreamz: []\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := run(path, slog.New(slog.DiscardHandler)); !errors.Is(err, player.ErrConfig) {
+	if err := run(context.Background(), daemon.Env{Config: path, Log: slog.New(slog.DiscardHandler), Reg: prometheus.NewRegistry()}); !errors.Is(err, player.ErrConfig) {
 		t.Fatalf("run = %v, want ErrConfig", err)
 	}
-	if err := run(filepath.Join(t.TempDir(), "missing.yaml"), slog.New(slog.DiscardHandler)); err == nil {
+	if err := run(context.Background(), daemon.Env{Config: filepath.Join(t.TempDir(), "missing.yaml"), Log: slog.New(slog.DiscardHandler), Reg: prometheus.NewRegistry()}); err == nil {
 		t.Fatal("missing file accepted")
 	}
 }

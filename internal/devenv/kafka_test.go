@@ -41,7 +41,7 @@ func TestSaramaAgainstKfake(t *testing.T) {
 		ConfigEntries: map[string]*string{"cleanup.policy": &compact}}, false); err != nil {
 		t.Fatal(err)
 	}
-	cfgs, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: "demo"})
+	cfgs, err := kafkaconn.TopicConfig(admin, "demo")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,14 +120,14 @@ func encodeAll(ctx context.Context, t *testing.T, conn *pgx.Conn, sql, view stri
 
 func TestEveryTypeAgainstPostgres(t *testing.T) {
 	ctx, conn := openEvery(t)
-	got, err := encodeAll(ctx, t, conn, "SELECT * FROM every ORDER BY id", "every", []string{"vc", "id", "tz"})
+	_, err := encodeAll(ctx, t, conn, "SELECT * FROM every ORDER BY id", "every", []string{"vc", "id", "tz"})
 	if err == nil {
 		t.Fatal("row 2 has NULL key columns: want ErrNullKey")
 	}
 	if !errors.Is(err, ErrNullKey) {
 		t.Fatalf("err = %v, want ErrNullKey", err)
 	}
-	got, err = encodeAll(ctx, t, conn, "SELECT * FROM every ORDER BY id", "every", []string{"id"})
+	got, err := encodeAll(ctx, t, conn, "SELECT * FROM every ORDER BY id", "every", []string{"id"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ type resolved struct {
 // resolve finds the appender of a type; ok is false when the type has no mapping.
 func resolve(oid uint32, types map[uint32]TypeInfo) (r resolved, ok bool) {
 	if s, ok := scalars[oid]; ok {
-		return resolved{s.name, s.fn, s.isString}, true
+		return resolved(s), true
 	}
 	if elem, ok := arrays[oid]; ok {
 		s := scalars[elem]
