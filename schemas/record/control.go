@@ -14,7 +14,7 @@ const (
 	ModeRewrite   = "rewrite"
 )
 
-// Control is the value of a control record: *EpochBegin, *EpochEnd or *Poll.
+// Control is the value of a control record: *EpochBegin, *EpochEnd, *Poll or *Position.
 type Control interface {
 	Kind() Kind
 	Marshal() []byte
@@ -46,6 +46,21 @@ type Poll struct {
 	SourceTime time.Time
 }
 
+// Position ends a source transaction — the records since the previous position record,
+// which a consumer applies together — and carries the stream's source position (key
+// PositionKey(); no view).
+type Position struct {
+	// LSN is the source position: every commit up to it is reflected by the stream up to
+	// this record. "" when the stream has no source position (polling).
+	LSN string
+	// Time is the commit time of the last source transaction up to LSN (or the snapshot
+	// time of a poll).
+	Time time.Time
+	// Stale lists the views whose rows do not follow the position: a view stopped by a bad
+	// row keeps its last published rows until the row is corrected.
+	Stale []string
+}
+
 type epochBeginJSON struct {
 	Epoch      *uint64 `json:"epoch"`
 	Mode       string  `json:"mode"`
@@ -62,6 +77,12 @@ type epochEndJSON struct {
 	SourceLSN  string  `json:"source_lsn"`
 }
 
+type positionJSON struct {
+	LSN   string   `json:"lsn,omitempty"`
+	Time  string   `json:"time"`
+	Stale []string `json:"stale,omitempty"`
+}
+
 type pollJSON struct {
 	Watermark  *string `json:"watermark"`
 	SourceLSN  string  `json:"source_lsn"`
@@ -71,6 +92,7 @@ type pollJSON struct {
 func (*EpochBegin) Kind() Kind { return KindEpochBegin }
 func (*EpochEnd) Kind() Kind   { return KindEpochEnd }
 func (*Poll) Kind() Kind       { return KindPoll }
+func (*Position) Kind() Kind   { return KindPosition }
 
 func mustMarshal(v any) []byte {
 	b, err := json.Marshal(v)
@@ -103,6 +125,11 @@ func (c *EpochEnd) Marshal() []byte {
 func (c *Poll) Marshal() []byte {
 	w := c.Watermark
 	return mustMarshal(pollJSON{Watermark: &w, SourceLSN: c.SourceLSN, SourceTime: formatOptTime(c.SourceTime)})
+}
+
+// Marshal returns the JSON value of the record.
+func (c *Position) Marshal() []byte {
+	return mustMarshal(positionJSON{LSN: c.LSN, Time: formatOptTime(c.Time), Stale: c.Stale})
 }
 
 func unmarshal(kind Kind, value []byte, v any) error {
@@ -186,6 +213,24 @@ func ParsePoll(value []byte) (*Poll, error) {
 	return &Poll{Watermark: *j.Watermark, SourceLSN: j.SourceLSN, SourceTime: t}, nil
 }
 
+// ParsePosition parses a position value.
+func ParsePosition(value []byte) (*Position, error) {
+	var j positionJSON
+	if err := unmarshal(KindPosition, value, &j); err != nil {
+		return nil, err
+	}
+	t, err := parseOptTime(KindPosition, j.Time)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range j.Stale {
+		if !ValidViewName(v) {
+			return nil, fmt.Errorf("%w: position: stale view %q is not a view name", ErrBadControl, v)
+		}
+	}
+	return &Position{LSN: j.LSN, Time: t, Stale: j.Stale}, nil
+}
+
 // ParseControl parses the value of a control record of the given kind.
 func ParseControl(kind Kind, value []byte) (Control, error) {
 	switch kind {
@@ -195,6 +240,8 @@ func ParseControl(kind Kind, value []byte) (Control, error) {
 		return ParseEpochEnd(value)
 	case KindPoll:
 		return ParsePoll(value)
+	case KindPosition:
+		return ParsePosition(value)
 	}
 	return nil, fmt.Errorf("%w: %q is not a control kind", ErrBadControl, string(kind))
 }

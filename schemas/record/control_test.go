@@ -19,6 +19,9 @@ func TestControlRoundTrip(t *testing.T) {
 			`{"epoch":3,"rows":10,"hash":"00000000deadbeef","published":2,"tombstones":1,"source_lsn":"0/1"}`},
 		{&Poll{Watermark: "2026-11-29T19:25:06Z", SourceLSN: "0/2", SourceTime: ts},
 			`{"watermark":"2026-11-29T19:25:06Z","source_lsn":"0/2","source_time":"2026-11-29T19:25:06.123456Z"}`},
+		{&Position{LSN: "16/B374D848", Time: ts, Stale: []string{"events"}},
+			`{"lsn":"16/B374D848","time":"2026-11-29T19:25:06.123456Z","stale":["events"]}`},
+		{&Position{Time: ts}, `{"time":"2026-11-29T19:25:06.123456Z"}`},
 	}
 	for _, tt := range tests {
 		b := tt.c.Marshal()
@@ -51,6 +54,8 @@ func TestParseControlErrors(t *testing.T) {
 		{KindEpochEnd, `{"epoch":1,"rows":1,"hash":"0000000000000000"} {}`},
 		{KindPoll, `{"source_lsn":"0/1"}`},
 		{KindPoll, `[]`},
+		{KindPosition, `{"lsn":"0/1","time":"x"}`},
+		{KindPosition, `{"lsn":"0/1","time":"2026-11-29T19:25:06Z","stale":["a|b"]}`},
 		{KindRow, `{}`},
 	}
 	for _, tt := range tests {
@@ -64,7 +69,7 @@ func FuzzParseControl(f *testing.F) {
 	f.Add(uint8(0), []byte(`{"epoch":3,"mode":"reconcile","source_lsn":"0/16B3748","source_time":"2026-11-29T19:25:06.123456Z"}`))
 	f.Add(uint8(1), []byte(`{"epoch":3,"rows":10,"hash":"00000000deadbeef","published":2,"tombstones":1,"source_lsn":"0/1"}`))
 	f.Add(uint8(2), []byte(`{"watermark":"5","source_lsn":"0/2","source_time":"2026-11-29T19:25:06Z"}`))
-	kinds := []Kind{KindEpochBegin, KindEpochEnd, KindPoll}
+	kinds := []Kind{KindEpochBegin, KindEpochEnd, KindPoll, KindPosition}
 	f.Fuzz(func(t *testing.T, k uint8, value []byte) {
 		kind := kinds[int(k)%len(kinds)]
 		c, err := ParseControl(kind, value)

@@ -6,13 +6,14 @@ import (
 	"time"
 )
 
-// Header names (schemas/README.md, "Headers"). Every record carries all five.
+// Header names (schemas/README.md, "Headers").
 const (
-	HeaderView       = "sc-view"
+	HeaderView       = "sc-view" // every record but stream-level ones (KindPosition)
 	HeaderKind       = "sc-kind"
 	HeaderEpoch      = "sc-epoch"
 	HeaderSourceTime = "sc-source-time"
-	HeaderSourceLSN  = "sc-source-lsn"
+	HeaderSourceLSN  = "sc-source-lsn" // when the stream has a source position (WAL capture)
+	HeaderTxn        = "sc-txn"        // "1" on every record of a source transaction
 )
 
 // Header is one record header. It has the layout of sarama.RecordHeader, so the two
@@ -24,11 +25,16 @@ type Header struct {
 
 // Meta is what the headers of a record say.
 type Meta struct {
-	View       string
+	View       string // "" for stream-level kinds (KindPosition)
 	Kind       Kind
 	Epoch      uint64
-	SourceTime time.Time // time of the database snapshot the record was read in
-	SourceLSN  string    // pg_current_wal_lsn() text at the start of that snapshot
+	SourceTime time.Time // commit (WAL capture) or snapshot (polling) time the record comes from
+	// SourceLSN is the source position of the record's source transaction (WAL capture:
+	// PostgreSQL's text form of an LSN, "16/B374D848"); "" when the stream has none.
+	SourceLSN string
+	// Txn: the record belongs to a source transaction that ends at the next position
+	// record; a consumer applies them together.
+	Txn bool
 }
 
 // FormatTime formats t as the headers and control values write times: RFC 3339 in UTC
@@ -38,19 +44,29 @@ func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 // ParseTime parses a time written by FormatTime (any RFC 3339 time is accepted).
 func ParseTime(s string) (time.Time, error) { return time.Parse(time.RFC3339Nano, s) }
 
-// AppendHeaders appends the five headers of m to dst.
+// AppendHeaders appends the headers of m to dst: sc-view (unless the kind is
+// stream-level), sc-kind, sc-epoch, sc-source-time, sc-source-lsn (when set) and sc-txn
+// (when set).
 func (m Meta) AppendHeaders(dst []Header) []Header {
-	return append(dst,
-		Header{Key: []byte(HeaderView), Value: []byte(m.View)},
+	if !m.Kind.IsStream() {
+		dst = append(dst, Header{Key: []byte(HeaderView), Value: []byte(m.View)})
+	}
+	dst = append(dst,
 		Header{Key: []byte(HeaderKind), Value: []byte(m.Kind)},
 		Header{Key: []byte(HeaderEpoch), Value: strconv.AppendUint(nil, m.Epoch, 10)},
 		Header{Key: []byte(HeaderSourceTime), Value: []byte(FormatTime(m.SourceTime))},
-		Header{Key: []byte(HeaderSourceLSN), Value: []byte(m.SourceLSN)},
 	)
+	if m.SourceLSN != "" {
+		dst = append(dst, Header{Key: []byte(HeaderSourceLSN), Value: []byte(m.SourceLSN)})
+	}
+	if m.Txn {
+		dst = append(dst, Header{Key: []byte(HeaderTxn), Value: []byte("1")})
+	}
+	return dst
 }
 
-// Headers returns the five headers of m.
-func (m Meta) Headers() []Header { return m.AppendHeaders(make([]Header, 0, 5)) }
+// Headers returns the headers of m.
+func (m Meta) Headers() []Header { return m.AppendHeaders(make([]Header, 0, 6)) }
 
 // MetaBuilder collects headers one by one (see ParseHeaders); it lets adapters that hold
 // headers in their own type (e.g. []*sarama.RecordHeader) parse them without copying.
@@ -92,17 +108,26 @@ func (b *MetaBuilder) Add(key, value []byte) error {
 	case HeaderSourceLSN:
 		b.m.SourceLSN = string(value)
 		b.seen |= 16
+	case HeaderTxn:
+		if string(value) != "1" {
+			return fmt.Errorf("%w: %s=%q is not 1", ErrBadHeader, HeaderTxn, value)
+		}
+		b.m.Txn = true
 	}
 	return nil
 }
 
-// Meta returns the collected meta; it fails when sc-view, sc-kind or sc-epoch is missing.
-// sc-source-time and sc-source-lsn are optional for readers (zero when absent).
+// Meta returns the collected meta; it fails when sc-kind or sc-epoch is missing, or
+// sc-view for a record that belongs to a view. sc-source-time, sc-source-lsn and sc-txn
+// are optional (zero when absent).
 func (b *MetaBuilder) Meta() (Meta, error) {
 	for i, name := range [...]string{HeaderView, HeaderKind, HeaderEpoch} {
-		if b.seen&(1<<i) == 0 {
+		if b.seen&(1<<i) == 0 && !(i == 0 && b.m.Kind.IsStream()) {
 			return Meta{}, fmt.Errorf("%w: missing %s", ErrBadHeader, name)
 		}
+	}
+	if b.m.Kind.IsStream() && b.m.View != "" {
+		return Meta{}, fmt.Errorf("%w: a %s record has %s=%q", ErrBadHeader, b.m.Kind, HeaderView, b.m.View)
 	}
 	return b.m, nil
 }

@@ -22,6 +22,34 @@ func TestMetaRoundTrip(t *testing.T) {
 	}
 }
 
+func TestStreamLevelAndTxnHeaders(t *testing.T) {
+	pos := Meta{Kind: KindPosition, SourceLSN: "0/5", SourceTime: time.Unix(0, 0)}
+	hs := pos.Headers()
+	for _, h := range hs {
+		if string(h.Key) == HeaderView || string(h.Key) == HeaderTxn {
+			t.Fatalf("position headers carry %s", h.Key)
+		}
+	}
+	if got, err := ParseHeaders(hs); err != nil || got.Kind != KindPosition || got.View != "" || got.SourceLSN != "0/5" {
+		t.Fatalf("ParseHeaders(position) = %+v, %v", got, err)
+	}
+	row := Meta{View: "v", Kind: KindRow, Epoch: 1, Txn: true}
+	got, err := ParseHeaders(row.Headers())
+	if err != nil || !got.Txn || got.SourceLSN != "" {
+		t.Fatalf("ParseHeaders(txn row) = %+v, %v", got, err)
+	}
+	h := func(k, v string) Header { return Header{Key: []byte(k), Value: []byte(v)} }
+	for name, hs := range map[string][]Header{
+		"position with a view": {h(HeaderView, "v"), h(HeaderKind, "position"), h(HeaderEpoch, "0")},
+		"txn not 1":            {h(HeaderView, "v"), h(HeaderKind, "row"), h(HeaderEpoch, "0"), h(HeaderTxn, "yes")},
+		"row without a view":   {h(HeaderKind, "row"), h(HeaderEpoch, "0")},
+	} {
+		if _, err := ParseHeaders(hs); !errors.Is(err, ErrBadHeader) {
+			t.Errorf("%s: err = %v, want ErrBadHeader", name, err)
+		}
+	}
+}
+
 func TestParseHeadersErrors(t *testing.T) {
 	h := func(k, v string) Header { return Header{Key: []byte(k), Value: []byte(v)} }
 	ok := []Header{h(HeaderView, "v"), h(HeaderKind, "row"), h(HeaderEpoch, "1")}

@@ -141,10 +141,18 @@ func KeyView(key []byte) (string, error) {
 }
 
 // ControlKey returns the key of the control record of the given kind for view:
-// "!ctl|<view>|begin", "!ctl|<view>|end" or "!ctl|<view>|poll".
+// "!ctl|<view>|begin", "!ctl|<view>|end" or "!ctl|<view>|poll". A stream-level kind
+// (KindPosition) has no view: "!ctl|position".
 func ControlKey(view string, kind Kind) []byte {
+	if kind.IsStream() {
+		return EncodeKey(ControlPrefix, kind.controlSuffix())
+	}
 	return EncodeKey(ControlPrefix, view, kind.controlSuffix())
 }
+
+// PositionKey is the key of every position record ("!ctl|position"): compaction keeps
+// the latest one.
+func PositionKey() []byte { return ControlKey("", KindPosition) }
 
 // IsControlKey reports whether key is the key of a control record.
 func IsControlKey(key []byte) bool {
@@ -156,6 +164,9 @@ func ParseControlKey(key []byte) (view string, kind Kind, err error) {
 	v, parts, err := DecodeKey(key)
 	if err != nil {
 		return "", "", err
+	}
+	if v == ControlPrefix && len(parts) == 1 && parts[0] == "position" {
+		return "", KindPosition, nil
 	}
 	if v != ControlPrefix || len(parts) != 2 || !ValidViewName(parts[0]) {
 		return "", "", fmt.Errorf("%w: %q is not a control key", ErrBadKey, key)

@@ -68,6 +68,12 @@ func TestControlKey(t *testing.T) {
 	if got := string(ControlKey("events", KindEpochEnd)); got != "!ctl|events|end" {
 		t.Fatalf("ControlKey = %q", got)
 	}
+	if got := string(PositionKey()); got != "!ctl|position" || !IsControlKey(PositionKey()) {
+		t.Fatalf("PositionKey = %q", got)
+	}
+	if view, kind, err := ParseControlKey(PositionKey()); err != nil || view != "" || kind != KindPosition {
+		t.Fatalf("ParseControlKey(position) = %q, %q, %v", view, kind, err)
+	}
 	if IsControlKey(EncodeKey("events", "!ctl")) || IsControlKey([]byte("!ctlx|a|b")) {
 		t.Fatal("row key taken for a control key")
 	}
