@@ -2,7 +2,9 @@
 // schemas/README.md: record keys (EncodeKey, DecodeKey, control keys; KeyPrefix, JoinKey
 // and SplitKey for readers that hold a row's key without its view prefix), record kinds
 // and headers (Meta), control values (EpochBegin, EpochEnd, Poll) and the row/epoch hashes
-// (RowHash, RowHashPrefixed, EpochHash). Everything that reads or writes records (the
+// (RowHash, RowHashPrefixed, EpochHash), and Time, the type a typed view decodes
+// timestamptz, timestamp and date columns into (every PostgreSQL value, infinity and BC
+// or five-digit years included). Everything that reads or writes records (the
 // distributor, the player, cacheclient, the tools) uses these helpers: the format is
 // written here only.
 //

@@ -12,4 +12,7 @@ var (
 	ErrBadHeader = errors.New("record: bad header")
 	// ErrBadControl reports a control value that does not parse.
 	ErrBadControl = errors.New("record: bad control value")
+	// ErrBadTime reports a timestamptz, timestamp or date text that is not the record
+	// format's spelling of a value (see Time).
+	ErrBadTime = errors.New("record: malformed time")
 )
