@@ -129,9 +129,11 @@ func appendJSONB(dst, src []byte) ([]byte, error) {
 }
 
 // PostgreSQL's epoch for timestamps and dates: 2000-01-01 00:00:00 UTC.
-const pgEpochUnixMicro = 946684800 * 1000000
+const pgEpochUnix = 946684800
 
-func timeOfMicros(v int64) time.Time { return time.UnixMicro(v + pgEpochUnixMicro).UTC() }
+// timeOfMicros converts seconds and microseconds apart: microseconds since 1970 overflow
+// int64 in PostgreSQL's last ~30 years of timestamps (it holds them up to 294276 AD).
+func timeOfMicros(v int64) time.Time { return time.Unix(v/1e6+pgEpochUnix, v%1e6*1e3).UTC() }
 
 func appendTimestamptz(dst, src []byte) ([]byte, error) {
 	return appendMicros(dst, src, "timestamptz", time.RFC3339Nano)
