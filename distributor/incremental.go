@@ -32,11 +32,12 @@ func checkIncremental(v *ViewConfig, oid uint32) error {
 	if !ok {
 		return &ViewError{View: v.Name, Column: v.Incremental, Err: fmt.Errorf("incremental column has type OID %d; want a timestamp, date or integer/numeric version", oid)}
 	}
-	if v.Overlap.IsCount && t.isTime && v.Overlap.Versions != 0 {
-		return &ViewError{View: v.Name, Column: v.Incremental, Err: fmt.Errorf("overlap %d is a count but the column is a %s (use a duration)", v.Overlap.Versions, t.cast)}
+	o := v.overlapFor(t.isTime)
+	if o.IsCount && t.isTime && o.Versions != 0 {
+		return &ViewError{View: v.Name, Column: v.Incremental, Err: fmt.Errorf("overlap %d is a count but the column is a %s (use a duration)", o.Versions, t.cast)}
 	}
-	if !v.Overlap.IsCount && !t.isTime && v.Overlap.Duration != 0 {
-		return &ViewError{View: v.Name, Column: v.Incremental, Err: fmt.Errorf("overlap %s is a duration but the column is a %s (use an integer)", v.Overlap.Duration, t.cast)}
+	if !o.IsCount && !t.isTime && o.Duration != 0 {
+		return &ViewError{View: v.Name, Column: v.Incremental, Err: fmt.Errorf("overlap %s is a duration but the column is a %s (use an integer)", o.Duration, t.cast)}
 	}
 	return nil
 }
@@ -51,13 +52,14 @@ func pollQuery(v *ViewConfig, oid uint32, watermark string) (string, []any) {
 	}
 	var cond string
 	var args []any
+	o := v.overlapFor(t.isTime)
 	if t.isTime {
-		us := v.Overlap.Duration.Microseconds()
+		us := o.Duration.Microseconds()
 		cond = fmt.Sprintf("%s > ($1::%s - $2::bigint * interval '1 microsecond')", col, t.cast)
 		args = []any{watermark, us}
 	} else {
 		cond = fmt.Sprintf("%s > ($1::numeric - $2::bigint)", col)
-		args = []any{watermark, v.Overlap.Versions}
+		args = []any{watermark, o.Versions}
 	}
 	return fmt.Sprintf("SELECT * FROM (%s) AS _sc WHERE %s ORDER BY %s", v.SQL, cond, col), args
 }

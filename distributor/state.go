@@ -33,7 +33,7 @@ func newViewState(cfg *ViewConfig) *viewState {
 }
 
 // polled reports whether the view has an incremental poll.
-func (s *viewState) polled() bool { return s.cfg.Incremental != "" }
+func (s *viewState) polled() bool { return s.cfg.polled() }
 
 // fail records an error and returns the backoff to wait before the next try
 // (doubling from 100ms up to 30s).

@@ -1,0 +1,106 @@
+package distributor
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/statecast/statecast/schemas/record"
+)
+
+// Polling mode's defaults, against the real PostgreSQL and Kafka: overlap and refresh_cron
+// are safe when left unset.
+
+// polls counts view's poll records.
+func polls(recs []rec, view string) int {
+	n := 0
+	for _, r := range recs {
+		if r.meta.View == view && r.meta.Kind == record.KindPoll {
+			n++
+		}
+	}
+	return n
+}
+
+// wView is a polled view over table w (id, name, ver) with every setting left to its default
+// but a short poll interval.
+func wView() ViewConfig {
+	return ViewConfig{Name: "w", SQL: "SELECT id, name, ver FROM w", Key: []string{"id"},
+		ViewSettings: ViewSettings{Incremental: "ver", PollInterval: 50 * time.Millisecond}}
+}
+
+// TestDefaultOverlapLateCommit: with overlap left unset, a transaction that commits after
+// a later one was polled is still polled, for a time column and for a version column
+// (sequence), and no row is published twice.
+func TestDefaultOverlapLateCommit(t *testing.T) {
+	for _, tc := range []struct{ typ, def string }{
+		{"timestamptz", "clock_timestamp()"},
+		{"bigint", "nextval('ver')"},
+	} {
+		t.Run(tc.typ, func(t *testing.T) {
+			e := newEnv(t)
+			e.exec(`CREATE SEQUENCE ver`)
+			e.exec(`CREATE TABLE w (id int PRIMARY KEY, name text NOT NULL, ver ` + tc.typ + ` NOT NULL DEFAULT ` + tc.def + `)`)
+			e.exec(`INSERT INTO w (id, name) VALUES (1, 'seed')`)
+			r := start(t, e.config(wView()))
+			r.waitReady(t)
+			ctx := context.Background()
+			late, err := e.db.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer late.Rollback(ctx)
+			if _, err := late.Exec(ctx, `INSERT INTO w (id, name) VALUES (10, 'late')`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.connect().Exec(ctx, `INSERT INTO w (id, name) VALUES (11, 'early')`); err != nil {
+				t.Fatal(err)
+			}
+			recs := waitFor(t, e, "row 11", func(recs []rec) bool { return rowsOf(recs, "w")["w|11"] != "" })
+			n := polls(recs, "w")
+			waitFor(t, e, "a poll after row 11", func(recs []rec) bool { return polls(recs, "w") > n })
+			if err := late.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			recs = waitFor(t, e, "late row 10", func(recs []rec) bool { return rowsOf(recs, "w")["w|10"] != "" })
+			counts := map[string]int{}
+			for _, k := range kinds(recs, "w") {
+				counts[k]++
+			}
+			if counts["row:w|1"] != 1 || counts["row:w|10"] != 1 || counts["row:w|11"] != 1 {
+				t.Errorf("publication counts %v (the overlap must not republish unchanged rows)", counts)
+			}
+		})
+	}
+}
+
+// TestScheduledReconcileDelete: a polled view's scheduled reconcile publishes a delete and
+// a row that left the WHERE without any request (the default schedule is
+// DefaultRefreshCron, TestRefreshCronDefault; a short one here), and a view whose
+// refresh_cron is RefreshNever runs no scheduled reconcile.
+func TestScheduledReconcileDelete(t *testing.T) {
+	e := newEnv(t)
+	e.createItems()
+	v := itemsView()
+	v.SQL = itemsSQL + " WHERE name <> 'hidden'"
+	v.RefreshCron = "@every 1s"
+	never := itemsView()
+	never.Name = "never"
+	never.RefreshCron = RefreshNever
+	r := start(t, e.config(v, never))
+	r.waitReady(t)
+	e.exec(`DELETE FROM items WHERE id = 2`)
+	e.exec(`UPDATE items SET name = 'hidden', updated_at = clock_timestamp() WHERE id = 3`)
+	recs := waitFor(t, e, "the tombstones", func(recs []rec) bool {
+		rows := rowsOf(recs, "items")
+		return rows["items|2"] == "" && rows["items|3"] == ""
+	})
+	k := kinds(recs, "items")
+	if !slices.Contains(k, "tomb:items|2") || !slices.Contains(k, "tomb:items|3") {
+		t.Errorf("records %v", k)
+	}
+	if n := countEnds(recs, "never"); n != 1 {
+		t.Errorf("view with refresh_cron never: %d epochs, want only the start-up one", n)
+	}
+}
