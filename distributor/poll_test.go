@@ -3,6 +3,7 @@ package distributor
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,22 @@ import (
 
 // Polling mode's defaults, against the real PostgreSQL and Kafka: overlap and refresh_cron
 // are safe when left unset.
+
+// watermarks lists the watermarks of view's poll records, in topic order.
+func watermarks(t *testing.T, recs []rec, view string) []string {
+	t.Helper()
+	var out []string
+	for _, r := range recs {
+		if r.meta.View == view && r.meta.Kind == record.KindPoll {
+			p, err := record.ParsePoll(r.value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, p.Watermark)
+		}
+	}
+	return out
+}
 
 // polls counts view's poll records.
 func polls(recs []rec, view string) int {
@@ -28,6 +45,24 @@ func polls(recs []rec, view string) int {
 func wView() ViewConfig {
 	return ViewConfig{Name: "w", SQL: "SELECT id, name, ver FROM w", Key: []string{"id"},
 		ViewSettings: ViewSettings{Incremental: "ver", PollInterval: 50 * time.Millisecond}}
+}
+
+// has reports whether a message contains s.
+func (l *logTap) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.msgs {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *logTap) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.msgs, "\n")
 }
 
 // TestDefaultOverlapLateCommit: with overlap left unset, a transaction that commits after
