@@ -126,7 +126,7 @@ func (c *rowCodec) encode(raw [][]byte) (key string, value []byte, err error) {
 }
 
 // incMax tracks the highest incremental value of a read that may become the watermark
-// (bound). Fixed-width integer and time types (int2/4/8, date,
+// (bound), and counts the NULL values. Fixed-width integer and time types (int2/4/8, date,
 // timestamp, timestamptz: big-endian signed integers in binary format) are compared on
 // their raw bytes; numeric through its key text.
 type incMax struct {
@@ -135,6 +135,7 @@ type incMax struct {
 	raw   []byte // raw value of the maximum (fixed-width types)
 	text  string // key text of the maximum (numeric)
 	set   bool
+	nulls int64 // rows whose incremental value is NULL
 }
 
 // add takes the row's incremental value into the maximum. beyond reports a value above the
@@ -146,6 +147,7 @@ func (m *incMax) add(row [][]byte) (beyond bool, err error) {
 	}
 	v := row[c.inc]
 	if v == nil {
+		m.nulls++
 		return false, nil
 	}
 	if c.incOID == pgtype.NumericOID {

@@ -2,6 +2,7 @@ package distributor
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ import (
 )
 
 // Polling mode's defaults, against the real PostgreSQL and Kafka: overlap and refresh_cron
-// are safe when left unset.
+// are safe when left unset, and NULL incremental values are counted.
 
 // watermarks lists the watermarks of view's poll records, in topic order.
 func watermarks(t *testing.T, recs []rec, view string) []string {
@@ -137,5 +138,42 @@ func TestScheduledReconcileDelete(t *testing.T) {
 	}
 	if n := countEnds(recs, "never"); n != 1 {
 		t.Errorf("view with refresh_cron never: %d epochs, want only the start-up one", n)
+	}
+}
+
+// TestIncrementalNulls: rows whose incremental value is NULL are counted at each epoch
+// (metric, log); a poll does not publish their changes, a reconcile does.
+func TestIncrementalNulls(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE w (id int PRIMARY KEY, name text NOT NULL, ver timestamptz)`)
+	e.exec(`INSERT INTO w VALUES (1, 'a', clock_timestamp()), (2, 'b', NULL), (3, 'c', NULL)`)
+	tap := &logTap{}
+	r, reg := startReg(t, e.config(wView()), slog.New(tap))
+	r.waitReady(t)
+	nulls := func() float64 {
+		return metricSum(t, reg, "statecast_distributor_incremental_nulls", map[string]string{"stream": e.topic, "view": "w"})
+	}
+	if nulls() != 2 || !tap.has("rows with a NULL incremental value") || !tap.has("rows=2") {
+		t.Fatalf("nulls = %v; log:\n%s", nulls(), tap.text())
+	}
+	e.exec(`UPDATE w SET name = 'changed' WHERE id = 2`)
+	e.exec(`UPDATE w SET name = 'changed', ver = NULL WHERE id = 1`)
+	recs := readAll(t, e.brokers, e.topic)
+	n := polls(recs, "w")
+	recs = waitFor(t, e, "more polls", func(recs []rec) bool { return polls(recs, "w") >= n+5 })
+	if rows := rowsOf(recs, "w"); strings.Contains(rows["w|1"]+rows["w|2"], "changed") {
+		t.Fatalf("a poll published a row with a NULL incremental value:\n%s", dump(recs))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.d.Reconcile(ctx, "w"); err != nil {
+		t.Fatal(err)
+	}
+	rows := rowsOf(readAll(t, e.brokers, e.topic), "w")
+	if !strings.Contains(rows["w|1"], "changed") || !strings.Contains(rows["w|2"], "changed") {
+		t.Errorf("the reconcile did not publish the changes: %v", rows)
+	}
+	if nulls() != 3 || !tap.has("rows=3") {
+		t.Errorf("nulls = %v after the reconcile, want 3", nulls())
 	}
 }

@@ -95,6 +95,7 @@ func (s *stream) publishEpoch(ctx context.Context, r *viewRead, mode string) err
 	s.m.epoch.WithLabelValues(s.cfg.Topic, name).Set(float64(st.epoch))
 	if st.polled() {
 		s.noteBeyond(st, r)
+		s.noteNulls(st, r)
 	}
 	s.log.Info("epoch published", "stream", s.cfg.Topic, "view", name, "epoch", st.epoch, "mode", mode,
 		"rows", r.sum.Rows(), "published", published, "tombstones", r.tombs,
@@ -152,4 +153,15 @@ func (s *stream) noteBeyond(st *viewState, r *viewRead) {
 	s.log.Warn("incremental value beyond the database clock (future, infinity or NaN): row published, watermark not moved",
 		"stream", s.cfg.Topic, "view", st.cfg.Name, "column", st.cfg.Incremental, "rows", r.beyond,
 		"keys", r.beyondKeys, "database_time", r.src.clock.at, "watermark", st.watermark)
+}
+
+// noteNulls sets the count of rows whose incremental value is NULL (epochs only: a poll
+// reads none of them) and logs it when it is not zero and changed.
+func (s *stream) noteNulls(st *viewState, r *viewRead) {
+	s.m.incNulls.WithLabelValues(s.cfg.Topic, st.cfg.Name).Set(float64(r.nulls))
+	if r.nulls > 0 && r.nulls != st.nulls {
+		s.log.Warn("rows with a NULL incremental value: polls never read them, only reconcile epochs publish their changes",
+			"stream", s.cfg.Topic, "view", st.cfg.Name, "column", st.cfg.Incremental, "rows", r.nulls)
+	}
+	st.nulls = r.nulls
 }

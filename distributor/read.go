@@ -68,6 +68,7 @@ type viewRead struct {
 	// names the first of them ("key = value") for the log.
 	beyond     int64
 	beyondKeys []string
+	nulls      int64 // rows whose incremental value is NULL (a poll reads none of them)
 }
 
 // maxBeyondKeys bounds the keys one read names in its log line.
@@ -166,6 +167,7 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 	if err := rows.Err(); err != nil {
 		return nil, sqlError(v, err)
 	}
+	r.nulls = inc.nulls
 	if r.maxInc, err = inc.value(); err != nil {
 		return nil, err
 	}
