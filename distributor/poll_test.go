@@ -48,14 +48,21 @@ func wView() ViewConfig {
 		ViewSettings: ViewSettings{Incremental: "ver", PollInterval: 50 * time.Millisecond}}
 }
 
-// has reports whether a message contains s.
-func (l *logTap) has(s string) bool {
+// hasLine reports whether a message starts with prefix and contains every one of parts.
+func (l *logTap) hasLine(prefix string, parts ...string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+next:
 	for _, m := range l.msgs {
-		if strings.Contains(m, s) {
-			return true
+		if !strings.HasPrefix(m, prefix) {
+			continue
 		}
+		for _, p := range parts {
+			if !strings.Contains(m, p) {
+				continue next
+			}
+		}
+		return true
 	}
 	return false
 }
@@ -153,7 +160,8 @@ func TestIncrementalNulls(t *testing.T) {
 	nulls := func() float64 {
 		return metricSum(t, reg, "statecast_distributor_incremental_nulls", map[string]string{"stream": e.topic, "view": "w"})
 	}
-	if nulls() != 2 || !tap.has("rows with a NULL incremental value") || !tap.has("rows=2") {
+	const logged = "rows with a NULL incremental value"
+	if nulls() != 2 || !tap.hasLine(logged, "view=w", "rows=2") {
 		t.Fatalf("nulls = %v; log:\n%s", nulls(), tap.text())
 	}
 	e.exec(`UPDATE w SET name = 'changed' WHERE id = 2`)
@@ -173,7 +181,7 @@ func TestIncrementalNulls(t *testing.T) {
 	if !strings.Contains(rows["w|1"], "changed") || !strings.Contains(rows["w|2"], "changed") {
 		t.Errorf("the reconcile did not publish the changes: %v", rows)
 	}
-	if nulls() != 3 || !tap.has("rows=3") {
-		t.Errorf("nulls = %v after the reconcile, want 3", nulls())
+	if nulls() != 3 || !tap.hasLine(logged, "view=w", "rows=3") {
+		t.Errorf("nulls = %v after the reconcile, want 3 (logged); log:\n%s", nulls(), tap.text())
 	}
 }

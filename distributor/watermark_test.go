@@ -63,7 +63,7 @@ func TestWatermarkBeyondClock(t *testing.T) {
 			if got := metricSum(t, reg, "statecast_distributor_incremental_beyond_total", labels); got != 1 {
 				t.Errorf("statecast_distributor_incremental_beyond_total = %v, want 1", got)
 			}
-			if tap.count("incremental value beyond the database clock") != 1 || !tap.has("w|100 = ") {
+			if tap.count("incremental value beyond the database clock") != 1 || !tap.hasLine("incremental value beyond the database clock", "view=w", "w|100 = ") {
 				t.Errorf("no single log line naming the key; log:\n%s", tap.text())
 			}
 
@@ -158,7 +158,7 @@ func TestWatermarkRestoredBeyondClock(t *testing.T) {
 			if wms[len(wms)-2] != tc.stuck || wms[len(wms)-1] != seedWM {
 				t.Fatalf("watermarks %q: want the stuck %q replaced by the epoch's %q", wms, tc.stuck, seedWM)
 			}
-			if !tap.has("watermark beyond the database clock dropped") || !tap.has("watermark="+tc.stuck) {
+			if !tap.hasLine("watermark beyond the database clock dropped", "view=w", "watermark="+tc.stuck) {
 				t.Errorf("the dropped watermark is not logged:\n%s", tap.text())
 			}
 			e.exec(`INSERT INTO w VALUES (2, 'next', ` + tc.next + `)`)
