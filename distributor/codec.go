@@ -125,36 +125,51 @@ func (c *rowCodec) encode(raw [][]byte) (key string, value []byte, err error) {
 	return key, c.arena[start:len(c.arena):len(c.arena)], nil
 }
 
-// incMax tracks the highest incremental value of a read. Fixed-width integer and time types
-// (int2/4/8, date, timestamp, timestamptz: big-endian signed integers in binary format) are
-// compared on their raw bytes; numeric through its key text.
+// incMax tracks the highest incremental value of a read that may become the watermark
+// (bound), and counts the NULL values. Fixed-width integer and time types (int2/4/8, date,
+// timestamp, timestamptz: big-endian signed integers in binary format) are compared on
+// their raw bytes; numeric through its key text.
 type incMax struct {
-	c    *rowCodec
-	raw  []byte // raw value of the maximum (fixed-width types)
-	text string // key text of the maximum (numeric)
-	set  bool
+	c     *rowCodec
+	bound incBound
+	raw   []byte // raw value of the maximum (fixed-width types)
+	text  string // key text of the maximum (numeric)
+	set   bool
+	nulls int64 // rows whose incremental value is NULL
 }
 
-func (m *incMax) add(row [][]byte) error {
+// add takes the row's incremental value into the maximum. beyond reports a value above the
+// bound (a future time, infinity, NaN), which is left out of the maximum.
+func (m *incMax) add(row [][]byte) (beyond bool, err error) {
 	c := m.c
-	if c.inc < 0 || row[c.inc] == nil {
-		return nil
+	if c.inc < 0 {
+		return false, nil
 	}
 	v := row[c.inc]
+	if v == nil {
+		m.nulls++
+		return false, nil
+	}
 	if c.incOID == pgtype.NumericOID {
 		b, err := c.enc.AppendKeyText(nil, c.inc, row)
 		if err != nil {
-			return &ViewError{View: c.v.Name, Column: c.v.Incremental, Err: err}
+			return false, &ViewError{View: c.v.Name, Column: c.v.Incremental, Err: err}
+		}
+		if !m.bound.textOK(string(b)) {
+			return true, nil
 		}
 		if !m.set || incLess(c.incOID, m.text, string(b)) {
 			m.text, m.set = string(b), true
 		}
-		return nil
+		return false, nil
+	}
+	if !m.bound.rawOK(v) {
+		return true, nil
 	}
 	if !m.set || beInt(m.raw) < beInt(v) {
 		m.raw, m.set = append(m.raw[:0], v...), true
 	}
-	return nil
+	return false, nil
 }
 
 // value returns the key text of the maximum ("" if none).

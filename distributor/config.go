@@ -28,6 +28,24 @@ const (
 	DefaultMinCompactionLag  = 0
 	DefaultClientID          = "statecast-distributor"
 	DefaultReplicationFactor = 1
+
+	// DefaultOverlap is the overlap of a polled time column (timestamptz, timestamp, date)
+	// whose view leaves overlap unset: a transaction that commits up to this long after it
+	// wrote its incremental value is still polled. Each poll re-reads the rows written in the
+	// last DefaultOverlap; unchanged ones are filtered by their content hash.
+	DefaultOverlap = 10 * time.Second
+	// DefaultOverlapVersions is the overlap of a polled integer or numeric version column
+	// whose view leaves overlap unset: a transaction still commits in time when at most this
+	// many versions were taken after its own (about DefaultOverlap at 100 writes/s).
+	DefaultOverlapVersions = 1000
+	// DefaultRefreshCron is the reconcile schedule of a polled view (one with an incremental
+	// column) that leaves refresh_cron unset: a poll never sees a delete, nor a row that
+	// stops matching the view's WHERE, nor a change that committed later than the overlap;
+	// the next reconcile epoch publishes them.
+	DefaultRefreshCron = "@every 10m"
+	// RefreshNever as refresh_cron turns the scheduled reconcile off (a polled view then
+	// learns of deletes only from Reconcile, POST /reconcile, SIGHUP or a restart).
+	RefreshNever = "never"
 )
 
 // Refresh modes of a view's reconcile epochs.
@@ -113,12 +131,15 @@ type ViewSettings struct {
 	// PollInterval between incremental polls (default 1s).
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// Overlap is subtracted from the watermark: a duration ("5s") for a time column, an
-	// integer for a version column. Default 0.
+	// integer for a version column. Default: DefaultOverlap for a time column,
+	// DefaultOverlapVersions for a version column (resolved when the column's type is
+	// known, at the first read).
 	Overlap Overlap `yaml:"overlap"`
 	// Listen is an optional LISTEN channel: a NOTIFY on it wakes the poll at once.
 	Listen string `yaml:"listen"`
-	// RefreshCron is an optional robfig/cron schedule (5 fields or @every/@hourly …) of
-	// reconcile epochs.
+	// RefreshCron is a robfig/cron schedule (5 fields or @every/@hourly …) of reconcile
+	// epochs, or RefreshNever. Default: DefaultRefreshCron for a view with an incremental
+	// column, none for a view without one.
 	RefreshCron string `yaml:"refresh_cron"`
 	// RefreshMode is "reconcile" (default) or "rewrite".
 	RefreshMode string `yaml:"refresh_mode"`
@@ -308,6 +329,9 @@ func (c *Config) Validate() error {
 			if v.RefreshMode == "" {
 				v.RefreshMode = ModeReconcile
 			}
+			if v.RefreshCron == "" && v.polled() {
+				v.RefreshCron = DefaultRefreshCron
+			}
 		}
 	}
 	if len(errs) > 0 {
@@ -327,7 +351,7 @@ func (v *ViewSettings) check(where string, bad func(string, ...any)) {
 	if v.Listen != "" && !identName.MatchString(v.Listen) {
 		bad("%s.listen: %q is not a plain identifier", where, v.Listen)
 	}
-	if v.RefreshCron != "" {
+	if v.RefreshCron != "" && v.RefreshCron != RefreshNever {
 		if _, err := cron.ParseStandard(v.RefreshCron); err != nil {
 			bad("%s.refresh_cron: %q: %v", where, v.RefreshCron, err)
 		}
@@ -336,6 +360,30 @@ func (v *ViewSettings) check(where string, bad func(string, ...any)) {
 	case "", ModeReconcile, ModeRewrite:
 	default:
 		bad("%s.refresh_mode: %q must be %q or %q", where, v.RefreshMode, ModeReconcile, ModeRewrite)
+	}
+}
+
+// polled reports whether the view is published by incremental polls between its epochs.
+func (v *ViewSettings) polled() bool { return v.Incremental != "" }
+
+// schedule returns the view's reconcile schedule ("" = none).
+func (v *ViewSettings) schedule() string {
+	if v.RefreshCron == RefreshNever {
+		return ""
+	}
+	return v.RefreshCron
+}
+
+// overlapFor returns the view's overlap for a column that is time-like or not: the
+// configured one, or the type's default when overlap was left unset.
+func (v *ViewSettings) overlapFor(isTime bool) Overlap {
+	switch {
+	case v.Overlap != (Overlap{}):
+		return v.Overlap
+	case isTime:
+		return OverlapDuration(DefaultOverlap)
+	default:
+		return OverlapVersions(DefaultOverlapVersions)
 	}
 }
 

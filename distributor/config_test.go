@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/statecast/statecast/deploy/demo"
 	"github.com/statecast/statecast/internal/testenv"
@@ -379,5 +380,85 @@ func TestKafkaInFile(t *testing.T) {
 		if _, err := ParseConfig([]byte(file(tc.kafka))); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want ErrConfig containing %q", tc.kafka, err, tc.want)
 		}
+	}
+}
+
+// TestRefreshCronDefault: a polled view without refresh_cron gets DefaultRefreshCron (every
+// 10 minutes), so deletes reach the caches with the default config; "never" turns the
+// schedule off; a view without incremental column has no schedule unless one is set.
+func TestRefreshCronDefault(t *testing.T) {
+	if DefaultRefreshCron != "@every 10m" {
+		t.Errorf("DefaultRefreshCron = %q (docs/operations.md says every 10 minutes)", DefaultRefreshCron)
+	}
+	c, err := ParseConfig([]byte(`
+postgres: {dsn: postgres://u@h/db}
+kafka: {brokers: [localhost:9092]}
+streams:
+  - topic: shop
+    views:
+      - {name: polled, sql: SELECT 1, key: [id], incremental: updated_at}
+      - {name: never, sql: SELECT 1, key: [id], incremental: updated_at, refresh_cron: never}
+      - {name: hourly, sql: SELECT 1, key: [id], incremental: updated_at, refresh_cron: "@hourly"}
+      - {name: full, sql: SELECT 1, key: [id]}
+  - topic: inherited
+    defaults: {incremental: updated_at, refresh_cron: never}
+    views:
+      - {name: a, sql: SELECT 1, key: [id]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		v              ViewConfig
+		cron, schedule string
+	}{
+		{c.Streams[0].Views[0], DefaultRefreshCron, DefaultRefreshCron},
+		{c.Streams[0].Views[1], RefreshNever, ""},
+		{c.Streams[0].Views[2], "@hourly", "@hourly"},
+		{c.Streams[0].Views[3], "", ""},
+		{c.Streams[1].Views[0], RefreshNever, ""},
+	} {
+		if tc.v.RefreshCron != tc.cron || tc.v.schedule() != tc.schedule {
+			t.Errorf("view %s: refresh_cron %q, schedule %q; want %q, %q", tc.v.Name, tc.v.RefreshCron, tc.v.schedule(), tc.cron, tc.schedule)
+		}
+	}
+}
+
+// TestOverlapDefault: an unset overlap is DefaultOverlap for a time column and
+// DefaultOverlapVersions for a version column; a set one, zero included, is kept.
+func TestOverlapDefault(t *testing.T) {
+	if DefaultOverlap != 10*time.Second || DefaultOverlapVersions != 1000 {
+		t.Errorf("defaults %v, %d (docs/operations.md says 10s and 1000)", DefaultOverlap, DefaultOverlapVersions)
+	}
+	for _, tc := range []struct {
+		set    Overlap
+		isTime bool
+		want   Overlap
+	}{
+		{Overlap{}, true, OverlapDuration(10 * time.Second)},
+		{Overlap{}, false, OverlapVersions(1000)},
+		{OverlapDuration(0), true, OverlapDuration(0)},
+		{OverlapVersions(0), false, OverlapVersions(0)},
+		{OverlapDuration(time.Second), true, OverlapDuration(time.Second)},
+		{OverlapVersions(5), false, OverlapVersions(5)},
+	} {
+		v := ViewSettings{Overlap: tc.set}
+		if got := v.overlapFor(tc.isTime); got != tc.want {
+			t.Errorf("overlapFor(%+v, time %v) = %+v, want %+v", tc.set, tc.isTime, got, tc.want)
+		}
+	}
+	// the default is resolved per column type: an unset overlap passes either check
+	for _, oid := range []uint32{pgtype.TimestamptzOID, pgtype.Int8OID, pgtype.NumericOID} {
+		if err := checkIncremental(&ViewConfig{Name: "v", ViewSettings: ViewSettings{Incremental: "c"}}, oid); err != nil {
+			t.Errorf("type %d: %v", oid, err)
+		}
+	}
+	_, args := pollQuery(&ViewConfig{SQL: "SELECT 1", ViewSettings: ViewSettings{Incremental: "c"}}, pgtype.TimestamptzOID, "2026-01-01T00:00:00Z")
+	if args[1] != int64(10_000_000) {
+		t.Errorf("poll query overlap %v µs, want 10 s", args[1])
+	}
+	_, args = pollQuery(&ViewConfig{SQL: "SELECT 1", ViewSettings: ViewSettings{Incremental: "c"}}, pgtype.Int8OID, "5")
+	if args[1] != int64(1000) {
+		t.Errorf("poll query overlap %v versions, want 1000", args[1])
 	}
 }

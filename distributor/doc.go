@@ -51,7 +51,13 @@
 //     another process waits on the lock (standby) and takes over when the holder's session
 //     ends.
 //   - Deletes: an incremental poll does not see them; the next epoch does (a reconcile:
-//     ViewSettings.RefreshCron, Reconcile, or a restart) and publishes their tombstones.
+//     ViewSettings.RefreshCron, DefaultRefreshCron for a polled view that sets none,
+//     Reconcile, or a restart) and publishes their tombstones.
+//   - A poll's watermark never passes the database clock of the read that took it (for
+//     numeric: never NaN or Infinity): a future, 'infinity' or NaN value is published but
+//     does not move it, and a restored watermark that breaks the rule is dropped by the
+//     start-up epoch. Transactions that commit up to the overlap (default DefaultOverlap or
+//     DefaultOverlapVersions) after taking their value are still polled.
 //   - Run-time errors (database or broker unreachable, a failing poll or reconcile) are
 //     logged, counted in statecast_distributor_errors_total and retried with backoff; the
 //     watermark and the content hashes advance only after the broker acknowledged.

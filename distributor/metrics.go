@@ -13,6 +13,8 @@ type metrics struct {
 	errors     *prometheus.CounterVec   // stream, view, op
 	active     *prometheus.GaugeVec     // stream
 	watermarkT *prometheus.GaugeVec     // stream, view: unix seconds of a time watermark
+	incBeyond  *prometheus.CounterVec   // stream, view: published rows that did not move the watermark
+	incNulls   *prometheus.GaugeVec     // stream, view: rows with a NULL incremental value
 	// produceRetries counts sarama's retries of produce requests (broker slow or down).
 	produceRetries *prometheus.CounterVec // stream
 }
@@ -49,12 +51,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "statecast_distributor_watermark_seconds",
 			Help: "Incremental watermark of a view (unix seconds, time columns) or version.",
 		}, []string{"stream", "view"}),
+		incBeyond: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "statecast_distributor_incremental_beyond_total",
+			Help: "Rows published whose incremental value is beyond the database clock (a future time, infinity) or NaN: the watermark does not move to it.",
+		}, []string{"stream", "view"}),
+		incNulls: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "statecast_distributor_incremental_nulls",
+			Help: "Rows of a polled view whose incremental value is NULL, at its last epoch: polls never read them, only epochs publish their changes.",
+		}, []string{"stream", "view"}),
 		produceRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "statecast_distributor_produce_retries_total",
 			Help: "Produce requests retried by the Kafka client (broker slow, down or timed out).",
 		}, []string{"stream"}),
 	}
-	for _, c := range []prometheus.Collector{m.rows, m.tombstones, m.pollTime, m.epoch, m.errors, m.active, m.watermarkT, m.produceRetries} {
+	for _, c := range []prometheus.Collector{m.rows, m.tombstones, m.pollTime, m.epoch, m.errors, m.active, m.watermarkT, m.incBeyond, m.incNulls, m.produceRetries} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -72,9 +72,16 @@ func (s *stream) publishEpoch(ctx context.Context, r *viewRead, mode string) err
 	controls := []record.Control{end}
 	wm := st.watermark
 	if st.polled() {
-		if r.maxInc != "" && (wm == "" || incLess(st.incType, wm, r.maxInc)) {
-			wm = r.maxInc
+		if wm != "" && !r.bound.textOK(wm) {
+			// A watermark past the database clock (an 'infinity', NaN or future value
+			// that an older version took, restored from the topic) would keep every
+			// poll empty. This epoch read every row: its own maximum is sound, as on a
+			// first start.
+			s.log.Warn("watermark beyond the database clock dropped; the epoch's rows set it", "stream", s.cfg.Topic,
+				"view", name, "column", st.cfg.Incremental, "watermark", wm, "database_time", r.src.clock.at)
+			wm = ""
 		}
+		wm = maxWatermark(st.incType, wm, r.maxInc)
 		controls = append(controls, &record.Poll{Watermark: wm, SourceLSN: r.src.lsn, SourceTime: r.src.time})
 	}
 	if err := s.sendControls(ctx, name, meta, controls...); err != nil {
@@ -86,6 +93,10 @@ func (s *stream) publishEpoch(ctx context.Context, r *viewRead, mode string) err
 	s.m.rows.WithLabelValues(s.cfg.Topic, name).Add(float64(published))
 	s.m.tombstones.WithLabelValues(s.cfg.Topic, name).Add(float64(r.tombs))
 	s.m.epoch.WithLabelValues(s.cfg.Topic, name).Set(float64(st.epoch))
+	if st.polled() {
+		s.noteBeyond(st, r)
+		s.noteNulls(st, r)
+	}
 	s.log.Info("epoch published", "stream", s.cfg.Topic, "view", name, "epoch", st.epoch, "mode", mode,
 		"rows", r.sum.Rows(), "published", published, "tombstones", r.tombs,
 		"hash", record.FormatHash(r.sum.Sum()), "source_lsn", r.src.lsn, "duration", time.Since(start))
@@ -101,10 +112,7 @@ func (s *stream) publishPoll(ctx context.Context, r *viewRead) error {
 	if err := s.sendRows(ctx, r.publish, meta); err != nil {
 		return err
 	}
-	wm := st.watermark
-	if r.maxInc != "" && (wm == "" || incLess(st.incType, wm, r.maxInc)) {
-		wm = r.maxInc
-	}
+	wm := maxWatermark(st.incType, st.watermark, r.maxInc)
 	if err := s.sendControls(ctx, name, meta, &record.Poll{Watermark: wm, SourceLSN: r.src.lsn, SourceTime: r.src.time}); err != nil {
 		return err
 	}
@@ -113,6 +121,7 @@ func (s *stream) publishPoll(ctx context.Context, r *viewRead) error {
 	}
 	s.setWatermark(st, wm)
 	s.m.rows.WithLabelValues(s.cfg.Topic, name).Add(float64(len(r.publish)))
+	s.noteBeyond(st, r)
 	if len(r.publish) > 0 {
 		s.log.Debug("poll published", "stream", s.cfg.Topic, "view", name, "rows", len(r.publish), "watermark", wm)
 	}
@@ -124,4 +133,35 @@ func (s *stream) setWatermark(st *viewState, wm string) {
 	if wm != "" {
 		s.m.watermarkT.WithLabelValues(s.cfg.Topic, st.cfg.Name).Set(watermarkSeconds(st.incType, wm))
 	}
+}
+
+// maxWatermark returns the higher of a watermark and a read's maximum ("" = none).
+func maxWatermark(oid uint32, wm, readMax string) string {
+	if readMax != "" && (wm == "" || incLess(oid, wm, readMax)) {
+		return readMax
+	}
+	return wm
+}
+
+// noteBeyond counts and logs the published rows of r whose incremental value did not move
+// the watermark because it is beyond the database clock (future, infinity) or NaN.
+func (s *stream) noteBeyond(st *viewState, r *viewRead) {
+	if r.beyond == 0 {
+		return
+	}
+	s.m.incBeyond.WithLabelValues(s.cfg.Topic, st.cfg.Name).Add(float64(r.beyond))
+	s.log.Warn("incremental value beyond the database clock (future, infinity or NaN): row published, watermark not moved",
+		"stream", s.cfg.Topic, "view", st.cfg.Name, "column", st.cfg.Incremental, "rows", r.beyond,
+		"keys", r.beyondKeys, "database_time", r.src.clock.at, "watermark", st.watermark)
+}
+
+// noteNulls sets the count of rows whose incremental value is NULL (epochs only: a poll
+// reads none of them) and logs it when it is not zero and changed.
+func (s *stream) noteNulls(st *viewState, r *viewRead) {
+	s.m.incNulls.WithLabelValues(s.cfg.Topic, st.cfg.Name).Set(float64(r.nulls))
+	if r.nulls > 0 && r.nulls != st.nulls {
+		s.log.Warn("rows with a NULL incremental value: polls never read them, only reconcile epochs publish their changes",
+			"stream", s.cfg.Topic, "view", st.cfg.Name, "column", st.cfg.Incremental, "rows", r.nulls)
+	}
+	st.nulls = r.nulls
 }

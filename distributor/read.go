@@ -17,6 +17,10 @@ import (
 type source struct {
 	lsn  string
 	time time.Time
+	// clock bounds the incremental values a read may take as its watermark. It is taken
+	// in the statement that takes the snapshot, not at BEGIN (now()): a transaction that
+	// commits between the two is visible, and its values must not count as future.
+	clock dbClock
 }
 
 // beginSnapshot opens a REPEATABLE READ, READ ONLY transaction and captures the WAL
@@ -27,7 +31,8 @@ func beginSnapshot(ctx context.Context, db querier) (pgx.Tx, source, error) {
 		return nil, source{}, fmt.Errorf("distributor: begin snapshot: %w", err)
 	}
 	var src source
-	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text, now()").Scan(&src.lsn, &src.time); err != nil {
+	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text, now(), c, c::timestamp, c::date FROM clock_timestamp() AS c").
+		Scan(&src.lsn, &src.time, &src.clock.at, &src.clock.local, &src.clock.date); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, source{}, fmt.Errorf("distributor: snapshot position: %w", err)
 	}
@@ -56,9 +61,18 @@ type viewRead struct {
 	sum     record.EpochHash  // full read: the epoch hash of the whole view
 	rows    int64             // rows read
 	tombs   int64             // tombstones in publish
-	maxInc  string            // highest incremental key text seen ("" = none)
+	maxInc  string            // highest incremental key text that may be the watermark ("" = none)
 	src     source
+	bound   incBound // what may be the watermark (polled views)
+	// beyond counts the published rows whose incremental value is above bound; beyondKeys
+	// names the first of them ("key = value") for the log.
+	beyond     int64
+	beyondKeys []string
+	nulls      int64 // rows whose incremental value is NULL (a poll reads none of them)
 }
+
+// maxBeyondKeys bounds the keys one read names in its log line.
+const maxBeyondKeys = 10
 
 // published is the number of rows (not tombstones) r publishes.
 func (r *viewRead) published() int64 { return int64(len(r.publish)) - r.tombs }
@@ -112,13 +126,18 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		}
 	}
 	inc := incMax{c: codec}
+	if codec.inc >= 0 {
+		r.bound = newIncBound(codec.incOID, rows.FieldDescriptions()[codec.inc].TypeModifier, src.clock)
+		inc.bound = r.bound
+	}
 	for rows.Next() {
 		raw := rows.RawValues()
 		key, value, err := codec.encode(raw)
 		if err != nil {
 			return nil, err
 		}
-		if err := inc.add(raw); err != nil {
+		beyond, err := inc.add(raw)
+		if err != nil {
 			return nil, err
 		}
 		if n := len(key) + len(value) + hdrBytes + recordOverhead; n > maxBytes {
@@ -136,11 +155,19 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		}
 		if needsPublish(st.hashes, key, h, rewrite) {
 			r.publish = append(r.publish, pendingRow{key: key, value: value, hash: h})
+			if beyond { // counted when published: an unchanged row re-read by every poll is not
+				r.beyond++
+				if len(r.beyondKeys) < maxBeyondKeys {
+					b, _ := codec.enc.AppendKeyText(nil, codec.inc, raw)
+					r.beyondKeys = append(r.beyondKeys, key+" = "+string(b))
+				}
+			}
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, sqlError(v, err)
 	}
+	r.nulls = inc.nulls
 	if r.maxInc, err = inc.value(); err != nil {
 		return nil, err
 	}

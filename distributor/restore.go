@@ -13,7 +13,9 @@ import (
 // restore reads the topic from its start to its end (the end offset taken before reading)
 // and rebuilds each configured view's state: key → content hash of the live rows, the last
 // epoch and the watermark of the last poll record. Records of views that are not configured
-// any more are skipped. It is the only state store: no other is needed.
+// any more are skipped. It is the only state store: no other is needed. A restored
+// watermark beyond the database clock (written by an older version) is dropped by the
+// start-up epoch (publishEpoch), which knows the column's type and the clock.
 func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[string]*viewState, log *slog.Logger) (n int64, err error) {
 	cfg := kc.clientConfig("-restore")
 	cfg.Consumer.Fetch.Default = 4 << 20

@@ -20,6 +20,9 @@ type viewState struct {
 	watermark string
 	// incType is the PostgreSQL type OID of the incremental column (0 until a read saw it).
 	incType uint32
+	// nulls is the number of rows with a NULL incremental value at the last epoch (-1:
+	// none yet in this activation); only to log it when it changes.
+	nulls int64
 	// enc is the compiled row encoder of the view's query (re-compiled at every epoch).
 	enc *pgjson.Encoder
 
@@ -29,11 +32,11 @@ type viewState struct {
 }
 
 func newViewState(cfg *ViewConfig) *viewState {
-	return &viewState{cfg: cfg, hashes: make(map[string]uint64)}
+	return &viewState{cfg: cfg, hashes: make(map[string]uint64), nulls: -1}
 }
 
 // polled reports whether the view has an incremental poll.
-func (s *viewState) polled() bool { return s.cfg.Incremental != "" }
+func (s *viewState) polled() bool { return s.cfg.polled() }
 
 // fail records an error and returns the backoff to wait before the next try
 // (doubling from 100ms up to 30s).

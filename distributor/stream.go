@@ -167,11 +167,12 @@ func (s *stream) activeRun(parent context.Context, lock *streamLock) error {
 	wg.Go(func() { s.listen(ctx) })
 	cr := cron.New()
 	for _, st := range s.order {
-		if st.cfg.RefreshCron == "" {
+		spec := st.cfg.schedule()
+		if spec == "" {
 			continue
 		}
 		st := st
-		if _, err := cr.AddFunc(st.cfg.RefreshCron, func() {
+		if _, err := cr.AddFunc(spec, func() {
 			select {
 			case s.reconcileCh <- reconcileReq{view: st.cfg.Name}:
 			case <-ctx.Done():

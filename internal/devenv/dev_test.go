@@ -161,7 +161,7 @@ func TestDevReportsDivergence(t *testing.T) {
 		CheckTimeout: 2 * time.Second,
 		configure: func(cfg *distributor.Config) {
 			for i := range cfg.Streams[0].Views {
-				cfg.Streams[0].Views[i].RefreshCron = "" // no reconcile would catch up with the delete
+				cfg.Streams[0].Views[i].RefreshCron = distributor.RefreshNever // no reconcile would catch up with the delete
 			}
 		},
 		beforeConverge: func(ctx context.Context, conn *pgx.Conn) error {
