@@ -1,6 +1,7 @@
 package cacheclient
 
 import (
+	"maps"
 	"slices"
 	"unsafe"
 
@@ -59,17 +60,15 @@ type row struct {
 
 // viewWriter is the connection goroutine's side of a view. Nothing in it is read by readers.
 type viewWriter[T any] struct {
-	e     *edit
-	cur   *viewState[T] // working version of the current batch, published by commit
-	dirty bool
+	e *edit
+	// cur is the working version: the published one plus every change applied since (a
+	// batch, or a source transaction staged across several batches), published by commit
+	// or dropped by rollback. Its nodes created under e are mutated in place.
+	cur      *viewState[T]
+	badOwned bool // cur.bad is a copy of the working version's own (the published map is shared)
 
-	// Accounting over every live row of the view, decoded or not (epoch check).
-	hashSum uint64
-	rows    int64
-	bad     map[string]item[T] // rows the decoder refused: not visible, still accounted
-	bytes   int64              // key + value bytes of the live rows (memory estimate)
-
-	changes []Change[T]
+	changes   []Change[T] // changes of the working version
+	published []Change[T] // changes of published versions, not handed to the handlers yet
 
 	// Snapshot replacement in progress (SnapshotBegin .. SnapshotEnd, or a StateDir load).
 	staging *stagingView[T]
@@ -87,7 +86,7 @@ func (v *View[T]) viewName() string { return v.name }
 
 func (v *View[T]) wantChanges() bool { return len(v.handlers) > 0 }
 
-// begin starts a batch transaction.
+// begin starts the working version from the published one, unless one is open.
 func (v *View[T]) begin() {
 	w := &v.w
 	if w.cur != nil {
@@ -99,23 +98,40 @@ func (v *View[T]) begin() {
 	if len(cur.idx) < len(v.indexFns) {
 		cur.idx = append(cur.idx, make([]*tnode[*keySet], len(v.indexFns)-len(cur.idx))...)
 	}
-	w.cur, w.e, w.dirty = &cur, new(edit), false
+	w.cur, w.e, w.badOwned = &cur, new(edit), false
 }
 
-// commit publishes the batch's version at stream position pos. Readers switch to it
-// atomically.
-func (v *View[T]) commit(pos int64) {
+// commit publishes the working version at stream position pos (readers switch to it
+// atomically) and returns the version now published; with no working version it only
+// moves the published position forward. The working version's changes become the
+// handlers' (flushChanges). The client calls it for every view at once (Client.publish).
+func (v *View[T]) commit(pos int64) any {
 	w := &v.w
 	if w.cur == nil {
-		if v.state.Load().position >= pos {
-			return
+		if pub := v.state.Load(); pub.position >= pos {
+			return pub
 		}
 		v.begin()
 	}
-	w.cur.position = pos
-	v.state.Store(w.cur)
-	v.mem.Store(w.bytes)
+	cur := w.cur
+	cur.position = pos
+	v.state.Store(cur)
+	v.mem.Store(cur.bytes)
 	w.cur, w.e = nil, nil
+	if w.published == nil {
+		w.published, w.changes = w.changes, nil
+	} else {
+		w.published = append(w.published, w.changes...)
+		w.changes = nil
+	}
+	return cur
+}
+
+// rollback drops the working version and its changes: what was staged since the last
+// publication (a source transaction cut by the end of the stream) was never visible.
+func (v *View[T]) rollback() {
+	w := &v.w
+	w.cur, w.e, w.changes = nil, nil, nil
 }
 
 func (v *View[T]) keep(r *row) *string {
@@ -152,7 +168,7 @@ func (it *item[T]) rawString() string {
 	return *it.raw
 }
 
-// removeLive deletes r's key from the batch's version cur if it holds a live object there
+// removeLive deletes r's key from the working version cur if it holds a live object there
 // (count, memory accounting, secondary indexes and a delete event included) and reports
 // whether it did.
 func (v *View[T]) removeLive(cur *viewState[T], r row, h uint64) bool {
@@ -164,48 +180,64 @@ func (v *View[T]) removeLive(cur *viewState[T], r row, h uint64) bool {
 	o := *old
 	cur.root, _, _ = cur.root.del(w.e, r.key, h, 0)
 	cur.count--
-	w.unaccount(r.key, o)
+	cur.unaccount(r.key, o)
 	v.reindex(cur, w.e, r.key, &o.obj, nil)
 	w.change(v, Change[T]{Key: r.key, Op: OpDelete, Old: o.obj, Position: r.index})
 	return true
 }
 
-// applyRow applies one row entry to the current batch transaction.
+// ownBad makes the working version's map of refused rows its own before a change (the
+// published versions share theirs, immutable) and returns it.
+func (v *View[T]) ownBad() map[string]item[T] {
+	w := &v.w
+	if !w.badOwned {
+		w.cur.bad = maps.Clone(w.cur.bad)
+		if w.cur.bad == nil {
+			w.cur.bad = map[string]item[T]{}
+		}
+		w.badOwned = true
+	}
+	return w.cur.bad
+}
+
+// unbad forgets a refused row of key in the working version, if there is one.
+func (v *View[T]) unbad(key string) {
+	cur := v.w.cur
+	if b, ok := cur.bad[key]; ok {
+		delete(v.ownBad(), key)
+		cur.unaccount(key, b)
+	}
+}
+
+// applyRow applies one row entry to the working version.
 func (v *View[T]) applyRow(r row) {
 	v.begin()
 	w := &v.w
-	w.dirty = true
 	cur := w.cur
 	h := hashKey(r.key)
 	if r.tombstone {
 		if !v.removeLive(cur, r, h) {
-			if b, ok := w.bad[r.key]; ok {
-				delete(w.bad, r.key)
-				w.unaccount(r.key, b)
-			}
+			v.unbad(r.key)
 		}
 		return
 	}
 	it := item[T]{rowhash: v.rowHash(&r), raw: v.keep(&r)}
 	obj, err := v.decode(r.key, r.value)
-	if b, ok := w.bad[r.key]; ok {
-		delete(w.bad, r.key)
-		w.unaccount(r.key, b)
-	}
+	v.unbad(r.key)
 	if err != nil {
-		v.c.decodeError(v.name, r.key, r.index, err)
+		v.decodeFailed(r.key, r.index, err)
 		v.removeLive(cur, r, h)
-		w.bad[r.key] = it
-		w.account(r.key, it)
+		v.ownBad()[r.key] = it
+		cur.account(r.key, it)
 		return
 	}
 	it.obj = obj
 	var old item[T]
 	var had bool
 	cur.root, old, had = cur.root.put(w.e, r.key, h, 0, it)
-	w.account(r.key, it)
+	cur.account(r.key, it)
 	if had {
-		w.unaccount(r.key, old)
+		cur.unaccount(r.key, old)
 		v.reindex(cur, w.e, r.key, &old.obj, &it.obj)
 		if old.rowhash != it.rowhash {
 			w.change(v, Change[T]{Key: r.key, Op: OpUpdate, Old: old.obj, New: obj, Position: r.index})
@@ -217,16 +249,16 @@ func (v *View[T]) applyRow(r row) {
 	w.change(v, Change[T]{Key: r.key, Op: OpCreate, New: obj, Position: r.index})
 }
 
-func (w *viewWriter[T]) account(key string, it item[T]) {
-	w.hashSum += it.rowhash
-	w.rows++
-	w.bytes += int64(len(key) + it.rawLen())
+func (s *viewState[T]) account(key string, it item[T]) {
+	s.hashSum += it.rowhash
+	s.rows++
+	s.bytes += int64(len(key) + it.rawLen())
 }
 
-func (w *viewWriter[T]) unaccount(key string, it item[T]) {
-	w.hashSum -= it.rowhash
-	w.rows--
-	w.bytes -= int64(len(key) + it.rawLen())
+func (s *viewState[T]) unaccount(key string, it item[T]) {
+	s.hashSum -= it.rowhash
+	s.rows--
+	s.bytes -= int64(len(key) + it.rawLen())
 }
 
 func (w *viewWriter[T]) change(v *View[T], c Change[T]) {
@@ -291,12 +323,19 @@ func indexDel(idx *tnode[*keySet], e *edit, val, key string) *tnode[*keySet] {
 	return idx
 }
 
-// takeChanges returns and clears the changes collected since the last call.
+// takeChanges returns and clears the changes of the versions published since the last call.
 func (v *View[T]) takeChanges() []Change[T] {
-	c := v.w.changes
-	v.w.changes = nil
+	c := v.w.published
+	v.w.published = nil
 	return c
 }
 
-// epochState returns the row count and epoch hash of what the view holds (decoded or not).
-func (v *View[T]) epochState() (rows int64, hash uint64) { return v.w.rows, v.w.hashSum }
+// epochState returns the row count and epoch hash of what the view holds (decoded or not)
+// in its working version: everything applied, published or staged.
+func (v *View[T]) epochState() (rows int64, hash uint64) {
+	s := v.w.cur
+	if s == nil {
+		s = v.state.Load()
+	}
+	return s.rows, s.hashSum
+}

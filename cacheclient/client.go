@@ -20,7 +20,8 @@ type viewCore interface {
 	keyPrefix() []byte // esc(name) + "|"
 	begin()
 	applyRow(r row)
-	commit(pos int64)
+	commit(pos int64) any // returns the published version (a *viewState[T])
+	rollback()
 	beginReplace()
 	reserveReplace(rows int)
 	replacing() bool
@@ -63,6 +64,13 @@ type Client struct {
 	applyMu sync.Mutex
 	applied atomic.Int64 // the stream position every view reflects (-1: none)
 	load    *stateLoad   // the state file's load at Start (nil without StateDir)
+	// cut is the last publication of every view (Read, WaitFor); published under applyMu.
+	cut atomic.Pointer[Cut]
+	// wsrc is the source state of the working versions (the last position entry applied,
+	// published or staged). Owned by the connection goroutine (by the load goroutine
+	// before it handles any frame).
+	wsrc    sourceState
+	closing chan struct{} // closed by Close: releases WaitFor
 
 	st counters
 }
@@ -83,7 +91,8 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, byName: map[string]viewCore{}, ready: make(chan struct{}), stopped: make(chan struct{})}
+	c := &Client{cfg: cfg, byName: map[string]viewCore{}, ready: make(chan struct{}), stopped: make(chan struct{}),
+		closing: make(chan struct{})}
 	for _, o := range opts {
 		o(&c.opts)
 	}
@@ -96,6 +105,7 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	c.log = c.opts.logger.With("component", "cacheclient", "stream", cfg.Stream, "client_id", cfg.ClientID)
 	c.keepRaw = cfg.StateDir != ""
 	c.applied.Store(-1)
+	c.cut.Store(&Cut{c: c, position: -1, next: make(chan struct{})}) // no view yet: see View.In
 	return c, nil
 }
 
@@ -117,6 +127,7 @@ func Register[T any](c *Client, name string, decode Decoder[T]) (*View[T], error
 		return nil, fmt.Errorf("%w: view %q registered twice", ErrInvalidConfig, name)
 	}
 	v := newView(c, name, decode)
+	v.slot = len(c.views)
 	c.views = append(c.views, v)
 	c.byName[name] = v
 	return v, nil
@@ -149,6 +160,9 @@ func (c *Client) Start() error {
 	}
 	c.started = true
 	c.codec = newFrameCodec(c.views)
+	c.applyMu.Lock()
+	c.publish(-1) // the first Cut with every view (empty)
+	c.applyMu.Unlock()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for _, v := range c.views {
 		for _, h := range v.handlerList() {
@@ -201,6 +215,7 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	started := c.started
+	close(c.closing)
 	c.mu.Unlock()
 	if !started {
 		return nil
@@ -286,9 +301,12 @@ func (c *Client) markReady() {
 // batch ahead of it.
 func (c *Client) Position() int64 { return c.applied.Load() }
 
+// decodeError reports a row the decoder refused. Loudly: the row's key is absent from the
+// view until a later version of it decodes, which a reader cannot tell from a deleted row.
 func (c *Client) decodeError(view, key string, index int64, err error) {
 	c.st.decodeErrs.Add(1)
-	c.log.Warn("decode failed; key kept out of the view", "view", view, "key", key, "index", index, "err", err)
+	c.log.Error("decode failed: the row is kept out of the view until a later version of it decodes",
+		"view", view, "key", key, "index", index, "err", err)
 	if h := c.opts.hooks.OnDecodeError; h != nil {
 		h(view, key, err)
 	}

@@ -124,7 +124,8 @@ func WithDialOptions(d ...grpc.DialOption) Option {
 // (OnHandlerError on a handler goroutine); hooks must be fast and must not call back into
 // the client except for its read-only methods (Stats, views).
 type Hooks struct {
-	// OnBatchApplied: a batch of n entries was applied and published at position; lag is the
+	// OnBatchApplied: n entries were applied and published at position (a batch, or the
+	// batches of a source transaction published at its end); lag is the
 	// time from the source time of its last row to its publication.
 	OnBatchApplied func(n int, position int64, lag time.Duration)
 	// OnConnect: a stream to addr was established (resumed: with a resume position).
@@ -133,11 +134,13 @@ type Hooks struct {
 	OnDisconnect func(addr string, err error)
 	// OnResync: the player sent ResyncRequired, or the client dropped its state (reason).
 	OnResync func(reason string)
-	// OnSnapshot: a snapshot of views was applied at position.
+	// OnSnapshot: a snapshot of views at position was published (at its end, or with the
+	// source transaction open at its position).
 	OnSnapshot func(position int64, rows int)
 	// OnEpochCheck: an epoch-end check of view passed (err nil) or failed.
 	OnEpochCheck func(view string, epoch int64, err error)
-	// OnDecodeError: the decoder refused a row; the key is absent from the view.
+	// OnDecodeError: the decoder refused a row; the key is absent from the view until a
+	// later version decodes (also logged at Error level and counted in ViewStats).
 	OnDecodeError func(view, key string, err error)
 	// OnHandlerError: a change handler exhausted its attempts (*HandlerError).
 	OnHandlerError func(err error)

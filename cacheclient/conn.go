@@ -113,7 +113,7 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 	if h := c.opts.hooks.OnConnect; h != nil {
 		h(addr, resumed)
 	}
-	r := &receiver{c: c, stream: stream, resumed: resumed, subscribed: time.Now()}
+	r := &receiver{c: c, stream: stream, resumed: resumed, subscribed: time.Now(), staged: -1}
 	defer r.abort()
 
 	// Readiness after a resume: the first Progress frame, or ReadyIdle without frames. The

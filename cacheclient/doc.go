@@ -26,16 +26,58 @@
 // # Reads
 //
 // [View.Get], [View.Range], [View.Len] and [View.Position] read the view's last published
-// version; [View.Version] returns one version for several reads that must agree. Every
-// read sees whole batches: a batch of the stream (and a snapshot) is applied to a view all
-// at once or not at all. Reads never block and never wait for the connection. Objects are
-// shared with the view: treat them as read-only. Views are published one after the other:
-// a reader of two views may see one of them one batch ahead of the other.
+// version; [View.Version] returns one version for several reads that must agree. Reads
+// never block and never wait for the connection. Objects are shared with the view: treat
+// them as read-only.
+//
+// The client publishes all its views at once: a batch of the stream, a snapshot, and a
+// source transaction (the records of one PostgreSQL transaction, which may span several
+// batches; see Guarantees) is visible in every view or in none. [Client.Read] returns
+// that publication, a [Cut], and [View.In] a view's version in it: reads of several views
+// that must agree go through one Cut.
+//
+//	cut := client.Read()
+//	ev, ok := events.In(cut).Get(id)
+//	ms := markets.In(cut).ByIndex("event", id)
+//
+// A single view's reads (Get, Version, …) are atomic within the view and cost one atomic
+// load, as before; two of them on two views may see two publications, one of them a
+// source transaction further than the other.
 //
 // A view's stream position ([View.Position], [Client.Position], [Change].Position,
 // [Stats].Position) is the position in the stream of what it reflects: the index of a
 // record in the stream (its Kafka offset). Positions increase but are not dense (never
 // assume position+1 exists). Position -1 means nothing applied yet.
+//
+// # Read-your-writes
+//
+// A stream captured from PostgreSQL's WAL carries the source position (an [LSN]): the
+// client's applied source position ([Stats].SourcePosition, [Cut.SourcePosition]) is the
+// position of the last position record it published, and every view reflects every
+// commit up to it. [Client.WaitFor] waits until it reaches a position, so a service that
+// has just written answers from its cache with its own write:
+//
+//	tx.Commit(ctx)
+//	var lsn string
+//	conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn) // same connection, after COMMIT
+//	pos, _ := cacheclient.ParseLSN(lsn)
+//	if err := client.WaitFor(ctx, pos); err != nil { … } // then read the cache
+//
+// pg_current_wal_insert_lsn() after the COMMIT returned is always at or past the commit
+// record's end: the commit record was inserted into the WAL before COMMIT returned, and
+// the insert position only grows. pg_current_wal_lsn() (the write position) is not: with
+// synchronous_commit off, COMMIT returns before its WAL is written, and that position can
+// still be behind the commit, so a wait for it could return before the write is
+// reflected. The insert position may be a little ahead of the commit (other sessions'
+// WAL): WaitFor then waits for them too, which costs at most the time until the next
+// position record (the distributor writes one at a bounded interval on an idle stream).
+// A position taken on another connection, or before the COMMIT, proves nothing.
+//
+// WaitFor fails with a [*StaleViewError] (errors.Is [ErrStaleView]) when the position
+// record that reaches the position says one of the client's views does not follow it (the
+// distributor stopped that view on a bad row), and with [ErrNoSourcePosition] when the
+// stream has no source position (views captured by polling). Waiters cost nothing while
+// they wait: each publication wakes all of them at once.
 //
 // # Secondary indexes
 //
@@ -62,7 +104,15 @@
 //   - Ordered, no duplicates: the client applies the stream's records in order, each once,
 //     across reconnects and failover between players; it checks the order of every frame
 //     and resubscribes from its applied position on any anomaly ([ErrOrder]).
-//   - Atomic batches: readers never see part of a batch or of a snapshot.
+//   - Atomic: readers never see part of a batch, of a snapshot or of a source transaction
+//     (the records since the previous position record, marked sc-txn; schemas/README.md),
+//     within a view or, through a Cut, across views. A transaction is applied when its
+//     position record arrives, however many batches carry it; one open at a snapshot's
+//     index is applied, with the snapshot, at the next position record (WaitReady waits
+//     for it); compaction may merge transactions (it keeps one position record): a replay
+//     applies them together, never partially.
+//   - Read-your-writes: after WaitFor(ctx, P) returns nil, every view reflects every
+//     commit up to P.
 //   - Verified: at each epoch-end record the client compares a view's row count and hash
 //     with the distributor's; a mismatch is logged, counted ([ErrEpochMismatch]) and
 //     repaired by a fresh snapshot.
@@ -87,18 +137,24 @@
 //
 // # Metrics
 //
-// [Client.Stats] returns counters and gauges: applied position, entries applied, resyncs,
-// reconnects, epoch checks and mismatches, decode and handler errors, staleness (now −
-// source time of the last applied entry), lag (source time to publication of the last
-// batch), LagEntries (the player's head minus the applied position) and per view its
-// length, position and memory estimate. [Hooks] report events as they happen.
+// [Client.Stats] returns counters and gauges: applied position and source position,
+// entries applied, resyncs, reconnects, epoch checks and mismatches, decode and handler
+// errors, staleness (now − source time of the last applied entry), lag (source time to
+// publication of the last batch), LagEntries (the player's head minus the applied
+// position) and per view its length, position, memory estimate and decode failures.
+//
+// A row the view's decoder refuses is kept out of the view (Get does not find it) until a
+// later version of it decodes. That is never silent: it is logged at Error level with the
+// view, the key and the error, counted per view with the most recent keys
+// ([ViewStats].DecodeErrors, DecodeFailedKeys, HiddenRows) and reported to
+// [Hooks].OnDecodeError. [Hooks] report events as they happen.
 // cacheprom.NewCollector exports Stats to Prometheus on each scrape.
 //
 // # Concurrency rules
 //
 //   - Register, AddIndex and OnChange must be called before Start; they fail afterwards.
-//   - View and Version reads, Stats, Position, Ready and WaitReady are safe from any
-//     goroutine at any time.
+//   - View, Version and Cut reads, Read, Stats, Position, Ready, WaitReady and WaitFor are
+//     safe from any goroutine at any time.
 //   - Decoders and index functions must be pure and must not call the client. Index
 //     functions and the decoding of live rows run on the connection goroutine; the rows of
 //     a snapshot or state file are decoded on GOMAXPROCS goroutines at once.
@@ -118,19 +174,46 @@
 // persistence goroutine writes it; readers only load published versions.
 //
 // Versions. Each view is a persistent (immutable) hash trie (CHAMP layout, 32-way nodes;
-// see trie.go) plus one persistent trie per secondary index, bundled with the count and
-// the stream position into one version struct behind one atomic pointer. The connection
-// goroutine applies a whole batch to a private version — copying only the trie paths it
-// touches, and mutating in place the nodes it already copied in this batch — and
-// publishes it with one atomic store; a reader loads the pointer once per call. A Get is
-// a lock-free walk of a few nodes; a write allocates a copy of each node on its path once
-// per batch (a few hundred bytes of garbage per change; large batches amortise it).
+// see trie.go) plus one persistent trie per secondary index, bundled with the count, the
+// stream position, the epoch accounting and the rows the decoder refused into one version
+// struct behind one atomic pointer. The connection goroutine applies entries to a private
+// working version — copying only the trie paths it touches, and mutating in place the
+// nodes it already copied since the last publication — and publishes it with one atomic
+// store; a reader loads the pointer once per call. A Get is a lock-free walk of a few
+// nodes; a write allocates a copy of each node on its path once per publication (a few
+// hundred bytes of garbage per change; large batches amortise it).
+//
+// Publication (read.go, Client.publish). Every view's working version is published at
+// once, under the apply lock: each view's own pointer is stored, then one Cut holding all
+// of them (and the applied stream and source positions) is stored in the client's
+// pointer, then the applied position; the Cut that was replaced closes its channel, which
+// is what WaitFor's waiters sleep on. A batch is published up to its last entry after
+// which no source transaction is open: a txn entry opens one, a position entry ends it,
+// and while one is open the working versions keep everything applied since the last
+// publication, across batches (at most one publication per batch: the working version
+// cannot be published "as of" an earlier entry). Changes for the handlers are collected
+// with the working version and handed over only once published. When the stream ends,
+// the working versions are dropped (rollback), so a transaction cut by a disconnect was
+// never visible; the reconnect resumes from the published position and receives it again.
+//
+// Acks inside a transaction. The client acknowledges every batch it applied, published or
+// only staged: the player's send window (unacknowledged bytes) waits for acks, so a client
+// that acked only at a transaction's end would stall forever on a transaction larger than
+// the window. This is safe because an ack is not the resume point: the player keeps no
+// state across connections and a reconnect resumes from the index in its Hello, which is
+// the published position (what the state file also holds). An ack only releases the
+// player's memory of sent batches on this connection, and within a connection the entries
+// it covers were received and are kept (staged) until published or the connection ends —
+// in which case they are received again. A Progress frame inside a transaction is acked
+// the same way and publishes nothing.
 //
 // Snapshots (bootstrap, resync or state file) are not applied row by row: the rows are
 // collected raw (key, value, position), then hashed and decoded in chunks on every core,
 // sorted in trie order (small (order, row) pairs) and built bottom-up in one pass beside
-// the live version, which they replace atomically at SnapshotEnd (keys absent from the
-// snapshot are removed, with OpDelete changes). Memory peaks at two versions plus the
+// the live version, which they replace as the working version at SnapshotEnd (keys absent
+// from the snapshot are removed, with OpDelete changes), published then — or, when the
+// snapshot's rows hold txn rows after its position entry (a transaction open at its
+// index), with the rest of that transaction. Memory peaks at two versions plus the
 // snapshot's raw rows. The decoder is most of a cold start's CPU: a service should use a
 // fast one (the example and the benchmarks use github.com/goccy/go-json).
 //
@@ -143,15 +226,16 @@
 //
 // Order checks and resync. The client keeps its applied position and checks every frame
 // like an ordered consumer: batch positions must be strictly increasing and above the
-// applied position, snapshot frames must be well nested, keys must belong to a subscribed
+// applied position (or the last staged one), snapshot frames must be well nested, keys must belong to a subscribed
 // view. Any anomaly drops the stream and resubscribes from the applied position (a batch
 // is checked whole before any of it is applied). ResyncRequired is followed by a snapshot.
 // The epoch check counts the rows the decoder refused too (they are hidden but accounted),
 // with the row hashes of schemas/record; a mismatch resubscribes without a resume
 // position.
 //
-// State file. The file (stream, position, every view's keys and raw values, xxhash64
-// checksum) is written to a temp file, fsynced and renamed. At Start the load goroutine
+// State file. The file (stream, position, source position and stale views, every view's
+// keys and raw values, xxhash64 checksum; format 1, without the source state, is still
+// read) is written to a temp file, fsynced and renamed. At Start the load goroutine
 // verifies all of it (checksum, stream, format, structure, every registered view present)
 // and hands the position to the connection goroutine, which subscribes with it at once,
 // while the load goroutine parses, hashes and decodes the rows (chunks on every core, from
@@ -161,5 +245,6 @@
 // the load is over, and the ReadyIdle wait of a resume counts from the subscription but
 // ends no earlier than the load: connecting overlaps the load instead of following it.
 // The persistence goroutine takes the apply lock only to load the views' current versions
-// (a consistent cut) and writes the file without it.
+// (a consistent cut: published versions only, never a staged transaction) and writes the
+// file without it.
 package cacheclient

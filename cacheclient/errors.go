@@ -23,7 +23,30 @@ var (
 	// ErrStateFile reports a StateDir file that cannot be trusted (corrupt, truncated,
 	// another stream or format version). It is reported and replaced, never half-used.
 	ErrStateFile = errors.New("cacheclient: unusable state file")
+	// ErrStaleView is matched (errors.Is) by the *StaleViewError of WaitFor: the position
+	// record that reached the position lists one of the client's views as stale.
+	ErrStaleView = errors.New("cacheclient: view does not follow the source position")
+	// ErrNoSourcePosition is returned by WaitFor when the stream's position records carry
+	// no source position (views captured by polling): read-your-writes cannot be had.
+	ErrNoSourcePosition = errors.New("cacheclient: the stream has no source position")
+	// ErrInvalidLSN is wrapped by ParseLSN.
+	ErrInvalidLSN = errors.New("cacheclient: invalid LSN")
 )
+
+// StaleViewError details an ErrStaleView: the position record at Position lists View (and
+// Views: every stale view of the client) as not following the source position. The
+// distributor stopped the view on a bad row; it keeps its last rows until the row is fixed.
+type StaleViewError struct {
+	View     string
+	Views    []string
+	Position LSN
+}
+
+func (e *StaleViewError) Error() string {
+	return fmt.Sprintf("cacheclient: view %q does not follow the source position %s (stale views: %v)", e.View, e.Position, e.Views)
+}
+
+func (e *StaleViewError) Unwrap() error { return ErrStaleView }
 
 // EpochMismatchError details an ErrEpochMismatch.
 type EpochMismatchError struct {

@@ -3,6 +3,7 @@ package cacheclient_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -84,4 +85,55 @@ func ExampleView_Version() {
 	s := events.Version()
 	fmt.Println(s.Len(), s.Position())
 	// Output: 0 -1
+}
+
+// Market is a light object of the markets view.
+type Market struct {
+	ID      int64 `json:"id"`
+	EventID int64 `json:"event_id"`
+}
+
+// Reads of several views that must agree use one Cut: a source transaction that changed
+// an event and its markets is in all of them or in none.
+func ExampleClient_Read() {
+	c, _ := cacheclient.New(cacheclient.Config{Addresses: []string{"p:7070"}, Stream: "s", ClientID: "c"})
+	events, _ := cacheclient.Register(c, "events", decodeEvent)
+	markets, _ := cacheclient.Register(c, "markets", func(_ string, v []byte) (Market, error) {
+		var m Market
+		err := json.Unmarshal(v, &m)
+		return m, err
+	})
+	markets.AddIndex("event", func(m Market) []string { return []string{fmt.Sprint(m.EventID)} })
+
+	cut := c.Read()
+	ev, found := events.In(cut).Get("1000")
+	ms := markets.In(cut).ByIndex("event", "1000")
+	fmt.Println(ev.Name, found, len(ms), cut.Position())
+	// Output:  false 0 -1
+}
+
+// Read-your-writes: after its own COMMIT, a service reads the WAL position on the same
+// connection and waits until its cache reflects it, then answers from the cache.
+func ExampleClient_WaitFor() {
+	var client *cacheclient.Client // started, with the views the write touches
+	var walPosition string         // SELECT pg_current_wal_insert_lsn()::text, after COMMIT
+	handle := func(ctx context.Context) error {
+		pos, err := cacheclient.ParseLSN(walPosition)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		switch err := client.WaitFor(ctx, pos); {
+		case errors.Is(err, cacheclient.ErrStaleView):
+			return err // a view the write touched is stopped upstream: do not answer from it
+		case err != nil:
+			return err // ctx, ErrClosed, ErrNoSourcePosition (views captured by polling)
+		}
+		// Every view of client now reflects the write (and any later commit).
+		return nil
+	}
+	_ = handle
+	fmt.Println(cacheclient.LSN(0x16_B374D848))
+	// Output: 16/B374D848
 }

@@ -65,6 +65,7 @@ type entry struct {
 	seconds   int64
 	nanos     int32
 	sourceLSN []byte // valid UTF-8
+	txn       bool   // sc-txn: applied with the entries up to the next position entry
 }
 
 // sourceTime is the entry's source time, if present.
@@ -235,6 +236,8 @@ func (e *entry) decode(b []byte, names map[string]string) error {
 				return errFrame
 			}
 			e.sourceLSN = s
+		case tag(wire.EntryTxn, protowire.VarintType):
+			e.txn = v != 0
 		}
 	}
 	return nil

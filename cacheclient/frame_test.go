@@ -28,7 +28,7 @@ func (f *frame) toProtoMsg() *statecastv1.SubscribeResponse {
 		for i := range f.entries {
 			e := &f.entries[i]
 			pe := &statecastv1.Entry{Index: e.index, Key: e.key, Value: e.value, Tombstone: e.tombstone,
-				View: e.view, Kind: e.kind, Epoch: e.epoch, SourceLsn: string(e.sourceLSN)}
+				View: e.view, Kind: e.kind, Epoch: e.epoch, SourceLsn: string(e.sourceLSN), Txn: e.txn}
 			if e.hasTime {
 				pe.SourceTime = &timestamppb.Timestamp{Seconds: e.seconds, Nanos: e.nanos}
 			}
@@ -69,9 +69,10 @@ func frameSeeds() [][]byte {
 	msgs := []*statecastv1.SubscribeResponse{
 		{},
 		{Msg: &statecastv1.SubscribeResponse_Batch{Batch: &statecastv1.Batch{Entries: []*statecastv1.Entry{
-			{Index: 7, Key: []byte("users|42"), Value: []byte(`{"id":42}`), View: "users", Kind: statecastv1.Kind_KIND_ROW, Epoch: 3, SourceTime: ts, SourceLsn: "0/16B3748"},
+			{Index: 7, Key: []byte("users|42"), Value: []byte(`{"id":42}`), View: "users", Kind: statecastv1.Kind_KIND_ROW, Epoch: 3, SourceTime: ts, SourceLsn: "0/16B3748", Txn: true},
 			{Index: 8, Key: []byte("users|43"), Tombstone: true, View: "users", Kind: statecastv1.Kind_KIND_ROW},
 			{Index: 9, Value: []byte(`{"epoch":3,"rows":1,"hash":"00"}`), View: "users", Kind: statecastv1.Kind_KIND_EPOCH_END, SourceTime: &timestamppb.Timestamp{}},
+			{Index: 10, Key: []byte("!ctl|position"), Value: []byte(`{"lsn":"0/16B3748","time":"2026-11-29T19:25:06Z"}`), Kind: statecastv1.Kind_KIND_POSITION, SourceTime: ts, SourceLsn: "0/16B3748"},
 			{Index: -1, Kind: statecastv1.Kind(99), View: "other"},
 		}}}},
 		{Msg: &statecastv1.SubscribeResponse_Batch{Batch: &statecastv1.Batch{}}},

@@ -15,7 +15,7 @@ func FuzzReadState(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var sink memSink
-		index, seen, err := readState(b, "s", &sink)
+		head, seen, err := readState(b, "s", &sink)
 		if err != nil {
 			if !errors.Is(err, ErrStateFile) {
 				t.Fatalf("error not wrapping ErrStateFile: %v", err)
@@ -29,12 +29,17 @@ func FuzzReadState(f *testing.F) {
 			caps = append(caps, captureOf(name, sink.rows[name]))
 		}
 		var buf bytes.Buffer
-		if _, err := writeState(&buf, "s", index, caps); err != nil {
+		if _, err := writeState(&buf, "s", head, caps); err != nil {
 			t.Fatal(err)
 		}
 		var again memSink
-		if _, _, err := readState(buf.Bytes(), "s", &again); err != nil {
+		again2, _, err := readState(buf.Bytes(), "s", &again)
+		if err != nil {
 			t.Fatalf("re-encoded file rejected: %v", err)
+		}
+		if again2.index != head.index || again2.src.lsn != head.src.lsn || again2.src.seen != head.src.seen ||
+			again2.src.hasLSN != head.src.hasLSN || !slices.Equal(again2.src.stale, head.src.stale) {
+			t.Fatalf("re-encoded head %+v, read %+v", again2, head)
 		}
 	})
 }

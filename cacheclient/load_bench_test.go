@@ -20,7 +20,7 @@ func BenchmarkStateLoad(b *testing.B) {
 		rows[fmt.Sprint(k)] = fmt.Sprintf(`{"id":%d,"sport":"sport-%d","tags":["t"]}`, k, k%50)
 	}
 	var file bytes.Buffer
-	if _, err := writeState(&file, "s", 42, []viewCapture{captureOf("events", rows)}); err != nil {
+	if _, err := writeState(&file, "s", stateHead{index: 42}, []viewCapture{captureOf("events", rows)}); err != nil {
 		b.Fatal(err)
 	}
 	// The service's decoder: github.com/goccy/go-json (file+json); encoding/json for reference.
@@ -37,11 +37,12 @@ func BenchmarkStateLoad(b *testing.B) {
 				c := newTestClient(b)
 				c.keepRaw = true
 				v, _ := Register(c, "events", decode)
-				idx, _, err := readState(file.Bytes(), "s", clientSink{c})
+				head, _, err := readState(file.Bytes(), "s", clientSink{c})
 				if err != nil {
 					b.Fatal(err)
 				}
-				v.endReplace(idx)
+				v.endReplace(head.index)
+				v.commit(head.index)
 			}
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "keys/s")
 		}
@@ -54,13 +55,14 @@ func BenchmarkStateLoad(b *testing.B) {
 			c.keepRaw = true
 			v, _ := Register(c, "events", decodeJSON)
 			data := file.Bytes()
-			idx, views, err := verifyState(data, c)
+			head, views, err := verifyState(data, c)
 			if err != nil {
 				b.Fatal(err)
 			}
 			fv := views["events"]
 			v.loadRows(data[:len(data)-8], fv.offs, fv.rows)
-			v.endReplace(idx)
+			v.endReplace(head.index)
+			v.commit(head.index)
 			if v.Len() != n {
 				b.Fatal(v.Len())
 			}
@@ -81,6 +83,7 @@ func BenchmarkStateLoad(b *testing.B) {
 				v.stageRow(row{key: k, fullKey: []byte(k), value: val})
 			}
 			v.endReplace(1)
+			v.commit(1)
 		}
 		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "keys/s")
 	})

@@ -10,23 +10,42 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // State file layout (all integers uvarint unless said otherwise):
 //
-//	"SCSTATE1"                                  8-byte magic and format version
+//	"SCSTATE2"                                  8-byte magic and format version
 //	len stream, stream                          the stream it belongs to
 //	index (zigzag varint)                       the applied index of every view
+//	flags, lsn, nstale, then per stale view:    the applied source state: flags bit 0 a position
+//	  len name, name                            record was applied, bit 1 it had a source
+//	                                            position (lsn); its stale views of the client
 //	nviews, then per view: len name, name, nrows, then per row: len key, key, len raw, raw
 //	xxhash64 of everything above, 8 bytes big endian
+//
+// Format 1 ("SCSTATE1") is the same without the source state: it is still read, with the
+// source position unknown until the next position record.
 //
 // The file is written to a temp file, fsynced, renamed over the old one and the directory
 // fsynced, so a crash leaves either the old or the new file. A file that fails any check is
 // reported and ignored as a whole (the client then bootstraps from a snapshot).
-const stateMagic = "SCSTATE1"
+const (
+	stateMagic   = "SCSTATE2"
+	stateMagicV1 = "SCSTATE1"
+)
+
+// stateHead is what a state file says besides the rows: the applied position and source
+// state of every view.
+type stateHead struct {
+	index int64
+	src   sourceState
+}
 
 // StateFileName is the name of the state file inside Config.StateDir.
 const StateFileName = "cacheclient.state"
@@ -38,8 +57,8 @@ type viewCapture struct {
 
 func (v *View[T]) capture() viewCapture {
 	s := v.state.Load()
-	bad := make(map[string]string, len(v.w.bad))
-	for k, it := range v.w.bad {
+	bad := make(map[string]string, len(s.bad))
+	for k, it := range s.bad {
 		bad[k] = it.rawString()
 	}
 	return viewCapture{name: v.name, rows: func(fn func(key, raw string) bool) {
@@ -75,7 +94,7 @@ func (c *Client) persist() (err error) {
 		}
 	}()
 	c.applyMu.Lock()
-	index := c.applied.Load()
+	index, src := c.applied.Load(), c.cut.Load().src
 	caps := make([]viewCapture, 0, len(c.views))
 	for _, v := range c.views {
 		if v.replacing() {
@@ -100,7 +119,7 @@ func (c *Client) persist() (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
-	n, err = writeState(tmp, c.cfg.Stream, index, caps)
+	n, err = writeState(tmp, c.cfg.Stream, stateHead{index: index, src: src}, caps)
 	if err != nil {
 		return err
 	}
@@ -132,7 +151,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func writeState(f io.Writer, stream string, index int64, caps []viewCapture) (int64, error) {
+func writeState(f io.Writer, stream string, head stateHead, caps []viewCapture) (int64, error) {
 	cw := &countWriter{w: f}
 	bw := bufio.NewWriterSize(cw, 1<<20)
 	d := xxhash.New()
@@ -148,7 +167,20 @@ func writeState(f io.Writer, stream string, index int64, caps []viewCapture) (in
 	str := func(s string) { uv(uint64(len(s))); put([]byte(s)) }
 	put([]byte(stateMagic))
 	str(stream)
-	put(buf[:binary.PutVarint(buf[:], index)])
+	put(buf[:binary.PutVarint(buf[:], head.index)])
+	var flags uint64
+	if head.src.seen {
+		flags |= 1
+	}
+	if head.src.hasLSN {
+		flags |= 2
+	}
+	uv(flags)
+	uv(uint64(head.src.lsn))
+	uv(uint64(len(head.src.stale)))
+	for _, v := range head.src.stale {
+		str(v)
+	}
 	uv(uint64(len(caps)))
 	for _, vc := range caps {
 		str(vc.name)
@@ -181,16 +213,17 @@ type stateSink interface {
 // alias b (no copy per row): b must never be modified afterwards. The loaded view thus
 // keeps the file's buffer alive until every row read from it has been replaced (its
 // keys and raw values would take as much memory if copied).
-func readState(b []byte, stream string, sink stateSink) (int64, map[string]bool, error) {
+func readState(b []byte, stream string, sink stateSink) (stateHead, map[string]bool, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrStateFile, fmt.Sprintf(format, a...))
 	}
-	if len(b) < len(stateMagic)+8 || string(b[:len(stateMagic)]) != stateMagic {
-		return 0, nil, bad("not a state file of this format")
+	if len(b) < len(stateMagic)+8 || (string(b[:len(stateMagic)]) != stateMagic && string(b[:len(stateMagic)]) != stateMagicV1) {
+		return stateHead{}, nil, bad("not a state file of a known format")
 	}
+	v1 := string(b[:len(stateMagic)]) == stateMagicV1
 	body, sum := b[:len(b)-8], binary.BigEndian.Uint64(b[len(b)-8:])
 	if got := xxhash.Sum64(body); got != sum {
-		return 0, nil, bad("checksum %016x, content hashes to %016x (corrupt or truncated)", sum, got)
+		return stateHead{}, nil, bad("checksum %016x, content hashes to %016x (corrupt or truncated)", sum, got)
 	}
 	p := len(stateMagic)
 	uv := func() (uint64, bool) {
@@ -212,35 +245,52 @@ func readState(b []byte, stream string, sink stateSink) (int64, map[string]bool,
 	}
 	st, ok := str()
 	if !ok {
-		return 0, nil, bad("stream name")
+		return stateHead{}, nil, bad("stream name")
 	}
 	if string(st) != stream {
-		return 0, nil, bad("file of stream %q, client of stream %q", st, stream)
+		return stateHead{}, nil, bad("file of stream %q, client of stream %q", st, stream)
 	}
 	index, n := binary.Varint(body[p:])
 	if n <= 0 || index < 0 {
-		return 0, nil, bad("index")
+		return stateHead{}, nil, bad("index")
 	}
 	p += n
+	head := stateHead{index: index}
+	if !v1 {
+		flags, ok1 := uv()
+		lsn, ok2 := uv()
+		nstale, ok3 := uv()
+		if !ok1 || !ok2 || !ok3 || flags > 3 || flags == 2 || (flags == 0 && nstale > 0) || nstale > 1<<16 {
+			return stateHead{}, nil, bad("source state")
+		}
+		head.src = sourceState{seen: flags&1 != 0, hasLSN: flags&2 != 0, lsn: LSN(lsn)}
+		for range nstale {
+			name, ok := str()
+			if !ok || !record.ValidViewName(string(name)) {
+				return stateHead{}, nil, bad("stale view name")
+			}
+			head.src.stale = append(head.src.stale, string(name))
+		}
+	}
 	nv, ok := uv()
 	if !ok || nv > 1<<16 {
-		return 0, nil, bad("view count")
+		return stateHead{}, nil, bad("view count")
 	}
 	seen := map[string]bool{}
 	for range nv {
 		name, ok := str()
 		if !ok {
-			return 0, nil, bad("view name")
+			return stateHead{}, nil, bad("view name")
 		}
 		if _, dup := seen[string(name)]; dup {
-			return 0, nil, bad("view %q twice", name)
+			return stateHead{}, nil, bad("view %q twice", name)
 		}
 		vname := string(name)
 		keep := sink.view(vname)
 		seen[vname] = keep
 		rows, ok := uv()
 		if !ok || rows > uint64(len(body)) {
-			return 0, nil, bad("row count of %q", name)
+			return stateHead{}, nil, bad("row count of %q", name)
 		}
 		if keep {
 			sink.reserve(vname, int(rows))
@@ -253,7 +303,7 @@ func readState(b []byte, stream string, sink stateSink) (int64, map[string]bool,
 			k, ok1 := str()
 			raw, ok2 := str()
 			if !ok1 || !ok2 {
-				return 0, nil, bad("row of %q", name)
+				return stateHead{}, nil, bad("row of %q", name)
 			}
 			if keep {
 				sink.row(vname, aliasString(k), raw)
@@ -261,9 +311,9 @@ func readState(b []byte, stream string, sink stateSink) (int64, map[string]bool,
 		}
 	}
 	if p != len(body) {
-		return 0, nil, bad("%d trailing bytes before the checksum", len(body)-p)
+		return stateHead{}, nil, bad("%d trailing bytes before the checksum", len(body)-p)
 	}
-	return index, seen, nil
+	return head, seen, nil
 }
 
 // stateLoad is the loading of the state file at Start, on a goroutine of its own, so that
@@ -312,19 +362,20 @@ func (k *checkSink) chunkAt(view string, off int) {
 }
 
 // verifyState verifies a whole state file (see readState) for client c and returns its
-// index and where each registered view's rows are; every registered view must be there.
-func verifyState(data []byte, c *Client) (int64, map[string]*fileView, error) {
+// head and where each registered view's rows are; every registered view must be there.
+func verifyState(data []byte, c *Client) (stateHead, map[string]*fileView, error) {
 	sink := &checkSink{c: c, views: map[string]*fileView{}}
-	index, _, err := readState(data, c.cfg.Stream, sink)
+	head, _, err := readState(data, c.cfg.Stream, sink)
 	if err != nil {
-		return -1, nil, err
+		return stateHead{index: -1}, nil, err
 	}
 	for _, v := range c.views {
 		if sink.views[v.viewName()] == nil {
-			return -1, nil, fmt.Errorf("%w: view %q is not in the file", ErrStateFile, v.viewName())
+			return stateHead{index: -1}, nil, fmt.Errorf("%w: view %q is not in the file", ErrStateFile, v.viewName())
 		}
 	}
-	return index, sink.views, nil
+	head.src.stale = slices.DeleteFunc(head.src.stale, func(v string) bool { return c.byName[v] == nil })
+	return head, sink.views, nil
 }
 
 // loadState loads the state file, if any. It first reads and verifies the whole file
@@ -335,10 +386,10 @@ func (c *Client) loadState(l *stateLoad) {
 	defer close(l.done)
 	start := time.Now()
 	data, err := os.ReadFile(c.statePath())
-	var index int64
+	var head stateHead
 	var views map[string]*fileView
 	if err == nil {
-		index, views, err = verifyState(data, c)
+		head, views, err = verifyState(data, c)
 	}
 	if err != nil {
 		close(l.verified)
@@ -350,6 +401,7 @@ func (c *Client) loadState(l *stateLoad) {
 		}
 		return
 	}
+	index := head.index
 	l.index = index
 	close(l.verified)
 	c.applyMu.Lock()
@@ -359,11 +411,14 @@ func (c *Client) loadState(l *stateLoad) {
 		fv := views[v.viewName()]
 		v.loadRows(body, fv.offs, fv.rows)
 		v.endReplace(index)
+	}
+	c.wsrc = head.src
+	c.publish(index)
+	for _, v := range c.views {
 		rows += v.stats().Len
 	}
-	c.applied.Store(index)
 	c.applyMu.Unlock()
-	c.log.Info("state file loaded; resuming", "index", index, "rows", rows, "took", time.Since(start))
+	c.log.Info("state file loaded; resuming", "index", index, "rows", rows, "source_position", head.src.lsn, "took", time.Since(start))
 	for _, v := range c.views {
 		if err := v.flushChanges(c.ctx); err != nil {
 			return

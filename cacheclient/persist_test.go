@@ -45,7 +45,7 @@ func captureOf(name string, rows map[string]string) viewCapture {
 
 func testStateFile(t testing.TB) []byte {
 	var buf bytes.Buffer
-	_, err := writeState(&buf, "s", 42, []viewCapture{
+	_, err := writeState(&buf, "s", stateHead{index: 42}, []viewCapture{
 		captureOf("events", map[string]string{"1": `{"id":1}`, "a|b": `{"id":2}`}),
 		captureOf("empty", nil),
 	})
@@ -58,11 +58,11 @@ func testStateFile(t testing.TB) []byte {
 func TestStateFileRoundTrip(t *testing.T) {
 	b := testStateFile(t)
 	var sink memSink
-	index, seen, err := readState(b, "s", &sink)
+	head, seen, err := readState(b, "s", &sink)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if index != 42 || !seen["events"] || !seen["empty"] || len(sink.rows["events"]) != 2 || sink.rows["events"]["a|b"] != `{"id":2}` {
+	if index := head.index; index != 42 || !seen["events"] || !seen["empty"] || len(sink.rows["events"]) != 2 || sink.rows["events"]["a|b"] != `{"id":2}` {
 		t.Fatalf("index %d seen %v rows %v", index, seen, sink.rows)
 	}
 }
@@ -77,7 +77,7 @@ func TestStateFileRejected(t *testing.T) {
 	}{
 		{"empty", nil, "s"},
 		{"bad magic", flip(0), "s"},
-		{"other format version", append([]byte("SCSTATE2"), good[8:]...), "s"},
+		{"other format version", append([]byte("SCSTATE9"), good[8:]...), "s"},
 		{"other stream", good, "t"},
 		{"flipped row byte", flip(len(good) - 12), "s"},
 		{"flipped checksum", flip(len(good) - 1), "s"},
@@ -124,8 +124,8 @@ func TestCorruptStateFileBootstrapsFromSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sink memSink
-	index, _, err := readState(f, "s", &sink)
-	if err != nil || index != 7 || sink.rows["events"]["9"] != evJSON(9, "a") {
+	head, _, err := readState(f, "s", &sink)
+	if index := head.index; err != nil || index != 7 || sink.rows["events"]["9"] != evJSON(9, "a") {
 		t.Fatalf("rewritten file: %v index %d rows %v", err, index, sink.rows)
 	}
 }
@@ -133,7 +133,7 @@ func TestCorruptStateFileBootstrapsFromSnapshot(t *testing.T) {
 func TestStateFileMissingViewIsIncompatible(t *testing.T) {
 	dir := t.TempDir()
 	var buf bytes.Buffer
-	writeState(&buf, "s", 5, []viewCapture{captureOf("other", map[string]string{"1": "{}"})})
+	writeState(&buf, "s", stateHead{index: 5}, []viewCapture{captureOf("other", map[string]string{"1": "{}"})})
 	os.WriteFile(filepath.Join(dir, StateFileName), buf.Bytes(), 0o644)
 	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
 		if h.ResumeIndex != nil {
@@ -183,8 +183,8 @@ func TestPersistTickerDuringTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sink memSink
-	index, _, err := readState(b, "s", &sink)
-	if err != nil || index > c.Position() || index < 10 {
+	head, _, err := readState(b, "s", &sink)
+	if index := head.index; err != nil || index > c.Position() || index < 10 {
 		t.Fatalf("state file: %v index %d (applied %d)", err, index, c.Position())
 	}
 	if c.Close() != nil {
@@ -192,8 +192,8 @@ func TestPersistTickerDuringTraffic(t *testing.T) {
 	}
 	b, _ = os.ReadFile(filepath.Join(dir, StateFileName))
 	sink = memSink{}
-	index, _, err = readState(b, "s", &sink)
-	if err != nil || index != c.Position() || len(sink.rows["events"]) != v.Len() {
+	head, _, err = readState(b, "s", &sink)
+	if index := head.index; err != nil || index != c.Position() || len(sink.rows["events"]) != v.Len() {
 		t.Fatalf("final state file: %v index %d rows %d, view %d at %d", err, index, len(sink.rows["events"]), v.Len(), c.Position())
 	}
 }
@@ -208,7 +208,7 @@ func TestLoadRowsEqualsStaging(t *testing.T) {
 	}
 	rows["bad"] = `{bad` // refused by the decoder: kept aside, still accounted
 	var buf bytes.Buffer
-	if _, err := writeState(&buf, "s", 42, []viewCapture{
+	if _, err := writeState(&buf, "s", stateHead{index: 42}, []viewCapture{
 		captureOf("other", map[string]string{"x": "1"}),
 		captureOf("events", rows),
 	}); err != nil {
@@ -219,13 +219,15 @@ func TestLoadRowsEqualsStaging(t *testing.T) {
 	c := newTestClient(t)
 	c.keepRaw = true
 	v, _ := Register(c, "events", decodeEvent)
-	index, views, err := verifyState(data, c)
+	head, views, err := verifyState(data, c)
+	index := head.index
 	if err != nil || index != 42 || views["events"].rows != len(rows) || len(views["events"].offs) != 4 {
 		t.Fatalf("verify: %v index %d views %+v", err, index, views["events"])
 	}
 	fv := views["events"]
 	v.loadRows(data[:len(data)-8], fv.offs, fv.rows)
 	v.endReplace(index)
+	v.commit(index)
 
 	ref := newEventView(t)
 	ref.c.keepRaw = true
@@ -234,6 +236,7 @@ func TestLoadRowsEqualsStaging(t *testing.T) {
 		ref.stageRow(row{key: k, value: []byte(val), index: -1})
 	}
 	ref.endReplace(index)
+	ref.commit(index)
 
 	if v.Len() != len(rows)-1 || v.Len() != ref.Len() {
 		t.Fatalf("len %d, reference %d", v.Len(), ref.Len())

@@ -19,14 +19,36 @@ type receiver struct {
 	resumed    bool
 	progressed bool
 
+	// Source transactions. open: a txn entry was applied and the position entry that ends
+	// its transaction was not: what was applied since the last publication is staged in
+	// the views' working versions, not published. staged is the highest index applied or
+	// staged beyond the published position (-1: none).
+	open   bool
+	staged int64
+	// Since the last publication: entries applied and the source time of the last of them
+	// (OnBatchApplied, Stats); a snapshot waiting for the end of a source transaction open
+	// at its index (published with it); readiness owed at the next publication.
+	pendingEntries int
+	pendingSource  time.Time
+	pendingSnap    *snapshotDone
+	readyPending   bool
+
 	inSnapshot   bool
 	snapIndex    int64
 	snapLast     int64 // last index seen inside the snapshot
+	snapOpen     bool  // a txn row came after the snapshot's last position entry
 	snapViews    []viewCore
 	snapRows     int
 	snapStart    time.Time
 	subscribed   time.Time // Hello sent
 	resyncReason string
+}
+
+// snapshotDone is a snapshot applied to the working versions, for its report at publication.
+type snapshotDone struct {
+	index    int64
+	rows     int
+	received time.Duration
 }
 
 func orderErr(format string, a ...any) error {
@@ -88,13 +110,21 @@ func (r *receiver) parseRow(e *entry) (viewCore, row, error) {
 		index: e.index, stable: true}, nil
 }
 
+// received is the highest index applied, published or staged: every entry must be above it.
+func (r *receiver) received() int64 { return max(r.c.applied.Load(), r.staged) }
+
+// liveBatch applies a batch. Entries of a source transaction (txn) are staged until the
+// position entry that ends it: the batch is published up to its last entry after which no
+// transaction is open (at most once per batch: the working versions hold everything up to
+// it), and what follows stays staged for a later batch. Either way the batch is acked: the
+// player's send window must not wait for the end of a transaction larger than the window.
 func (r *receiver) liveBatch(ctx context.Context, es []entry) error {
 	if len(es) == 0 {
 		return nil
 	}
 	// Check the whole batch before applying any of it: indexes strictly increasing and all
-	// above the applied index (like an ordered consumer: any anomaly → resubscribe).
-	prev := r.c.applied.Load()
+	// above what was received (like an ordered consumer: any anomaly → resubscribe).
+	prev := r.received()
 	for i := range es {
 		e := &es[i]
 		if e.index <= prev {
@@ -107,51 +137,61 @@ func (r *receiver) liveBatch(ctx context.Context, es []entry) error {
 			}
 		}
 	}
+	open, cut := r.open, -1
+	for i := range es {
+		switch {
+		case es[i].kind == statecastv1.Kind_KIND_POSITION:
+			open = false
+		case es[i].txn:
+			open = true
+		}
+		if !open {
+			cut = i
+		}
+	}
 	last := es[len(es)-1].index
 	var mismatch error
-	var lastSource time.Time
+	var pub published
 	r.c.applyMu.Lock()
 	for i := range es {
 		e := &es[i]
-		// Rows and control records (polls, epochs) all carry the time of the database
-		// snapshot they were read in: once applied, the cache reflects the database as of it.
+		// Rows and control records carry the time of the commit or database snapshot they
+		// come from: once applied, the cache reflects the database as of it.
 		if ts, ok := e.sourceTime(); ok {
-			lastSource = ts
+			r.pendingSource = ts
 		}
 		switch e.kind {
 		case statecastv1.Kind_KIND_ROW:
 			v, rw, _ := r.parseRow(e)
 			v.applyRow(rw)
 		case statecastv1.Kind_KIND_EPOCH_END:
+			// On the working versions: what the stream holds up to the epoch's end, whether
+			// or not a transaction is open around it.
 			if err := r.epochCheck(e); err != nil && mismatch == nil {
 				mismatch = err
 			}
+		case statecastv1.Kind_KIND_POSITION:
+			r.position(e)
+		}
+		r.pendingEntries++
+		if i == cut {
+			pub = r.publish(e.index)
 		}
 	}
-	for _, v := range r.c.views {
-		v.commit(last)
+	r.open = open
+	if cut < len(es)-1 {
+		r.staged = last
 	}
-	r.c.applied.Store(last)
 	r.c.applyMu.Unlock()
-	r.progressed = true
-	now := r.c.opts.now()
-	var lag time.Duration
-	if !lastSource.IsZero() {
-		r.c.st.lastSourceTime.Store(lastSource.UnixNano())
-		lag = now.Sub(lastSource)
-		r.c.st.lastLagNanos.Store(int64(lag))
-	}
-	r.c.st.entries.Add(int64(len(es)))
 	r.c.st.batches.Add(1)
-	if h := r.c.opts.hooks.OnBatchApplied; h != nil {
-		h(len(es), last, lag)
-	}
+	r.published(pub)
 	if err := r.ack(last); err != nil {
 		return err
 	}
 	if err := r.flush(ctx); err != nil {
 		return err
 	}
+	r.readyAfter(pub)
 	if mismatch != nil {
 		// Repair: drop the resume index; the next stream bootstraps from a snapshot that
 		// replaces every view atomically.
@@ -165,6 +205,96 @@ func (r *receiver) liveBatch(ctx context.Context, es []entry) error {
 	return nil
 }
 
+// published describes one publication, reported once applyMu is released (published).
+type published struct {
+	done     bool
+	pos      int64
+	entries  int
+	source   time.Time
+	snapshot *snapshotDone
+	ready    bool
+	at       time.Time
+}
+
+// publish publishes every view's working version at pos (Client.publish) and takes what
+// the receiver owes the publication's report. c.applyMu held.
+func (r *receiver) publish(pos int64) published {
+	r.c.publish(pos)
+	p := published{done: true, pos: pos, entries: r.pendingEntries, source: r.pendingSource, snapshot: r.pendingSnap,
+		ready: r.readyPending || r.pendingSnap != nil, at: r.c.opts.now()}
+	r.staged, r.pendingEntries, r.pendingSource, r.pendingSnap, r.readyPending = -1, 0, time.Time{}, nil, false
+	r.progressed = true
+	return p
+}
+
+// published reports a publication: stats, hooks, logs, readiness. Without applyMu.
+func (r *receiver) published(p published) {
+	if !p.done {
+		return
+	}
+	var lag time.Duration
+	if !p.source.IsZero() {
+		// A snapshot's rows are as old as their last change: they only move the source
+		// time forward, and a lag is the delay of live entries.
+		if n := p.source.UnixNano(); p.snapshot == nil || n > r.c.st.lastSourceTime.Load() {
+			r.c.st.lastSourceTime.Store(n)
+		}
+		if p.entries > 0 {
+			lag = p.at.Sub(p.source)
+			r.c.st.lastLagNanos.Store(int64(lag))
+		}
+	}
+	if s := p.snapshot; s != nil {
+		r.c.st.snapshots.Add(1)
+		r.c.log.Info("snapshot applied", "index", s.index, "rows", s.rows, "published_at", p.pos, "resync", r.resyncReason,
+			"begun_after", r.snapStart.Sub(r.subscribed), "received_in", s.received, "built_in", time.Since(r.snapStart)-s.received)
+		if h := r.c.opts.hooks.OnSnapshot; h != nil {
+			h(s.index, s.rows)
+		}
+	}
+	if p.entries > 0 {
+		r.c.st.entries.Add(int64(p.entries))
+		if h := r.c.opts.hooks.OnBatchApplied; h != nil {
+			h(p.entries, p.pos, lag)
+		}
+	}
+}
+
+// readyAfter marks the client ready when the publication p owes it, once its changes were
+// handed to the handlers (flush: WithInitialPass waits for those).
+func (r *receiver) readyAfter(p published) {
+	if p.ready {
+		r.c.markReady()
+	}
+}
+
+// position applies a position entry: the end of a source transaction and the source
+// position the working versions now reflect (published with them).
+func (r *receiver) position(e *entry) {
+	p, err := record.ParsePosition(e.value)
+	if err != nil {
+		r.c.log.Warn("unreadable position record; its source position is taken from its header", "index", e.index, "err", err)
+		p = &record.Position{LSN: string(e.sourceLSN)}
+	}
+	src := sourceState{seen: true}
+	if p.LSN != "" {
+		lsn, err := ParseLSN(p.LSN)
+		if err != nil {
+			r.c.log.Warn("position record with an unreadable source position; the previous one is kept", "index", e.index, "lsn", p.LSN)
+			src.hasLSN, src.lsn = r.c.wsrc.hasLSN, r.c.wsrc.lsn
+		} else {
+			src.hasLSN, src.lsn = true, lsn
+		}
+	}
+	for _, v := range p.Stale {
+		if _, ok := r.c.byName[v]; ok {
+			src.stale = append(src.stale, v)
+		}
+	}
+	r.c.wsrc = src
+}
+
+// flush hands the changes of the published versions to the handlers.
 func (r *receiver) flush(ctx context.Context) error {
 	for _, v := range r.c.views {
 		if err := v.flushChanges(ctx); err != nil {
@@ -201,20 +331,32 @@ func (r *receiver) epochCheck(e *entry) error {
 }
 
 func (r *receiver) progress(ctx context.Context, index int64) error {
-	if index > r.c.applied.Load() {
-		r.c.applyMu.Lock()
-		for _, v := range r.c.views {
-			v.commit(index)
+	if index > r.received() {
+		var pub published
+		if r.open {
+			// Nothing of the views moves inside an open transaction: the index is only
+			// received (and acked, for the send window).
+			r.staged = index
+		} else {
+			r.c.applyMu.Lock()
+			pub = r.publish(index)
+			r.c.applyMu.Unlock()
 		}
-		r.c.applied.Store(index)
-		r.c.applyMu.Unlock()
-		r.progressed = true
+		r.published(pub)
 		if err := r.ack(index); err != nil {
 			return err
 		}
+		if err := r.flush(ctx); err != nil {
+			return err
+		}
+		r.readyAfter(pub)
 	}
 	if r.resumed {
-		r.c.markReady()
+		if r.open {
+			r.readyPending = true
+		} else {
+			r.c.markReady()
+		}
 	}
 	return nil
 }
@@ -230,7 +372,7 @@ func (r *receiver) snapshotBegin(index int64, names []string) error {
 	if r.inSnapshot {
 		return orderErr("snapshot begin inside a snapshot")
 	}
-	r.inSnapshot, r.snapIndex, r.snapLast, r.snapRows, r.snapStart = true, index, -1, 0, time.Now()
+	r.inSnapshot, r.snapIndex, r.snapLast, r.snapRows, r.snapStart, r.snapOpen = true, index, -1, 0, time.Now(), false
 	r.snapViews = r.snapViews[:0]
 	if len(names) == 0 {
 		r.snapViews = append(r.snapViews, r.c.views...)
@@ -243,6 +385,10 @@ func (r *receiver) snapshotBegin(index int64, names []string) error {
 		r.snapViews = append(r.snapViews, v)
 	}
 	r.c.applyMu.Lock() // the persister checks replacing() under it
+	// The snapshot replaces whatever was staged: a transaction open before it (a resync
+	// in the middle of one) is in the snapshot's state, or superseded by it.
+	r.c.rollback()
+	r.open, r.staged, r.pendingEntries, r.pendingSource, r.pendingSnap = false, -1, 0, time.Time{}, nil
 	for _, v := range r.snapViews {
 		v.beginReplace()
 	}
@@ -258,6 +404,13 @@ func (r *receiver) snapshotBatch(es []entry) error {
 			return orderErr("snapshot entry %d after %d (snapshot at %d)", e.index, r.snapLast, r.snapIndex)
 		}
 		r.snapLast = e.index
+		if e.kind == statecastv1.Kind_KIND_POSITION {
+			// The latest position record up to the snapshot's index: the source position of
+			// its state. A txn row after it belongs to a transaction open at the index.
+			r.position(e)
+			r.snapOpen = false
+			continue
+		}
 		if e.kind != statecastv1.Kind_KIND_ROW {
 			continue
 		}
@@ -269,59 +422,66 @@ func (r *receiver) snapshotBatch(es []entry) error {
 			return orderErr("snapshot entry of view %q not in the snapshot", v.viewName())
 		}
 		v.stageRow(rw)
+		r.snapOpen = r.snapOpen || e.txn
 		r.snapRows++
-		if ts, ok := e.sourceTime(); ok {
-			if n := ts.UnixNano(); n > r.c.st.lastSourceTime.Load() {
-				r.c.st.lastSourceTime.Store(n)
-			}
+		if ts, ok := e.sourceTime(); ok && ts.After(r.pendingSource) {
+			r.pendingSource = ts
 		}
 	}
 	return nil
 }
 
+// snapshotEnd builds the snapshot's views and publishes them — unless the snapshot holds
+// part of a source transaction open at its index: the views then stay staged, like the
+// transaction's entries that follow live, until the position entry that ends it (and
+// readiness waits for that publication).
 func (r *receiver) snapshotEnd(ctx context.Context, index int64) error {
 	if !r.inSnapshot || index != r.snapIndex {
 		return orderErr("snapshot end %d (begun at %d, open %v)", index, r.snapIndex, r.inSnapshot)
 	}
-	received := time.Since(r.snapStart)
+	done := &snapshotDone{index: index, rows: r.snapRows, received: time.Since(r.snapStart)}
+	var pub published
 	r.c.applyMu.Lock()
 	for _, v := range r.snapViews {
 		v.endReplace(index)
 	}
-	for _, v := range r.c.views {
-		if !v.replacing() {
-			v.commit(index)
-		}
+	r.pendingSnap = done
+	if r.snapOpen {
+		r.open, r.staged = true, index
+	} else {
+		pub = r.publish(index)
 	}
-	r.c.applied.Store(index)
 	r.c.applyMu.Unlock()
 	r.inSnapshot = false
-	r.progressed = true
-	r.c.st.snapshots.Add(1)
-	r.c.log.Info("snapshot applied", "index", index, "rows", r.snapRows, "resync", r.resyncReason,
-		"begun_after", r.snapStart.Sub(r.subscribed), "received_in", received, "built_in", time.Since(r.snapStart)-received)
-	if h := r.c.opts.hooks.OnSnapshot; h != nil {
-		h(index, r.snapRows)
+	if r.snapOpen {
+		r.c.log.Info("snapshot received inside a source transaction; applied at its end", "index", index, "rows", r.snapRows)
 	}
+	r.published(pub)
 	if err := r.ack(index); err != nil {
 		return err
 	}
 	if err := r.flush(ctx); err != nil {
 		return err
 	}
-	r.c.markReady()
+	r.readyAfter(pub)
 	return nil
 }
 
-// abort drops a snapshot that was not complete when the stream ended.
+// abort drops what the stream left unfinished when it ended: a snapshot that was not
+// complete, a source transaction that was not (its entries come again, whole, after the
+// reconnect, which resumes from the published position).
 func (r *receiver) abort() {
-	if !r.inSnapshot {
-		return
+	if !r.inSnapshot && !r.open && r.staged < 0 {
+		return // everything applied was published
 	}
 	r.c.applyMu.Lock()
-	for _, v := range r.snapViews {
-		v.abortReplace()
+	defer r.c.applyMu.Unlock()
+	if r.inSnapshot {
+		for _, v := range r.snapViews {
+			v.abortReplace()
+		}
+		r.inSnapshot = false
 	}
-	r.c.applyMu.Unlock()
-	r.inSnapshot = false
+	r.c.rollback()
+	r.open, r.staged, r.pendingEntries, r.pendingSnap = false, -1, 0, nil
 }

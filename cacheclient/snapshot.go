@@ -306,18 +306,19 @@ func cmpU64(a, b uint64) int {
 	return 1
 }
 
-// endReplace publishes the replacement state at stream position pos, with its secondary
-// indexes rebuilt, and records the changes between the old and the new state (keys absent
-// from the snapshot are deleted).
+// endReplace makes the replacement state, with its secondary indexes rebuilt, the view's
+// working version at stream position pos (published with every other view by the client,
+// Client.publish), and records the changes between the published state and the new one
+// (keys absent from the snapshot are deleted). A working version staged before is dropped:
+// the snapshot replaces it.
 func (v *View[T]) endReplace(pos int64) {
 	s := v.w.staging
 	v.w.staging = nil
-	s.build(func(key string, index int64, err error) { v.c.decodeError(v.name, key, index, err) })
-	if v.w.cur != nil { // a live batch never overlaps a replacement; be safe
-		v.w.cur, v.w.e = nil, nil
-	}
+	s.build(func(key string, index int64, err error) { v.decodeFailed(key, index, err) })
+	v.rollback()
 	old := v.state.Load()
-	ns := &viewState[T]{root: s.root, count: s.count, position: pos, idx: v.buildIndexes(s.root)}
+	ns := &viewState[T]{root: s.root, count: s.count, position: pos, idx: v.buildIndexes(s.root),
+		hashSum: s.hashSum, rows: s.rows, bytes: s.bytes, bad: s.bad}
 	if v.wantChanges() {
 		ns.root.each(func(k string, it *item[T]) bool {
 			if o, ok := old.root.get(k, hashKey(k)); !ok {
@@ -334,9 +335,8 @@ func (v *View[T]) endReplace(pos int64) {
 			return true
 		})
 	}
-	v.w.hashSum, v.w.rows, v.w.bad, v.w.bytes = s.hashSum, s.rows, s.bad, s.bytes
-	v.state.Store(ns)
-	v.mem.Store(s.bytes)
+	// The new version's nodes carry no edit token: live rows staged on it copy their paths.
+	v.w.cur, v.w.e, v.w.badOwned = ns, new(edit), true
 }
 
 // abortReplace drops a replacement in progress (the stream broke before SnapshotEnd).

@@ -1,6 +1,8 @@
 package cacheclient
 
 import (
+	"slices"
+	"sync"
 	"time"
 	"unsafe"
 )
@@ -15,13 +17,65 @@ type ViewStats struct {
 	// per entry (the entry struct with the object inline and the trie's share). Heap
 	// memory the objects point to is not counted.
 	MemoryBytes int64
+	// DecodeErrors counts the rows the view's decoder refused (live, snapshot or state
+	// file). A refused row is kept out of the view (Get does not find its key) until a
+	// later version of the row decodes, so each one is also logged at Error level with the
+	// view, the key and the error, and reported to Hooks.OnDecodeError.
+	DecodeErrors int64
+	// DecodeFailedKeys are the keys of the most recent refused rows (at most
+	// MaxDecodeFailedKeys, oldest first, each once).
+	DecodeFailedKeys []string
+	// HiddenRows is the number of rows the view holds refused right now: rows of the
+	// stream that Get does not return.
+	HiddenRows int
+}
+
+// MaxDecodeFailedKeys bounds ViewStats.DecodeFailedKeys.
+const MaxDecodeFailedKeys = 8
+
+// decodeStats records a view's decode failures for ViewStats (any goroutine reads them).
+type decodeStats struct {
+	mu    sync.Mutex
+	count int64
+	keys  []string // oldest first, distinct, at most MaxDecodeFailedKeys
+}
+
+func (d *decodeStats) add(key string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.count++
+	if i := slices.Index(d.keys, key); i >= 0 {
+		d.keys = slices.Delete(d.keys, i, i+1)
+	} else if len(d.keys) == MaxDecodeFailedKeys {
+		d.keys = slices.Delete(d.keys, 0, 1)
+	}
+	d.keys = append(d.keys, key)
+}
+
+func (d *decodeStats) get() (int64, []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.count, slices.Clone(d.keys)
+}
+
+// decodeFailed reports a row the decoder refused: counted for the view and the client,
+// logged at Error level, handed to Hooks.OnDecodeError.
+func (v *View[T]) decodeFailed(key string, index int64, err error) {
+	v.decodes.add(key)
+	if v.c != nil {
+		v.c.decodeError(v.name, key, index, err)
+	}
 }
 
 // Stats is a snapshot of the client's counters and gauges.
 type Stats struct {
-	Position  int64 // the stream position applied (see Client.Position)
-	Connected bool
-	Ready     bool
+	Position int64 // the stream position applied (see Client.Position)
+	// SourcePosition is the applied source position: the LSN of the last position record
+	// the client published (0 before the first, or when the stream has none). Every view
+	// reflects every commit up to it (see WaitFor).
+	SourcePosition LSN
+	Connected      bool
+	Ready          bool
 	// EntriesApplied counts entries of live batches; SnapshotsApplied counts snapshots.
 	EntriesApplied, Batches, SnapshotsApplied int64
 	Resyncs, Reconnects                       int64
@@ -54,8 +108,10 @@ const trieOverheadPerEntry = 40
 func (v *View[T]) stats() ViewStats {
 	s := v.state.Load()
 	var it item[T]
+	n, keys := v.decodes.get()
 	return ViewStats{Name: v.name, Len: s.count, Position: s.position,
-		MemoryBytes: v.mem.Load() + int64(s.count)*int64(unsafe.Sizeof(it)+trieOverheadPerEntry)}
+		MemoryBytes:  v.mem.Load() + int64(s.count)*int64(unsafe.Sizeof(it)+trieOverheadPerEntry),
+		DecodeErrors: n, DecodeFailedKeys: keys, HiddenRows: len(s.bad)}
 }
 
 // Stats returns the client's counters and gauges. Safe for concurrent use.
@@ -67,7 +123,7 @@ func (c *Client) Stats() Stats {
 		EpochChecks: c.st.epochOK.Load() + c.st.epochBad.Load(), EpochMismatches: c.st.epochBad.Load(),
 		DecodeErrors: c.st.decodeErrs.Load(), HandlerErrors: c.st.handlerErrs.Load(),
 		Persists: c.st.persists.Load(), PersistErrors: c.st.persistErrs.Load(),
-		Lag: time.Duration(c.st.lastLagNanos.Load()),
+		Lag: time.Duration(c.st.lastLagNanos.Load()), SourcePosition: c.cut.Load().SourcePosition(),
 	}
 	if ns := c.st.lastSourceTime.Load(); ns != 0 {
 		s.LastSourceTime = time.Unix(0, ns)

@@ -28,18 +28,28 @@ type item[T any] struct {
 type keySet = tnode[struct{}]
 
 // viewState is one published, immutable version of a view: readers load it with one atomic
-// load and see one whole batch or none of it.
+// load and see one whole publication or none of it.
 type viewState[T any] struct {
 	root     *tnode[item[T]]
 	count    int
 	position int64             // the stream position this version reflects (-1 before any)
 	idx      []*tnode[*keySet] // per secondary index: value -> set of keys
+
+	// Accounting over every live row of the version, decoded or not (the epoch check and
+	// the memory estimate), and the rows the decoder refused: hidden from readers, still
+	// accounted. A version carries them so that dropping a working version (rollback)
+	// restores them with it.
+	hashSum uint64
+	rows    int64
+	bytes   int64              // key + raw value bytes of the live rows
+	bad     map[string]item[T] // shared between versions: copied before a change (ownBad)
 }
 
 // View is a typed, read-only, in-memory copy of one view of the stream. All its methods are
 // safe for concurrent use and never block: they read the last published version.
 type View[T any] struct {
 	name   string
+	slot   int    // its place in Client.views and in every Cut
 	prefix []byte // esc(name) + "|", the record keys' prefix
 	decode Decoder[T]
 	c      *Client
@@ -51,14 +61,14 @@ type View[T any] struct {
 	indexFns   []IndexFunc[T]
 	handlers   []*handler[T]
 
-	w   viewWriter[T] // owned by the connection goroutine
-	mem atomic.Int64  // key + raw bytes, published with each version (Stats)
+	w       viewWriter[T] // owned by the connection goroutine
+	mem     atomic.Int64  // key + raw bytes, published with each version (Stats)
+	decodes decodeStats   // rows the decoder refused (Stats)
 }
 
 func newView[T any](c *Client, name string, decode Decoder[T]) *View[T] {
 	v := &View[T]{name: name, prefix: record.KeyPrefix(name), decode: decode, c: c, indexNames: map[string]int{}}
 	v.state.Store(&viewState[T]{position: -1})
-	v.w.bad = map[string]item[T]{}
 	return v
 }
 
@@ -162,7 +172,7 @@ func (s *Version[T]) Range(fn func(key string, obj T) bool) {
 
 func (s *Version[T]) set(index, value string) *keySet {
 	i, ok := s.v.indexNames[index]
-	if !ok {
+	if !ok || i >= len(s.s.idx) { // a version older than the index (nothing applied yet)
 		return nil
 	}
 	p, ok := s.s.idx[i].get(value, hashKey(value))
@@ -213,7 +223,7 @@ func (s *Version[T]) ByIndexKeys(index, value string) []string {
 // IndexValues returns the values of an index that have at least one object.
 func (s *Version[T]) IndexValues(index string) []string {
 	i, ok := s.v.indexNames[index]
-	if !ok {
+	if !ok || i >= len(s.s.idx) {
 		return nil
 	}
 	var out []string

@@ -211,6 +211,10 @@ func TestReplaceEmitsChanges(t *testing.T) {
 		t.Fatal("staging is visible")
 	}
 	v.endReplace(10)
+	if v.Len() != 3 || len(v.takeChanges()) != 0 {
+		t.Fatal("the replacement is visible before it is published")
+	}
+	v.commit(10)
 	for _, ch := range v.takeChanges() {
 		got = append(got, ch.Op.String()+":"+ch.Key)
 	}
@@ -289,6 +293,7 @@ func TestReplaceBuildsSameIndexes(t *testing.T) {
 		snap.stageRow(row{key: k, fullKey: []byte("events|" + k), value: []byte(val), tombstone: val == "", index: int64(i)})
 	}
 	snap.endReplace(n)
+	snap.commit(n)
 	if live.Len() != snap.Len() {
 		t.Fatalf("len live %d snapshot %d", live.Len(), snap.Len())
 	}

@@ -30,7 +30,13 @@
 //     snapshot, on the same stream. A recovery that finds the log start moved past it
 //     (retention or DeleteRecords while the target was behind) does the same.
 //
-// Entries come in batches bounded by Config.MaxBatchEntries and MaxBatchBytes. A target
+// Position records (schemas/README.md: they end source transactions and carry the source
+// position) belong to the stream: every target receives them whatever its views, and a
+// snapshot carries the latest one at its index.
+//
+// Entries come in batches bounded by Config.MaxBatchEntries and MaxBatchBytes; a batch
+// that reaches its bound is cut after its last position entry when entries of a source
+// transaction follow it (a transaction larger than a batch still spans batches). A target
 // whose views see no entry for Config.ProgressInterval gets a Progress message, so the
 // index it resumes from stays fresh; it gets one as soon as it has caught up, too. Every
 // message carries head_index, the player's main position, from which the client knows its
@@ -67,13 +73,16 @@
 // methods, guarded by its target's mutex.
 //
 // Algorithm 2 (batching, the popped map) is queue.nextBatch/ack: batches bounded by entry
-// count and bytes; a sent batch stays accounted in popped until an ack covers its last index
+// count and bytes, counted without popping (queue.at) so that a full batch can end after
+// its last position entry when a source transaction's entries follow (queue.cutTxn); a
+// sent batch stays accounted in popped until an ack covers its last index
 // (a snapshot's batches are not tracked: queue.untrackLast). Frames (SnapshotBegin/End,
 // ResyncRequired) travel through the same queue, alone.
 //
 // Algorithm 3 (dispatcher) is stream.apply (stream.go), called by the main fetcher goroutine
 // for every record: it updates the materialized copy and pushes the entry to the targets
-// subscribed to its view (header sc-view) with target.pushMain (dispatch.go), skipping
+// subscribed to its view (header sc-view), or to every target for a position record, with
+// target.pushMain (dispatch.go), skipping
 // targets whose last ack is >= the entry's index, then publishes current_index
 // (stream.current). The entry is marshalled once, as its own one-entry batch frame
 // (item.single, whose tail is the Entry bytes item.wire): a one-entry batch goes to every
@@ -110,13 +119,15 @@
 // queues cleared, ResyncRequired + snapshot as of the main position), as admission would
 // on reconnect. A target without resume index gets a snapshot bootstrap instead: its
 // recovery fetcher's first source is snapshotSource (SnapshotBegin X, rows of its views in
-// index order from the materialized copy, SnapshotEnd X, X = ci). One whose resume index
+// index order from the materialized copy with the latest position record at its place,
+// SnapshotEnd X, X = ci; stream.snapshotItems). One whose resume index
 // is below the log start, at/after the log end, or followed by records older than the
 // tombstone horizon (the topic's delete.retention.ms, read from the broker; the append
 // time of the first record after the resume index is bounded from a timeline sampled every
 // second of log time, stream.firstAfterTime) gets ResyncRequired then the snapshot.
 //
-// The materialized copy (stream.rows: view -> key -> latest row) also keeps each view's
+// The materialized copy (stream.rows: view -> key -> latest row, and stream.position: the
+// latest position record) also keeps each view's
 // rows in index order (stream.order: view -> rowOrder, order.go), so a snapshot needs no
 // sort: the main fetcher applies records in increasing index order and appends each row to
 // its view's slice of (index, row) slots; an update or tombstone of a key marks its

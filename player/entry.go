@@ -25,6 +25,7 @@ type item struct {
 	key        string
 	kind       statecastv1.Kind
 	tombstone  bool
+	txn        bool  // sc-txn: part of a source transaction that ends at the next position entry
 	dispatched int64 // when the main fetcher dispatched it, Unix ns (0 for recovery items)
 	wire       []byte
 	single     []byte                         // entries: the one-entry batch frame (wire is its tail)
@@ -49,7 +50,12 @@ var kinds = map[record.Kind]statecastv1.Kind{
 	record.KindEpochBegin: statecastv1.Kind_KIND_EPOCH_BEGIN,
 	record.KindEpochEnd:   statecastv1.Kind_KIND_EPOCH_END,
 	record.KindPoll:       statecastv1.Kind_KIND_POLL,
+	record.KindPosition:   statecastv1.Kind_KIND_POSITION,
 }
+
+// isPosition reports whether the item is a position entry: it belongs to the stream, not
+// to a view, and goes to every target whatever its views.
+func (it *item) isPosition() bool { return it.kind == statecastv1.Kind_KIND_POSITION }
 
 // itemOf decodes a Kafka record into an entry item, marshalling its Entry once.
 // Records with missing or malformed headers are still delivered: the view then comes from
@@ -75,6 +81,7 @@ func itemOf(m *sarama.ConsumerMessage) *item {
 			e.SourceTime = timestamppb.New(meta.SourceTime)
 		}
 		e.SourceLsn = meta.SourceLSN
+		e.Txn = meta.Txn
 	}
 	// proto3 strings must be valid UTF-8; a malformed header must not make the entry vanish.
 	e.View, e.SourceLsn = strings.ToValidUTF8(e.View, "\uFFFD"), strings.ToValidUTF8(e.SourceLsn, "\uFFFD")
@@ -96,7 +103,7 @@ func itemOf(m *sarama.ConsumerMessage) *item {
 	}
 	return &item{
 		index: m.Offset, view: e.View, key: string(m.Key), kind: e.Kind,
-		tombstone: e.Tombstone, wire: buf[hdr:], single: buf,
+		tombstone: e.Tombstone, txn: e.Txn, wire: buf[hdr:], single: buf,
 	}
 }
 

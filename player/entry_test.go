@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // FuzzItemBatch: any Kafka record decodes into an entry, and a batch made of
@@ -108,5 +109,39 @@ func TestWithHead(t *testing.T) {
 	}
 	if p := batchParts([]*item{a}); len(withHead(p, 0)) != 1 {
 		t.Fatal("head 0 added a part")
+	}
+}
+
+// TestItemOfPositionAndTxn: a position record becomes an entry of kind POSITION without a
+// view, its value the position's JSON; sc-txn becomes Entry.txn.
+func TestItemOfPositionAndTxn(t *testing.T) {
+	msg := func(off int64, key, value []byte, meta record.Meta) *sarama.ConsumerMessage {
+		m := &sarama.ConsumerMessage{Offset: off, Key: key, Value: value}
+		for _, h := range meta.Headers() {
+			m.Headers = append(m.Headers, &sarama.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		return m
+	}
+	pos := (&record.Position{LSN: "16/B374D848", Time: time.Unix(5, 0)}).Marshal()
+	for _, tt := range []struct {
+		m    *sarama.ConsumerMessage
+		kind statecastv1.Kind
+		view string
+		txn  bool
+	}{
+		{msg(3, record.EncodeKey("a", "1"), []byte(`{}`), record.Meta{View: "a", Kind: record.KindRow, Txn: true}), statecastv1.Kind_KIND_ROW, "a", true},
+		{msg(4, record.EncodeKey("a", "2"), nil, record.Meta{View: "a", Kind: record.KindRow}), statecastv1.Kind_KIND_ROW, "a", false},
+		{msg(5, record.PositionKey(), pos, record.Meta{Kind: record.KindPosition, SourceLSN: "16/B374D848"}), statecastv1.Kind_KIND_POSITION, "", false},
+	} {
+		it := itemOf(tt.m)
+		var got statecastv1.SubscribeResponse
+		if err := proto.Unmarshal(encodeBatch([]*item{it}), &got); err != nil {
+			t.Fatal(err)
+		}
+		e := got.GetBatch().GetEntries()[0]
+		if e.Kind != tt.kind || e.View != tt.view || e.Txn != tt.txn || it.txn != tt.txn || it.kind != tt.kind ||
+			it.isPosition() != (tt.kind == statecastv1.Kind_KIND_POSITION) || !bytes.Equal(e.Value, tt.m.Value) {
+			t.Errorf("offset %d: entry %v (item kind %v txn %v)", tt.m.Offset, e, it.kind, it.txn)
+		}
 	}
 }

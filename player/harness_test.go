@@ -32,7 +32,8 @@ type env struct {
 	prod    sarama.SyncProducer
 	chk     *checker.Checker
 	mu      sync.Mutex
-	last    int64 // offset of the last produced record
+	last    int64  // offset of the last produced record
+	lsn     uint64 // source position of the last position record (produceTxns)
 }
 
 func newEnv(t *testing.T, configs map[string]string) *env {
@@ -99,6 +100,48 @@ func (e *env) produce(n int, views []string, valueSize int, rnd *rand.Rand) int6
 	defer e.mu.Unlock()
 	return e.last
 }
+
+// produceTxns writes n source transactions over views as the distributor's WAL capture
+// does: each is 1 to 12 rows (tombstones mixed in) marked sc-txn, then a position record
+// with a growing source position; now and then a row without sc-txn between them. It
+// returns the offset of the last record.
+func (e *env) produceTxns(n int, views []string, rnd *rand.Rand) int64 {
+	e.t.Helper()
+	var msgs []*sarama.ProducerMessage
+	for range n {
+		if rnd.IntN(8) == 0 {
+			v := views[rnd.IntN(len(views))]
+			msgs = append(msgs, recordsarama.ProducerMessage(e.topic, record.EncodeKey(v, strconv.Itoa(rnd.IntN(50))),
+				[]byte(`{"loose":1}`), record.Meta{View: v, Kind: record.KindRow, Epoch: 1, SourceTime: time.Now()}))
+		}
+		for range 1 + rnd.IntN(12) {
+			v := views[rnd.IntN(len(views))]
+			var value []byte
+			if rnd.IntN(6) != 0 {
+				value = []byte(`{"txn":1}`)
+			}
+			msgs = append(msgs, recordsarama.ProducerMessage(e.topic, record.EncodeKey(v, strconv.Itoa(rnd.IntN(50))),
+				value, record.Meta{View: v, Kind: record.KindRow, Epoch: 1, SourceTime: time.Now(), Txn: true}))
+		}
+		e.lsn += 1 + uint64(rnd.IntN(1000))
+		lsn := e.lsnText()
+		msgs = append(msgs, recordsarama.ProducerMessage(e.topic, record.PositionKey(),
+			(&record.Position{LSN: lsn, Time: time.Now()}).Marshal(),
+			record.Meta{Kind: record.KindPosition, SourceTime: time.Now(), SourceLSN: lsn}))
+	}
+	if err := e.prod.SendMessages(msgs); err != nil {
+		e.t.Fatalf("produce: %v", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, m := range msgs {
+		e.last = max(e.last, m.Offset)
+	}
+	return e.last
+}
+
+// lsnText is the source position of the last position record produceTxns wrote.
+func (e *env) lsnText() string { return fmt.Sprintf("%X/%X", e.lsn>>32, uint32(e.lsn)) }
 
 func (e *env) lastOffset() int64 {
 	e.mu.Lock()
@@ -203,6 +246,11 @@ type client struct {
 	frames   int
 	maxHead  int64    // highest SubscribeResponse.head_index seen
 	headErrs []string // messages whose head_index was below an index they carried
+	// Position entries received live and in snapshots; batches of the full entry count
+	// that end with the start of a source transaction after a position entry (the player
+	// cuts those after the position entry).
+	positions, snapPositions int
+	cutErrs                  []string
 }
 
 func newClient(id string, chk *checker.Checker, views ...string) *client {
@@ -223,6 +271,8 @@ func kindString(k statecastv1.Kind) string {
 		return checker.KindEpochEnd
 	case statecastv1.Kind_KIND_POLL:
 		return checker.KindPoll
+	case statecastv1.Kind_KIND_POSITION:
+		return checker.KindPosition
 	}
 	return checker.KindRow
 }
@@ -289,8 +339,23 @@ func (c *client) session(ctx context.Context, addr string, stopAfter int, pause 
 		switch m := resp.Msg.(type) {
 		case *statecastv1.SubscribeResponse_Batch:
 			es := make([]checker.Entry, len(m.Batch.Entries))
+			lastPos, txnAfter := -1, false
 			for i, en := range m.Batch.Entries {
 				es[i] = checker.Entry{Index: en.Index, Key: string(en.Key), View: en.View, Kind: kindString(en.Kind), Tombstone: en.Tombstone}
+				switch {
+				case en.Kind == statecastv1.Kind_KIND_POSITION && inSnap:
+					c.snapPositions++
+					lastPos, txnAfter = i, false
+				case en.Kind == statecastv1.Kind_KIND_POSITION:
+					c.positions++
+					lastPos, txnAfter = i, false
+				case en.Txn && lastPos >= 0:
+					txnAfter = true
+				}
+			}
+			if len(es) == c.batch && txnAfter && len(c.cutErrs) < 5 {
+				c.cutErrs = append(c.cutErrs, fmt.Sprintf("full batch %d..%d: position entry at %d followed by a transaction's entries",
+					es[0].Index, es[len(es)-1].Index, es[lastPos].Index))
 			}
 			c.chk.Batch(c.id, es)
 			if !inSnap && len(es) > 0 {

@@ -140,9 +140,11 @@ func TestRowOrderOutOfOrderPanics(t *testing.T) {
 	}
 }
 
-// TestSnapshotRowsFromApply drives stream.apply with random rows, tombstones and control
-// records of 3 views and checks stream.snapshotRows against the per-view maps: for all
-// views and for subsets, from a log start, the live rows sorted by index.
+// TestSnapshotRowsFromApply drives stream.apply with random rows, tombstones, control
+// records of 3 views and position records, and checks stream.snapshotRows against the
+// per-view maps: for all views and for subsets, from a log start, the live rows sorted by
+// index; and stream.snapshotItems: the same plus the latest position record at its index,
+// for every subset.
 func TestSnapshotRowsFromApply(t *testing.T) {
 	p, err := New(Config{Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}}, HistoryBytes: 1 << 20})
 	if err != nil {
@@ -160,6 +162,9 @@ func TestSnapshotRowsFromApply(t *testing.T) {
 		switch r := rnd.IntN(10); {
 		case r == 0:
 			kind, key = record.KindPoll, record.ControlKey(v, record.KindPoll)
+		case r == 1:
+			kind, key, v = record.KindPosition, record.PositionKey(), ""
+			value = (&record.Position{LSN: fmt.Sprintf("0/%X", off), Time: time.Now()}).Marshal()
 		case r < 4:
 			value = nil
 		}
@@ -198,6 +203,19 @@ func TestSnapshotRowsFromApply(t *testing.T) {
 			}
 			if sel == nil && len(got) > n {
 				t.Fatalf("step %d: %d rows from %d, nrows %d", step, len(got), from, n)
+			}
+			s.mu.Lock()
+			items, pos, lsn := s.snapshotItems(sel, from), s.position, s.posLSN
+			s.mu.Unlock()
+			if pos != nil && pos.index >= from {
+				want = append(want, pos)
+				slices.SortFunc(want, func(a, b *item) int { return cmp.Compare(a.index, b.index) })
+			}
+			if !slices.Equal(items, want) {
+				t.Fatalf("step %d, views %v, from %d: items %v, want %v", step, sel, from, indexes(items), indexes(want))
+			}
+			if pos != nil && lsn != fmt.Sprintf("0/%X", pos.index) {
+				t.Fatalf("step %d: source position %q of the position record at %d", step, lsn, pos.index)
 			}
 		}
 	}

@@ -181,30 +181,71 @@ func (q *queue) refetch() { q.state = StateRF }
 // dropNormal empties the normal queue (its target went over its byte budget).
 func (q *queue) dropNormal() { q.normal.clear() }
 
+// at returns the i-th item front would return after i pops (nil past the end): the
+// catch-up queue in RF and FC — in FC followed by the normal queue, which pop switches to
+// when the catch-up queue drains — and the normal queue in N.
+func (q *queue) at(i int) *item {
+	var f *fifo
+	switch q.state {
+	case StateRF:
+		f = &q.catchup
+	case StateFC:
+		if n := q.catchup.len(); i >= n {
+			i -= n
+			f = &q.normal
+		} else {
+			f = &q.catchup
+		}
+	case StateN:
+		f = &q.normal
+	default:
+		return nil
+	}
+	if i >= f.len() {
+		return nil
+	}
+	return f.items[f.head+i]
+}
+
 // nextBatch builds the next batch (Algorithm 2): consecutive entries up to maxEntries and
-// maxBytes (at least one entry), or a single frame. The batch is recorded in popped, as
-// sent at now, until ack releases it (or untrackLast). It returns nil when nothing is ready.
+// maxBytes (at least one entry), or a single frame. A batch that stops at its bound is cut
+// after its last position entry when entries of a source transaction follow it (cutTxn):
+// the transaction then starts the next batch instead of ending this one unfinished. The
+// batch is recorded in popped, as sent at now, until ack releases it (or untrackLast). It
+// returns nil when nothing is ready.
 func (q *queue) nextBatch(maxEntries int, maxBytes int64, dst []*item, now time.Time) []*item {
 	dst = dst[:0]
+	// Count the batch without popping (at), then pop it: a cut never has to put items back.
+	n, full := 0, false
 	var bytes int64
 	for {
-		it := q.front()
+		it := q.at(n)
 		if it == nil {
 			break
 		}
 		if it.frame != nil {
-			if len(dst) > 0 {
-				break
+			if n == 0 {
+				n, bytes = 1, int64(it.size())
 			}
-			dst = append(dst, q.pop())
-			bytes += int64(it.size())
 			break
 		}
-		if len(dst) > 0 && (len(dst) >= maxEntries || bytes+int64(it.size()) > maxBytes) {
+		if n > 0 && (n >= maxEntries || bytes+int64(it.size()) > maxBytes) {
+			full = true
 			break
 		}
-		dst = append(dst, q.pop())
+		n++
 		bytes += int64(it.size())
+	}
+	if full || n >= maxEntries {
+		if c := q.cutTxn(n); c < n {
+			for i := c; i < n; i++ {
+				bytes -= int64(q.at(i).size())
+			}
+			n = c
+		}
+	}
+	for range n {
+		dst = append(dst, q.pop())
 	}
 	if len(dst) == 0 {
 		return dst
@@ -212,6 +253,23 @@ func (q *queue) nextBatch(maxEntries int, maxBytes int64, dst []*item, now time.
 	q.popped = append(q.popped, sentBatch{last: dst[len(dst)-1].index, bytes: bytes, sentAt: now})
 	q.poppedBytes += bytes
 	return dst
+}
+
+// cutTxn returns where a full batch of the first n items should end: after its last
+// position entry when a source transaction's entry follows it in the batch, else n.
+func (q *queue) cutTxn(n int) int {
+	txn := false
+	for i := n - 1; i >= 0; i-- {
+		it := q.at(i)
+		if it.isPosition() {
+			if txn {
+				return i + 1
+			}
+			return n
+		}
+		txn = txn || it.txn
+	}
+	return n
 }
 
 // untrackLast forgets the batch nextBatch just recorded: one that no ack will cover (a

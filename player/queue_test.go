@@ -221,3 +221,85 @@ func TestQueueRefetch(t *testing.T) {
 		t.Fatalf("sent %v, state %s", got, q.state)
 	}
 }
+
+// TestQueueBatchingCutsAtTxnEnd: a batch that reaches its bound is cut after its last
+// position entry when source-transaction entries follow it, also across the FC → N switch;
+// a batch that is not full, or whose tail is not a transaction, is not cut; a transaction
+// larger than a batch still goes out, batch by batch.
+func TestQueueBatchingCutsAtTxnEnd(t *testing.T) {
+	txn := func(i int64) *item { it := ent(i); it.txn = true; return it }
+	pos := func(i int64) *item { it := ent(i); it.kind = statecastv1.Kind_KIND_POSITION; return it }
+	row := ent
+	type step struct {
+		max  int
+		want []int64
+	}
+	tests := []struct {
+		name  string
+		items []*item
+		steps []step
+	}{
+		{"cut after the position", []*item{txn(1), txn(2), pos(3), txn(4), txn(5), txn(6), pos(7)},
+			[]step{{5, []int64{1, 2, 3}}, {5, []int64{4, 5, 6, 7}}}},
+		{"last of two positions", []*item{txn(1), pos(2), txn(3), pos(4), txn(5), txn(6), pos(7)},
+			[]step{{5, []int64{1, 2, 3, 4}}, {5, []int64{5, 6, 7}}}},
+		{"not full: no cut", []*item{txn(1), pos(2), txn(3)}, []step{{5, []int64{1, 2, 3}}}},
+		{"rows without txn after the position: no cut", []*item{txn(1), pos(2), row(3), row(4), row(5)},
+			[]step{{3, []int64{1, 2, 3}}, {3, []int64{4, 5}}}},
+		{"transaction larger than a batch", []*item{txn(1), txn(2), txn(3), txn(4), txn(5), pos(6)},
+			[]step{{2, []int64{1, 2}}, {2, []int64{3, 4}}, {2, []int64{5, 6}}}},
+		{"ends exactly at the position", []*item{txn(1), txn(2), pos(3), txn(4)}, []step{{3, []int64{1, 2, 3}}, {3, []int64{4}}}},
+		{"position first, then a transaction", []*item{pos(1), txn(2), txn(3), txn(4)}, []step{{3, []int64{1}}, {3, []int64{2, 3, 4}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := newQueue(1, StateN)
+			for _, it := range tt.items {
+				q.push(it, true, 1)
+			}
+			for i, s := range tt.steps {
+				b := q.nextBatch(s.max, 1<<20, nil, time.Time{})
+				if got := indexes(b); fmt.Sprint(got) != fmt.Sprint(s.want) {
+					t.Fatalf("batch %d: %v, want %v", i, got, s.want)
+				}
+			}
+			var bytes int64
+			for _, p := range q.popped {
+				bytes += p.bytes
+			}
+			if q.normal.len() != 0 || bytes != q.poppedBytes || bytes != int64(len(tt.items)*ent(0).size()) {
+				t.Fatalf("left %d items, popped bytes %d (sum %d)", q.normal.len(), q.poppedBytes, bytes)
+			}
+		})
+	}
+	// By bytes, and across the catch-up → normal switch of FC.
+	q := newQueue(1, StateRF)
+	q.push(txn(1), false, 1)
+	q.push(pos(2), false, 1)
+	q.push(txn(3), true, 1)
+	q.push(txn(4), true, 1)
+	q.push(pos(5), true, 1)
+	q.fetchingCompleted(1)
+	if b := q.nextBatch(10, int64(3*ent(0).size()), nil, time.Time{}); fmt.Sprint(indexes(b)) != "[1 2]" {
+		t.Fatalf("FC batch by bytes: %v", indexes(b))
+	}
+	if b := q.nextBatch(10, 1<<20, nil, time.Time{}); fmt.Sprint(indexes(b)) != "[3 4 5]" || q.state != StateN {
+		t.Fatalf("then %v in %v", indexes(b), q.state)
+	}
+}
+
+// TestQueueBatchingCutsAtEntryBound: a batch of exactly maxEntries entries has reached its
+// bound even when nothing follows it yet.
+func TestQueueBatchingCutsAtEntryBound(t *testing.T) {
+	q := newQueue(1, StateN)
+	pos := ent(2)
+	pos.kind = statecastv1.Kind_KIND_POSITION
+	txn := ent(3)
+	txn.txn = true
+	q.push(ent(1), true, 1)
+	q.push(pos, true, 1)
+	q.push(txn, true, 1)
+	if b := q.nextBatch(3, 1<<20, nil, time.Time{}); fmt.Sprint(indexes(b)) != "[1 2]" {
+		t.Fatalf("batch %v, want [1 2]", indexes(b))
+	}
+}

@@ -88,7 +88,7 @@ func (t *target) startRecoveryLocked(from, to int64) {
 // t.mu held: x is the main position and rows the state at x.
 func (t *target) startSnapshotLocked(term uint64, resync *statecastv1.ResyncRequired, logStart, x int64) {
 	t.recEnd = x
-	snap := &snapshotSource{t: t, term: term, resync: resync, rows: t.s.snapshotRows(t.views, logStart), x: x}
+	snap := &snapshotSource{t: t, term: term, resync: resync, rows: t.s.snapshotItems(t.views, logStart), x: x}
 	t.s.p.goTracked(func() {
 		t.recoveryFetcher(term, x, x, snap, t.historySource(term), t.kafkaSource(term))
 	})
@@ -105,7 +105,7 @@ func (t *target) pushCatchup(it *item, term uint64, snapshot bool) bool {
 		if t.q.term != term || t.q.state == StateS || t.q.state != StateRF {
 			return false
 		}
-		if it.frame == nil && !snapshot && (it.index <= t.lastAck || !t.wants(it.view)) {
+		if it.frame == nil && !snapshot && (it.index <= t.lastAck || !t.wants(it)) {
 			return true
 		}
 		if t.q.catchup.bytes < t.budget/4 {

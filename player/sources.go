@@ -14,9 +14,9 @@ import (
 
 // snapshotSource is the snapshot bootstrap: it pushes the state at the main position x
 // as a recovery of [x, x] (optionally preceded by a resync frame): SnapshotBegin x, the
-// rows, SnapshotEnd x. rows are stream.snapshotRows at x: already in index order, without
-// the rows below the log start (deleted from the log by DeleteRecords or retention: the
-// snapshot shows the log as it is). Snapshot rows carry the index of their last change,
+// rows, SnapshotEnd x. rows are stream.snapshotItems at x (the rows and the latest
+// position record): already in index order, without the rows below the log start (deleted
+// from the log by DeleteRecords or retention: the snapshot shows the log as it is). Snapshot rows carry the index of their last change,
 // older than what the target acked before a resync: they are pushed unfiltered. After the
 // snapshot it holds nothing: later ranges are read from the next source.
 type snapshotSource struct {

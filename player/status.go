@@ -16,15 +16,18 @@ type Status struct {
 
 // StreamStatus describes one stream.
 type StreamStatus struct {
-	Name       string         `json:"name"`
-	Topic      string         `json:"topic"`
-	Ready      bool           `json:"ready"`
-	Current    int64          `json:"current"`
-	Rows       int            `json:"rows"`
-	LastLog    time.Time      `json:"last_log_time"`
-	Retention  string         `json:"tombstone_horizon"`
-	FetchError string         `json:"fetch_error,omitempty"`
-	Targets    []TargetStatus `json:"targets"`
+	Name    string `json:"name"`
+	Topic   string `json:"topic"`
+	Ready   bool   `json:"ready"`
+	Current int64  `json:"current"`
+	Rows    int    `json:"rows"`
+	// SourcePosition is the source position of the latest position record read (the LSN
+	// text, "" when none was read or the stream has none: polling).
+	SourcePosition string         `json:"source_position,omitempty"`
+	LastLog        time.Time      `json:"last_log_time"`
+	Retention      string         `json:"tombstone_horizon"`
+	FetchError     string         `json:"fetch_error,omitempty"`
+	Targets        []TargetStatus `json:"targets"`
 }
 
 // TargetStatus describes one connected target.
@@ -58,7 +61,7 @@ func (p *Player) Status() Status {
 		default:
 		}
 		s.mu.Lock()
-		ss.Rows, ss.LastLog, ss.FetchError = s.nrows, s.lastLog, s.fetchErr
+		ss.Rows, ss.LastLog, ss.FetchError, ss.SourcePosition = s.nrows, s.lastLog, s.fetchErr, s.posLSN
 		s.mu.Unlock()
 		for _, t := range s.targetsSnapshot() {
 			t.mu.Lock()
@@ -93,7 +96,7 @@ var statusPage = template.Must(template.New("status").Parse(`<!doctype html>
 </head><body><h1>statecast player</h1>
 {{range .Streams}}
 <h2>stream {{.Name}} (topic {{.Topic}})</h2>
-<p>ready: {{.Ready}} · main position: {{.Current}} · rows: {{.Rows}} · last log time: {{.LastLog}} · tombstone horizon: {{.Retention}} {{if .FetchError}}· <b>fetch error: {{.FetchError}}</b>{{end}}</p>
+<p>ready: {{.Ready}} · main position: {{.Current}} · rows: {{.Rows}} {{if .SourcePosition}}· source position: {{.SourcePosition}} {{end}}· last log time: {{.LastLog}} · tombstone horizon: {{.Retention}} {{if .FetchError}}· <b>fetch error: {{.FetchError}}</b>{{end}}</p>
 <table><tr><th>target</th><th>views</th><th>state</th><th>term</th><th>last ack</th><th>sent</th><th>lag</th><th>lag s</th><th>queue bytes</th><th>normal</th><th>catch-up</th><th>unacked</th><th>recoveries</th><th>overflows</th></tr>
 {{range .Targets}}<tr><td>{{.ID}}</td><td>{{.Views}}</td><td>{{.State}}</td><td>{{.Term}}</td><td>{{.LastAck}}</td><td>{{.SentUpTo}}</td><td>{{.LagEntries}}</td><td>{{printf "%.1f" .LagSeconds}}</td><td>{{.QueueBytes}}</td><td>{{.Normal}}</td><td>{{.Catchup}}</td><td>{{.Unacked}}</td><td>{{.Recoveries}}</td><td>{{.Overflows}}</td></tr>
 {{end}}</table>

@@ -15,6 +15,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/statecast/statecast/kafkaconn"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // tsMark is a sample of the log's timeline: the record at off was appended at ts.
@@ -47,6 +48,8 @@ type stream struct {
 	mu       sync.Mutex
 	rows     map[string]map[string]*item // view -> key -> latest row (tombstones applied)
 	order    map[string]*rowOrder        // view -> the same rows in index order (snapshots)
+	position *item                       // the latest position record (nil: none read)
+	posLSN   string                      // its source position ("" when it has none)
 	hist     history
 	nrows    int
 	timeline []tsMark
@@ -266,18 +269,36 @@ func (s *stream) apply(m *sarama.ConsumerMessage, live bool, woken map[*target]s
 			vo.add(it)
 		}
 	}
+	if it.isPosition() {
+		// Compaction keeps one position record (one key): the copy keeps the latest, which
+		// every snapshot carries, so that a new target knows the source position of its
+		// state and whether a source transaction is open at the snapshot's index.
+		s.position, s.posLSN = it, ""
+		if p, err := record.ParsePosition(m.Value); err == nil {
+			s.posLSN = p.LSN
+		}
+	}
 	s.sample(m.Offset, m.Timestamp)
 	s.hist.add(it)
 	if live {
 		it.dispatched = time.Now().UnixNano()
-		for t := range s.byView[it.view] {
-			if t.pushMain(it) {
-				woken[t] = struct{}{}
+		if it.isPosition() {
+			// Every target, whatever its views (byClient holds each registered target once).
+			for _, t := range s.byClient {
+				if t.pushMain(it) {
+					woken[t] = struct{}{}
+				}
 			}
-		}
-		for t := range s.allViews {
-			if t.pushMain(it) {
-				woken[t] = struct{}{}
+		} else {
+			for t := range s.byView[it.view] {
+				if t.pushMain(it) {
+					woken[t] = struct{}{}
+				}
+			}
+			for t := range s.allViews {
+				if t.pushMain(it) {
+					woken[t] = struct{}{}
+				}
 			}
 		}
 	}
@@ -331,6 +352,17 @@ func (s *stream) snapshotRows(views map[string]bool, from int64) []*item {
 		}
 	}
 	return mergeRows(orders, from)
+}
+
+// snapshotItems is snapshotRows plus the latest position record when its index is >= from,
+// at its place in index order: a snapshot's content for any target. s.mu must be held.
+func (s *stream) snapshotItems(views map[string]bool, from int64) []*item {
+	rows := s.snapshotRows(views, from)
+	if p := s.position; p != nil && p.index >= from {
+		i, _ := slices.BinarySearchFunc(rows, p.index, func(it *item, x int64) int { return cmp.Compare(it.index, x) })
+		rows = slices.Insert(rows, i, p)
+	}
+	return rows
 }
 
 func (s *stream) register(t *target) {

@@ -74,7 +74,12 @@ func newTarget(s *stream, id string, views []string, term uint64, state State, m
 	return t
 }
 
-func (t *target) wants(view string) bool { return t.views == nil || t.views[view] }
+// wants reports whether the target receives it: an entry of one of its views, or a
+// position entry (those belong to the stream: every target gets them, so that each one
+// knows where source transactions end and what the source position is).
+func (t *target) wants(it *item) bool {
+	return t.views == nil || t.views[it.view] || it.isPosition()
+}
 
 // signal wakes the sender (the paper's sendNext); it never blocks.
 func (t *target) signal() {

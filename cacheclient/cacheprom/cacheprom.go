@@ -14,23 +14,31 @@ import (
 
 // Collector is a prometheus.Collector over one client.
 type Collector struct {
-	c *cacheclient.Client
+	stats func() cacheclient.Stats
 
-	position, lag, lagEntries, staleness, connected, ready *prometheus.Desc
-	entries, batches, snapshots, resyncs, reconnects       *prometheus.Desc
-	epochChecks, epochMismatches, decodeErrs, handlerErrs  *prometheus.Desc
-	persists, persistErrs                                  *prometheus.Desc
-	viewLen, viewPosition, viewMemory                      *prometheus.Desc
+	position, sourcePosition, lag, lagEntries, staleness *prometheus.Desc
+	connected, ready                                     *prometheus.Desc
+	entries, batches, snapshots, resyncs, reconnects     *prometheus.Desc
+	epochChecks, epochMismatches, decodeErrs             *prometheus.Desc
+	handlerErrs, persists, persistErrs                   *prometheus.Desc
+	viewLen, viewPosition, viewMemory                    *prometheus.Desc
+	viewDecodeErrs, viewHidden                           *prometheus.Desc
 }
 
 // NewCollector returns a collector for c; constLabels are added to every metric (for
 // example the stream name when a service runs several clients).
 func NewCollector(c *cacheclient.Client, constLabels prometheus.Labels) *Collector {
+	return newCollector(c.Stats, constLabels)
+}
+
+func newCollector(stats func() cacheclient.Stats, constLabels prometheus.Labels) *Collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("statecast_cacheclient_"+name, help, labels, constLabels)
 	}
 	return &Collector{
-		c: c,
+		stats: stats,
+		// A float64 holds an LSN exactly up to 2^53 bytes of WAL (8 PiB).
+		sourcePosition: d("source_position", "Applied source position: the PostgreSQL WAL position (LSN) of the last position record applied, in bytes (0: none)."),
 		// The metric names keep the protocol's word, index, for a stream position (the
 		// record's index in the stream): Stats.Position, ViewStats.Position.
 		position:        d("applied_index", "Stream position (the record's index in the stream) the client has applied."),
@@ -53,14 +61,17 @@ func NewCollector(c *cacheclient.Client, constLabels prometheus.Labels) *Collect
 		viewLen:         d("view_entries", "Objects in the view.", "view"),
 		viewPosition:    d("view_index", "Stream position (the record's index in the stream) the view reflects.", "view"),
 		viewMemory:      d("view_memory_bytes", "Estimated memory of the view.", "view"),
+		viewDecodeErrs:  d("view_decode_errors_total", "Rows of the view its decoder refused (each kept out of the view until a later version decodes).", "view"),
+		viewHidden:      d("view_hidden_rows", "Rows of the view its decoder refused that are kept out of it now.", "view"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (k *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{k.position, k.lag, k.lagEntries, k.staleness, k.connected, k.ready,
+	for _, d := range []*prometheus.Desc{k.position, k.sourcePosition, k.lag, k.lagEntries, k.staleness, k.connected, k.ready,
 		k.entries, k.batches, k.snapshots, k.resyncs, k.reconnects, k.epochChecks, k.epochMismatches,
-		k.decodeErrs, k.handlerErrs, k.persists, k.persistErrs, k.viewLen, k.viewPosition, k.viewMemory} {
+		k.decodeErrs, k.handlerErrs, k.persists, k.persistErrs, k.viewLen, k.viewPosition, k.viewMemory,
+		k.viewDecodeErrs, k.viewHidden} {
 		ch <- d
 	}
 }
@@ -74,14 +85,15 @@ func b2f(b bool) float64 {
 
 // Collect implements prometheus.Collector.
 func (k *Collector) Collect(ch chan<- prometheus.Metric) {
-	s := k.c.Stats()
+	s := k.stats()
 	g := func(d *prometheus.Desc, v float64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
 	}
-	cnt := func(d *prometheus.Desc, v int64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	cnt := func(d *prometheus.Desc, v int64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
 	}
 	g(k.position, float64(s.Position))
+	g(k.sourcePosition, float64(s.SourcePosition))
 	g(k.lag, s.Lag.Seconds())
 	g(k.lagEntries, float64(s.LagEntries))
 	g(k.staleness, s.Staleness.Seconds())
@@ -102,5 +114,7 @@ func (k *Collector) Collect(ch chan<- prometheus.Metric) {
 		g(k.viewLen, float64(v.Len), v.Name)
 		g(k.viewPosition, float64(v.Position), v.Name)
 		g(k.viewMemory, float64(v.MemoryBytes), v.Name)
+		cnt(k.viewDecodeErrs, v.DecodeErrors, v.Name)
+		g(k.viewHidden, float64(v.HiddenRows), v.Name)
 	}
 }

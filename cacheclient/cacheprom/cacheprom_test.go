@@ -37,10 +37,47 @@ func TestCollector(t *testing.T) {
 			}
 		}
 	}
-	if len(got) != 20 {
+	if len(got) != 23 {
 		t.Fatalf("%d metric families: %v", len(got), got)
 	}
-	if got["statecast_cacheclient_applied_index"] != -1 || got["statecast_cacheclient_view_entries"] != 0 || got["statecast_cacheclient_ready"] != 0 {
+	if got["statecast_cacheclient_applied_index"] != -1 || got["statecast_cacheclient_view_entries"] != 0 || got["statecast_cacheclient_ready"] != 0 ||
+		got["statecast_cacheclient_source_position"] != 0 {
 		t.Fatalf("values %v", got)
+	}
+}
+
+// TestCollectorValues: the source position and the per-view decode failures are exported
+// with their values, per view.
+func TestCollectorValues(t *testing.T) {
+	lsn, _ := cacheclient.ParseLSN("16/B374D848")
+	stats := cacheclient.Stats{Position: 7, SourcePosition: lsn, Views: []cacheclient.ViewStats{
+		{Name: "events", DecodeErrors: 3, HiddenRows: 2}, {Name: "markets"},
+	}}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(newCollector(func() cacheclient.Stats { return stats }, nil))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "{" + l.GetValue() + "}"
+			}
+			got[name] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	for name, want := range map[string]float64{
+		"statecast_cacheclient_source_position":                   float64(0x16_B374D848),
+		"statecast_cacheclient_view_decode_errors_total{events}":  3,
+		"statecast_cacheclient_view_hidden_rows{events}":          2,
+		"statecast_cacheclient_view_decode_errors_total{markets}": 0,
+		"statecast_cacheclient_applied_index":                     7,
+	} {
+		if v, ok := got[name]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)
+		}
 	}
 }

@@ -83,6 +83,46 @@ func (e *kafkaEnv) put(view string, rows ...[2]string) int64 {
 	return msgs[len(msgs)-1].Offset
 }
 
+// txnRow is one row of a source transaction: view, key text, value ("" = tombstone).
+type txnRow struct{ view, key, value string }
+
+// putTxn writes a source transaction as the distributor's WAL capture does: its rows
+// marked sc-txn, then, when lsn is not empty, the position record that ends it ("-" for a
+// position record without a source position, as polling writes). It returns the offset of
+// the last record.
+func (e *kafkaEnv) putTxn(lsn string, rows ...txnRow) int64 {
+	e.t.Helper()
+	var msgs []*sarama.ProducerMessage
+	e.mu.Lock()
+	for _, r := range rows {
+		if e.want[r.view] == nil {
+			e.want[r.view] = map[string]string{}
+		}
+		meta := record.Meta{View: r.view, Kind: record.KindRow, Epoch: 1, SourceTime: time.Now(), Txn: true}
+		var value []byte
+		if r.value != "" {
+			value = []byte(r.value)
+			e.want[r.view][r.key] = r.value
+		} else {
+			delete(e.want[r.view], r.key)
+		}
+		msgs = append(msgs, recordsarama.ProducerMessage(e.topic, record.EncodeKey(r.view, r.key), value, meta))
+	}
+	e.mu.Unlock()
+	if lsn != "" {
+		pos := &record.Position{Time: time.Now()}
+		if lsn != "-" {
+			pos.LSN = lsn
+		}
+		msgs = append(msgs, recordsarama.ProducerMessage(e.topic, record.PositionKey(), pos.Marshal(),
+			record.Meta{Kind: record.KindPosition, SourceTime: pos.Time, SourceLSN: pos.LSN}))
+	}
+	if err := e.prod.SendMessages(msgs); err != nil {
+		e.t.Fatal(err)
+	}
+	return msgs[len(msgs)-1].Offset
+}
+
 // epochEnd writes an epoch-end record for view describing what put wrote (rows and hash),
 // optionally corrupted by delta.
 func (e *kafkaEnv) epochEnd(view string, delta uint64) int64 {
@@ -113,13 +153,29 @@ func ev(id int, sport string) string {
 func startPlayer(t *testing.T, e *kafkaEnv) (addr string, stop func()) { return startPlayerB(t, e) }
 
 func startPlayerB(t testing.TB, e *kafkaEnv) (addr string, stop func()) {
+	return startPlayerWith(t, e, nil)
+}
+
+// startPlayerWith is startPlayer with the config changed by mod first.
+func startPlayerWith(t testing.TB, e *kafkaEnv, mod func(*player.Config)) (addr string, stop func()) {
 	t.Helper()
-	p, err := player.New(player.Config{
+	_, addr, stop = startPlayerP(t, e, mod)
+	return addr, stop
+}
+
+// startPlayerP is startPlayerWith returning the player too (its Status).
+func startPlayerP(t testing.TB, e *kafkaEnv, mod func(*player.Config)) (*player.Player, string, func()) {
+	t.Helper()
+	cfg := player.Config{
 		Brokers:          e.brokers,
 		Streams:          []player.StreamConfig{{Name: "s", Topic: e.topic}},
 		ProgressInterval: 50 * time.Millisecond,
 		ShutdownGrace:    time.Second,
-	})
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p, err := player.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,9 +193,9 @@ func startPlayerB(t testing.TB, e *kafkaEnv) (addr string, stop func()) {
 		t.Fatal(err)
 	}
 	var once sync.Once
-	stop = func() { once.Do(func() { p.Close(); wg.Wait() }) }
+	stop := func() { once.Do(func() { p.Close(); wg.Wait() }) }
 	t.Cleanup(stop)
-	return lis.Addr().String(), stop
+	return p, lis.Addr().String(), stop
 }
 
 // counting records what the client received through its hooks.

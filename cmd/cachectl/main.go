@@ -3,7 +3,8 @@
 //	cachectl dev  [-for 15s] [-step 1s] [-kafka embedded|env] [-grpc addr] [-http addr] [-snapshot] [-polls] [-v]
 //	                                                                 the demo (make demo)
 //	cachectl tail -topic T [-brokers a,b] [-from N] [-follow]         print a stream's records
-//	cachectl get -players a,b -stream S -view V [-key K]              read a view through a player
+//	cachectl get -players a,b -stream S -view V [-key K] [-wait-for LSN]
+//	                                                                 read a view through a player
 //	cachectl stats -player HOST:PORT                                  a player's status (its http address)
 //	cachectl validate -config distributor.yaml                        check a distributor config
 package main
@@ -31,9 +32,10 @@ const usage = `usage: cachectl <command> [flags]
 commands:
   dev       the main job end to end: seed the demo database, run the distributor on an embedded
             Kafka, a player and the sportsbook service (cacheclient); change rows, show them arrive
-  tail      print the records of a stream
-  get       read a view (or one key) through a player, as a service's cache does
-  stats     print a player's status (streams, targets, states, lag) from its http address
+  tail      print the records of a stream (source transactions marked, position records readable)
+  get       read a view (or one key) through a player, as a service's cache does, with the stream
+            and source positions it reflects (-wait-for LSN: read your write)
+  stats     print a player's status (streams, source position, targets, states, lag) from its http address
   validate  check a distributor config file (fields, cron, keys, Kafka settings)
 `
 
@@ -126,13 +128,14 @@ func get(ctx context.Context, args []string) error {
 	view := fs.String("view", "", "view name (required)")
 	key := fs.String("key", "", "key text (composite keys: parts joined by |, see schemas/README.md); empty: every row")
 	timeout := fs.Duration("timeout", time.Minute, "give up when the view is not complete by then")
+	waitFor := fs.String("wait-for", "", "a source position (LSN, e.g. from SELECT pg_current_wal_insert_lsn() after a write): read once the view reflects it")
 	_ = fs.Parse(args)
 	if *stream == "" || *view == "" {
 		return errors.New("get needs -stream and -view")
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	return ctl.Get(ctx, os.Stdout, ctl.GetOptions{Players: strings.Split(*players, ","), Stream: *stream, View: *view, Key: *key})
+	return ctl.Get(ctx, os.Stdout, ctl.GetOptions{Players: strings.Split(*players, ","), Stream: *stream, View: *view, Key: *key, WaitFor: *waitFor})
 }
 
 func stats(ctx context.Context, args []string) error {

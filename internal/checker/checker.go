@@ -46,6 +46,9 @@ const (
 	KindEpochBegin = "epoch-begin"
 	KindEpochEnd   = "epoch-end"
 	KindPoll       = "poll"
+	// KindPosition records belong to the stream, not to a view (View ""): every target
+	// receives them whatever its views, live and in its snapshot (the latest one).
+	KindPosition = "position"
 )
 
 // Record is one record of the topic: the ground truth.

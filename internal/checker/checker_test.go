@@ -258,3 +258,77 @@ func TestAllowCompacted(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPositionRecords: position records belong to every subscription. A target of view b
+// receives them live and in its snapshot (the latest one <= X); one that is skipped, or a
+// snapshot without the latest one, is a violation; they are never rows.
+func TestPositionRecords(t *testing.T) {
+	topic := []Record{
+		{Index: 0, Key: "a|k1", View: "a", Kind: KindRow},
+		{Index: 1, Key: "!ctl|position", Kind: KindPosition},
+		{Index: 2, Key: "b|k1", View: "b", Kind: KindRow},
+		{Index: 3, Key: "!ctl|position", Kind: KindPosition},
+		{Index: 4, Key: "a|k2", View: "a", Kind: KindRow},
+		{Index: 5, Key: "!ctl|position", Kind: KindPosition},
+	}
+	en := func(idx ...int64) []Entry {
+		var out []Entry
+		for _, i := range idx {
+			r := topic[i]
+			out = append(out, Entry{Index: r.Index, Key: r.Key, View: r.View, Kind: r.Kind, Tombstone: r.Tombstone})
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		run  func(c *Checker)
+		want []Guarantee
+	}{
+		{"live to a target of another view", func(c *Checker) {
+			c.Hello("t", vb, p(0))
+			c.Batch("t", en(1, 2, 3))
+			c.Batch("t", en(5))
+		}, nil},
+		{"a position record skipped", func(c *Checker) {
+			c.Hello("t", vb, p(0))
+			c.Batch("t", en(2, 3))
+			c.Progress("t", 5)
+		}, []Guarantee{Resumable, Reliable}},
+		{"snapshot with the latest position", func(c *Checker) {
+			c.Hello("t", vb, nil)
+			c.SnapshotBegin("t", 5, vb)
+			c.Batch("t", en(2, 5))
+			c.SnapshotEnd("t", 5)
+		}, nil},
+		{"snapshot without the position", func(c *Checker) {
+			c.Hello("t", vb, nil)
+			c.SnapshotBegin("t", 5, vb)
+			c.Batch("t", en(2))
+			c.SnapshotEnd("t", 5)
+		}, []Guarantee{Reliable}},
+		{"snapshot with an older position", func(c *Checker) {
+			c.Hello("t", vb, nil)
+			c.SnapshotBegin("t", 5, vb)
+			c.Batch("t", en(2, 3))
+			c.SnapshotEnd("t", 5)
+		}, []Guarantee{Reliable}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New()
+			tt.run(c)
+			var got []Guarantee
+			for _, v := range c.Violations(topic) {
+				if !slices.Contains(got, v.Guarantee) {
+					got = append(got, v.Guarantee)
+				}
+			}
+			slices.Sort(got)
+			want := slices.Clone(tt.want)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("violations %v, want %v: %v", got, want, c.Violations(topic))
+			}
+		})
+	}
+}

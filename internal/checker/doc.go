@@ -36,6 +36,11 @@
 //     delivered entries exist in the truth with the same key, view, kind and tombstone flag,
 //     and belong to the session's views.
 //
+// Position records (KindPosition, no view) belong to every subscription: for ordered,
+// unique, resumable and reliable they are entries of every target like its views' records,
+// and a snapshot holds the latest one <= X (checked when it is the latest of the truth).
+// They are never rows: the snapshot-content check of rows ignores them.
+//
 // Without truth (Check(nil)) only the structural checks run (order, duplicates, snapshot
 // framing). Options.AllowCompacted accepts delivered indexes missing from the truth (records
 // compacted or deleted between delivery and ReadTopic). Gone(target) exempts a target that

@@ -129,7 +129,7 @@ func (e *evaluator) liveBatch(entries []Entry) {
 		} else if en.Index <= e.claim {
 			e.report(Unique, "entry %d already held by the target (it resumed from %d)", en.Index, e.claim)
 		}
-		if !e.views.has(en.View) {
+		if !e.views.wantsEntry(en) {
 			e.report(Resumable, "entry %d of view %q the target did not subscribe to", en.Index, en.View)
 		}
 		if e.posValid && en.Index > e.pos {
@@ -216,13 +216,13 @@ func (e *evaluator) snapBatch(entries []Entry) {
 		if en.Index > e.snapX {
 			e.report(Ordered, "snapshot entry %d beyond the snapshot index %d", en.Index, e.snapX)
 		}
-		if kindOf(en.Kind) != KindRow {
+		if k := kindOf(en.Kind); k != KindRow && k != KindPosition {
 			e.report(Resumable, "snapshot entry %d is a control record (%s)", en.Index, en.Kind)
 		}
 		if en.Tombstone {
 			e.report(Reliable, "snapshot entry %d is a tombstone (key %q)", en.Index, en.Key)
 		}
-		if !e.snapViews.has(en.View) {
+		if !e.snapViews.wantsEntry(en) {
 			e.report(Resumable, "snapshot entry %d of view %q outside the snapshot's views", en.Index, en.View)
 		}
 		if _, dup := e.snapKeys[en.Key]; dup {
@@ -270,6 +270,17 @@ func (e *evaluator) checkSnapshotContent() {
 			missing = append(missing, fmt.Sprintf("%q@%d", key, r.Index))
 		case !r.Tombstone && got.Index != r.Index:
 			stale = append(stale, fmt.Sprintf("%q@%d (want %d)", key, got.Index, r.Index))
+		}
+	}
+	// The latest position record <= X (ends the source transactions up to it, carries the
+	// source position): every snapshot holds it, whatever its views.
+	if p := e.tr.lastPos; p != nil && p.Index <= e.snapX {
+		got, ok := e.snapKeys[p.Key]
+		switch {
+		case !ok:
+			missing = append(missing, fmt.Sprintf("%q@%d", p.Key, p.Index))
+		case got.Index != p.Index:
+			stale = append(stale, fmt.Sprintf("%q@%d (want %d)", p.Key, got.Index, p.Index))
 		}
 	}
 	slices.Sort(missing)

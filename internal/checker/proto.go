@@ -54,6 +54,8 @@ func kindName(k statecastv1.Kind) string {
 		return KindEpochEnd
 	case statecastv1.Kind_KIND_POLL:
 		return KindPoll
+	case statecastv1.Kind_KIND_POSITION:
+		return KindPosition
 	default:
 		return KindRow
 	}

@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// A simulated correct player: random topics (views, tombstones, control records, gaps),
+// A simulated correct player: random topics (views, tombstones, control records, position
+// records that every target receives, gaps),
 // random targets that bootstrap, reconnect, crash and resume from an earlier applied
 // index, and get resync snapshots. The checker must accept every such history, and must
 // reject it after one seeded fault: a duplicated, a dropped or a swapped entry.
@@ -31,6 +32,8 @@ func randomTopic(r *rand.Rand) []Record {
 		switch {
 		case r.IntN(30) == 0:
 			out = append(out, Record{Index: idx, Key: "!ctl|" + v + "|poll", View: v, Kind: KindPoll})
+		case r.IntN(10) == 0:
+			out = append(out, Record{Index: idx, Key: "!ctl|position", Kind: KindPosition})
 		default:
 			out = append(out, Record{Index: idx, Key: fmt.Sprintf("%s|k%d", v, r.IntN(15)), View: v, Kind: KindRow, Tombstone: r.IntN(8) == 0})
 		}
@@ -42,11 +45,12 @@ func entryOf(rec Record) Entry {
 	return Entry{Index: rec.Index, Key: rec.Key, View: rec.View, Kind: rec.Kind, Tombstone: rec.Tombstone}
 }
 
-// stateAt is the snapshot of views as of x: latest live row per key, sorted by index.
+// stateAt is the snapshot of views as of x: latest live row per key and the latest
+// position record, sorted by index.
 func stateAt(topic []Record, vs viewSet, x int64) []Entry {
 	last := map[string]Record{}
 	for _, rec := range topic {
-		if rec.Index <= x && kindOf(rec.Kind) == KindRow && vs.has(rec.View) {
+		if rec.Index <= x && (kindOf(rec.Kind) == KindRow && vs.has(rec.View) || kindOf(rec.Kind) == KindPosition) {
 			last[rec.Key] = rec
 		}
 	}
@@ -103,7 +107,7 @@ func simulate(r *rand.Rand, topic []Record) []simEvent {
 		case k == 3: // progress over records of other views
 			next := pos
 			for _, rec := range topic {
-				if rec.Index > pos && vs.has(rec.View) {
+				if rec.Index > pos && vs.wants(rec) {
 					break
 				}
 				if rec.Index > pos {
@@ -118,7 +122,7 @@ func simulate(r *rand.Rand, topic []Record) []simEvent {
 		default: // a live batch: the next records of the views
 			var batch []Entry
 			for _, rec := range topic {
-				if rec.Index > pos && vs.has(rec.View) {
+				if rec.Index > pos && vs.wants(rec) {
 					batch = append(batch, entryOf(rec))
 					if len(batch) == 1+r.IntN(5) {
 						break

@@ -8,6 +8,7 @@ type truth struct {
 	byIndex map[int64]Record
 	sorted  []Record          // by index
 	lastRow map[string]Record // latest row record (or tombstone) per key
+	lastPos *Record           // latest position record
 }
 
 func newTruth(recs []Record) *truth {
@@ -16,8 +17,11 @@ func newTruth(recs []Record) *truth {
 	sort.Slice(t.sorted, func(i, j int) bool { return t.sorted[i].Index < t.sorted[j].Index })
 	for _, r := range t.sorted {
 		t.byIndex[r.Index] = r
-		if kindOf(r.Kind) == KindRow {
+		switch kindOf(r.Kind) {
+		case KindRow:
 			t.lastRow[r.Key] = r
+		case KindPosition:
+			t.lastPos = &r
 		}
 	}
 	return t
@@ -38,7 +42,8 @@ func (t *truth) end() int64 {
 	return t.sorted[len(t.sorted)-1].Index
 }
 
-// between returns the records of views with from < index < to (to inclusive when incl).
+// between returns the records of views (position records included: they belong to every
+// subscription) with from < index < to (to inclusive when incl).
 func (t *truth) between(views viewSet, from, to int64, incl bool) []Record {
 	i := sort.Search(len(t.sorted), func(i int) bool { return t.sorted[i].Index > from })
 	var out []Record
@@ -47,7 +52,7 @@ func (t *truth) between(views viewSet, from, to int64, incl bool) []Record {
 		if r.Index > to || (!incl && r.Index == to) {
 			break
 		}
-		if views.has(r.View) {
+		if views.wants(r) {
 			out = append(out, r)
 		}
 	}
@@ -69,3 +74,10 @@ func newViewSet(views []string) viewSet {
 }
 
 func (s viewSet) has(v string) bool { return s == nil || s[v] }
+
+// wants reports whether a target subscribed to s receives r: a record of one of its views
+// or a position record.
+func (s viewSet) wants(r Record) bool { return s.has(r.View) || kindOf(r.Kind) == KindPosition }
+
+// wantsEntry is wants for a delivered entry.
+func (s viewSet) wantsEntry(e Entry) bool { return s.has(e.View) || kindOf(e.Kind) == KindPosition }

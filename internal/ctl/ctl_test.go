@@ -3,6 +3,7 @@ package ctl
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/IBM/sarama"
 	"go.uber.org/goleak"
 
+	"github.com/statecast/statecast/cacheclient"
 	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/player"
@@ -112,6 +114,11 @@ func TestGet(t *testing.T) {
 	send("items", `{"id":3,"name":"three"}`, "3")
 	send("items", "", "3") // tombstone
 	send("other", `{"x":1}`, "1")
+	pos := &record.Position{LSN: "16/B374D848", Time: now}
+	if _, _, err := prod.SendMessage(recordsarama.ProducerMessage(topic, record.PositionKey(), pos.Marshal(),
+		record.Meta{Kind: record.KindPosition, SourceTime: now, SourceLSN: pos.LSN})); err != nil {
+		t.Fatal(err)
+	}
 	_ = prod.Close()
 
 	p, err := player.New(player.Config{Brokers: brokers, Streams: []player.StreamConfig{{Name: "s", Topic: topic}}})
@@ -135,9 +142,25 @@ func TestGet(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "1\t{\"id\":1,\"name\":\"one\"}\n2\t{\"id\":2,\"name\":\"two\"}\n-- view items: 2 row(s)"
-	if !strings.HasPrefix(all.String(), want) {
-		t.Fatalf("Get all:\n%s\nwant prefix:\n%s", all.String(), want)
+	if !strings.HasPrefix(all.String(), want) || !strings.HasSuffix(all.String(), ", source position 16/B374D848\n") {
+		t.Fatalf("Get all:\n%s\nwant prefix:\n%s\nand the source position", all.String(), want)
 	}
+	o.WaitFor = "16/B374D848"
+	all.Reset()
+	if err := Get(ctx, &all, o); err != nil || !strings.HasPrefix(all.String(), want) {
+		t.Fatalf("Get waiting for the source position: %v\n%s", err, all.String())
+	}
+	o.WaitFor = "16/B374D849"
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	if err := Get(short, &all, o); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "16/B374D849") {
+		t.Fatalf("Get waiting for a position not reached: %v", err)
+	}
+	cancelShort()
+	o.WaitFor = "not-an-lsn"
+	if err := Get(ctx, &all, o); !errors.Is(err, cacheclient.ErrInvalidLSN) {
+		t.Fatalf("Get with a bad -wait-for: %v", err)
+	}
+	o.WaitFor = ""
 	var one bytes.Buffer
 	o.Key = "2"
 	if err := Get(ctx, &one, o); err != nil || one.String() != "{\"id\":2,\"name\":\"two\"}\n" {

@@ -17,13 +17,24 @@ type GetOptions struct {
 	Stream  string
 	View    string
 	Key     string // key text (cacheclient.Key); empty prints every row
+	// WaitFor, when set, is a source position (an LSN, "16/B374D848"): Get reads the view
+	// once the cache reflects every commit up to it (cacheclient's WaitFor).
+	WaitFor string
 	Logger  *slog.Logger
 }
 
 // Get subscribes to the view like a service's cache does (snapshot bootstrap from the
-// player), waits until it is complete, and prints the row under Key — or every row, sorted
-// by key. A missing key is an error naming the view and the key.
+// player), waits until it is complete (and reflects WaitFor), and prints the row under Key
+// — or every row, sorted by key, and a summary with the stream position and the source
+// position the rows reflect. A missing key is an error naming the view and the key.
 func Get(ctx context.Context, w io.Writer, o GetOptions) error {
+	var waitFor cacheclient.LSN
+	if o.WaitFor != "" {
+		var err error
+		if waitFor, err = cacheclient.ParseLSN(o.WaitFor); err != nil {
+			return fmt.Errorf("get: -wait-for: %w", err)
+		}
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -46,10 +57,17 @@ func Get(ctx context.Context, w io.Writer, o GetOptions) error {
 	if err := c.WaitReady(ctx); err != nil {
 		return fmt.Errorf("get: view %s of stream %s: %w", o.View, o.Stream, err)
 	}
+	if o.WaitFor != "" {
+		if err := c.WaitFor(ctx, waitFor); err != nil {
+			return fmt.Errorf("get: view %s of stream %s: waiting for source position %s: %w", o.View, o.Stream, waitFor, err)
+		}
+	}
+	cut := c.Read()
+	ver := view.In(cut)
 	if o.Key != "" {
-		v, ok := view.Get(o.Key)
+		v, ok := ver.Get(o.Key)
 		if !ok {
-			return fmt.Errorf("get: view %s has no key %q (at index %d)", o.View, o.Key, view.Position())
+			return fmt.Errorf("get: view %s has no key %q (at index %d%s)", o.View, o.Key, cut.Position(), sourceText(cut))
 		}
 		_, err := fmt.Fprintf(w, "%s\n", v)
 		return err
@@ -59,11 +77,19 @@ func Get(ctx context.Context, w io.Writer, o GetOptions) error {
 		v json.RawMessage
 	}
 	var rows []row
-	view.Range(func(k string, v json.RawMessage) bool { rows = append(rows, row{k, v}); return true })
+	ver.Range(func(k string, v json.RawMessage) bool { rows = append(rows, row{k, v}); return true })
 	sort.Slice(rows, func(i, j int) bool { return rows[i].k < rows[j].k })
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\n", r.k, r.v)
 	}
-	_, err = fmt.Fprintf(w, "-- view %s: %d row(s) at index %d\n", o.View, len(rows), view.Position())
+	_, err = fmt.Fprintf(w, "-- view %s: %d row(s) at index %d%s\n", o.View, len(rows), cut.Position(), sourceText(cut))
 	return err
+}
+
+// sourceText is ", source position X" when the rows reflect one (WAL capture), else "".
+func sourceText(cut *cacheclient.Cut) string {
+	if p := cut.SourcePosition(); p != 0 {
+		return ", source position " + p.String()
+	}
+	return ""
 }

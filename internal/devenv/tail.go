@@ -107,7 +107,12 @@ func tailFrom(ctx context.Context, cons sarama.Consumer, o TailOptions, from, en
 
 // Printer writes records one per line:
 //
-//	offset kind view epoch=N key value
+//	offset kind view epoch=N [txn] key value
+//
+// "txn" marks a record of a source transaction (applied with the others up to the next
+// position record). A position record, which belongs to no view, is written readably:
+//
+//	offset position - source position 16/B374D848 at 2026-11-29T19:25:06Z [stale: v, …]
 //
 // Values longer than MaxValue bytes are cut (0: never).
 type Printer struct {
@@ -118,7 +123,16 @@ type Printer struct {
 // Print writes one record.
 func (p Printer) Print(r Record) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%6d  %-11s %-14s epoch=%-3d %s", r.Offset, r.Meta.Kind, r.Meta.View, r.Meta.Epoch, r.Key)
+	if r.Err == nil && r.Meta.Kind == record.KindPosition {
+		fmt.Fprintf(&b, "%6d  %-11s %-14s %s\n", r.Offset, r.Meta.Kind, "-", positionText(r.Value))
+		_, err := io.WriteString(p.W, b.String())
+		return err
+	}
+	txn := ""
+	if r.Meta.Txn {
+		txn = "txn"
+	}
+	fmt.Fprintf(&b, "%6d  %-11s %-14s epoch=%-3d %-3s %s", r.Offset, r.Meta.Kind, r.Meta.View, r.Meta.Epoch, txn, r.Key)
 	switch {
 	case r.Err != nil:
 		fmt.Fprintf(&b, "  !! %v", r.Err)
@@ -139,6 +153,28 @@ func (p Printer) Print(r Record) error {
 	b.WriteByte('\n')
 	_, err := io.WriteString(p.W, b.String())
 	return err
+}
+
+// positionText renders a position record's value: its source position (or that it has
+// none: polling), its time and its stale views.
+func positionText(value []byte) string {
+	pos, err := record.ParsePosition(value)
+	if err != nil {
+		return fmt.Sprintf("!! %v", err)
+	}
+	var b strings.Builder
+	if pos.LSN != "" {
+		fmt.Fprintf(&b, "source position %s", pos.LSN)
+	} else {
+		b.WriteString("end of source transaction (no source position)")
+	}
+	if !pos.Time.IsZero() {
+		fmt.Fprintf(&b, " at %s", record.FormatTime(pos.Time))
+	}
+	if len(pos.Stale) > 0 {
+		fmt.Fprintf(&b, " [stale: %s]", strings.Join(pos.Stale, ", "))
+	}
+	return b.String()
 }
 
 // ErrStop may be returned by a Tail callback to stop reading; Tail then returns it.

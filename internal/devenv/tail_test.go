@@ -49,6 +49,11 @@ func TestTailToEnd(t *testing.T) {
 		recordsarama.ProducerMessage("s", record.ControlKey("v", record.KindEpochEnd), end.Marshal(),
 			record.Meta{View: "v", Kind: record.KindEpochEnd, Epoch: 2}),
 		{Topic: "s", Key: sarama.StringEncoder("foreign")},
+		recordsarama.ProducerMessage("s", record.EncodeKey("v", "3"), []byte(`{}`), record.Meta{View: "v", Kind: record.KindRow, Epoch: 2, Txn: true}),
+		recordsarama.ProducerMessage("s", record.PositionKey(),
+			(&record.Position{LSN: "16/B374D848", Time: time.Date(2026, 11, 29, 19, 25, 6, 0, time.UTC), Stale: []string{"w"}}).Marshal(),
+			record.Meta{Kind: record.KindPosition, SourceLSN: "16/B374D848"}),
+		recordsarama.ProducerMessage("s", record.PositionKey(), (&record.Position{}).Marshal(), record.Meta{Kind: record.KindPosition}),
 	}
 	if err := p.SendMessages(msgs); err != nil {
 		t.Fatal(err)
@@ -61,7 +66,7 @@ func TestTailToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 4 {
+	if len(lines) != 7 {
 		t.Fatalf("printed %d lines:\n%s", len(lines), out.String())
 	}
 	for i, want := range []string{
@@ -69,6 +74,9 @@ func TestTailToEnd(t *testing.T) {
 		"v|2  <tombstone>",
 		`!ctl|v|end  {"epoch":2,"rows…`,
 		"foreign  !! record: bad header: missing sc-view",
+		"epoch=2   txn v|3  {}",
+		"position    -              source position 16/B374D848 at 2026-11-29T19:25:06Z [stale: w]",
+		"position    -              end of source transaction (no source position)",
 	} {
 		if !strings.HasSuffix(lines[i], want) {
 			t.Errorf("line %d = %q, want suffix %q", i, lines[i], want)
@@ -79,7 +87,7 @@ func TestTailToEnd(t *testing.T) {
 	if err := Tail(ctx, TailOptions{Brokers: b.Addrs(), Topic: "s", From: 2}, func(r Record) error {
 		keys = append(keys, string(r.Key))
 		return nil
-	}); err != nil || strings.Join(keys, ",") != "!ctl|v|end,foreign" {
+	}); err != nil || strings.Join(keys, ",") != "!ctl|v|end,foreign,v|3,!ctl|position,!ctl|position" {
 		t.Fatalf("from 2: %q, %v", keys, err)
 	}
 }

@@ -33,15 +33,16 @@ const (
 
 // Fields of statecast.v1.Entry.
 const (
-	EntryIndex      protowire.Number = 1 // int64, varint
-	EntryKey        protowire.Number = 2 // bytes
-	EntryValue      protowire.Number = 3 // bytes
-	EntryTombstone  protowire.Number = 4 // bool, varint
-	EntryView       protowire.Number = 5 // string, bytes
-	EntryKind       protowire.Number = 6 // Kind, varint
-	EntryEpoch      protowire.Number = 7 // int64, varint
-	EntrySourceTime protowire.Number = 8 // google.protobuf.Timestamp, bytes
-	EntrySourceLSN  protowire.Number = 9 // string, bytes
+	EntryIndex      protowire.Number = 1  // int64, varint
+	EntryKey        protowire.Number = 2  // bytes
+	EntryValue      protowire.Number = 3  // bytes
+	EntryTombstone  protowire.Number = 4  // bool, varint
+	EntryView       protowire.Number = 5  // string, bytes
+	EntryKind       protowire.Number = 6  // Kind, varint
+	EntryEpoch      protowire.Number = 7  // int64, varint
+	EntrySourceTime protowire.Number = 8  // google.protobuf.Timestamp, bytes
+	EntrySourceLSN  protowire.Number = 9  // string, bytes
+	EntryTxn        protowire.Number = 10 // bool, varint
 )
 
 // Fields of statecast.v1.Progress.

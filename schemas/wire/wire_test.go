@@ -59,6 +59,7 @@ func fields() []field {
 		{"EntryEpoch", EntryEpoch, entry, "epoch", int64K, false},
 		{"EntrySourceTime", EntrySourceTime, entry, "source_time", msgK, false},
 		{"EntrySourceLSN", EntrySourceLSN, entry, "source_lsn", strK, false},
+		{"EntryTxn", EntryTxn, entry, "txn", protoreflect.BoolKind, false},
 
 		{"ProgressIndex", ProgressIndex, progress, "index", int64K, false},
 

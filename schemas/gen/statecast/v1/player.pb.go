@@ -34,6 +34,10 @@ const (
 	Kind_KIND_EPOCH_BEGIN Kind = 2
 	Kind_KIND_EPOCH_END   Kind = 3
 	Kind_KIND_POLL        Kind = 4
+	// A position record (schemas/README.md): ends a source transaction and carries the
+	// source position. It belongs to the stream, not to a view: view is "", and every target
+	// receives it whatever its views.
+	Kind_KIND_POSITION Kind = 5
 )
 
 // Enum value maps for Kind.
@@ -44,6 +48,7 @@ var (
 		2: "KIND_EPOCH_BEGIN",
 		3: "KIND_EPOCH_END",
 		4: "KIND_POLL",
+		5: "KIND_POSITION",
 	}
 	Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED": 0,
@@ -51,6 +56,7 @@ var (
 		"KIND_EPOCH_BEGIN": 2,
 		"KIND_EPOCH_END":   3,
 		"KIND_POLL":        4,
+		"KIND_POSITION":    5,
 	}
 )
 
@@ -510,7 +516,10 @@ type Entry struct {
 	// Header sc-source-time.
 	SourceTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=source_time,json=sourceTime,proto3" json:"source_time,omitempty"`
 	// Header sc-source-lsn.
-	SourceLsn     string `protobuf:"bytes,9,opt,name=source_lsn,json=sourceLsn,proto3" json:"source_lsn,omitempty"`
+	SourceLsn string `protobuf:"bytes,9,opt,name=source_lsn,json=sourceLsn,proto3" json:"source_lsn,omitempty"`
+	// Header sc-txn: the entry belongs to a source transaction that ends at the next entry
+	// of kind POSITION; a client applies them together.
+	Txn           bool `protobuf:"varint,10,opt,name=txn,proto3" json:"txn,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -606,6 +615,13 @@ func (x *Entry) GetSourceLsn() string {
 		return x.SourceLsn
 	}
 	return ""
+}
+
+func (x *Entry) GetTxn() bool {
+	if x != nil {
+		return x.Txn
+	}
+	return false
 }
 
 // Batch: indexes strictly increasing, all > the client's last ack.
@@ -885,7 +901,7 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\n" +
 	"head_index\x18\n" +
 	" \x01(\x03R\theadIndexB\x05\n" +
-	"\x03msg\"\x91\x02\n" +
+	"\x03msg\"\xa3\x02\n" +
 	"\x05Entry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
@@ -897,7 +913,9 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\vsource_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"sourceTime\x12\x1d\n" +
 	"\n" +
-	"source_lsn\x18\t \x01(\tR\tsourceLsn\"6\n" +
+	"source_lsn\x18\t \x01(\tR\tsourceLsn\x12\x10\n" +
+	"\x03txn\x18\n" +
+	" \x01(\bR\x03txn\"6\n" +
 	"\x05Batch\x12-\n" +
 	"\aentries\x18\x01 \x03(\v2\x13.statecast.v1.EntryR\aentries\" \n" +
 	"\bProgress\x12\x14\n" +
@@ -916,13 +934,14 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\x16REASON_BELOW_LOG_START\x10\x01\x12!\n" +
 	"\x1dREASON_PAST_TOMBSTONE_HORIZON\x10\x02\x12\x17\n" +
 	"\x13REASON_AHEAD_OF_LOG\x10\x03\x12\x19\n" +
-	"\x15REASON_EPOCH_MISMATCH\x10\x04*c\n" +
+	"\x15REASON_EPOCH_MISMATCH\x10\x04*v\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bKIND_ROW\x10\x01\x12\x14\n" +
 	"\x10KIND_EPOCH_BEGIN\x10\x02\x12\x12\n" +
 	"\x0eKIND_EPOCH_END\x10\x03\x12\r\n" +
-	"\tKIND_POLL\x10\x042Z\n" +
+	"\tKIND_POLL\x10\x04\x12\x11\n" +
+	"\rKIND_POSITION\x10\x052Z\n" +
 	"\x06Player\x12P\n" +
 	"\tSubscribe\x12\x1e.statecast.v1.SubscribeRequest\x1a\x1f.statecast.v1.SubscribeResponse(\x010\x01BEZCgithub.com/statecast/statecast/schemas/gen/statecast/v1;statecastv1b\x06proto3"
 

@@ -1,0 +1,5 @@
+//go:build !race
+
+package cacheclient
+
+const raceEnabled = false
