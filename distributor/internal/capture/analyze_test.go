@@ -1,0 +1,182 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+
+	"github.com/statecast/statecast/internal/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const schema = `
+CREATE TABLE sports (id int PRIMARY KEY, name text NOT NULL);
+CREATE TABLE competitions (id int PRIMARY KEY, sport_id int NOT NULL REFERENCES sports, name text NOT NULL);
+CREATE TABLE events (id bigint PRIMARY KEY, competition_id int NOT NULL REFERENCES competitions, name text NOT NULL);
+CREATE TABLE markets (id bigint PRIMARY KEY, event_id bigint NOT NULL REFERENCES events ON DELETE CASCADE, name text NOT NULL, price numeric);
+CREATE TABLE teams (code text, season int, name text, PRIMARY KEY (code, season));
+CREATE TABLE nokey (a int, b text);
+CREATE TABLE nothing (id int PRIMARY KEY, v text);
+ALTER TABLE nothing REPLICA IDENTITY NOTHING;
+CREATE TABLE byindex (id int PRIMARY KEY, code text NOT NULL, v text);
+CREATE UNIQUE INDEX byindex_code ON byindex (code);
+ALTER TABLE byindex REPLICA IDENTITY USING INDEX byindex_code;
+CREATE TABLE full_nokey (a int, b text);
+ALTER TABLE full_nokey REPLICA IDENTITY FULL;
+CREATE VIEW open_events AS SELECT id, competition_id, name FROM events;
+CREATE MATERIALIZED VIEW event_counts AS SELECT competition_id, count(*) AS n FROM events GROUP BY 1;
+`
+
+// openDB creates a database with the test schema and returns a connection to it and its DSN.
+func openDB(t *testing.T) (context.Context, *pgx.Conn, string) {
+	t.Helper()
+	dsn := testenv.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := conn.Exec(ctx, schema); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, conn, dsn
+}
+
+func analyze(ctx context.Context, t *testing.T, conn *pgx.Conn, v ViewSpec) (*ViewDeps, error) {
+	t.Helper()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	return Analyze(ctx, tx, v)
+}
+
+// describe renders the mapping of each table as "table=cols" ("table=-" when unmapped).
+func describe(d *ViewDeps) string {
+	var parts []string
+	for _, t := range d.Tables {
+		m := d.Maps[t.OID]
+		if m == nil {
+			parts = append(parts, t.String()+"=-")
+			continue
+		}
+		var cols []string
+		for _, c := range m.Cols {
+			cols = append(cols, d.Columns[c].Name)
+		}
+		s := t.String() + "=" + strings.Join(cols, "+")
+		if m.IsKey {
+			s += "(key)"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, " ")
+}
+
+func TestAnalyzeMappings(t *testing.T) {
+	ctx, conn, _ := openDB(t)
+	tests := []struct {
+		name string
+		v    ViewSpec
+		want string
+		why  string // a substring of the first unmapped table's reason
+	}{
+		{"single table", ViewSpec{SQL: "SELECT id, name FROM sports WHERE name <> ''", Key: []string{"id"}},
+			"sports=id(key)", ""},
+		{"three-table join with every identity selected",
+			ViewSpec{SQL: `SELECT m.id, m.name, e.id AS event_id, c.id AS comp_id, c.name AS comp
+				FROM markets m JOIN events e ON e.id = m.event_id JOIN competitions c ON c.id = e.competition_id`, Key: []string{"id"}},
+			"competitions=comp_id events=event_id markets=id(key)", ""},
+		{"join whose parent identity is not selected",
+			ViewSpec{SQL: `SELECT e.id, e.competition_id, c.name FROM events e JOIN competitions c ON c.id = e.competition_id`, Key: []string{"id"}},
+			"competitions=- events=id(key)", "no output column is competitions.id"},
+		{"the same, declared in depends",
+			ViewSpec{SQL: `SELECT e.id, e.competition_id, c.name FROM events e JOIN competitions c ON c.id = e.competition_id`, Key: []string{"id"},
+				Depends: map[string][]string{"competitions": {"competition_id"}}},
+			"competitions=competition_id events=id(key)", ""},
+		{"composite identity in another order than the key",
+			ViewSpec{SQL: `SELECT season, code, name FROM teams`, Key: []string{"season", "code"}},
+			"teams=code+season", ""},
+		{"self-join", ViewSpec{SQL: `SELECT a.id, a.name, b.id AS other FROM sports a JOIN sports b ON b.id = a.id + 1`, Key: []string{"id"}},
+			"sports=-", "names sports 2 times"},
+		{"window function", ViewSpec{SQL: `SELECT id, rank() OVER (ORDER BY name) AS r FROM sports`, Key: []string{"id"}},
+			"sports=-", "window functions"},
+		{"distinct on", ViewSpec{SQL: `SELECT DISTINCT ON (competition_id) id, competition_id FROM events ORDER BY competition_id, id`, Key: []string{"id"}},
+			"events=-", "DISTINCT ON"},
+		{"limit", ViewSpec{SQL: `SELECT id FROM sports ORDER BY name LIMIT 10`, Key: []string{"id"}},
+			"sports=-", "LIMIT"},
+		{"union", ViewSpec{SQL: `SELECT id FROM sports UNION ALL SELECT id FROM competitions`, Key: []string{"id"}},
+			"competitions=- sports=-", "set operation"},
+		{"aggregate grouped by the identity", ViewSpec{SQL: `SELECT c.id, count(e.id) AS n FROM competitions c LEFT JOIN events e ON e.competition_id = c.id GROUP BY c.id`, Key: []string{"id"}},
+			"competitions=id(key) events=-", "no output column is events.id"},
+		{"through a view", ViewSpec{SQL: `SELECT v.id, v.name, c.id AS cid FROM open_events v JOIN competitions c ON c.id = v.competition_id`, Key: []string{"id"}},
+			"competitions=cid events=-", "no output column is events.id"},
+		{"replica identity index", ViewSpec{SQL: `SELECT id, code, v FROM byindex`, Key: []string{"id"}},
+			"byindex=code", ""},
+		{"extra table", ViewSpec{SQL: `SELECT id, name FROM sports`, Key: []string{"id"}, Tables: []string{"teams"}},
+			"sports=id(key) teams=-", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.v.Name = "v"
+			d, err := analyze(ctx, t, conn, tt.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := describe(d); got != tt.want {
+				t.Fatalf("mappings = %q, want %q\n%s", got, tt.want, strings.Join(d.Describe(), "\n"))
+			}
+			if tt.why != "" {
+				var reasons []string
+				for _, r := range d.Unmapped {
+					reasons = append(reasons, r)
+				}
+				if !slices.ContainsFunc(reasons, func(r string) bool { return strings.Contains(r, tt.why) }) {
+					t.Fatalf("reasons %q lack %q", reasons, tt.why)
+				}
+			}
+		})
+	}
+}
+
+func TestAnalyzeRefusals(t *testing.T) {
+	ctx, conn, _ := openDB(t)
+	tests := []struct {
+		v    ViewSpec
+		want string
+	}{
+		{ViewSpec{SQL: "SELECT a, b FROM nokey", Key: []string{"a"}}, "nokey, which has no primary key and REPLICA IDENTITY DEFAULT"},
+		{ViewSpec{SQL: "SELECT id, v FROM nothing", Key: []string{"id"}}, "REPLICA IDENTITY NOTHING"},
+		{ViewSpec{SQL: "SELECT competition_id, n FROM event_counts", Key: []string{"competition_id"}}, "materialized view public.event_counts"},
+		{ViewSpec{SQL: "SELECT id FROM sports", Key: []string{"nope"}}, `key column "nope"`},
+		{ViewSpec{SQL: "SELECT id FROM nosuchtable", Key: []string{"id"}}, "cannot define a view"},
+		{ViewSpec{SQL: "SELECT id, name FROM sports", Key: []string{"id"}, Depends: map[string][]string{"teams": {"id"}}}, "teams has 2 identity column(s) (code, season), 1 given"},
+		{ViewSpec{SQL: "SELECT e.id, c.name FROM events e JOIN competitions c ON c.id = e.competition_id", Key: []string{"id"},
+			Depends: map[string][]string{"competitions": {"name"}}}, "does not have the type of competitions.id"},
+	}
+	for _, tt := range tests {
+		tt.v.Name = "v"
+		_, err := analyze(ctx, t, conn, tt.v)
+		if err == nil || !errors.Is(err, ErrAnalyze) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err = %v, want ErrAnalyze containing %q", tt.v.SQL, err, tt.want)
+		}
+	}
+	// FULL without a key: every column is the identity, so only a view selecting them all maps it.
+	d, err := analyze(ctx, t, conn, ViewSpec{Name: "v", SQL: "SELECT a, b FROM full_nokey", Key: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := describe(d); got != "full_nokey=a+b" {
+		t.Fatalf("full_nokey mapping = %q", got)
+	}
+}

@@ -1,0 +1,36 @@
+// Package capture reads a PostgreSQL database's changes from a logical replication slot
+// (the built-in pgoutput plugin, through github.com/jackc/pglogrepl) and gives the
+// distributor what it needs to turn them into view rows: which base tables a view reads and
+// how a change of each maps to the view's keys, the committed transactions in commit order,
+// and database snapshots that correspond EXACTLY to a prefix of that order.
+//
+// # Types
+//
+//   - [Analyze] asks PostgreSQL which base tables a view's SQL reads (the dependencies of a
+//     temporary view built from it, never a parse of the SQL in Go), each table's replica
+//     identity, and where the view's output columns come from (the result's column
+//     origins). The result, a [ViewDeps], says per table whether its changes map to view
+//     rows through output columns that hold the table's identity ([Mapping]) or force a
+//     full re-read of the view, and why.
+//   - [EnsurePublication] and [Slot] manage the stream's publication and logical slot:
+//     created when missing, validated when present (another plugin, another database, a
+//     missing table, an invalidated slot: errors that name it).
+//   - [Receiver] owns the replication connection: it decodes pgoutput messages into
+//     [Txn]s (the changed rows' identity values, old and new, per relation), tracks how far
+//     the server has decoded (keepalives), and reports the confirmed position back.
+//   - [Snapshot] is a REPEATABLE READ transaction whose visibility (xmin, xmax, in-progress
+//     xids) and WAL insert position were read with its first statement. With [Receiver.Take]
+//     it yields the transactions the snapshot reflects: every transaction it shows must be
+//     received first (the receiver has decoded past the insert position), and the visible
+//     ones must form a prefix of the commit order ([Split]); then the snapshot is the state
+//     of the published tables right after that prefix, which makes re-reading view rows in
+//     it equivalent to reading them at that commit.
+//
+// # Goroutines
+//
+// The Receiver runs one goroutine (Run) that alone reads from and writes to the replication
+// connection; other goroutines talk to it through methods that only touch its mutex-guarded
+// state (Take, Pending, Confirm, Ping) and a wake channel that interrupts a blocked read so
+// that a ping or a confirmation goes out at once. Everything else in the package is called
+// by the distributor's publisher loop and holds no goroutine.
+package capture

@@ -1,0 +1,473 @@
+package capture
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// LSN is a PostgreSQL WAL position.
+type LSN = pglogrepl.LSN
+
+// Op is the kind of a row change.
+type Op byte
+
+// Row change kinds.
+const (
+	OpInsert Op = 'I'
+	OpUpdate Op = 'U'
+	OpDelete Op = 'D'
+)
+
+// Identity is a row's identity values (binary, as the table's columns send them), encoded
+// as one comparable string: per column a 4-byte big-endian length (0xFFFFFFFF for NULL)
+// and the bytes. "" means unknown.
+type Identity string
+
+// Values splits an identity into its column values (nil for NULL).
+func (id Identity) Values() [][]byte {
+	var out [][]byte
+	b := []byte(id)
+	for len(b) >= 4 {
+		n := binary.BigEndian.Uint32(b)
+		b = b[4:]
+		if n == 0xFFFFFFFF {
+			out = append(out, nil)
+			continue
+		}
+		out = append(out, b[:n:n])
+		b = b[n:]
+	}
+	return out
+}
+
+// AppendIdentity appends one column value to an identity being built.
+func AppendIdentity(dst []byte, v []byte) []byte {
+	if v == nil {
+		return binary.BigEndian.AppendUint32(dst, 0xFFFFFFFF)
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(v)))
+	return append(dst, v...)
+}
+
+// Change is one changed row of a published table: its identity before (updates that
+// changed it, deletes) and after (inserts, updates). Unknown is set when the identity could
+// not be read (a toasted identity value pgoutput did not resend): the table's rows must be
+// re-read in full.
+type Change struct {
+	Rel     uint32
+	Op      Op
+	Old     Identity
+	New     Identity
+	Unknown bool
+}
+
+// Txn is one committed source transaction's changes to the published tables.
+type Txn struct {
+	Xid        uint32
+	CommitLSN  LSN // the commit record's position
+	EndLSN     LSN // the end of the commit record: every commit up to here is decoded
+	CommitTime time.Time
+	Changes    []Change
+	Truncated  []uint32 // tables truncated by the transaction
+	bytes      int
+}
+
+// Relation is what pgoutput said about a table.
+type relation struct {
+	oid      uint32
+	name     string
+	identity []int // positions of the identity columns in the table's tuples
+}
+
+// ReceiverConfig configures a Receiver.
+type ReceiverConfig struct {
+	Slot        string
+	Publication string
+	Start       LSN // where streaming starts (0: the slot's confirmed position)
+	// Identity gives, per table OID, the names of the columns whose values make a row's
+	// Identity (Table.Identity). Changes of other tables are ignored.
+	Identity map[uint32][]string
+	// MaxPendingBytes bounds the identities buffered and not yet taken (default 256 MiB);
+	// past it the receiver stops reading and the server holds the WAL.
+	MaxPendingBytes int
+	// StatusInterval between status updates to the server (default 1s).
+	StatusInterval time.Duration
+}
+
+// Receiver streams a slot's committed transactions. Run owns the connection; Take,
+// Through, Confirm and Ping are safe from any goroutine.
+type Receiver struct {
+	conn *pgconn.PgConn
+	cfg  ReceiverConfig
+
+	mu        sync.Mutex
+	txns      []*Txn
+	pending   int           // bytes of txns
+	through   LSN           // the server decoded (and we received) everything up to here
+	confirmed LSN           // reported to the server as flushed
+	ping      bool          // a status update with reply requested is wanted
+	changed   chan struct{} // closed and replaced when txns, through or err change
+	room      chan struct{} // closed and replaced when pending shrinks
+	err       error
+
+	wakeMu sync.Mutex
+	wake   context.CancelFunc // interrupts Run's blocked read
+
+	// Run's own state
+	rels map[uint32]*relation
+	cur  *Txn
+	buf  []byte
+}
+
+// ErrReceiverStopped is returned by Take and Pending after Run returned.
+var ErrReceiverStopped = errors.New("capture: replication stream stopped")
+
+// NewReceiver returns a receiver for conn, a replication connection
+// (replication=database). Run starts streaming.
+func NewReceiver(conn *pgconn.PgConn, cfg ReceiverConfig) *Receiver {
+	if cfg.MaxPendingBytes <= 0 {
+		cfg.MaxPendingBytes = 256 << 20
+	}
+	if cfg.StatusInterval <= 0 {
+		cfg.StatusInterval = time.Second
+	}
+	return &Receiver{conn: conn, cfg: cfg, changed: make(chan struct{}), room: make(chan struct{}),
+		through: cfg.Start, confirmed: cfg.Start, rels: map[uint32]*relation{}}
+}
+
+// Run starts the replication and receives until ctx ends or the stream fails; it returns
+// the error (ctx's included), which Take and Pending then report.
+func (r *Receiver) Run(ctx context.Context) (err error) {
+	defer func() {
+		r.mu.Lock()
+		if r.err == nil {
+			r.err = fmt.Errorf("%w: %w", ErrReceiverStopped, err)
+		}
+		r.signalLocked()
+		close(r.room)
+		r.room = make(chan struct{})
+		r.mu.Unlock()
+	}()
+	args := []string{"proto_version '1'", "publication_names '" + r.cfg.Publication + "'", "binary 'true'"}
+	if err := pglogrepl.StartReplication(ctx, r.conn, r.cfg.Slot, r.cfg.Start, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
+		return fmt.Errorf("capture: start replication on slot %q: %w", r.cfg.Slot, err)
+	}
+	lastStatus := time.Time{}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := r.waitRoom(ctx); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		ping, confirmed := r.ping, r.confirmed
+		r.ping = false
+		r.mu.Unlock()
+		if ping || time.Since(lastStatus) >= r.cfg.StatusInterval {
+			if err := r.sendStatus(confirmed, ping); err != nil {
+				return err
+			}
+			lastStatus = time.Now()
+		}
+		rctx, cancel := context.WithDeadline(ctx, lastStatus.Add(r.cfg.StatusInterval))
+		r.wakeMu.Lock()
+		r.wake = cancel
+		r.wakeMu.Unlock()
+		r.mu.Lock()
+		if r.ping { // asked for between the check above and the wake's registration
+			cancel()
+		}
+		r.mu.Unlock()
+		msg, err := r.conn.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && (pgconn.Timeout(err) || errors.Is(err, context.Canceled) && rctx.Err() != nil) && !r.conn.IsClosed() {
+				continue // status due, or woken to send one
+			}
+			return fmt.Errorf("capture: replication stream: %w", err)
+		}
+		if err := r.handle(msg); err != nil {
+			return err
+		}
+	}
+}
+
+// waitRoom blocks while the buffered transactions are over MaxPendingBytes.
+func (r *Receiver) waitRoom(ctx context.Context) error {
+	for {
+		r.mu.Lock()
+		full, room := r.pending > r.cfg.MaxPendingBytes, r.room
+		r.mu.Unlock()
+		if !full {
+			return nil
+		}
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (r *Receiver) sendStatus(pos LSN, reply bool) error {
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), r.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: pos, WALFlushPosition: pos, WALApplyPosition: pos, ReplyRequested: reply})
+	if err != nil {
+		return fmt.Errorf("capture: status update: %w", err)
+	}
+	return nil
+}
+
+func (r *Receiver) handle(msg pgproto3.BackendMessage) error {
+	switch m := msg.(type) {
+	case *pgproto3.CopyData:
+		if len(m.Data) == 0 {
+			return nil
+		}
+		switch m.Data[0] {
+		case pglogrepl.PrimaryKeepaliveMessageByteID:
+			k, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
+			if err != nil {
+				return fmt.Errorf("capture: keepalive: %w", err)
+			}
+			r.advance(k.ServerWALEnd)
+			if k.ReplyRequested {
+				r.mu.Lock()
+				r.ping = true
+				r.mu.Unlock()
+			}
+		case pglogrepl.XLogDataByteID:
+			x, err := pglogrepl.ParseXLogData(m.Data[1:])
+			if err != nil {
+				return fmt.Errorf("capture: xlog data: %w", err)
+			}
+			return r.decode(x.WALData)
+		}
+		return nil
+	case *pgproto3.ErrorResponse:
+		return fmt.Errorf("capture: replication stream: %w", pgconn.ErrorResponseToPgError(m))
+	case *pgproto3.CopyDone:
+		return errors.New("capture: the server ended the replication stream")
+	}
+	return nil
+}
+
+// decode handles one pgoutput message.
+func (r *Receiver) decode(data []byte) error {
+	msg, err := pglogrepl.Parse(data)
+	if err != nil {
+		return fmt.Errorf("capture: pgoutput message: %w", err)
+	}
+	switch m := msg.(type) {
+	case *pglogrepl.BeginMessage:
+		r.cur = &Txn{Xid: m.Xid, CommitTime: m.CommitTime}
+	case *pglogrepl.RelationMessage:
+		r.relation(m)
+	case *pglogrepl.InsertMessage:
+		r.change(m.RelationID, OpInsert, nil, m.Tuple)
+	case *pglogrepl.UpdateMessage:
+		r.change(m.RelationID, OpUpdate, m.OldTuple, m.NewTuple)
+	case *pglogrepl.DeleteMessage:
+		r.change(m.RelationID, OpDelete, m.OldTuple, nil)
+	case *pglogrepl.TruncateMessage:
+		if r.cur != nil {
+			for _, id := range m.RelationIDs {
+				if _, ok := r.cfg.Identity[id]; ok {
+					r.cur.Truncated = append(r.cur.Truncated, id)
+				}
+			}
+		}
+	case *pglogrepl.CommitMessage:
+		t := r.cur
+		r.cur = nil
+		if t == nil {
+			return errors.New("capture: commit without begin")
+		}
+		t.CommitLSN, t.EndLSN = m.CommitLSN, m.TransactionEndLSN
+		r.mu.Lock()
+		if len(t.Changes) > 0 || len(t.Truncated) > 0 {
+			r.txns = append(r.txns, t)
+			r.pending += t.bytes
+		}
+		if t.EndLSN > r.through {
+			r.through = t.EndLSN
+		}
+		r.signalLocked()
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+func (r *Receiver) relation(m *pglogrepl.RelationMessage) {
+	rel := &relation{oid: m.RelationID, name: m.Namespace + "." + m.RelationName}
+	for _, name := range r.cfg.Identity[m.RelationID] {
+		pos := -1
+		for i, c := range m.Columns {
+			if c.Name == name {
+				pos = i
+			}
+		}
+		rel.identity = append(rel.identity, pos) // -1: a dropped identity column: Unknown
+	}
+	r.rels[m.RelationID] = rel
+}
+
+func (r *Receiver) change(relID uint32, op Op, old, new *pglogrepl.TupleData) {
+	if r.cur == nil {
+		return
+	}
+	if _, ok := r.cfg.Identity[relID]; !ok {
+		return
+	}
+	rel := r.rels[relID]
+	c := Change{Rel: relID, Op: op}
+	if old != nil {
+		c.Old, c.Unknown = r.identity(rel, old)
+	}
+	if new != nil {
+		var unknown bool
+		c.New, unknown = r.identity(rel, new)
+		c.Unknown = c.Unknown || unknown
+	}
+	r.cur.Changes = append(r.cur.Changes, c)
+	r.cur.bytes += len(c.Old) + len(c.New) + 48
+}
+
+func (r *Receiver) identity(rel *relation, t *pglogrepl.TupleData) (Identity, bool) {
+	if rel == nil || len(rel.identity) == 0 {
+		return "", true
+	}
+	r.buf = r.buf[:0]
+	for _, pos := range rel.identity {
+		if pos < 0 || pos >= len(t.Columns) {
+			return "", true
+		}
+		col := t.Columns[pos]
+		switch col.DataType {
+		case pglogrepl.TupleDataTypeBinary:
+			r.buf = AppendIdentity(r.buf, col.Data)
+		case pglogrepl.TupleDataTypeNull:
+			r.buf = AppendIdentity(r.buf, nil)
+		default: // unchanged toast, or text (binary was asked for)
+			return "", true
+		}
+	}
+	return Identity(r.buf), false
+}
+
+func (r *Receiver) advance(to LSN) {
+	r.mu.Lock()
+	if to > r.through {
+		r.through = to
+		r.signalLocked()
+	}
+	r.mu.Unlock()
+}
+
+func (r *Receiver) signalLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// Pending waits until a transaction is buffered, then returns the number buffered; it
+// returns 0 and ctx's error when ctx ends first, or the stream's error.
+func (r *Receiver) Pending(ctx context.Context) (int, error) {
+	for {
+		r.mu.Lock()
+		n, err, changed := len(r.txns), r.err, r.changed
+		r.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		if n > 0 {
+			return n, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// Take waits until the server has decoded (and this receiver received) the WAL up to at
+// least `through`, pinging it for its position, then removes and returns every buffered
+// transaction with the position decoded through: every commit at or before it is among the
+// transactions returned or was taken earlier.
+func (r *Receiver) Take(ctx context.Context, through LSN) ([]*Txn, LSN, error) {
+	for {
+		r.mu.Lock()
+		got, err, changed := r.through, r.err, r.changed
+		if err == nil && got >= through {
+			txns := r.txns
+			r.txns, r.pending = nil, 0
+			close(r.room)
+			r.room = make(chan struct{})
+			r.mu.Unlock()
+			return txns, got, nil
+		}
+		r.ping = true
+		r.mu.Unlock()
+		if err != nil {
+			return nil, 0, err
+		}
+		r.interrupt()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		case <-time.After(5 * time.Millisecond): // ping again: a reply may have been sent before our request was read
+		}
+	}
+}
+
+// Through is the position the server has decoded through, as last reported.
+func (r *Receiver) Through() LSN {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.through
+}
+
+// Confirm reports pos to the server as durably processed: the slot may release the WAL
+// before it. It is sent at once.
+func (r *Receiver) Confirm(pos LSN) {
+	r.mu.Lock()
+	if pos > r.confirmed {
+		r.confirmed = pos
+		r.ping = true // carries the new position now
+	}
+	r.mu.Unlock()
+	r.interrupt()
+}
+
+// Confirmed returns the last position passed to Confirm (or the start position).
+func (r *Receiver) Confirmed() LSN {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.confirmed
+}
+
+// Ping asks the server for its decoded position (Through moves when it answers).
+func (r *Receiver) Ping() {
+	r.mu.Lock()
+	r.ping = true
+	r.mu.Unlock()
+	r.interrupt()
+}
+
+func (r *Receiver) interrupt() {
+	r.wakeMu.Lock()
+	if r.wake != nil {
+		r.wake()
+	}
+	r.wakeMu.Unlock()
+}

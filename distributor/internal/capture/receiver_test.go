@@ -1,0 +1,290 @@
+package capture
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/statecast/statecast/internal/testenv"
+)
+
+// stream is a test's slot, publication and running receiver.
+type stream struct {
+	recv  *Receiver
+	slot  string
+	at    LSN
+	snap  string
+	sport uint32 // OID of sports
+	comp  uint32 // OID of competitions
+	pool  *pgxpool.Pool
+	deps  *ViewDeps
+}
+
+// startStream creates a publication and a slot for sports and competitions, imports nothing
+// yet (the exported snapshot stays importable until the receiver starts), and returns the
+// stream with its receiver not yet running.
+func startStream(ctx context.Context, t *testing.T, conn *pgx.Conn, dsn string) *stream {
+	t.Helper()
+	deps, err := analyze(ctx, t, conn, ViewSpec{Name: "v", SQL: "SELECT s.id, s.name, c.id AS cid FROM sports s LEFT JOIN competitions c ON c.sport_id = s.id", Key: []string{"id", "cid"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsurePublication(ctx, conn, "pub_test", deps.Tables, true); err != nil {
+		t.Fatal(err)
+	}
+	s := &stream{slot: testenv.UniqueName("slot"), deps: deps}
+	for _, tb := range deps.Tables {
+		switch tb.Name {
+		case "sports":
+			s.sport = tb.OID
+		case "competitions":
+			s.comp = tb.OID
+		}
+	}
+	repl, err := pgconn.Connect(ctx, dsn+"&replication=database")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.at, s.snap, err = CreateSlot(ctx, repl, s.slot); err != nil {
+		t.Fatal(err)
+	}
+	admin := testenv.PostgresDSN(t)
+	t.Cleanup(func() {
+		repl.Close(context.Background())
+		c, err := pgx.Connect(context.Background(), admin)
+		if err != nil {
+			return
+		}
+		defer c.Close(context.Background())
+		for i := 0; i < 50; i++ { // the walsender may take a moment to release it
+			if err := DropSlot(context.Background(), c, s.slot); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	ident := map[uint32][]string{}
+	for _, tb := range deps.Tables {
+		for _, c := range tb.Identity {
+			ident[tb.OID] = append(ident[tb.OID], c.Name)
+		}
+	}
+	s.recv = NewReceiver(repl, ReceiverConfig{Slot: s.slot, Publication: "pub_test", Start: s.at, Identity: ident})
+	if s.pool, err = pgxpool.New(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.pool.Close)
+	return s
+}
+
+func (s *stream) run(ctx context.Context, t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := s.recv.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("receiver: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+
+// summary renders a transaction's changes as "sports I 7" lines (identity as int4).
+func (s *stream) summary(txns []*Txn) string {
+	var out []string
+	name := func(oid uint32) string {
+		if oid == s.sport {
+			return "sports"
+		}
+		return "competitions"
+	}
+	id := func(i Identity) string {
+		v := i.Values()
+		if len(v) != 1 || len(v[0]) != 4 {
+			return "?"
+		}
+		return fmt.Sprint(int32(binary.BigEndian.Uint32(v[0])))
+	}
+	for _, tx := range txns {
+		var cs []string
+		for _, c := range tx.Changes {
+			e := name(c.Rel) + " " + string(c.Op)
+			if c.Old != "" {
+				e += " old=" + id(c.Old)
+			}
+			if c.New != "" {
+				e += " new=" + id(c.New)
+			}
+			cs = append(cs, e)
+		}
+		for _, tr := range tx.Truncated {
+			cs = append(cs, "truncate "+name(tr))
+		}
+		out = append(out, strings.Join(cs, ", "))
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestReceiverChangesAndExportedSnapshot(t *testing.T) {
+	ctx, conn, dsn := openDB(t)
+	mustExec(ctx, t, conn, "INSERT INTO sports VALUES (1, 'Football'), (2, 'Tennis')")
+	s := startStream(ctx, t, conn, dsn)
+	// Committed after the slot's consistent point: streamed, not in the exported snapshot.
+	mustExec(ctx, t, conn, "INSERT INTO sports VALUES (3, 'Golf')")
+	exp, err := ImportSnapshot(ctx, s.pool, s.snap, s.at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exp.Close(ctx)
+	var n int
+	if err := exp.Tx.QueryRow(ctx, "SELECT count(*) FROM sports").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("exported snapshot has %d sports (%v), want 2", n, err)
+	}
+	s.run(ctx, t)
+	mustExec(ctx, t, conn, "INSERT INTO competitions VALUES (10, 1, 'League')")
+	mustExec(ctx, t, conn, "UPDATE sports SET name = 'Soccer' WHERE id = 1")
+	mustExec(ctx, t, conn, "UPDATE sports SET id = 4 WHERE id = 2")
+	mustExec(ctx, t, conn, "BEGIN; DELETE FROM competitions WHERE id = 10; DELETE FROM sports WHERE id = 3; COMMIT")
+	mustExec(ctx, t, conn, "TRUNCATE competitions CASCADE")
+	mustExec(ctx, t, conn, "CREATE TABLE other (id int primary key); INSERT INTO other VALUES (1)") // not published: no transaction
+
+	snap, err := BeginSnapshot(ctx, s.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close(ctx)
+	txns, through, err := s.recv.Take(ctx, snap.Insert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if through < snap.Insert {
+		t.Fatalf("Take returned through %s < %s", through, snap.Insert)
+	}
+	want := strings.Join([]string{
+		"sports I new=3",
+		"competitions I new=10",
+		"sports U new=1",
+		"sports U old=2 new=4",
+		"competitions D old=10, sports D old=3",
+		"truncate competitions",
+	}, "\n")
+	if got := s.summary(txns); got != want {
+		t.Fatalf("changes:\n%s\nwant:\n%s", got, want)
+	}
+	for i := 1; i < len(txns); i++ {
+		if txns[i].EndLSN <= txns[i-1].EndLSN || txns[i].CommitLSN >= txns[i].EndLSN {
+			t.Fatalf("positions out of order: %+v then %+v", txns[i-1], txns[i])
+		}
+	}
+	shown, rest, ok := snap.Split(txns)
+	if !ok || len(shown) != len(txns) || len(rest) != 0 {
+		t.Fatalf("Split = %d shown, %d rest, ok %v; want all shown", len(shown), len(rest), ok)
+	}
+	// The exported snapshot shows none of the streamed transactions.
+	if shown, _, ok := exp.Split(txns); !ok || len(shown) != 0 {
+		t.Fatalf("exported snapshot shows %d streamed transactions", len(shown))
+	}
+}
+
+// A transaction that commits after a snapshot was taken is received but not shown: Split
+// leaves it for the next snapshot, and a snapshot taken later shows it.
+func TestSnapshotSplitsAtItsVisibility(t *testing.T) {
+	ctx, conn, dsn := openDB(t)
+	s := startStream(ctx, t, conn, dsn)
+	s.run(ctx, t)
+	mustExec(ctx, t, conn, "INSERT INTO sports VALUES (1, 'a')")
+	snap, err := BeginSnapshot(ctx, s.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close(ctx)
+	mustExec(ctx, t, conn, "INSERT INTO sports VALUES (2, 'b')")
+	var after string
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	afterLSN, _ := ParseLSN(after)
+	txns, _, err := s.recv.Take(ctx, afterLSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, rest, ok := snap.Split(txns)
+	if !ok || s.summary(shown) != "sports I new=1" || s.summary(rest) != "sports I new=2" {
+		t.Fatalf("Split: ok %v shown %q rest %q", ok, s.summary(shown), s.summary(rest))
+	}
+	var n int
+	if err := snap.Tx.QueryRow(ctx, "SELECT count(*) FROM sports").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("snapshot shows %d sports, want 1", n)
+	}
+	later, err := BeginSnapshot(ctx, s.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer later.Close(ctx)
+	if shown, rest, ok := later.Split(rest); !ok || len(shown) != 1 || len(rest) != 0 {
+		t.Fatalf("later snapshot: shown %d rest %d ok %v", len(shown), len(rest), ok)
+	}
+	// A snapshot that shows a later transaction but not an earlier one has no prefix.
+	if _, _, ok := later.Split([]*Txn{{Xid: later.sampleInvisible()}, shown[0]}); ok {
+		t.Fatal("Split accepted a visible transaction after an invisible one")
+	}
+}
+
+// sampleInvisible returns an xid the snapshot does not show (its xmax).
+func (s *Snapshot) sampleInvisible() uint32 { return uint32(s.xmax) }
+
+// Take waits for the server to decode up to the position asked for, pinging it: on an idle
+// stream the keepalive position moves on its own only every wal_sender_timeout/2.
+func TestTakeOnIdleStream(t *testing.T) {
+	ctx, conn, dsn := openDB(t)
+	s := startStream(ctx, t, conn, dsn)
+	s.run(ctx, t)
+	mustExec(ctx, t, conn, "INSERT INTO nokey VALUES (1, 'not published')") // WAL, no transaction for us
+	var pos string
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&pos); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := ParseLSN(pos)
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	txns, through, err := s.recv.Take(tctx, want)
+	if err != nil || len(txns) != 0 || through < want {
+		t.Fatalf("Take = %d txns, through %s (want >= %s), err %v", len(txns), through, want, err)
+	}
+	t.Logf("Take on an idle stream waited %s", time.Since(start))
+	s.recv.Confirm(through)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := LookupSlot(ctx, conn, s.slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.ConfirmedFlush >= through {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot confirmed %s, want >= %s", info.ConfirmedFlush, through)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func mustExec(ctx context.Context, t *testing.T, conn *pgx.Conn, sql string) {
+	t.Helper()
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
