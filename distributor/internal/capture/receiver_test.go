@@ -100,7 +100,6 @@ func (s *stream) run(ctx context.Context, t *testing.T) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
-
 // summary renders a transaction's changes as "sports I 7" lines (identity as int4).
 func (s *stream) summary(txns []*Txn) string {
 	var out []string
