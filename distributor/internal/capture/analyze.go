@@ -27,11 +27,16 @@ type ViewSpec struct {
 	Depends map[string][]string
 }
 
-// Column is a table column.
+// Column is a table or view column.
 type Column struct {
-	Num     int16 // attnum
+	Num     int16 // attnum (for a view's output: its position, from 1)
 	Name    string
 	TypeOID uint32
+	// Filled for a view's output columns: the type's array type, its SQL name
+	// (format_type) and whether it is an enum.
+	ArrayOID uint32
+	TypeName string
+	Enum     bool
 }
 
 // Table is a base table a view reads.
@@ -201,6 +206,13 @@ func (d *ViewDeps) loadColumns(ctx context.Context, tx pgx.Tx, v ViewSpec) error
 	for i, f := range sd.Fields {
 		d.Columns = append(d.Columns, Column{Num: int16(i + 1), Name: f.Name, TypeOID: f.DataTypeOID})
 		d.origins[i] = origin{table: f.TableOID, att: int16(f.TableAttributeNumber)}
+	}
+	for i := range d.Columns {
+		c := &d.Columns[i]
+		if err := tx.QueryRow(ctx, "SELECT typarray, format_type(oid, NULL), typtype = 'e' FROM pg_type WHERE oid = $1", c.TypeOID).
+			Scan(&c.ArrayOID, &c.TypeName, &c.Enum); err != nil {
+			return fmt.Errorf("%w: view %q: type of column %q: %w", ErrAnalyze, v.Name, c.Name, err)
+		}
 	}
 	for _, k := range v.Key {
 		i := d.column(k)

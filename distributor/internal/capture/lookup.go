@@ -1,0 +1,162 @@
+package capture
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// A Lookup reads the rows of a view whose given output columns hold one of a list of
+// value tuples: SELECT * FROM (view) AS _sc WHERE (cols) IN (the tuples). PostgreSQL pushes
+// the condition down into the view's query, so a lookup by a base table's identity reads
+// through that table's index rather than the whole view.
+type Lookup struct {
+	sql    string
+	params []uint32 // one array parameter per column: its array type
+	elems  []uint32 // and its element type
+
+}
+
+// lookupChunk bounds the tuples of one statement.
+const lookupChunk = 20000
+
+// NewLookup builds the lookup of viewSQL's rows by the binary values of the output columns
+// cols of d (a mapping's Cols, or the key).
+func NewLookup(d *ViewDeps, viewSQL string, cols []int) (*Lookup, error) {
+	l := &Lookup{}
+	var unnest, names []string
+	for i, c := range cols {
+		col := d.Columns[c]
+		if col.ArrayOID == 0 {
+			return nil, fmt.Errorf("%w: view %q: column %q has a type without an array type", ErrAnalyze, d.View, col.Name)
+		}
+		l.params = append(l.params, col.ArrayOID)
+		l.elems = append(l.elems, col.TypeOID)
+		unnest = append(unnest, fmt.Sprintf("$%d", i+1))
+		names = append(names, "_sc."+pgx.Identifier{col.Name}.Sanitize())
+	}
+	l.sql = lookupSQL(viewSQL, names, "unnest("+strings.Join(unnest, ", ")+")")
+	return l, nil
+}
+
+// NewKeyLookup builds the lookup of viewSQL's rows by their key texts (as record keys hold
+// them, see schemas/README.md), which PostgreSQL casts to the key columns' types. It fails
+// for key types whose key text is not PostgreSQL's input syntax.
+func NewKeyLookup(d *ViewDeps, viewSQL string) (*Lookup, error) {
+	l := &Lookup{}
+	var args, casts, names []string
+	for i, c := range d.Key {
+		col := d.Columns[c]
+		arg := fmt.Sprintf("u%d", i)
+		cast, ok := keyTextCast(col, arg)
+		if !ok {
+			return nil, fmt.Errorf("%w: view %q: key column %q has type %s, whose key text PostgreSQL cannot read back", ErrAnalyze, d.View, col.Name, col.TypeName)
+		}
+		l.params = append(l.params, pgtype.TextArrayOID)
+		l.elems = append(l.elems, pgtype.TextOID)
+		args = append(args, fmt.Sprintf("$%d", i+1))
+		casts = append(casts, cast)
+		names = append(names, "_sc."+pgx.Identifier{col.Name}.Sanitize())
+	}
+	from := fmt.Sprintf("(SELECT %s FROM unnest(%s) AS _k(%s))", strings.Join(casts, ", "), strings.Join(args, ", "), keyArgs(len(d.Key)))
+	l.sql = lookupSQL(viewSQL, names, from)
+	return l, nil
+}
+
+func keyArgs(n int) string {
+	a := make([]string, n)
+	for i := range a {
+		a[i] = fmt.Sprintf("u%d", i)
+	}
+	return strings.Join(a, ", ")
+}
+
+func lookupSQL(viewSQL string, names []string, from string) string {
+	if len(names) == 1 {
+		if strings.HasPrefix(from, "unnest(") {
+			return fmt.Sprintf("SELECT * FROM (%s) AS _sc WHERE %s = ANY(%s)", viewSQL, names[0], strings.TrimSuffix(strings.TrimPrefix(from, "unnest("), ")"))
+		}
+		return fmt.Sprintf("SELECT * FROM (%s) AS _sc WHERE %s IN (SELECT * FROM %s AS _v)", viewSQL, names[0], from)
+	}
+	return fmt.Sprintf("SELECT * FROM (%s) AS _sc WHERE (%s) IN (SELECT * FROM %s AS _v)", viewSQL, strings.Join(names, ", "), from)
+}
+
+// keyTextCast returns the SQL that turns key text arg back into a value of col's type.
+func keyTextCast(col Column, arg string) (string, bool) {
+	switch col.TypeOID {
+	case pgtype.ByteaOID:
+		return "decode(" + arg + ", 'base64')", true
+	case pgtype.BoolOID, pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID, pgtype.NumericOID,
+		pgtype.Float4OID, pgtype.Float8OID, pgtype.TextOID, pgtype.VarcharOID, pgtype.BPCharOID,
+		pgtype.NameOID, pgtype.UUIDOID, pgtype.TimestamptzOID, pgtype.TimestampOID, pgtype.DateOID,
+		pgtype.TimeOID, pgtype.IntervalOID:
+		return arg + "::" + col.TypeName, true
+	}
+	if col.Enum {
+		return arg + "::" + col.TypeName, true
+	}
+	return "", false
+}
+
+// Run looks up tuples (each one value per column: binary values of the columns' types, or
+// key texts for a key lookup) in tx and calls each with every row found (binary result
+// values, valid until the next call). Tuples are sent in chunks.
+func (l *Lookup) Run(ctx context.Context, tx pgx.Tx, tuples [][][]byte, each func(row [][]byte) error) error {
+	conn := tx.Conn().PgConn()
+	formats := []int16{1}
+	for len(tuples) > 0 {
+		n := min(len(tuples), lookupChunk)
+		chunk := tuples[:n]
+		tuples = tuples[n:]
+		params := make([][]byte, len(l.params))
+		pformats := make([]int16, len(l.params))
+		for c := range l.params {
+			params[c] = encodeArray(l.elems[c], chunk, c)
+			pformats[c] = 1
+		}
+		rr := conn.ExecParams(ctx, l.sql, params, l.params, pformats, formats)
+		for rr.NextRow() {
+			if err := each(rr.Values()); err != nil {
+				_, _ = rr.Close()
+				return err
+			}
+		}
+		if _, err := rr.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encodeArray encodes column c of tuples as a one-dimensional array in PostgreSQL's binary
+// format: ndim, has-null flag, element type, then the dimension (length, lower bound 1)
+// and each element as a length (-1 for NULL) and its bytes.
+func encodeArray(elem uint32, tuples [][][]byte, c int) []byte {
+	size := 20
+	hasNull := uint32(0)
+	for _, t := range tuples {
+		size += 4 + len(t[c])
+		if t[c] == nil {
+			hasNull = 1
+		}
+	}
+	b := make([]byte, 0, size)
+	b = binary.BigEndian.AppendUint32(b, 1)
+	b = binary.BigEndian.AppendUint32(b, hasNull)
+	b = binary.BigEndian.AppendUint32(b, elem)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(tuples)))
+	b = binary.BigEndian.AppendUint32(b, 1)
+	for _, t := range tuples {
+		if t[c] == nil {
+			b = binary.BigEndian.AppendUint32(b, 0xFFFFFFFF)
+			continue
+		}
+		b = binary.BigEndian.AppendUint32(b, uint32(len(t[c])))
+		b = append(b, t[c]...)
+	}
+	return b
+}
