@@ -45,7 +45,20 @@ const (
 	DefaultRefreshCron = "@every 10m"
 	// RefreshNever as refresh_cron turns the scheduled reconcile off (a polled view then
 	// learns of deletes only from Reconcile, POST /reconcile, SIGHUP or a restart).
-	RefreshNever = "never"
+	RefreshNever            = "never"
+	DefaultPositionInterval = 100 * time.Millisecond
+	DefaultRereadDebounce   = 500 * time.Millisecond
+)
+
+// Capture modes of a stream.
+const (
+	// CaptureWAL reads every commit from a logical replication slot (pgoutput): inserts,
+	// updates and deletes of the views' base tables, in commit order, with a source
+	// position for read-your-writes. The default.
+	CaptureWAL = "wal"
+	// CapturePoll polls each view's incremental column, for databases where a replication
+	// slot is not allowed (a read replica, a managed database without the privilege).
+	CapturePoll = "poll"
 )
 
 // Refresh modes of a view's reconcile epochs.
@@ -104,11 +117,29 @@ type StreamConfig struct {
 	MinCompactionLag time.Duration `yaml:"min_compaction_lag"`
 	// TopicConfigs are extra topic configs set at creation (e.g. min.cleanable.dirty.ratio).
 	TopicConfigs map[string]string `yaml:"topic_configs"`
+	// Capture is how the stream finds changes: "wal" (default) or "poll".
+	Capture string `yaml:"capture"`
+	// Slot and Publication name the logical replication slot and the publication of a wal
+	// stream. Default statecast_<topic> (lower case, other characters as _): created when
+	// missing, the publication kept in line with the views' tables. Given names are
+	// validated but never changed (the publication must already publish every table).
+	Slot        string `yaml:"slot"`
+	Publication string `yaml:"publication"`
+	// PositionInterval bounds how stale the source position of an idle wal stream gets: a
+	// position record is written at least this often while the database's WAL moves
+	// (default 100ms).
+	PositionInterval time.Duration `yaml:"position_interval"`
+	// RereadDebounce: a change of a table a view cannot map to its rows re-reads the whole
+	// view, at most once per RereadDebounce (default 500ms); the source position waits.
+	RereadDebounce time.Duration `yaml:"reread_debounce"`
 	// Defaults are the settings of the stream's views: each view takes every setting it
 	// leaves unset (zero; for Overlap: not given) from here, field by field. A view cannot
 	// clear an inherited setting: set it per view instead of in Defaults.
 	Defaults ViewSettings `yaml:"defaults"`
 	Views    []ViewConfig `yaml:"views"`
+
+	// set by Validate: the slot and the publication are statecast's own (derived names)
+	manageSlot, managePublication bool
 }
 
 // ViewConfig is one named SQL query published into a stream.
@@ -118,6 +149,14 @@ type ViewConfig struct {
 	SQL string `yaml:"sql"`
 	// Key lists the key columns in order (composite keys allowed).
 	Key []string `yaml:"key"`
+	// Tables adds base tables the view reads that PostgreSQL does not see in its SQL (a
+	// table read inside a function the view calls): their changes re-read the view. wal only.
+	Tables []string `yaml:"tables"`
+	// Depends maps a joined table to the view's columns that hold its key, in the order of
+	// the table's primary key, when the view does not select the key from that table itself
+	// (it selects e.competition_id, equal to competitions.id by the join): a change of the
+	// table then re-reads only the rows holding that key instead of the whole view. wal only.
+	Depends map[string][]string `yaml:"depends"`
 	// ViewSettings are written beside name, sql and key; the unset ones come from the
 	// stream's Defaults.
 	ViewSettings `yaml:",inline"`
@@ -288,6 +327,7 @@ func (c *Config) Validate() error {
 		if len(s.Views) == 0 {
 			bad("%s.views: at least one view is required", where)
 		}
+		s.checkCapture(where, bad)
 		s.Defaults.check(where+".defaults", bad)
 		for j := range s.Views {
 			v := &s.Views[j]
@@ -319,11 +359,12 @@ func (c *Config) Validate() error {
 			}
 			// each value is checked where it is written: a bad default is reported once
 			v.check(vw, bad)
+			v.checkCapture(s.Capture, vw, bad)
 			v.inherit(&s.Defaults)
 			if v.Incremental == "" && (v.Overlap.set || v.Listen != "") {
 				bad("%s: overlap and listen need an incremental column", vw)
 			}
-			if v.PollInterval == 0 {
+			if v.PollInterval == 0 && s.Capture == CapturePoll {
 				v.PollInterval = DefaultPollInterval
 			}
 			if v.RefreshMode == "" {
@@ -338,6 +379,85 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	return nil
+}
+
+// checkCapture fills and checks the capture settings of a stream.
+func (s *StreamConfig) checkCapture(where string, bad func(string, ...any)) {
+	switch s.Capture {
+	case "":
+		s.Capture = CaptureWAL
+	case CaptureWAL, CapturePoll:
+	default:
+		bad("%s.capture: %q must be %q or %q", where, s.Capture, CaptureWAL, CapturePoll)
+	}
+	if s.Capture == CapturePoll {
+		if s.Slot != "" || s.Publication != "" {
+			bad("%s: slot and publication are for capture: wal", where)
+		}
+		return
+	}
+	s.Defaults.checkNotPolling(where+".defaults", bad)
+	if s.Slot == "" {
+		s.Slot = slotName(s.Topic)
+		s.manageSlot = true
+	} else if !slotNameRE.MatchString(s.Slot) {
+		bad("%s.slot: %q must be 1 to 63 lower-case letters, digits or _", where, s.Slot)
+	}
+	if s.Publication == "" {
+		s.Publication = slotName(s.Topic)
+		s.managePublication = true
+	}
+	if s.PositionInterval < 0 || s.RereadDebounce < 0 {
+		bad("%s: position_interval and reread_debounce must not be negative", where)
+	}
+	if s.PositionInterval == 0 {
+		s.PositionInterval = DefaultPositionInterval
+	}
+	if s.RereadDebounce == 0 {
+		s.RereadDebounce = DefaultRereadDebounce
+	}
+}
+
+var slotNameRE = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+// slotName derives a slot or publication name from a topic: statecast_<topic>, lower case,
+// every other character as _, at most 63 characters (PostgreSQL's limit).
+func slotName(topic string) string {
+	b := []byte("statecast_" + strings.ToLower(topic))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return string(b[:min(len(b), 63)])
+}
+
+// checkCapture reports the view settings that do not belong to the stream's capture mode.
+func (v *ViewConfig) checkCapture(capture, where string, bad func(string, ...any)) {
+	if capture != CaptureWAL && capture != "" {
+		if len(v.Tables) > 0 || len(v.Depends) > 0 {
+			bad("%s: tables and depends are for capture: wal", where)
+		}
+		return
+	}
+	v.ViewSettings.checkNotPolling(where, bad)
+	for t, cols := range v.Depends {
+		if t == "" || len(cols) == 0 || slices.Contains(cols, "") {
+			bad("%s.depends: table %q needs its key's column names", where, t)
+		}
+	}
+}
+
+// checkNotPolling reports the polling settings of a wal stream's view or defaults.
+func (v *ViewSettings) checkNotPolling(where string, bad func(string, ...any)) {
+	for _, f := range []struct {
+		set  bool
+		name string
+	}{{v.Incremental != "", "incremental"}, {v.PollInterval != 0, "poll_interval"}, {v.Overlap.set, "overlap"}, {v.Listen != "", "listen"}} {
+		if f.set {
+			bad("%s.%s: a polling setting, but the stream captures the WAL (every change arrives by itself; set capture: poll on the stream to poll)", where, f.name)
+		}
+	}
 }
 
 // check reports the problems of the settings themselves; where names them.
@@ -396,7 +516,10 @@ func (c Config) clone() Config {
 		s.TopicConfigs = maps.Clone(s.TopicConfigs)
 		s.Views = slices.Clone(s.Views)
 		for j := range s.Views {
-			s.Views[j].Key = slices.Clone(s.Views[j].Key)
+			v := &s.Views[j]
+			v.Key = slices.Clone(v.Key)
+			v.Tables = slices.Clone(v.Tables)
+			v.Depends = maps.Clone(v.Depends)
 		}
 	}
 	return c

@@ -25,6 +25,7 @@ kafka:
 http_addr: 127.0.0.1:0
 streams:
   - topic: cache.shop
+    capture: poll
     delete_retention: 48h
     topic_configs: {min.cleanable.dirty.ratio: "0.1"}
     views:
@@ -85,7 +86,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad cron", edit(`"*/5 * * * *"`, `"61 * * * *"`), `view "items".refresh_cron`},
 		{"bad mode", edit("refresh_mode: rewrite", "refresh_mode: replace"), `view "orders".refresh_mode`},
 		{"bad overlap", edit("overlap: 5s", "overlap: soon"), "overlap"},
-		{"bad duration", edit("poll_interval: 250ms", "poll_interval: fast"), "line 16: cannot unmarshal !!str `fast` into time.Duration"},
+		{"bad duration", edit("poll_interval: 250ms", "poll_interval: fast"), "line 17: cannot unmarshal !!str `fast` into time.Duration"},
 		{"unset env", edit("${TEST_DIST_DSN}", "${TEST_DIST_UNSET_VAR}"), "TEST_DIST_UNSET_VAR"},
 		{"bad view name", edit("name: items", "name: 'it ems'"), "views[0].name"},
 		{"ctl view name", edit("name: items", "name: '!ctl'"), "views[0].name"},
@@ -141,7 +142,7 @@ func TestLoadConfigFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(goodYAML+"extra: 1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadConfig(path); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), path+": line 26: field extra not found in type distributor.Config") {
+	if _, err := LoadConfig(path); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), path+": line 27: field extra not found in type distributor.Config") {
 		t.Errorf("err = %v", err)
 	}
 	if _, err := LoadConfig(path + ".missing"); !errors.Is(err, ErrConfig) {
@@ -154,6 +155,7 @@ postgres: {dsn: postgres://u@h/db}
 kafka: {brokers: [localhost:9092]}
 streams:
   - topic: shop
+    capture: poll
     defaults:
       incremental: updated_at
       poll_interval: 2s
@@ -194,7 +196,7 @@ func TestStreamDefaults(t *testing.T) {
 			Listen: "shop_changed", RefreshCron: "@every 30s", RefreshMode: ModeReconcile}},
 		{views[2].ViewSettings, ViewSettings{Incremental: "version", PollInterval: 2 * time.Second, Overlap: OverlapVersions(10),
 			Listen: "other", RefreshCron: "0 * * * *", RefreshMode: ModeRewrite}},
-		{c.Streams[1].Views[0].ViewSettings, ViewSettings{PollInterval: DefaultPollInterval, RefreshMode: ModeReconcile}},
+		{c.Streams[1].Views[0].ViewSettings, ViewSettings{RefreshMode: ModeReconcile}}, // a wal stream: no polling defaults
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got  %+v\nwant %+v", tc.got, tc.want)
@@ -317,7 +319,7 @@ func TestNewValidates(t *testing.T) {
 	// New validates its own copy: the caller's config (shared by a test's two
 	// distributors, say) is never written
 	cfg := Config{Postgres: PostgresConfig{DSN: "postgres://u@h/db"}, Kafka: KafkaConfig{Config: kafkaconn.Config{Brokers: []string{"b:9092"}}},
-		Streams: []StreamConfig{{Topic: "t", Defaults: ViewSettings{Listen: "ch", Incremental: "u"},
+		Streams: []StreamConfig{{Topic: "t", Capture: CapturePoll, Defaults: ViewSettings{Listen: "ch", Incremental: "u"},
 			Views: []ViewConfig{{Name: "v", SQL: " SELECT 1 AS id; ", Key: []string{"id"}}}}}}
 	if _, err := New(cfg); err != nil {
 		t.Fatal(err)

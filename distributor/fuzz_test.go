@@ -26,6 +26,7 @@ func FuzzApplyRestored(f *testing.F) {
 	f.Add([]byte("!ctl|items|poll"), []byte(`{"watermark":"5","source_lsn":"0/1","source_time":""}`), "items", "poll", "1")
 	f.Add([]byte("!ctl|items|end"), []byte(`{"epoch":2}`), "items", "epoch-end", "2")
 	f.Add([]byte("x"), []byte(nil), "other", "row", "x")
+	f.Add([]byte("!ctl|position"), []byte(`{"lsn":"0/5","time":"2026-11-30T00:00:00Z"}`), "", "position", "0")
 	f.Fuzz(func(t *testing.T, key, value []byte, view, kind, epoch string) {
 		views := map[string]*viewState{"items": newViewState(&ViewConfig{Name: "items"})}
 		m := &sarama.ConsumerMessage{Key: key, Value: value, Headers: []*sarama.RecordHeader{
@@ -33,7 +34,8 @@ func FuzzApplyRestored(f *testing.F) {
 			{Key: []byte("sc-kind"), Value: []byte(kind)},
 			{Key: []byte("sc-epoch"), Value: []byte(epoch)},
 		}}
-		if err := applyRestored(m, views); err == nil && view != "items" && len(views["items"].hashes) != 0 {
+		var pos string
+		if err := applyRestored(m, views, &pos); err == nil && view != "items" && len(views["items"].hashes) != 0 {
 			t.Fatal("a record of another view changed items")
 		}
 	})

@@ -57,12 +57,12 @@ func (e *env) exec(sql string, args ...any) {
 	}
 }
 
-// config returns a one-stream config with the given views.
+// config returns a one-stream polling config with the given views.
 func (e *env) config(views ...ViewConfig) Config {
 	return Config{
 		Postgres: PostgresConfig{DSN: e.dsn},
 		Kafka:    KafkaConfig{Config: kafkaconn.Config{Brokers: e.brokers, ClientID: "test"}},
-		Streams:  []StreamConfig{{Topic: e.topic, Views: views}},
+		Streams:  []StreamConfig{{Topic: e.topic, Capture: CapturePoll, Views: views}},
 	}
 }
 

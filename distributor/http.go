@@ -11,6 +11,7 @@ import (
 //
 //	GET  /healthz            200 with {"streams":{topic:"active"|"standby"}} (a standby is healthy)
 //	GET  /metrics            Prometheus metrics (see WithRegisterer)
+//	GET  /status             Status as JSON: streams, views, stopped views and why, positions
 //	POST /reconcile?view=V   runs Reconcile(V); 200, 404 unknown view, 503 not active, 500
 func (d *Distributor) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -31,6 +32,12 @@ func (d *Distributor) Handler() http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"streams": st})
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(map[string]any{"streams": d.Status()})
 	})
 	mux.HandleFunc("POST /reconcile", func(w http.ResponseWriter, r *http.Request) {
 		view := r.URL.Query().Get("view")

@@ -17,6 +17,15 @@ type metrics struct {
 	incNulls   *prometheus.GaugeVec     // stream, view: rows with a NULL incremental value
 	// produceRetries counts sarama's retries of produce requests (broker slow or down).
 	produceRetries *prometheus.CounterVec // stream
+	viewFailed     *prometheus.GaugeVec   // stream, view: 1 while stopped by a bad row
+	// wal capture
+	position   *prometheus.GaugeVec     // stream: the source position (LSN as a number)
+	cycleTime  *prometheus.HistogramVec // stream: snapshot to broker ack of a cycle
+	cycleTxns  *prometheus.CounterVec   // stream: source transactions published
+	rereads    *prometheus.CounterVec   // stream, view, reason: full re-reads
+	slotLost   *prometheus.CounterVec   // stream
+	slotRetain *prometheus.GaugeVec     // stream: bytes of WAL the slot retains
+	slotBehind *prometheus.GaugeVec     // stream: bytes from the slot's confirmed position to the WAL's end
 }
 
 // newMetrics creates the metrics and registers them with reg.
@@ -63,8 +72,42 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "statecast_distributor_produce_retries_total",
 			Help: "Produce requests retried by the Kafka client (broker slow, down or timed out).",
 		}, []string{"stream"}),
+		viewFailed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "statecast_distributor_view_failed",
+			Help: "1 while a view is stopped by an error in its data or SQL (its rows stay as last published; retried).",
+		}, []string{"stream", "view"}),
+		position: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "statecast_distributor_source_position",
+			Help: "Source position (WAL LSN as a number) of the last position record of a wal stream.",
+		}, []string{"stream"}),
+		cycleTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "statecast_distributor_cycle_duration_seconds",
+			Help:    "Duration of a wal cycle, from its snapshot to the broker's ack of its position record.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"stream"}),
+		cycleTxns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "statecast_distributor_source_transactions_total",
+			Help: "PostgreSQL transactions of a wal stream's tables published.",
+		}, []string{"stream"}),
+		rereads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "statecast_distributor_full_rereads_total",
+			Help: "Full re-reads of a wal view, by reason: unmapped (a change of a table the view cannot map, or a truncate), reconcile, retry.",
+		}, []string{"stream", "view", "reason"}),
+		slotLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "statecast_distributor_slot_lost_total",
+			Help: "Replication slots found invalidated or dropped, and created again (followed by a full read of every view).",
+		}, []string{"stream"}),
+		slotRetain: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "statecast_distributor_slot_retained_bytes",
+			Help: "Bytes of WAL the stream's replication slot makes PostgreSQL keep (pg_current_wal_lsn() - restart_lsn).",
+		}, []string{"stream"}),
+		slotBehind: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "statecast_distributor_slot_behind_bytes",
+			Help: "Bytes from the slot's confirmed position to the WAL's current position.",
+		}, []string{"stream"}),
 	}
-	for _, c := range []prometheus.Collector{m.rows, m.tombstones, m.pollTime, m.epoch, m.errors, m.active, m.watermarkT, m.incBeyond, m.incNulls, m.produceRetries} {
+	for _, c := range []prometheus.Collector{m.rows, m.tombstones, m.pollTime, m.epoch, m.errors, m.active, m.watermarkT, m.incBeyond, m.incNulls, m.produceRetries, m.viewFailed,
+		m.position, m.cycleTime, m.cycleTxns, m.rereads, m.slotLost, m.slotRetain, m.slotBehind} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -22,25 +22,6 @@ type producer struct {
 	p       sarama.AsyncProducer
 }
 
-// send publishes msgs in order and returns when the broker acknowledged all of them.
-func (p *producer) send(ctx context.Context, msgs []*sarama.ProducerMessage) error {
-	return p.sendN(ctx, len(msgs), func(i int) *sarama.ProducerMessage { return msgs[i] })
-}
-
-// sendN publishes the n messages gen(0) … gen(n-1) in order and returns when the broker
-// acknowledged all of them, or the first error (see sendIter).
-func (p *producer) sendN(ctx context.Context, n int, gen func(int) *sarama.ProducerMessage) error {
-	i := 0
-	return p.sendIter(ctx, func() (*sarama.ProducerMessage, error) {
-		if i >= n {
-			return nil, nil
-		}
-		m := gen(i)
-		i++
-		return m, nil
-	})
-}
-
 // sendIter publishes the messages next returns, in order, until it returns nil, and returns
 // when the broker acknowledged all of them, or the first error. Feeding overlaps with
 // sarama's batching, compression and the broker's writes.

@@ -23,16 +23,19 @@ type source struct {
 	clock dbClock
 }
 
-// beginSnapshot opens a REPEATABLE READ, READ ONLY transaction and captures the WAL
-// position and time at the start of its snapshot (its first statement).
+// beginSnapshot opens a REPEATABLE READ, READ ONLY transaction (a polling stream's read)
+// and captures the time and clock at the start of its snapshot (its first statement).
 func beginSnapshot(ctx context.Context, db querier) (pgx.Tx, source, error) {
 	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, source{}, fmt.Errorf("distributor: begin snapshot: %w", err)
 	}
+	// No source position: a snapshot's WAL position is not one (a commit older than the
+	// watermark − overlap is not in a poll; one can be written to the WAL and not visible
+	// yet). Only WAL capture stamps records with a source position.
 	var src source
-	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text, now(), c, c::timestamp, c::date FROM clock_timestamp() AS c").
-		Scan(&src.lsn, &src.time, &src.clock.at, &src.clock.local, &src.clock.date); err != nil {
+	if err := tx.QueryRow(ctx, "SELECT now(), c, c::timestamp, c::date FROM clock_timestamp() AS c").
+		Scan(&src.time, &src.clock.at, &src.clock.local, &src.clock.date); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, source{}, fmt.Errorf("distributor: snapshot position: %w", err)
 	}
@@ -68,7 +71,8 @@ type viewRead struct {
 	// names the first of them ("key = value") for the log.
 	beyond     int64
 	beyondKeys []string
-	nulls      int64 // rows whose incremental value is NULL (a poll reads none of them)
+	nulls      int64     // rows whose incremental value is NULL (a poll reads none of them)
+	deps       []*depMap // full read of a wal view with joined tables: its new reverse maps
 }
 
 // maxBeyondKeys bounds the keys one read names in its log line.
@@ -124,6 +128,9 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		if rewrite || len(st.hashes) == 0 {
 			r.publish = make([]pendingRow, 0, size) // every row is published
 		}
+		for _, d := range st.depSpecs {
+			r.deps = append(r.deps, newDepMap(d.table, d.cols))
+		}
 	}
 	inc := incMax{c: codec}
 	if codec.inc >= 0 {
@@ -152,6 +159,9 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		r.rows++
 		if full {
 			r.sum.Add(h)
+			for _, m := range r.deps {
+				m.set(key, m.identity(raw))
+			}
 		}
 		if needsPublish(st.hashes, key, h, rewrite) {
 			r.publish = append(r.publish, pendingRow{key: key, value: value, hash: h})
@@ -202,9 +212,11 @@ func needsPublish(hashes map[string]uint64, key string, h uint64, rewrite bool) 
 // (record batch header and record framing).
 const recordOverhead = 128
 
+// sqlError classifies an error of a view's query: an error about the view's SQL or data
+// is a *ViewError; an error about the server or the connection (transientPg) is not.
 func sqlError(v *ViewConfig, err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
+	if errors.As(err, &pgErr) && !transientPg(pgErr) {
 		return &ViewError{View: v.Name, Err: fmt.Errorf("sql: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)}
 	}
 	return fmt.Errorf("distributor: view %q: query: %w", v.Name, err)

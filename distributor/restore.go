@@ -12,11 +12,12 @@ import (
 
 // restore reads the topic from its start to its end (the end offset taken before reading)
 // and rebuilds each configured view's state: key → content hash of the live rows, the last
-// epoch and the watermark of the last poll record. Records of views that are not configured
-// any more are skipped. It is the only state store: no other is needed. A restored
-// watermark beyond the database clock (written by an older version) is dropped by the
-// start-up epoch (publishEpoch), which knows the column's type and the clock.
-func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[string]*viewState, log *slog.Logger) (n int64, err error) {
+// epoch and the watermark of the last poll record; and, into pos, the source position of
+// the last position record. Records of views that are not configured any more are skipped.
+// It is the only state store: no other is needed. A restored watermark beyond the database
+// clock (written by an older version) is dropped by the start-up epoch, which knows the
+// column's type and the clock.
+func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[string]*viewState, pos *string, log *slog.Logger) (n int64, err error) {
 	cfg := kc.clientConfig("-restore")
 	cfg.Consumer.Fetch.Default = 4 << 20
 	client, err := sarama.NewClient(kc.Brokers, cfg)
@@ -54,7 +55,7 @@ func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[strin
 			return n, fmt.Errorf("distributor: restore %q: %w", topic, cerr)
 		case m := <-pc.Messages():
 			n++
-			if err := applyRestored(m, views); err != nil {
+			if err := applyRestored(m, views, pos); err != nil {
 				skipped++
 				if skipped <= 10 {
 					log.Warn("restore: record skipped", "topic", topic, "offset", m.Offset, "err", err)
@@ -67,7 +68,7 @@ func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[strin
 	}
 }
 
-func applyRestored(m *sarama.ConsumerMessage, views map[string]*viewState) error {
+func applyRestored(m *sarama.ConsumerMessage, views map[string]*viewState, pos *string) error {
 	var b record.MetaBuilder
 	for _, h := range m.Headers {
 		if err := b.Add(h.Key, h.Value); err != nil {
@@ -77,6 +78,16 @@ func applyRestored(m *sarama.ConsumerMessage, views map[string]*viewState) error
 	meta, err := b.Meta()
 	if err != nil {
 		return err
+	}
+	if meta.Kind == record.KindPosition {
+		p, err := record.ParsePosition(m.Value)
+		if err != nil {
+			return err
+		}
+		if p.LSN != "" {
+			*pos = p.LSN
+		}
+		return nil
 	}
 	st := views[meta.View]
 	if st == nil {

@@ -67,7 +67,7 @@ func TestTwoStreams(t *testing.T) {
 	cfg := e.config(itemsView())
 	other := e.topic + "_b"
 	deleteTopicLater(t, e.brokers, other)
-	cfg.Streams = append(cfg.Streams, StreamConfig{Topic: other, Views: []ViewConfig{
+	cfg.Streams = append(cfg.Streams, StreamConfig{Topic: other, Capture: CapturePoll, Views: []ViewConfig{
 		{Name: "names", SQL: "SELECT name FROM items WHERE name IS NOT NULL", Key: []string{"name"}},
 	}})
 	r := start(t, cfg)

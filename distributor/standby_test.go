@@ -83,6 +83,7 @@ postgres: {dsn: "%s"}
 kafka: {brokers: [%s]}
 streams:
   - topic: %s
+    capture: poll
     views:
       - {name: items, sql: "%s", key: [id], incremental: updated_at, poll_interval: 50ms, overlap: 10s}
 `, e.dsn, strings.Join(e.brokers, ", "), e.topic, itemsSQL)

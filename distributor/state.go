@@ -26,6 +26,14 @@ type viewState struct {
 	// enc is the compiled row encoder of the view's query (re-compiled at every epoch).
 	enc *pgjson.Encoder
 
+	// failed is why the view is stopped (a *ViewError), nil while it publishes.
+	failed error
+	// deps are the reverse maps of a wal view's joined tables (wal.go), rebuilt by every
+	// full read.
+	deps []*depMap
+	// depSpecs say which reverse maps a full read builds (the session's analysis).
+	depSpecs []depSpec
+
 	nextPoll time.Time     // when the next incremental poll is due
 	retryAt  time.Time     // when a failed reconcile is retried (zero = none)
 	backoff  time.Duration // current retry backoff after errors (0 = none)

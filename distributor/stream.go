@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/robfig/cron/v3"
 
+	"github.com/statecast/statecast/distributor/internal/capture"
 	"github.com/statecast/statecast/schemas/record"
 )
 
@@ -46,7 +47,13 @@ type stream struct {
 	once   sync.Once
 
 	// owned by the publisher loop while active
-	prod *producer
+	prod     *producer
+	position capture.LSN // wal: the source position of the last position record published
+
+	statusMu       sync.Mutex
+	status         map[string]*ViewStatus // by view (status.go)
+	statusPos      string
+	statusRetained int64
 }
 
 func newStream(d *Distributor, sc *StreamConfig) *stream {
@@ -98,7 +105,7 @@ func (s *stream) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, ErrView) || errors.Is(err, ErrTopic) || errors.Is(err, ErrConfig) {
+		if errors.Is(err, ErrTopic) || errors.Is(err, ErrConfig) {
 			return err
 		}
 		s.m.errors.WithLabelValues(s.cfg.Topic, "", "lock").Inc()
@@ -141,6 +148,9 @@ func (s *stream) activeRun(parent context.Context, lock *streamLock) error {
 		}
 	}()
 
+	if s.cfg.Capture == CaptureWAL {
+		return s.runWAL(ctx, &wg)
+	}
 	// Start-up: state from the topic, then one epoch per view from one snapshot.
 	for attempt := 0; ; attempt++ {
 		s.resetState()
@@ -150,10 +160,6 @@ func (s *stream) activeRun(parent context.Context, lock *streamLock) error {
 		}
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
-		}
-		if errors.Is(err, ErrView) {
-			s.m.errors.WithLabelValues(s.cfg.Topic, viewOf(err), "snapshot").Inc()
-			return err
 		}
 		s.m.errors.WithLabelValues(s.cfg.Topic, "", "snapshot").Inc()
 		d := backoff(attempt)
@@ -165,31 +171,44 @@ func (s *stream) activeRun(parent context.Context, lock *streamLock) error {
 	s.once.Do(func() { close(s.ready) })
 
 	wg.Go(func() { s.listen(ctx) })
+	stopCron, err := s.startCron(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopCron()
+	return s.loop(ctx)
+}
+
+// startCron sends a reconcile request for each view at its refresh_cron schedule until
+// the returned stop is called.
+func (s *stream) startCron(ctx context.Context) (stop func(), err error) {
 	cr := cron.New()
 	for _, st := range s.order {
 		spec := st.cfg.schedule()
 		if spec == "" {
 			continue
 		}
-		st := st
 		if _, err := cr.AddFunc(spec, func() {
 			select {
 			case s.reconcileCh <- reconcileReq{view: st.cfg.Name}:
 			case <-ctx.Done():
 			}
 		}); err != nil {
-			return fmt.Errorf("%w: view %q refresh_cron: %v", ErrConfig, st.cfg.Name, err)
+			return nil, fmt.Errorf("%w: view %q refresh_cron: %v", ErrConfig, st.cfg.Name, err)
 		}
 	}
 	cr.Start()
-	defer func() { <-cr.Stop().Done() }()
-	return s.loop(ctx)
+	return func() { <-cr.Stop().Done() }, nil
 }
 
 // startup restores the views' state from the topic and publishes one epoch per view, all
-// read from ONE snapshot and validated before anything is published.
+// read from ONE snapshot, validated before anything is published, as one source
+// transaction. A view whose read fails on its data or SQL (a bad row) is stopped and
+// retried (failView); the others are published. Other errors (the database or the broker
+// unreachable) fail the start-up, which is retried.
 func (s *stream) startup(ctx context.Context) error {
-	n, err := restore(ctx, &s.d.cfg.Kafka, s.cfg.Topic, s.views, s.log)
+	var pos string
+	n, err := restore(ctx, &s.d.cfg.Kafka, s.cfg.Topic, s.views, &pos, s.log)
 	if err != nil {
 		return err
 	}
@@ -199,27 +218,38 @@ func (s *stream) startup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	reads := make([]*viewRead, 0, len(s.order))
+	t := &txnOut{pos: record.Position{Time: src.time}}
+	var failed []func()
+	reads := 0
 	for _, st := range s.order {
 		r, err := readView(ctx, tx, st, true, false, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
+		if isErr(err, ErrView) {
+			failed = append(failed, func() { s.failView(st, err, "snapshot") })
+			continue
+		}
 		if err != nil {
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 			return err
 		}
-		reads = append(reads, r)
-	}
-	_ = tx.Rollback(context.WithoutCancel(ctx)) // read only: the reads hold everything to publish
-	s.log.Info("start-up snapshot read and validated", "stream", s.cfg.Topic, "views", len(reads),
-		"duration", time.Since(readStart), "source_lsn", src.lsn)
-	for _, r := range reads {
 		mode := record.ModeReconcile
 		if r.view.epoch == 0 && len(r.view.hashes) == 0 {
 			mode = record.ModeSnapshot
 		}
-		if err := s.publishEpoch(ctx, r, mode); err != nil {
-			return err
-		}
-		r.view.nextPoll = time.Now().Add(r.view.cfg.PollInterval)
+		s.epochOut(t, r, mode)
+		reads++
+	}
+	_ = tx.Rollback(context.WithoutCancel(ctx)) // read only: the reads hold everything to publish
+	s.log.Info("start-up snapshot read and validated", "stream", s.cfg.Topic, "views", reads,
+		"duration", time.Since(readStart))
+	for _, f := range failed {
+		f()
+	}
+	t.pos.Stale = s.staleViews()
+	if err := s.publishTxn(ctx, t); err != nil {
+		return err
+	}
+	for _, st := range s.order {
+		st.nextPoll = time.Now().Add(st.cfg.PollInterval)
 	}
 	return nil
 }
@@ -231,7 +261,7 @@ func (s *stream) loop(ctx context.Context) error {
 	for {
 		next := time.Now().Add(time.Hour)
 		for _, st := range s.order {
-			if st.polled() && st.nextPoll.Before(next) {
+			if st.polled() && st.failed == nil && st.nextPoll.Before(next) {
 				next = st.nextPoll
 			}
 			if !st.retryAt.IsZero() && st.retryAt.Before(next) {
@@ -261,14 +291,15 @@ func (s *stream) loop(ctx context.Context) error {
 			if !st.retryAt.IsZero() && !now.Before(st.retryAt) {
 				_ = s.reconcile(ctx, st)
 			}
-			if st.polled() && !now.Before(st.nextPoll) {
+			if st.polled() && st.failed == nil && !now.Before(st.nextPoll) {
 				s.poll(ctx, st)
 			}
 		}
 	}
 }
 
-// poll runs one incremental poll of st; errors are logged, counted and retried with backoff.
+// poll runs one incremental poll of st. A bad row stops the view (failView); other errors
+// are logged, counted and retried with backoff.
 func (s *stream) poll(ctx context.Context, st *viewState) {
 	start := time.Now()
 	err := func() error {
@@ -281,24 +312,28 @@ func (s *stream) poll(ctx context.Context, st *viewState) {
 		if err != nil {
 			return err
 		}
-		return s.publishPoll(ctx, r)
+		t := &txnOut{pos: record.Position{Time: src.time, Stale: s.staleViews()}}
+		s.pollOut(t, r)
+		return s.publishTxn(ctx, t)
 	}()
-	if err != nil {
-		if ctx.Err() != nil {
-			return
-		}
+	switch {
+	case err == nil:
+		st.ok()
+		s.m.pollTime.WithLabelValues(s.cfg.Topic, st.cfg.Name).Observe(time.Since(start).Seconds())
+		st.nextPoll = time.Now().Add(st.cfg.PollInterval)
+	case ctx.Err() != nil:
+	case isErr(err, ErrView):
+		s.failView(st, err, "poll")
+	default:
 		d := st.fail()
 		st.nextPoll = time.Now().Add(d)
 		s.m.errors.WithLabelValues(s.cfg.Topic, st.cfg.Name, "poll").Inc()
 		s.log.Error("poll failed; retrying", "stream", s.cfg.Topic, "view", st.cfg.Name, "err", err, "retry_in", d)
-		return
 	}
-	st.ok()
-	s.m.pollTime.WithLabelValues(s.cfg.Topic, st.cfg.Name).Observe(time.Since(start).Seconds())
-	st.nextPoll = time.Now().Add(st.cfg.PollInterval)
 }
 
-// reconcile publishes a new epoch of st in its refresh mode.
+// reconcile publishes a new epoch of st in its refresh mode. It is also how a stopped view
+// is retried: its success resumes the view.
 func (s *stream) reconcile(ctx context.Context, st *viewState) error {
 	err := func() error {
 		tx, src, err := beginSnapshot(ctx, s.pool)
@@ -315,27 +350,26 @@ func (s *stream) reconcile(ctx context.Context, st *viewState) error {
 		if rewrite {
 			mode = record.ModeRewrite
 		}
-		return s.publishEpoch(ctx, r, mode)
+		t := &txnOut{pos: record.Position{Time: src.time}}
+		s.epochOut(t, r, mode)
+		t.pos.Stale = s.staleViews(st)
+		return s.publishTxn(ctx, t)
 	}()
 	switch {
 	case err == nil:
 		st.retryAt = time.Time{}
 		st.ok()
-	case ctx.Err() == nil:
+		s.resumeView(st)
+	case ctx.Err() != nil:
+	case isErr(err, ErrView):
+		s.failView(st, err, "reconcile")
+	default:
 		d := st.fail()
 		st.retryAt = time.Now().Add(d)
 		s.m.errors.WithLabelValues(s.cfg.Topic, st.cfg.Name, "reconcile").Inc()
 		s.log.Error("reconcile failed; retrying", "stream", s.cfg.Topic, "view", st.cfg.Name, "err", err, "retry_in", d)
 	}
 	return err
-}
-
-func viewOf(err error) string {
-	var ve *ViewError
-	if errors.As(err, &ve) {
-		return ve.View
-	}
-	return ""
 }
 
 func backoff(attempt int) time.Duration {

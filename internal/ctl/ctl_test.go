@@ -43,6 +43,7 @@ func TestValidate(t *testing.T) {
 kafka: {brokers: ["127.0.0.1:9092"]}
 streams:
   - topic: shop
+    capture: poll
     views:
       - {name: items, sql: "SELECT id, name, updated_at FROM items", key: [id], incremental: updated_at}
       - {name: prices, sql: "SELECT item_id, shop_id, price FROM prices", key: [item_id, shop_id]}

@@ -74,7 +74,8 @@ func (t *Table) String() string {
 type Mapping struct {
 	Table *Table
 	Cols  []int // output column indexes, one per Table.Identity column, in that order
-	// IsKey: Cols are the view's key columns: a changed identity is a view key.
+	// IsKey: Cols are the view's key columns (in any order): a changed identity is a view
+	// key.
 	IsKey bool
 	// Hinted: declared in ViewSpec.Depends rather than found from the column origins.
 	Hinted bool
@@ -432,7 +433,7 @@ func (d *ViewDeps) mapTable(t *Table, refs int) {
 		}
 		cols = append(cols, j)
 	}
-	d.Maps[t.OID] = &Mapping{Table: t, Cols: cols, IsKey: slices.Equal(cols, d.Key)}
+	d.Maps[t.OID] = &Mapping{Table: t, Cols: cols, IsKey: sameSet(cols, d.Key)}
 	delete(d.Unmapped, t.OID)
 }
 
@@ -459,7 +460,7 @@ func (d *ViewDeps) applyHints(ctx context.Context, tx pgx.Tx, v ViewSpec) error 
 			}
 			m.Cols = append(m.Cols, j)
 		}
-		m.IsKey = slices.Equal(m.Cols, d.Key)
+		m.IsKey = sameSet(m.Cols, d.Key)
 		if d.Shape != "" {
 			continue // a declared mapping cannot make such a query mappable
 		}
@@ -467,6 +468,20 @@ func (d *ViewDeps) applyHints(ctx context.Context, tx pgx.Tx, v ViewSpec) error 
 		delete(d.Unmapped, oid)
 	}
 	return nil
+}
+
+// sameSet reports whether a and b hold the same columns, in any order: a table whose
+// identity is the view's key, even in another column order.
+func sameSet(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
 
 func identityNames(t *Table) string {

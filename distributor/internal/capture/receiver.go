@@ -430,6 +430,28 @@ func (r *Receiver) Take(ctx context.Context, through LSN) ([]*Txn, LSN, error) {
 	}
 }
 
+// Notify returns a channel closed at the next change of the buffered transactions, of
+// Through, or of the stream's error.
+func (r *Receiver) Notify() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
+
+// Buffered returns the number of transactions received and not yet taken.
+func (r *Receiver) Buffered() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.txns)
+}
+
+// Err returns the error that stopped the stream, or nil while it runs.
+func (r *Receiver) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
 // Through is the position the server has decoded through, as last reported.
 func (r *Receiver) Through() LSN {
 	r.mu.Lock()

@@ -1,0 +1,188 @@
+package distributor
+
+import (
+	"context"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/schemas/record"
+	"github.com/statecast/statecast/schemas/record/recordsarama"
+)
+
+// txnOut is one source transaction of the stream (schemas/README.md): the records of one
+// read of the database — an epoch, a poll, the rows changed by a prefix of the WAL's
+// commits — each with sc-txn, ended by a position record; and the changes of the stream's
+// state that wait for the broker's acknowledgement.
+//
+// It is sent in two phases: first the body (epoch begins, rows, tombstones), then, once
+// all of it is acknowledged, the tail (epoch ends, poll records) and the position record.
+// A record that says "what came before is complete" must wait for the acks: sarama's
+// idempotent producer bumps its epoch after a batch fails and goes on with the next
+// batches, so without the wait an epoch end or a position record could land after a gap.
+type txnOut struct {
+	body []part
+	tail []part
+	pos  record.Position
+	done []func() // state changes, run in order once everything is acknowledged
+}
+
+// part is n records made on demand (a large epoch holds no sarama message per row).
+type part struct {
+	n   int
+	gen func(i int) *sarama.ProducerMessage
+}
+
+// rowsPart is the row records of rows (value nil = tombstone) with meta's headers.
+func rowsPart(rows []pendingRow, meta record.Meta) part {
+	meta.Kind = record.KindRow
+	meta.Txn = true
+	hdrs := recordsarama.Headers(meta) // shared, read-only
+	return part{n: len(rows), gen: func(i int) *sarama.ProducerMessage {
+		m := &sarama.ProducerMessage{Key: sarama.StringEncoder(rows[i].key), Headers: hdrs}
+		if rows[i].value != nil {
+			m.Value = sarama.ByteEncoder(rows[i].value)
+		}
+		return m
+	}}
+}
+
+// controlPart is the control records cs of view (or of the stream) with meta's headers.
+func controlPart(view string, meta record.Meta, cs ...record.Control) part {
+	msgs := make([]*sarama.ProducerMessage, 0, len(cs))
+	for _, c := range cs {
+		meta.Kind = c.Kind()
+		meta.View = view
+		if c.Kind().IsStream() {
+			meta.View = ""
+		}
+		meta.Txn = c.Kind() != record.KindPosition
+		msgs = append(msgs, &sarama.ProducerMessage{
+			Key:     sarama.ByteEncoder(record.ControlKey(view, c.Kind())),
+			Value:   sarama.ByteEncoder(c.Marshal()),
+			Headers: recordsarama.Headers(meta),
+		})
+	}
+	return part{n: len(msgs), gen: func(i int) *sarama.ProducerMessage { return msgs[i] }}
+}
+
+// publishTxn sends t and, once the broker acknowledged all of it, applies its state
+// changes. On an error nothing of t's state is applied: the records that landed are
+// written again by the retry (equal rows change nothing in a cache), and no position
+// record ends them before that.
+func (s *stream) publishTxn(ctx context.Context, t *txnOut) error {
+	if err := s.sendParts(ctx, t.body); err != nil {
+		return err
+	}
+	meta := record.Meta{Kind: record.KindPosition, SourceTime: t.pos.Time, SourceLSN: t.pos.LSN}
+	tail := append(t.tail[:len(t.tail):len(t.tail)], controlPart("", meta, &t.pos))
+	if err := s.sendParts(ctx, tail); err != nil {
+		return err
+	}
+	for _, f := range t.done {
+		f()
+	}
+	return nil
+}
+
+// sendParts sends the records of parts in order, as one pipeline, and returns when the
+// broker acknowledged all of them.
+func (s *stream) sendParts(ctx context.Context, parts []part) error {
+	p, i := 0, 0
+	return s.prod.sendIter(ctx, func() (*sarama.ProducerMessage, error) {
+		for p < len(parts) && i >= parts[p].n {
+			p, i = p+1, 0
+		}
+		if p == len(parts) {
+			return nil, nil
+		}
+		m := parts[p].gen(i)
+		i++
+		return m, nil
+	})
+}
+
+// epochOut adds r, a full read, to t as a new epoch of its view in mode: the epoch
+// begin, the rows and tombstones in the body, the epoch end (and, for a polled view, a
+// poll record with the epoch's watermark) in the tail; the view's state changes in done.
+func (s *stream) epochOut(t *txnOut, r *viewRead, mode string) {
+	st := r.view
+	name := st.cfg.Name
+	st.epoch++ // used even if the epoch fails: a later epoch never reuses its number
+	epoch := st.epoch
+	meta := record.Meta{View: name, Epoch: epoch, SourceTime: r.src.time, SourceLSN: r.src.lsn}
+	t.body = append(t.body,
+		controlPart(name, meta, &record.EpochBegin{Epoch: epoch, Mode: mode, SourceLSN: r.src.lsn, SourceTime: r.src.time}),
+		rowsPart(r.publish, meta))
+	published := r.published()
+	controls := []record.Control{&record.EpochEnd{Epoch: epoch, Rows: r.sum.Rows(), Hash: r.sum.Sum(),
+		Published: published, Tombstones: r.tombs, SourceLSN: r.src.lsn}}
+	wm := st.watermark
+	if st.polled() {
+		if wm != "" && !r.bound.textOK(wm) {
+			// A watermark past the database clock (an 'infinity', NaN or future value
+			// that an older version took, restored from the topic) would keep every
+			// poll empty. This epoch read every row: its own maximum is sound, as on a
+			// first start.
+			s.log.Warn("watermark beyond the database clock dropped; the epoch's rows set it", "stream", s.cfg.Topic,
+				"view", name, "column", st.cfg.Incremental, "watermark", wm, "database_time", r.src.clock.at)
+			wm = ""
+		}
+		wm = maxWatermark(st.incType, wm, r.maxInc)
+		controls = append(controls, &record.Poll{Watermark: wm, SourceLSN: r.src.lsn, SourceTime: r.src.time})
+	}
+	t.tail = append(t.tail, controlPart(name, meta, controls...))
+	start := time.Now()
+	t.done = append(t.done, func() {
+		st.hashes = r.hashes
+		if r.deps != nil {
+			st.deps = r.deps
+		}
+		st.ended = epoch
+		s.setWatermark(st, wm)
+		s.setViewStatus(st)
+		s.m.rows.WithLabelValues(s.cfg.Topic, name).Add(float64(published))
+		s.m.tombstones.WithLabelValues(s.cfg.Topic, name).Add(float64(r.tombs))
+		s.m.epoch.WithLabelValues(s.cfg.Topic, name).Set(float64(epoch))
+		if st.polled() {
+			s.noteBeyond(st, r)
+			s.noteNulls(st, r)
+		}
+		s.log.Info("epoch published", "stream", s.cfg.Topic, "view", name, "epoch", epoch, "mode", mode,
+			"rows", r.sum.Rows(), "published", published, "tombstones", r.tombs,
+			"hash", record.FormatHash(r.sum.Sum()), "source_lsn", r.src.lsn, "duration", time.Since(start))
+	})
+}
+
+// pollOut adds the changed rows of a poll to t, then a poll record; the watermark and
+// hashes advance in done.
+func (s *stream) pollOut(t *txnOut, r *viewRead) {
+	st := r.view
+	name := st.cfg.Name
+	meta := record.Meta{View: name, Epoch: st.epoch, SourceTime: r.src.time, SourceLSN: r.src.lsn}
+	wm := maxWatermark(st.incType, st.watermark, r.maxInc)
+	t.body = append(t.body, rowsPart(r.publish, meta))
+	t.tail = append(t.tail, controlPart(name, meta, &record.Poll{Watermark: wm, SourceLSN: r.src.lsn, SourceTime: r.src.time}))
+	t.done = append(t.done, func() {
+		for k, h := range r.hashes {
+			st.hashes[k] = h
+		}
+		s.setWatermark(st, wm)
+		s.m.rows.WithLabelValues(s.cfg.Topic, name).Add(float64(len(r.publish)))
+		s.noteBeyond(st, r)
+		if len(r.publish) > 0 {
+			s.log.Debug("poll published", "stream", s.cfg.Topic, "view", name, "rows", len(r.publish), "watermark", wm)
+		}
+	})
+}
+
+// headerBytes bounds the bytes of the sc-* headers of a record of view.
+func headerBytes(view string) int {
+	return len(record.HeaderView) + len(view) +
+		len(record.HeaderKind) + len(record.KindEpochBegin) +
+		len(record.HeaderEpoch) + 20 +
+		len(record.HeaderSourceTime) + 40 +
+		len(record.HeaderSourceLSN) + 24 +
+		len(record.HeaderTxn) + 1 +
+		6*4 // varint lengths
+}

@@ -1,0 +1,225 @@
+package distributor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/statecast/statecast/distributor/internal/capture"
+	"github.com/statecast/statecast/schemas/record"
+)
+
+// A cycle publishes, as one source transaction, the effect of a prefix of the WAL's
+// commits on every view:
+//
+//  1. take a snapshot (REPEATABLE READ) and learn which transactions it shows;
+//  2. wait until the slot has streamed everything the snapshot can show, and keep the
+//     received transactions it shows — they must be a prefix of the commit order, else a
+//     new snapshot is taken (a commit may become visible an instant before an earlier one);
+//  3. re-read in the snapshot the view rows those transactions touched (wal_view.go), or
+//     whole views (the first cycle, reconciles, tables a view cannot map, truncates);
+//  4. publish what changed and a position record: every commit up to the position is in
+//     the stream, because the snapshot is exactly the database after that prefix;
+//  5. once the broker acknowledged it, confirm the position to the slot.
+//
+// Re-reading in the snapshot rather than applying the changed tuples is what lets a view
+// be any query: the snapshot is the state the view's SQL runs on.
+
+// errNoPrefix: the snapshot shows a commit after one it does not show.
+var errNoPrefix = errors.New("distributor: the snapshot shows no prefix of the commits; taking another")
+
+// runCycle runs cycles until one publishes (a snapshot without a prefix is retried at once).
+// first, when set, is the snapshot of the session's first cycle.
+func (w *walSession) runCycle(ctx context.Context, first *capture.Snapshot) error {
+	for attempt := 0; ; attempt++ {
+		snap := first
+		first = nil
+		if snap == nil {
+			var err error
+			if snap, err = capture.BeginSnapshot(ctx, w.s.pool); err != nil {
+				return err
+			}
+		}
+		err := w.cycle(ctx, snap)
+		snap.Close(ctx)
+		if !errors.Is(err, errNoPrefix) || attempt >= 100 {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// cycle runs one cycle in snap.
+func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
+	s := w.s
+	start := time.Now()
+	txns, through, err := w.recv.Take(ctx, snap.Insert)
+	if err != nil {
+		return err
+	}
+	w.pending = append(w.pending, txns...)
+	shown, rest, ok := snap.Split(w.pending)
+	if !ok {
+		return errNoPrefix
+	}
+	// The snapshot reflects every commit before the first one it does not show: every
+	// earlier commit was received before it, and is shown or was published before. With
+	// nothing left unshown, it reflects everything the server decoded. The slot is told a
+	// position strictly before the first unshown commit, which it must send again.
+	pos, confirm := through, through
+	if len(rest) > 0 {
+		pos, confirm = rest[0].CommitLSN, rest[0].CommitLSN-1
+	}
+	pos = max(pos, s.position)
+	commitTime := snap.Time
+	if len(shown) > 0 {
+		commitTime = shown[len(shown)-1].CommitTime
+	}
+
+	// What each view must re-read.
+	changes := map[*walView]*viewChanges{}
+	for _, t := range shown {
+		for _, v := range w.fullReads(t) {
+			if _, ok := w.full[v.st]; !ok {
+				w.full[v.st] = "changes of a table it cannot map"
+			}
+		}
+		for _, c := range t.Changes {
+			for _, v := range w.tables[c.Rel] {
+				if _, full := w.full[v.st]; full {
+					continue
+				}
+				ch := changes[v]
+				if ch == nil {
+					ch = newViewChanges()
+					changes[v] = ch
+				}
+				ch.add(v, c)
+			}
+		}
+	}
+
+	t := &txnOut{}
+	src := source{lsn: pos.String(), time: commitTime}
+	var read []*viewState
+	for _, v := range w.views {
+		st := v.st
+		reason, full := w.full[st]
+		switch {
+		case full:
+			if st.failed != nil && reason != "retry" && reason != "reconcile" {
+				continue // stopped: its retry reads it in full
+			}
+			rewrite := st.cfg.RefreshMode == ModeRewrite && reason == "reconcile"
+			r, err := readView(ctx, snap.Tx, st, true, rewrite, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
+			if isErr(err, ErrView) {
+				s.failView(st, err, "snapshot")
+				read = append(read, st)
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			mode := record.ModeReconcile
+			switch {
+			case rewrite:
+				mode = record.ModeRewrite
+			case st.epoch == 0 && len(st.hashes) == 0:
+				mode = record.ModeSnapshot
+			}
+			s.epochOut(t, r, mode)
+			read = append(read, st)
+			wasFailed := st.failed != nil
+			t.done = append(t.done, func() {
+				v.lastFull = time.Now()
+				if wasFailed {
+					st.ok()
+					st.retryAt = time.Time{}
+					s.resumeView(st)
+				}
+			})
+			if reason != "start-up" {
+				s.m.rereads.WithLabelValues(s.cfg.Topic, st.cfg.Name, reasonLabel(reason)).Inc()
+			}
+		case changes[v] != nil && st.failed == nil:
+			if err := w.mappedOut(ctx, snap.Tx, v, changes[v], src, t); err != nil {
+				if isErr(err, ErrView) {
+					s.failView(st, err, "changes")
+					continue
+				}
+				return err
+			}
+		}
+	}
+	w.positionOf(t, pos, commitTime)
+	if err := s.publishTxn(ctx, t); err != nil {
+		return err
+	}
+	for _, st := range read {
+		delete(w.full, st)
+	}
+	w.answer(nil, read...)
+	w.pending = rest
+	w.published(pos, confirm)
+	s.m.cycleTime.WithLabelValues(s.cfg.Topic).Observe(time.Since(start).Seconds())
+	s.m.cycleTxns.WithLabelValues(s.cfg.Topic).Add(float64(len(shown)))
+	return nil
+}
+
+// reasonLabel keeps the metric's label values few.
+func reasonLabel(reason string) string {
+	switch reason {
+	case "reconcile", "retry":
+		return reason
+	}
+	return "unmapped"
+}
+
+// fullReads lists the views that t's changes make re-read in full: a change of a table the
+// view cannot map, a change whose identity pgoutput did not send, a truncate.
+func (w *walSession) fullReads(t *capture.Txn) []*walView {
+	var out []*walView
+	add := func(v *walView) {
+		if !hasView(viewsOf(out), v.st) {
+			out = append(out, v)
+		}
+	}
+	for _, c := range t.Changes {
+		for _, v := range w.tables[c.Rel] {
+			if c.Unknown || v.deps.Maps[c.Rel] == nil {
+				add(v)
+			}
+		}
+	}
+	for _, rel := range t.Truncated {
+		for _, v := range w.tables[rel] {
+			add(v)
+		}
+	}
+	return out
+}
+
+func viewsOf(vs []*walView) []*viewState {
+	out := make([]*viewState, len(vs))
+	for i, v := range vs {
+		out[i] = v.st
+	}
+	return out
+}
+
+// positionOf ends t with a position record at pos.
+func (w *walSession) positionOf(t *txnOut, pos capture.LSN, at time.Time) {
+	t.pos = record.Position{LSN: pos.String(), Time: at, Stale: w.s.staleViews()}
+}
+
+// published records that the stream reflects every commit up to pos, acknowledged by the
+// broker: the stream's position moves, and the slot may release the WAL before confirm.
+func (w *walSession) published(pos, confirm capture.LSN) {
+	s := w.s
+	if pos > s.position {
+		s.position = pos
+		s.m.position.WithLabelValues(s.cfg.Topic).Set(float64(pos))
+		s.setStreamStatus(pos.String(), -1)
+	}
+	w.recv.Confirm(confirm)
+}
