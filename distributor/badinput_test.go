@@ -6,10 +6,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/statecast/statecast/schemas/record"
 )
 
-// TestBadView: every bad view refuses start-up with an error naming the view (and column or
-// key), and NOTHING is published in the stream — not even for the good view beside it.
+// TestBadView: a view whose SQL or data is bad is stopped at start-up with an error
+// naming it (and its column or key) in its status, publishes nothing, and is listed as
+// stale by the position records; the good view beside it is published, and Run goes on.
 func TestBadView(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -35,26 +38,54 @@ func TestBadView(t *testing.T) {
 			tc.view.Name = "bad"
 			cfg := e.config(ViewConfig{Name: "good", SQL: itemsSQL, Key: []string{"id"}}, tc.view)
 			cfg.Kafka.MaxMessageBytes = tc.maxMsg
-			d, err := New(cfg, WithLogger(testLogger(t)))
-			if err != nil {
-				t.Fatal(err)
+			r := start(t, cfg)
+			r.waitReady(t)
+			var bad ViewStatus
+			for _, v := range r.d.Status()[0].Views {
+				if v.Name == "bad" {
+					bad = v
+				}
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			err = d.Run(ctx)
-			if !isViewErr(err, "bad") || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Run = %v; want a *ViewError for view \"bad\" containing %q", err, tc.want)
+			if !strings.Contains(bad.Failed, tc.want) || !strings.Contains(bad.Failed, `view "bad"`) {
+				t.Fatalf("status of the bad view %+v; want its error naming the view and containing %q", bad, tc.want)
 			}
-			if !strings.Contains(err.Error(), `view "bad"`) {
-				t.Errorf("error does not name the view: %v", err)
+			recs := readAll(t, e.brokers, e.topic)
+			if len(rowsOf(recs, "good")) != 3 || len(kinds(recs, "bad")) != 0 {
+				t.Fatalf("want the good view published and nothing of the bad one:\n%s", dump(recs))
 			}
-			if werr := d.WaitReady(ctx); !errors.Is(werr, ErrStopped) || !errors.Is(werr, ErrView) {
-				t.Errorf("WaitReady after a failed Run = %v, want ErrStopped wrapping the view error", werr)
+			p, err := record.ParsePosition(recs[len(recs)-1].value)
+			if err != nil || len(p.Stale) != 1 || p.Stale[0] != "bad" {
+				t.Fatalf("last record %v: want a position record naming the stale view (%v)", recs[len(recs)-1], err)
 			}
-			if recs := readAll(t, e.brokers, e.topic); len(recs) != 0 {
-				t.Fatalf("published despite the error:\n%s", dump(recs))
+			select {
+			case <-r.finished:
+				t.Fatalf("Run ended: %v", r.err)
+			default:
 			}
 		})
+	}
+}
+
+// TestBadRowFixed: a bad row stops its view only; the other view keeps publishing, and
+// once the row is corrected the view resumes without a restart.
+func TestBadRowFixed(t *testing.T) {
+	e := newEnv(t)
+	e.createItems()
+	bad := ViewConfig{Name: "ratios", SQL: "SELECT id, 100 / length(name) AS r FROM items", Key: []string{"id"},
+		ViewSettings: ViewSettings{RefreshCron: RefreshNever}}
+	r := start(t, e.config(itemsView(), bad))
+	r.waitReady(t)
+	e.exec(`UPDATE items SET name = '' WHERE id = 1`) // division by zero in ratios
+	r.d.Reconcile(context.Background(), "ratios")    // the failure is reported to the caller too
+	waitCond(t, "ratios stopped", func() bool { return strings.Contains(r.d.Status()[0].Views[1].Failed, "division by zero") })
+	e.exec(`INSERT INTO items (id, name) VALUES (50, 'still published')`)
+	waitFor(t, e, "items keeps publishing", func(recs []rec) bool { return rowsOf(recs, "items")["items|50"] != "" })
+	e.exec(`UPDATE items SET name = 'fixed' WHERE id = 1`)
+	waitCond(t, "ratios resumed", func() bool { return r.d.Status()[0].Views[1].Failed == "" })
+	recs := waitFor(t, e, "ratios of the fixed row", func(recs []rec) bool { return rowsOf(recs, "ratios")["ratios|1"] == `{"id":1,"r":20}` })
+	p, err := record.ParsePosition(recs[len(recs)-1].value)
+	if err != nil || len(p.Stale) != 0 {
+		t.Fatalf("position after the fix %+v %v, want no stale view", p, err)
 	}
 }
 

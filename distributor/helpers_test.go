@@ -277,6 +277,17 @@ func lastEnd(t *testing.T, recs []rec, view string) *record.EpochEnd {
 	return end
 }
 
+// lastPoll returns the last poll record of view (a zero rec when there is none).
+func lastPoll(recs []rec, view string) rec {
+	var out rec
+	for _, r := range recs {
+		if r.meta.View == view && r.meta.Kind == record.KindPoll {
+			out = r
+		}
+	}
+	return out
+}
+
 func countEnds(recs []rec, view string) int {
 	n := 0
 	for _, r := range recs {

@@ -53,12 +53,19 @@ func TestSnapshot(t *testing.T) {
 	if end.Epoch != 1 || end.Rows != 3 || end.Hash != sum.Sum() || end.Published != 3 || end.Tombstones != 0 {
 		t.Errorf("epoch-end %+v, want epoch 1, 3 rows, hash %x", end, sum.Sum())
 	}
+	// A polling stream has no source position; its records are one source transaction.
 	for _, rc := range recs {
-		if rc.meta.Epoch != 1 || rc.meta.SourceLSN == "" || rc.meta.SourceTime.IsZero() {
+		if rc.meta.SourceLSN != "" || rc.meta.SourceTime.IsZero() {
+			t.Errorf("headers of %v: %+v", rc, rc.meta)
+		}
+		if rc.meta.Kind != record.KindPosition && (rc.meta.Epoch != 1 || !rc.meta.Txn) {
 			t.Errorf("headers of %v: %+v", rc, rc.meta)
 		}
 	}
-	p, err := record.ParsePoll(recs[len(recs)-1].value)
+	if last := recs[len(recs)-1]; last.meta.Kind != record.KindPosition {
+		t.Errorf("the epoch does not end with a position record: %v", last)
+	}
+	p, err := record.ParsePoll(lastPoll(recs, "items").value)
 	if err != nil || p.Watermark != "2026-01-01T00:00:03Z" {
 		t.Errorf("poll record %+v %v", p, err)
 	}

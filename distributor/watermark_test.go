@@ -148,7 +148,7 @@ func TestWatermarkRestoredBeyondClock(t *testing.T) {
 			r1.stop(t)
 			recs := readAll(t, e.brokers, e.topic)
 			seedWM := watermarks(t, recs, "w")[0]
-			stuckPoll(t, e, "w", recs[len(recs)-1].meta.Epoch, tc.stuck)
+			stuckPoll(t, e, "w", lastPoll(recs, "w").meta.Epoch, tc.stuck)
 
 			tap := &logTap{}
 			r2, _ := startReg(t, cfg, slog.New(tap))
