@@ -230,6 +230,12 @@ func (w *walSession) openSlot(ctx context.Context, repl *pgconn.PgConn) (capture
 			s.log.Info("replication slot found", "stream", s.cfg.Topic, "slot", s.cfg.Slot, "confirmed", info.ConfirmedFlush)
 			return info.ConfirmedFlush, nil, nil
 		}
+		if s.position != 0 {
+			// The stream was published from a slot before: the slot was dropped under it.
+			s.m.slotLost.WithLabelValues(s.cfg.Topic).Inc()
+			s.log.Error("replication slot missing (dropped?): creating a new one; the next epochs of every view publish what changed meanwhile",
+				"stream", s.cfg.Topic, "slot", s.cfg.Slot, "last_position", s.position)
+		}
 		at, name, err := capture.CreateSlot(ctx, repl, s.cfg.Slot)
 		if err != nil {
 			return 0, nil, err
