@@ -76,7 +76,7 @@ func TestBadRowFixed(t *testing.T) {
 	r := start(t, e.config(itemsView(), bad))
 	r.waitReady(t)
 	e.exec(`UPDATE items SET name = '' WHERE id = 1`) // division by zero in ratios
-	r.d.Reconcile(context.Background(), "ratios")    // the failure is reported to the caller too
+	r.d.Reconcile(context.Background(), "ratios")     // the failure is reported to the caller too
 	waitCond(t, "ratios stopped", func() bool { return strings.Contains(r.d.Status()[0].Views[1].Failed, "division by zero") })
 	e.exec(`INSERT INTO items (id, name) VALUES (50, 'still published')`)
 	waitFor(t, e, "items keeps publishing", func(recs []rec) bool { return rowsOf(recs, "items")["items|50"] != "" })

@@ -397,12 +397,14 @@ postgres: {dsn: postgres://u@h/db}
 kafka: {brokers: [localhost:9092]}
 streams:
   - topic: shop
+    capture: poll
     views:
       - {name: polled, sql: SELECT 1, key: [id], incremental: updated_at}
       - {name: never, sql: SELECT 1, key: [id], incremental: updated_at, refresh_cron: never}
       - {name: hourly, sql: SELECT 1, key: [id], incremental: updated_at, refresh_cron: "@hourly"}
       - {name: full, sql: SELECT 1, key: [id]}
   - topic: inherited
+    capture: poll
     defaults: {incremental: updated_at, refresh_cron: never}
     views:
       - {name: a, sql: SELECT 1, key: [id]}
