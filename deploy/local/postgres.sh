@@ -49,8 +49,8 @@ listen_addresses = '127.0.0.1'
 unix_socket_directories = '$DATA'
 wal_level = logical
 max_connections = 200
-max_wal_senders = 10
-max_replication_slots = 10
+max_wal_senders = 64
+max_replication_slots = 64
 shared_buffers = 256MB
 CONF
   as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$DATA/postgres.log" -w -t 60 start >/dev/null \

@@ -93,6 +93,7 @@ func NewDatabase(t testing.TB) string {
 			return
 		}
 		defer c.Close(ctx)
+		dropSlots(ctx, c, name)
 		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	})
 	cfg, err := pgx.ParseConfig(admin)
@@ -100,6 +101,21 @@ func NewDatabase(t testing.TB) string {
 		t.Fatalf("testenv: parse DSN: %v", err)
 	}
 	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
+}
+
+// dropSlots drops the replication slots of database db (a test's distributor leaves its
+// slot; a database that has one cannot be dropped), ending the connections that stream
+// from them first.
+func dropSlots(ctx context.Context, c *pgx.Conn, db string) {
+	for attempt := 0; attempt < 50 && ctx.Err() == nil; attempt++ {
+		var left int
+		_, _ = c.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = $1 AND active_pid IS NOT NULL", db)
+		_, _ = c.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND active_pid IS NULL", db)
+		if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE database = $1", db).Scan(&left); err != nil || left == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // NewTopic creates a one-partition topic with a unique name and the given configs
