@@ -3,7 +3,6 @@ package distributor
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -353,11 +352,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func isViewErr(err error, view string) bool {
-	var ve *ViewError
-	return errors.As(err, &ve) && ve.View == view && errors.Is(err, ErrView)
 }
 
 // connect opens another connection to the test database.
