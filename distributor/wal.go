@@ -111,8 +111,14 @@ func (s *stream) walSession(ctx context.Context) error {
 		}
 	}
 	w.recv = capture.NewReceiver(repl, capture.ReceiverConfig{Slot: s.cfg.Slot, Publication: s.cfg.Publication, Start: start, Identity: idents})
-	recvDone := make(chan error, 1)
-	go func() { recvDone <- w.recv.Run(ctx) }()
+	// recvDone is closed when the receiver returned (recvErr is then set): closed rather
+	// than sent on, so that every wait on it sees it.
+	recvDone := make(chan struct{})
+	var recvErr error
+	go func() {
+		defer close(recvDone)
+		recvErr = w.recv.Run(ctx)
+	}()
 	defer func() { cancel(); <-recvDone }()
 
 	for _, v := range w.views {
@@ -122,7 +128,15 @@ func (s *stream) walSession(ctx context.Context) error {
 		return err
 	}
 	s.once.Do(func() { close(s.ready) })
-	return w.loop(ctx, recvDone)
+	err = w.loop(ctx, recvDone)
+	select {
+	case <-recvDone:
+		if recvErr != nil && ctx.Err() == nil {
+			return recvErr
+		}
+	default:
+	}
+	return err
 }
 
 // configErr marks an error of the database's setup (a table without a replica identity, a
@@ -250,7 +264,7 @@ func (w *walSession) openSlot(ctx context.Context, repl *pgconn.PgConn) (capture
 }
 
 // loop runs cycles while there is work, and position records while the stream is idle.
-func (w *walSession) loop(ctx context.Context, recvDone <-chan error) error {
+func (w *walSession) loop(ctx context.Context, recvDone <-chan struct{}) error {
 	s := w.s
 	timer := time.NewTimer(s.cfg.PositionInterval)
 	defer timer.Stop()
@@ -269,8 +283,8 @@ func (w *walSession) loop(ctx context.Context, recvDone <-chan error) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case err := <-recvDone:
-			return err
+		case <-recvDone:
+			return w.recv.Err()
 		case req := <-s.reconcileCh:
 			w.request(req)
 		case <-w.recv.Notify():
@@ -321,7 +335,7 @@ func (w *walSession) checkSlot(ctx context.Context) {
 }
 
 // sleepUntil waits for at; false when ctx ended or the receiver stopped first.
-func sleepUntil(ctx context.Context, at time.Time, recvDone <-chan error) bool {
+func sleepUntil(ctx context.Context, at time.Time, recvDone <-chan struct{}) bool {
 	t := time.NewTimer(time.Until(at))
 	defer t.Stop()
 	select {
