@@ -210,6 +210,7 @@ func (w *walSession) openSlot(ctx context.Context, repl *pgconn.PgConn) (capture
 	if err := s.pool.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
 		return 0, nil, fmt.Errorf("distributor: current database: %w", err)
 	}
+	lost := false // counted and logged already
 	for attempt := 0; ; attempt++ {
 		info, err := capture.LookupSlot(ctx, s.pool, s.cfg.Slot)
 		if err != nil {
@@ -225,6 +226,7 @@ func (w *walSession) openSlot(ctx context.Context, repl *pgconn.PgConn) (capture
 				if err := capture.DropSlot(ctx, s.pool, s.cfg.Slot); err != nil {
 					return 0, nil, err
 				}
+				lost = true
 				continue
 			case err != nil:
 				return 0, nil, fmt.Errorf("%w: stream %q: %w", ErrConfig, s.cfg.Topic, err)
@@ -244,7 +246,7 @@ func (w *walSession) openSlot(ctx context.Context, repl *pgconn.PgConn) (capture
 			s.log.Info("replication slot found", "stream", s.cfg.Topic, "slot", s.cfg.Slot, "confirmed", info.ConfirmedFlush)
 			return info.ConfirmedFlush, nil, nil
 		}
-		if s.position != 0 {
+		if s.position != 0 && !lost {
 			// The stream was published from a slot before: the slot was dropped under it.
 			s.m.slotLost.WithLabelValues(s.cfg.Topic).Inc()
 			s.log.Error("replication slot missing (dropped?): creating a new one; the next epochs of every view publish what changed meanwhile",

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/statecast/statecast/distributor/internal/capture"
+	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/schemas/record"
 )
 
@@ -289,4 +290,76 @@ func TestTransientPg(t *testing.T) {
 			t.Errorf("transientPg(%q) = %v, want %v", code, got, want)
 		}
 	}
+}
+
+// TestWALSlotInvalidated: with the distributor stopped, the database removes the WAL its
+// slot still needs (max_slot_wal_keep_size) and invalidates the slot. At its next start
+// the distributor detects it, counts it, creates a new slot and re-reads every view in a
+// reconcile epoch: the changes made while it was down arrive, deletes included. Runs on a
+// dedicated PostgreSQL (the setting is server-wide).
+func TestWALSlotInvalidated(t *testing.T) {
+	pg := testenv.DedicatedPostgres(t, "max_slot_wal_keep_size = 32MB", "max_wal_size = 64MB", "min_wal_size = 32MB")
+	e := newEnvOn(t, pg.DSN)
+	e.exec(sportsbookSchema)
+	views := walViews()
+	cfg := e.walConfig(views...)
+	r := start(t, cfg)
+	r.waitReady(t)
+	e.waitConverged(t, "the first snapshot", views...)
+	r.stop(t)
+
+	e.exec("UPDATE markets SET price = 500 WHERE id = 100")
+	e.exec("DELETE FROM markets WHERE id = 200")
+	e.exec("CREATE TABLE filler (b text)")
+	slot := slotName(e.topic)
+	for i := 0; ; i++ {
+		e.exec("INSERT INTO filler SELECT repeat(md5(g::text), 32) FROM generate_series(1, 20000) g")
+		e.exec("CHECKPOINT")
+		info, err := capture.LookupSlot(context.Background(), e.db, slot)
+		if err != nil || info == nil {
+			t.Fatalf("slot %s: %+v %v", slot, info, err)
+		}
+		if info.WALStatus == "lost" {
+			break
+		}
+		if i == 40 {
+			t.Fatalf("slot not invalidated: %+v", info)
+		}
+	}
+	r2 := start(t, cfg)
+	r2.waitReady(t)
+	recs := e.waitConverged(t, "convergence after the lost slot", views...)
+	if counterValue(r2.d.m.slotLost.WithLabelValues(e.topic)) != 1 {
+		t.Errorf("lost slots counted: %v, want 1", counterValue(r2.d.m.slotLost.WithLabelValues(e.topic)))
+	}
+	if end := lastEnd(t, recs, "event_markets"); end.Epoch != 2 || end.Tombstones != 1 {
+		t.Errorf("the recovery epoch %+v: want epoch 2 with the delete's tombstone", end)
+	}
+}
+
+// newEnvOn is newEnv on another PostgreSQL server (its admin DSN).
+func newEnvOn(t *testing.T, admin string) *env {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := testenv.UniqueName("t")
+	if _, err := c.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	c.Close(ctx)
+	cfg, err := pgx.ParseConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, brokers: testenv.KafkaBrokers(t), topic: testenv.UniqueName("dist"),
+		dsn: fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)}
+	if e.db, err = pgx.Connect(ctx, e.dsn); err != nil {
+		t.Fatal(err)
+	}
+	deleteTopicLater(t, e.brokers, e.topic)
+	t.Cleanup(func() { closeConn(e.db) })
+	return e
 }

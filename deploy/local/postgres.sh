@@ -5,6 +5,7 @@
 # /tmp/statecast-pg-<checkout hash> (owned by the 'postgres' user: the server refuses to run as root), picks a free
 # port, sets wal_level=logical, starts the server and waits until it accepts connections.
 # Idempotent: a running cluster is reused. Prints the variables the tests read.
+# STATECAST_PG_EXTRA_CONF: more postgresql.conf lines (tests that need another setting).
 source "$(dirname "$0")/common.sh"
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 # The server runs as the 'postgres' user, who may not be able to enter the checkout's folders
@@ -52,6 +53,7 @@ max_connections = 200
 max_wal_senders = 64
 max_replication_slots = 64
 shared_buffers = 256MB
+${STATECAST_PG_EXTRA_CONF:-}
 CONF
   as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$DATA/postgres.log" -w -t 60 start >/dev/null \
     || { tail -20 "$DATA/postgres.log" >&2; die "postgres did not start"; }

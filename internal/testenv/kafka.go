@@ -119,3 +119,57 @@ func repoRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// Postgres is a dedicated PostgreSQL cluster started for one test by
+// deploy/local/postgres.sh with its own data directory and settings, so that a test may
+// change what it must (a setting, a restart) without disturbing the shared server.
+type Postgres struct {
+	DSN    string // its postgres database
+	dir    string // $STATECAST_RUN of this cluster
+	data   string
+	script string
+}
+
+var dsnLine = regexp.MustCompile(`STATECAST_PG_DSN='([^']+)'`)
+
+// DedicatedPostgres starts a private cluster (a few seconds: initdb and a start) with conf
+// added to its postgresql.conf. It is stopped and removed at the test's end.
+func DedicatedPostgres(t testing.TB, conf ...string) *Postgres {
+	t.Helper()
+	fail := t.Skipf
+	if InCI() {
+		fail = t.Fatalf
+	}
+	root, err := repoRoot()
+	if err != nil {
+		fail("testenv: dedicated PostgreSQL: %v", err)
+	}
+	p := &Postgres{dir: t.TempDir(), script: filepath.Join(root, "deploy", "local", "postgres.sh")}
+	p.data = filepath.Join(os.TempDir(), UniqueName("statecast-pg-test"))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, "bash", p.script, "start")
+	cmd.Env = append(os.Environ(), "STATECAST_RUN="+p.dir, "STATECAST_PGDATA="+p.data, "STATECAST_PG_EXTRA_CONF="+strings.Join(conf, "\n"))
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	t.Cleanup(p.stop)
+	if err := cmd.Run(); err != nil {
+		fail("testenv: %s start: %v\n%s", p.script, err, errb.String())
+	}
+	m := dsnLine.FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("testenv: %s start printed no STATECAST_PG_DSN:\n%s\n%s", p.script, out.String(), errb.String())
+	}
+	p.DSN = m[1]
+	return p
+}
+
+func (p *Postgres) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", p.script, "stop")
+	cmd.Env = append(os.Environ(), "STATECAST_RUN="+p.dir, "STATECAST_PGDATA="+p.data)
+	_ = cmd.Run()
+	_ = os.RemoveAll(p.data)
+	_ = os.Remove(p.data + ".initdb.log")
+}
