@@ -119,11 +119,15 @@ type StreamConfig struct {
 	TopicConfigs map[string]string `yaml:"topic_configs"`
 	// Capture is how the stream finds changes: "wal" (default) or "poll".
 	Capture string `yaml:"capture"`
-	// Slot and Publication name the logical replication slot and the publication of a wal
-	// stream. Default statecast_<topic> (lower case, other characters as _): created when
-	// missing, the publication kept in line with the views' tables. Given names are
-	// validated but never changed (the publication must already publish every table).
-	Slot        string `yaml:"slot"`
+	// Slot names the logical replication slot of a wal stream: default statecast_<topic>
+	// (lower case, other characters as _), created when missing. The wal streams that name
+	// the same slot share it: one walsender decodes the WAL once for all of them (each slot
+	// decodes the whole WAL again), and they are active together in one distributor.
+	Slot string `yaml:"slot"`
+	// Publication names the publication the slot streams (default: the slot's name),
+	// created when missing and kept in line with the views' tables. A publication named
+	// here is validated but never changed: it must already publish every table. The streams
+	// sharing a slot share its publication.
 	Publication string `yaml:"publication"`
 	// PositionInterval bounds how stale the source position of an idle wal stream gets: a
 	// position record is written at least this often while the database's WAL moves
@@ -138,8 +142,8 @@ type StreamConfig struct {
 	Defaults ViewSettings `yaml:"defaults"`
 	Views    []ViewConfig `yaml:"views"`
 
-	// set by Validate: the slot and the publication are statecast's own (derived names)
-	manageSlot, managePublication bool
+	// set by Validate: the publication is statecast's own (its name derived)
+	managePublication bool
 }
 
 // ViewConfig is one named SQL query published into a stream.
@@ -375,6 +379,17 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	pubOf := map[string]*StreamConfig{}
+	for i := range c.Streams {
+		s := &c.Streams[i]
+		if s.Capture != CaptureWAL {
+			continue
+		}
+		if o := pubOf[s.Slot]; o != nil && (o.Publication != s.Publication || o.managePublication != s.managePublication) {
+			bad("stream %q: shares slot %s with stream %q but names another publication (%q, %q)", s.Topic, s.Slot, o.Topic, s.Publication, o.Publication)
+		}
+		pubOf[s.Slot] = s
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
@@ -399,12 +414,11 @@ func (s *StreamConfig) checkCapture(where string, bad func(string, ...any)) {
 	s.Defaults.checkNotPolling(where+".defaults", bad)
 	if s.Slot == "" {
 		s.Slot = slotName(s.Topic)
-		s.manageSlot = true
 	} else if !slotNameRE.MatchString(s.Slot) {
 		bad("%s.slot: %q must be 1 to 63 lower-case letters, digits or _", where, s.Slot)
 	}
-	if s.Publication == "" {
-		s.Publication = slotName(s.Topic)
+	if s.Publication == "" || s.managePublication {
+		s.Publication = s.Slot
 		s.managePublication = true
 	}
 	if s.PositionInterval < 0 || s.RereadDebounce < 0 {

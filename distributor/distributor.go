@@ -151,9 +151,9 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 			}
 		})
 	}
-	for _, s := range streams {
+	for _, g := range groupsOf(d, streams) {
 		wg.Go(func() {
-			if err := s.run(ctx); err != nil {
+			if err := g.run(ctx); err != nil {
 				errc <- err
 			}
 		})

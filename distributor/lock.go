@@ -9,9 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// lockKey derives the pg_advisory_lock key of a stream from its topic name.
-func lockKey(topic string) int64 {
-	return int64(xxhash.Sum64String("statecast/distributor/" + topic))
+// lockKey derives the pg_advisory_lock key of a group of streams from its name: a
+// polling stream's topic, or "slot:" and the slot of wal streams.
+func lockKey(name string) int64 {
+	return int64(xxhash.Sum64String("statecast/distributor/" + name))
 }
 
 // streamLock is pg_advisory_lock held on a dedicated connection: the session that holds it

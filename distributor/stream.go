@@ -2,7 +2,6 @@ package distributor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -79,58 +78,8 @@ func (s *stream) resetState() {
 	}
 }
 
-// run is the stream's lifecycle: wait for the lock (standby), be active until the lock is
-// lost or ctx ends, and go back to standby after a lost lock. Fatal start-up errors (a bad
-// view) are returned.
-func (s *stream) run(ctx context.Context) error {
-	for {
-		s.m.active.WithLabelValues(s.cfg.Topic).Set(0)
-		s.log.Info("standby: waiting for the stream lock", "stream", s.cfg.Topic)
-		lock, err := acquireLock(ctx, s.d.cfg.Postgres.DSN, s.cfg.Topic)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			s.m.errors.WithLabelValues(s.cfg.Topic, "", "lock").Inc()
-			s.log.Error("stream lock", "stream", s.cfg.Topic, "err", err)
-			if !sleepCtx(ctx, 2*time.Second) {
-				return nil
-			}
-			continue
-		}
-		err = s.activeRun(ctx, lock)
-		lock.Close()
-		s.active.Store(false)
-		s.m.active.WithLabelValues(s.cfg.Topic).Set(0)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if errors.Is(err, ErrTopic) || errors.Is(err, ErrConfig) {
-			return err
-		}
-		s.m.errors.WithLabelValues(s.cfg.Topic, "", "lock").Inc()
-		s.log.Error("stream stopped; back to standby", "stream", s.cfg.Topic, "err", err)
-		if !sleepCtx(ctx, time.Second) {
-			return nil
-		}
-	}
-}
-
-// activeRun runs while the lock is held.
-func (s *stream) activeRun(parent context.Context, lock *streamLock) error {
-	ctx, cancel := context.WithCancelCause(parent)
-	var wg sync.WaitGroup
-	defer wg.Wait()   // runs last: every goroutine of this activation has ended
-	defer cancel(nil) // runs first
-	wg.Go(func() {
-		if err := lock.watch(ctx, lockPing); err != nil && ctx.Err() == nil {
-			cancel(err)
-		}
-	})
-	s.log.Info("active: holding the stream lock", "stream", s.cfg.Topic)
-	s.active.Store(true)
-	s.m.active.WithLabelValues(s.cfg.Topic).Set(1)
-
+// startProducer makes the stream's producer (closed by the returned func).
+func (s *stream) startProducer() func() {
 	pcfg := s.d.cfg.Kafka.SaramaProducerConfig()
 	retries := s.m.produceRetries.WithLabelValues(s.cfg.Topic)
 	pcfg.Producer.Retry.BackoffFunc = func(int, int) time.Duration { // called once per retry
@@ -142,15 +91,16 @@ func (s *stream) activeRun(parent context.Context, lock *streamLock) error {
 	pcfg.Producer.Flush.Bytes = 1 << 20
 	pcfg.Producer.Flush.Frequency = time.Millisecond
 	s.prod = &producer{brokers: s.d.cfg.Kafka.Brokers, cfg: pcfg, topic: s.cfg.Topic}
-	defer func() {
+	return func() {
 		if err := s.prod.Close(); err != nil {
 			s.log.Warn("producer close", "stream", s.cfg.Topic, "err", err)
 		}
-	}()
-
-	if s.cfg.Capture == CaptureWAL {
-		return s.runWAL(ctx, &wg)
 	}
+}
+
+// runPoll is an active polling stream: the start-up epochs, then polls and reconciles
+// until ctx ends.
+func (s *stream) runPoll(ctx context.Context, wg *sync.WaitGroup) error {
 	// Start-up: state from the topic, then one epoch per view from one snapshot.
 	for attempt := 0; ; attempt++ {
 		s.resetState()

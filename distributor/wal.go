@@ -16,12 +16,46 @@ import (
 // cycles (wal_cycle.go). This file holds the session: the connection of an active stream
 // to its slot, from the views' analysis to the end of the replication connection.
 
-// runWAL is an active wal stream: its state from the topic, then sessions until ctx ends.
-// A session ends on any error of the database or the broker and a new one starts after a
-// backoff; it begins with a full read of every view (a reconcile epoch, which publishes
-// only what differs), so nothing depends on where the previous one stopped. A view or
-// table the slot cannot serve (ErrConfig) ends the stream.
-func (s *stream) runWAL(ctx context.Context, wg *sync.WaitGroup) error {
+// runWAL is an active group of wal streams: their state from the topic, then sessions
+// until ctx ends. A session ends on any error of the database or the broker and a new one
+// starts after a backoff; it begins with a full read of every view (a reconcile epoch,
+// which publishes only what differs), so nothing depends on where the previous one
+// stopped. A view or table the slot cannot serve (ErrConfig) ends the group.
+func (g *group) runWAL(ctx context.Context) error {
+	for _, s := range g.streams {
+		if err := s.restoreWAL(ctx); err != nil {
+			return err
+		}
+		stopCron, err := s.startCron(ctx)
+		if err != nil {
+			return err
+		}
+		defer stopCron()
+	}
+	for attempt := 0; ; attempt++ {
+		start := time.Now()
+		err := g.walSession(ctx)
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if errors.Is(err, ErrConfig) {
+			return err
+		}
+		if time.Since(start) > time.Minute {
+			attempt = 0
+		}
+		d := backoff(attempt)
+		g.countErr("capture")
+		g.d.log.Error("capture session ended; reconnecting", "stream", g.topics(), "err", err, "retry_in", d)
+		if !sleepCtx(ctx, d) {
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// restoreWAL rebuilds the stream's state and source position from its topic (retried
+// until it succeeds or ctx ends).
+func (s *stream) restoreWAL(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
 		s.resetState()
 		var pos string
@@ -33,7 +67,7 @@ func (s *stream) runWAL(ctx context.Context, wg *sync.WaitGroup) error {
 		}
 		if err == nil {
 			s.log.Info("state restored from the topic", "stream", s.cfg.Topic, "records", n, "source_position", s.position)
-			break
+			return nil
 		}
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
@@ -45,36 +79,12 @@ func (s *stream) runWAL(ctx context.Context, wg *sync.WaitGroup) error {
 			return context.Cause(ctx)
 		}
 	}
-	stopCron, err := s.startCron(ctx)
-	if err != nil {
-		return err
-	}
-	defer stopCron()
-	for attempt := 0; ; attempt++ {
-		start := time.Now()
-		err := s.walSession(ctx)
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		if errors.Is(err, ErrConfig) {
-			return err
-		}
-		if time.Since(start) > time.Minute {
-			attempt = 0
-		}
-		d := backoff(attempt)
-		s.m.errors.WithLabelValues(s.cfg.Topic, "", "capture").Inc()
-		s.log.Error("capture session ended; reconnecting", "stream", s.cfg.Topic, "err", err, "retry_in", d)
-		if !sleepCtx(ctx, d) {
-			return context.Cause(ctx)
-		}
-	}
 }
 
-// walSession is one connection of a wal stream to its slot.
+// walSession is one stream's part of a capture session.
 type walSession struct {
 	s       *stream
-	recv    *capture.Receiver
+	recv    *capture.Sub
 	views   []*walView                  // in configuration order
 	tables  map[uint32][]*walView       // base table → the views that read it
 	pending []*capture.Txn              // received, not shown by a snapshot yet
@@ -82,27 +92,56 @@ type walSession struct {
 	full    map[*viewState]string       // views to read in full by the next cycle, and why
 }
 
-// walSession runs one session until an error (or ctx's end).
-func (s *stream) walSession(ctx context.Context) error {
+// walSession runs one session of the group until an error (or ctx's end): the views'
+// analysis, the publication, one replication connection to the slot and its receiver,
+// and each stream's cycles on a subscription of its own.
+func (g *group) walSession(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := &walSession{s: s, tables: map[uint32][]*walView{}, waiting: map[*viewState][]chan error{}, full: map[*viewState]string{}}
-	defer w.answer(errors.New("distributor: capture session ended"))
-	tables, err := w.analyze(ctx)
-	if err != nil {
-		return err
+	first := g.streams[0]
+	var tables []*capture.Table
+	seen := map[uint32]bool{}
+	ws := make([]*walSession, len(g.streams))
+	for i, s := range g.streams {
+		w := &walSession{s: s, tables: map[uint32][]*walView{}, waiting: map[*viewState][]chan error{}, full: map[*viewState]string{}}
+		defer w.answer(errors.New("distributor: capture session ended"))
+		ts, err := w.analyze(ctx)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			if !seen[t.OID] {
+				seen[t.OID] = true
+				tables = append(tables, t)
+			}
+		}
+		ws[i] = w
 	}
-	if err := capture.EnsurePublication(ctx, s.pool, s.cfg.Publication, tables, s.cfg.managePublication); err != nil {
-		return w.configErr(err)
+	if err := capture.EnsurePublication(ctx, first.pool, first.cfg.Publication, tables, first.cfg.managePublication); err != nil {
+		return ws[0].configErr(err)
 	}
-	repl, err := s.replicationConn(ctx)
+	repl, err := first.replicationConn(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = repl.Close(context.WithoutCancel(ctx)) }()
-	start, first, err := w.openSlot(ctx, repl)
+	start, snapName, err := g.openSlot(ctx, repl)
 	if err != nil {
 		return err
+	}
+	// A new slot's exported snapshot is imported by every stream now: it stays importable
+	// only until the replication connection runs its next command.
+	firsts := make([]*capture.Snapshot, len(ws))
+	for i := range ws {
+		if snapName == "" {
+			break
+		}
+		if firsts[i], err = capture.ImportSnapshot(ctx, first.pool, snapName, start); err != nil {
+			for _, f := range firsts[:i] {
+				f.Close(ctx)
+			}
+			return err
+		}
 	}
 	idents := map[uint32][]string{}
 	for _, t := range tables {
@@ -110,33 +149,53 @@ func (s *stream) walSession(ctx context.Context) error {
 			idents[t.OID] = append(idents[t.OID], c.Name)
 		}
 	}
-	w.recv = capture.NewReceiver(repl, capture.ReceiverConfig{Slot: s.cfg.Slot, Publication: s.cfg.Publication, Start: start, Identity: idents})
+	recv := capture.NewReceiver(repl, capture.ReceiverConfig{Slot: first.cfg.Slot, Publication: first.cfg.Publication, Start: start, Identity: idents})
+	for _, w := range ws {
+		var oids []uint32
+		for oid := range w.tables {
+			oids = append(oids, oid)
+		}
+		w.recv = recv.Subscribe(oids)
+	}
 	// recvDone is closed when the receiver returned (recvErr is then set): closed rather
 	// than sent on, so that every wait on it sees it.
 	recvDone := make(chan struct{})
 	var recvErr error
 	go func() {
 		defer close(recvDone)
-		recvErr = w.recv.Run(ctx)
+		recvErr = recv.Run(ctx)
 	}()
 	defer func() { cancel(); <-recvDone }()
 
+	errc := make(chan error, len(ws))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Go(func() { errc <- w.run(ctx, firsts[i], recvDone) })
+	}
+	err = <-errc
+	cancel()
+	wg.Wait()
+	select {
+	case <-recvDone:
+		if recvErr != nil && !errors.Is(recvErr, context.Canceled) {
+			return recvErr
+		}
+	default:
+	}
+	return err
+}
+
+// run is a stream's part of the session: the first cycle (every view read in full, in
+// first when the slot is new), then the loop.
+func (w *walSession) run(ctx context.Context, first *capture.Snapshot, recvDone <-chan struct{}) error {
 	for _, v := range w.views {
 		w.full[v.st] = "start-up"
 	}
 	if err := w.runCycle(ctx, first); err != nil {
 		return err
 	}
-	s.once.Do(func() { close(s.ready) })
-	err = w.loop(ctx, recvDone)
-	select {
-	case <-recvDone:
-		if recvErr != nil && ctx.Err() == nil {
-			return recvErr
-		}
-	default:
-	}
-	return err
+	w.s.once.Do(func() { close(w.s.ready) })
+	return w.loop(ctx, recvDone)
 }
 
 // configErr marks an error of the database's setup (a table without a replica identity, a
@@ -199,69 +258,73 @@ func (w *walSession) analyze(ctx context.Context) ([]*capture.Table, error) {
 	return tables, nil
 }
 
-// openSlot validates or creates the stream's slot. It returns where streaming starts and
-// the snapshot of the first cycle: the slot's exported snapshot for a new slot (exactly the
-// database at the slot's start), nil for an existing one (the cycle takes a fresh one).
-// A lost slot (invalidated, or dropped under the stream) is created again: the first
-// cycle's full reads then publish whatever changed meanwhile.
-func (w *walSession) openSlot(ctx context.Context, repl *pgconn.PgConn) (capture.LSN, *capture.Snapshot, error) {
-	s := w.s
+// openSlot validates or creates the group's slot. It returns where streaming starts and,
+// for a new slot, the name of its exported snapshot (exactly the database at the slot's
+// start, which is the returned position); "" for an existing one (the first cycles take a
+// fresh snapshot). A lost slot (invalidated, or dropped under the streams) is created
+// again: the first cycles' full reads then publish whatever changed meanwhile.
+func (g *group) openSlot(ctx context.Context, repl *pgconn.PgConn) (capture.LSN, string, error) {
+	first := g.streams[0]
+	slot := first.cfg.Slot
+	log := g.d.log.With("stream", g.topics(), "slot", slot)
 	var db string
-	if err := s.pool.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
-		return 0, nil, fmt.Errorf("distributor: current database: %w", err)
+	if err := first.pool.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+		return 0, "", fmt.Errorf("distributor: current database: %w", err)
+	}
+	published := false // a stream was published from a slot before
+	for _, s := range g.streams {
+		published = published || s.position != 0
+	}
+	countLost := func() {
+		for _, s := range g.streams {
+			s.m.slotLost.WithLabelValues(s.cfg.Topic).Inc()
+		}
 	}
 	lost := false // counted and logged already
 	for attempt := 0; ; attempt++ {
-		info, err := capture.LookupSlot(ctx, s.pool, s.cfg.Slot)
+		info, err := capture.LookupSlot(ctx, first.pool, slot)
 		if err != nil {
-			return 0, nil, err
+			return 0, "", err
 		}
 		if info != nil {
 			err := info.Check(db)
 			switch {
 			case errors.Is(err, capture.ErrSlotLost):
-				s.m.slotLost.WithLabelValues(s.cfg.Topic).Inc()
-				s.log.Error("replication slot lost: creating a new one; the next epochs of every view publish what changed meanwhile",
-					"stream", s.cfg.Topic, "slot", s.cfg.Slot, "err", err)
-				if err := capture.DropSlot(ctx, s.pool, s.cfg.Slot); err != nil {
-					return 0, nil, err
+				countLost()
+				log.Error("replication slot lost: creating a new one; the next epochs of every view publish what changed meanwhile", "err", err)
+				if err := capture.DropSlot(ctx, first.pool, slot); err != nil {
+					return 0, "", err
 				}
 				lost = true
 				continue
 			case err != nil:
-				return 0, nil, fmt.Errorf("%w: stream %q: %w", ErrConfig, s.cfg.Topic, err)
+				return 0, "", fmt.Errorf("%w: stream %q: %w", ErrConfig, g.topics(), err)
 			case info.ActivePID != 0:
-				// Another connection streams from it: a previous holder of the stream's lock
-				// whose replication connection outlived it (this process holds the lock now).
+				// Another connection streams from it: a previous holder of the lock whose
+				// replication connection outlived it (this process holds the lock now).
 				if attempt >= 20 {
-					return 0, nil, fmt.Errorf("distributor: slot %s stays in use by process %d", s.cfg.Slot, info.ActivePID)
+					return 0, "", fmt.Errorf("distributor: slot %s stays in use by process %d", slot, info.ActivePID)
 				}
-				s.log.Warn("replication slot in use by an old holder; ending that connection", "stream", s.cfg.Topic, "slot", s.cfg.Slot, "pid", info.ActivePID)
-				_ = capture.Terminate(ctx, s.pool, info.ActivePID)
+				log.Warn("replication slot in use by an old holder; ending that connection", "pid", info.ActivePID)
+				_ = capture.Terminate(ctx, first.pool, info.ActivePID)
 				if !sleepCtx(ctx, 100*time.Millisecond) {
-					return 0, nil, ctx.Err()
+					return 0, "", ctx.Err()
 				}
 				continue
 			}
-			s.log.Info("replication slot found", "stream", s.cfg.Topic, "slot", s.cfg.Slot, "confirmed", info.ConfirmedFlush)
-			return info.ConfirmedFlush, nil, nil
+			log.Info("replication slot found", "confirmed", info.ConfirmedFlush)
+			return info.ConfirmedFlush, "", nil
 		}
-		if s.position != 0 && !lost {
-			// The stream was published from a slot before: the slot was dropped under it.
-			s.m.slotLost.WithLabelValues(s.cfg.Topic).Inc()
-			s.log.Error("replication slot missing (dropped?): creating a new one; the next epochs of every view publish what changed meanwhile",
-				"stream", s.cfg.Topic, "slot", s.cfg.Slot, "last_position", s.position)
+		if published && !lost {
+			countLost()
+			log.Error("replication slot missing (dropped?): creating a new one; the next epochs of every view publish what changed meanwhile")
 		}
-		at, name, err := capture.CreateSlot(ctx, repl, s.cfg.Slot)
+		at, name, err := capture.CreateSlot(ctx, repl, slot)
 		if err != nil {
-			return 0, nil, err
+			return 0, "", err
 		}
-		snap, err := capture.ImportSnapshot(ctx, s.pool, name, at)
-		if err != nil {
-			return 0, nil, err
-		}
-		s.log.Info("replication slot created", "stream", s.cfg.Topic, "slot", s.cfg.Slot, "consistent_point", at)
-		return at, snap, nil
+		log.Info("replication slot created", "consistent_point", at)
+		return at, name, nil
 	}
 }
 

@@ -206,3 +206,38 @@ func TestWALRefusesTableWithoutKey(t *testing.T) {
 		t.Fatalf("Run = %v, want ErrConfig naming the table and the fix", err)
 	}
 }
+
+// TestWALSharedSlot: two wal streams that name the same slot share it — one slot and one
+// walsender for both — and each topic gets its own views' changes.
+func TestWALSharedSlot(t *testing.T) {
+	e := newEnv(t)
+	e.exec(sportsbookSchema)
+	views := walViews()
+	cfg := e.walConfig(views...)
+	shared := slotName(e.topic) + "_shared"
+	dropSlotLater(t, shared)
+	second := e.topic + "_b"
+	deleteTopicLater(t, e.brokers, second)
+	comps := ViewConfig{Name: "competitions", SQL: "SELECT id, name FROM competitions", Key: []string{"id"}}
+	cfg.Streams[0].Slot = shared
+	cfg.Streams = append(cfg.Streams, StreamConfig{Topic: second, Slot: shared, PositionInterval: 20 * time.Millisecond, Views: []ViewConfig{comps}})
+	r := start(t, cfg)
+	r.waitReady(t)
+	var slots []string
+	rows, err := e.db.Query(context.Background(), "SELECT slot_name FROM pg_replication_slots WHERE database = current_database()")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slots, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || len(slots) != 1 || slots[0] != shared {
+		t.Fatalf("slots %v (%v), want only %s", slots, err, shared)
+	}
+	e.exec("UPDATE competitions SET name = 'EPL' WHERE id = 1")
+	e.exec("INSERT INTO markets VALUES (300, 20, 'first goal', 50)")
+	e.waitConverged(t, "the first stream", views...)
+	b := &env{t: t, dsn: e.dsn, brokers: e.brokers, topic: second, db: e.db}
+	recs := b.waitConverged(t, "the second stream", comps)
+	checkGroups(t, recs)
+	if len(kinds(recs, "event_markets")) != 0 {
+		t.Fatalf("the second stream got the first one's views:\n%s", dump(recs))
+	}
+}

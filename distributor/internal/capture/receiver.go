@@ -102,21 +102,22 @@ type ReceiverConfig struct {
 	StatusInterval time.Duration
 }
 
-// Receiver streams a slot's committed transactions. Run owns the connection; Take,
-// Through, Confirm and Ping are safe from any goroutine.
+// Receiver streams a slot's committed transactions to its subscribers (Sub: one per
+// stream reading the slot; several streams may share a slot). Run owns the connection;
+// the other methods, and the Subs', are safe from any goroutine.
 type Receiver struct {
 	conn *pgconn.PgConn
 	cfg  ReceiverConfig
 
-	mu        sync.Mutex
-	txns      []*Txn
-	pending   int           // bytes of txns
-	through   LSN           // the server decoded (and we received) everything up to here
-	confirmed LSN           // reported to the server as flushed
-	ping      bool          // a status update with reply requested is wanted
-	changed   chan struct{} // closed and replaced when txns, through or err change
-	room      chan struct{} // closed and replaced when pending shrinks
-	err       error
+	mu      sync.Mutex
+	subs    []*Sub
+	pending int           // bytes of the subscribers' transactions
+	through LSN           // the server decoded (and we received) everything up to here
+	start   LSN           // where streaming started
+	ping    bool          // a status update with reply requested is wanted
+	changed chan struct{} // closed and replaced when txns, through or err change
+	room    chan struct{} // closed and replaced when pending shrinks
+	err     error
 
 	wakeMu sync.Mutex
 	wake   context.CancelFunc // interrupts Run's blocked read
@@ -140,7 +141,73 @@ func NewReceiver(conn *pgconn.PgConn, cfg ReceiverConfig) *Receiver {
 		cfg.StatusInterval = time.Second
 	}
 	return &Receiver{conn: conn, cfg: cfg, changed: make(chan struct{}), room: make(chan struct{}),
-		through: cfg.Start, confirmed: cfg.Start, rels: map[uint32]*relation{}}
+		through: cfg.Start, start: cfg.Start, rels: map[uint32]*relation{}}
+}
+
+// Sub is one subscriber of a Receiver: the transactions that touch its tables (with only
+// their changes of those tables), and the position it confirmed. The slot is confirmed at
+// the lowest position its subscribers confirmed.
+type Sub struct {
+	r         *Receiver
+	tables    map[uint32]bool
+	txns      []*Txn
+	pending   int
+	confirmed LSN
+}
+
+// Subscribe adds a subscriber to the transactions that touch tables. Call it before Run.
+func (r *Receiver) Subscribe(tables []uint32) *Sub {
+	s := &Sub{r: r, tables: map[uint32]bool{}, confirmed: r.cfg.Start}
+	for _, t := range tables {
+		s.tables[t] = true
+	}
+	r.mu.Lock()
+	r.subs = append(r.subs, s)
+	r.mu.Unlock()
+	return s
+}
+
+// filter returns t with only the changes of s's tables, or nil when none is left.
+func (s *Sub) filter(t *Txn) *Txn {
+	all := true
+	for _, c := range t.Changes {
+		all = all && s.tables[c.Rel]
+	}
+	for _, rel := range t.Truncated {
+		all = all && s.tables[rel]
+	}
+	if all {
+		return t
+	}
+	f := &Txn{Xid: t.Xid, CommitLSN: t.CommitLSN, EndLSN: t.EndLSN, CommitTime: t.CommitTime}
+	for _, c := range t.Changes {
+		if s.tables[c.Rel] {
+			f.Changes = append(f.Changes, c)
+			f.bytes += len(c.Old) + len(c.New) + 48
+		}
+	}
+	for _, rel := range t.Truncated {
+		if s.tables[rel] {
+			f.Truncated = append(f.Truncated, rel)
+		}
+	}
+	if len(f.Changes) == 0 && len(f.Truncated) == 0 {
+		return nil
+	}
+	return f
+}
+
+// confirmedLocked is the position to report to the server: the lowest confirmed by a
+// subscriber. r.mu held.
+func (r *Receiver) confirmedLocked() LSN {
+	if len(r.subs) == 0 {
+		return r.start
+	}
+	c := r.subs[0].confirmed
+	for _, s := range r.subs[1:] {
+		c = min(c, s.confirmed)
+	}
+	return c
 }
 
 // Run starts the replication and receives until ctx ends or the stream fails; it returns
@@ -169,7 +236,7 @@ func (r *Receiver) Run(ctx context.Context) (err error) {
 			return err
 		}
 		r.mu.Lock()
-		ping, confirmed := r.ping, r.confirmed
+		ping, confirmed := r.ping, r.confirmedLocked()
 		r.ping = false
 		r.mu.Unlock()
 		if ping || time.Since(lastStatus) >= r.cfg.StatusInterval {
@@ -295,8 +362,13 @@ func (r *Receiver) decode(data []byte) error {
 		t.CommitLSN, t.EndLSN = m.CommitLSN, m.TransactionEndLSN
 		r.mu.Lock()
 		if len(t.Changes) > 0 || len(t.Truncated) > 0 {
-			r.txns = append(r.txns, t)
-			r.pending += t.bytes
+			for _, s := range r.subs {
+				if f := s.filter(t); f != nil {
+					s.txns = append(s.txns, f)
+					s.pending += f.bytes
+					r.pending += f.bytes
+				}
+			}
 		}
 		if t.EndLSN > r.through {
 			r.through = t.EndLSN
@@ -380,10 +452,11 @@ func (r *Receiver) signalLocked() {
 
 // Pending waits until a transaction is buffered, then returns the number buffered; it
 // returns 0 and ctx's error when ctx ends first, or the stream's error.
-func (r *Receiver) Pending(ctx context.Context) (int, error) {
+func (s *Sub) Pending(ctx context.Context) (int, error) {
+	r := s.r
 	for {
 		r.mu.Lock()
-		n, err, changed := len(r.txns), r.err, r.changed
+		n, err, changed := len(s.txns), r.err, r.changed
 		r.mu.Unlock()
 		if err != nil {
 			return 0, err
@@ -399,17 +472,19 @@ func (r *Receiver) Pending(ctx context.Context) (int, error) {
 	}
 }
 
-// Take waits until the server has decoded (and this receiver received) the WAL up to at
+// Take waits until the server has decoded (and the receiver received) the WAL up to at
 // least `through`, pinging it for its position, then removes and returns every buffered
-// transaction with the position decoded through: every commit at or before it is among the
-// transactions returned or was taken earlier.
-func (r *Receiver) Take(ctx context.Context, through LSN) ([]*Txn, LSN, error) {
+// transaction of s with the position decoded through: every commit at or before it that
+// touches s's tables is among the transactions returned or was taken earlier.
+func (s *Sub) Take(ctx context.Context, through LSN) ([]*Txn, LSN, error) {
+	r := s.r
 	for {
 		r.mu.Lock()
 		got, err, changed := r.through, r.err, r.changed
 		if err == nil && got >= through {
-			txns := r.txns
-			r.txns, r.pending = nil, 0
+			txns := s.txns
+			r.pending -= s.pending
+			s.txns, s.pending = nil, 0
 			close(r.room)
 			r.room = make(chan struct{})
 			r.mu.Unlock()
@@ -432,18 +507,25 @@ func (r *Receiver) Take(ctx context.Context, through LSN) ([]*Txn, LSN, error) {
 
 // Notify returns a channel closed at the next change of the buffered transactions, of
 // Through, or of the stream's error.
+func (s *Sub) Notify() <-chan struct{} { return s.r.Notify() }
+
+// Notify returns a channel closed at the next change of the buffered transactions, of
+// Through, or of the stream's error.
 func (r *Receiver) Notify() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.changed
 }
 
-// Buffered returns the number of transactions received and not yet taken.
-func (r *Receiver) Buffered() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.txns)
+// Buffered returns the number of s's transactions received and not yet taken.
+func (s *Sub) Buffered() int {
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	return len(s.txns)
 }
+
+// Err returns the error that stopped the stream, or nil while it runs.
+func (s *Sub) Err() error { return s.r.Err() }
 
 // Err returns the error that stopped the stream, or nil while it runs.
 func (r *Receiver) Err() error {
@@ -459,12 +541,13 @@ func (r *Receiver) Through() LSN {
 	return r.through
 }
 
-// Confirm reports pos to the server as durably processed: the slot may release the WAL
-// before it. It is sent at once.
-func (r *Receiver) Confirm(pos LSN) {
+// Confirm reports that s durably processed everything up to pos: once every subscriber
+// has, the slot may release the WAL before it. It is sent at once.
+func (s *Sub) Confirm(pos LSN) {
+	r := s.r
 	r.mu.Lock()
-	if pos > r.confirmed {
-		r.confirmed = pos
+	if pos > s.confirmed {
+		s.confirmed = pos
 		r.ping = true // carries the new position now
 	}
 	r.mu.Unlock()
@@ -472,11 +555,14 @@ func (r *Receiver) Confirm(pos LSN) {
 }
 
 // Confirmed returns the last position passed to Confirm (or the start position).
-func (r *Receiver) Confirmed() LSN {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.confirmed
+func (s *Sub) Confirmed() LSN {
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	return s.confirmed
 }
+
+// Ping asks the server for its decoded position (Through moves when it answers).
+func (s *Sub) Ping() { s.r.Ping() }
 
 // Ping asks the server for its decoded position (Through moves when it answers).
 func (r *Receiver) Ping() {

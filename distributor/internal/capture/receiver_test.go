@@ -20,6 +20,7 @@ import (
 // stream is a test's slot, publication and running receiver.
 type stream struct {
 	recv  *Receiver
+	sub   *Sub // of every table
 	slot  string
 	at    LSN
 	snap  string
@@ -79,6 +80,11 @@ func startStream(ctx context.Context, t *testing.T, conn *pgx.Conn, dsn string) 
 		}
 	}
 	s.recv = NewReceiver(repl, ReceiverConfig{Slot: s.slot, Publication: "pub_test", Start: s.at, Identity: ident})
+	var oids []uint32
+	for oid := range ident {
+		oids = append(oids, oid)
+	}
+	s.sub = s.recv.Subscribe(oids)
 	if s.pool, err = pgxpool.New(ctx, dsn); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +170,7 @@ func TestReceiverChangesAndExportedSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer snap.Close(ctx)
-	txns, through, err := s.recv.Take(ctx, snap.Insert)
+	txns, through, err := s.sub.Take(ctx, snap.Insert)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +221,7 @@ func TestSnapshotSplitsAtItsVisibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	afterLSN, _ := ParseLSN(after)
-	txns, _, err := s.recv.Take(ctx, afterLSN)
+	txns, _, err := s.sub.Take(ctx, afterLSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,12 +265,12 @@ func TestTakeOnIdleStream(t *testing.T) {
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	start := time.Now()
-	txns, through, err := s.recv.Take(tctx, want)
+	txns, through, err := s.sub.Take(tctx, want)
 	if err != nil || len(txns) != 0 || through < want {
 		t.Fatalf("Take = %d txns, through %s (want >= %s), err %v", len(txns), through, want, err)
 	}
 	t.Logf("Take on an idle stream waited %s", time.Since(start))
-	s.recv.Confirm(through)
+	s.sub.Confirm(through)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		info, err := LookupSlot(ctx, conn, s.slot)

@@ -65,6 +65,7 @@ func slotCost(b *testing.B, ctx context.Context, conn *pgx.Conn, dsn string, n, 
 	type stream struct {
 		repl *pgconn.PgConn
 		recv *Receiver
+		sub  *Sub
 		slot string
 		done chan error
 	}
@@ -93,6 +94,7 @@ func slotCost(b *testing.B, ctx context.Context, conn *pgx.Conn, dsn string, n, 
 			b.Fatal(err)
 		}
 		s.recv = NewReceiver(repl, ReceiverConfig{Slot: s.slot, Publication: "pub_cost", Start: at, Identity: map[uint32][]string{oid: {"id"}}})
+		s.sub = s.recv.Subscribe([]uint32{oid})
 		go func() { s.done <- s.recv.Run(rctx) }()
 		streams = append(streams, s)
 	}
@@ -135,7 +137,7 @@ func slotCost(b *testing.B, ctx context.Context, conn *pgx.Conn, dsn string, n, 
 		go func() {
 			defer wg.Done()
 			for {
-				if _, _, err := s.recv.Take(ctx, endLSN); err == nil || ctx.Err() != nil {
+				if _, _, err := s.sub.Take(ctx, endLSN); err == nil || ctx.Err() != nil {
 					return
 				}
 			}

@@ -1,0 +1,124 @@
+package distributor
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A group is the streams that one advisory lock makes active together: a polling stream
+// alone, or the wal streams that read one replication slot — only one connection can
+// stream from a slot, so the streams that share it are active in the same process. One
+// active distributor per group; the others wait as standbys.
+type group struct {
+	d       *Distributor
+	streams []*stream
+	lock    string // the advisory lock's name: the topic, or the shared slot
+	wal     bool
+}
+
+// groupsOf groups the streams: each polling stream alone; the wal streams by slot.
+func groupsOf(d *Distributor, streams []*stream) []*group {
+	var out []*group
+	bySlot := map[string]*group{}
+	for _, s := range streams {
+		if s.cfg.Capture != CaptureWAL {
+			out = append(out, &group{d: d, streams: []*stream{s}, lock: s.cfg.Topic})
+			continue
+		}
+		g := bySlot[s.cfg.Slot]
+		if g == nil {
+			g = &group{d: d, lock: "slot:" + s.cfg.Slot, wal: true}
+			bySlot[s.cfg.Slot] = g
+			out = append(out, g)
+		}
+		g.streams = append(g.streams, s)
+	}
+	return out
+}
+
+func (g *group) topics() string {
+	t := make([]string, len(g.streams))
+	for i, s := range g.streams {
+		t[i] = s.cfg.Topic
+	}
+	return strings.Join(t, ",")
+}
+
+func (g *group) setActive(on bool) {
+	v := 0.0
+	if on {
+		v = 1
+	}
+	for _, s := range g.streams {
+		s.active.Store(on)
+		s.m.active.WithLabelValues(s.cfg.Topic).Set(v)
+	}
+}
+
+func (g *group) countErr(op string) {
+	for _, s := range g.streams {
+		s.m.errors.WithLabelValues(s.cfg.Topic, "", op).Inc()
+	}
+}
+
+// run is the group's lifecycle: wait for the lock (standby), be active until the lock is
+// lost or ctx ends, and go back to standby after a lost lock. Fatal start-up errors (an
+// unusable topic, a configuration the database refuses) are returned.
+func (g *group) run(ctx context.Context) error {
+	log := g.d.log.With("stream", g.topics())
+	for {
+		g.setActive(false)
+		log.Info("standby: waiting for the stream lock")
+		lock, err := acquireLock(ctx, g.d.cfg.Postgres.DSN, g.lock)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			g.countErr("lock")
+			log.Error("stream lock", "err", err)
+			if !sleepCtx(ctx, 2*time.Second) {
+				return nil
+			}
+			continue
+		}
+		err = g.activeRun(ctx, lock)
+		lock.Close()
+		g.setActive(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrTopic) || errors.Is(err, ErrConfig) {
+			return err
+		}
+		g.countErr("lock")
+		log.Error("stream stopped; back to standby", "err", err)
+		if !sleepCtx(ctx, time.Second) {
+			return nil
+		}
+	}
+}
+
+// activeRun runs while the lock is held.
+func (g *group) activeRun(parent context.Context, lock *streamLock) error {
+	ctx, cancel := context.WithCancelCause(parent)
+	var wg sync.WaitGroup
+	defer wg.Wait()   // runs last: every goroutine of this activation has ended
+	defer cancel(nil) // runs first
+	wg.Go(func() {
+		if err := lock.watch(ctx, lockPing); err != nil && ctx.Err() == nil {
+			cancel(err)
+		}
+	})
+	g.d.log.Info("active: holding the stream lock", "stream", g.topics())
+	g.setActive(true)
+	for _, s := range g.streams {
+		defer s.startProducer()()
+	}
+	if g.wal {
+		return g.runWAL(ctx)
+	}
+	return g.streams[0].runPoll(ctx, &wg)
+}
