@@ -250,9 +250,13 @@ func TestOperationsDocConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := c.Streams[0]
+	w, s := c.Streams[0], c.Streams[1]
 	if c.Kafka.SASL.Password != "secret" || !c.Kafka.TLS.Enabled || s.ReplicationFactor != 3 || len(s.Views) != 2 {
 		t.Fatalf("%+v", c)
+	}
+	if w.Capture != CaptureWAL || w.Slot != "statecast_shop" || w.Publication != "statecast_shop" || w.PositionInterval != DefaultPositionInterval ||
+		len(w.Views) != 2 || w.Views[1].Depends["products"][0] != "sku" || s.Capture != CapturePoll {
+		t.Fatalf("the wal stream %+v", w)
 	}
 	want := s.Defaults
 	want.RefreshMode = ModeReconcile
