@@ -6,7 +6,7 @@
 //	cachectl get -players a,b -stream S -view V [-key K] [-wait-for LSN]
 //	                                                                 read a view through a player
 //	cachectl stats -player HOST:PORT                                  a player's status (its http address)
-//	cachectl validate -config distributor.yaml                        check a distributor config
+//	cachectl validate -config distributor.yaml [-analyze]             check a distributor config
 package main
 
 import (
@@ -36,7 +36,8 @@ commands:
   get       read a view (or one key) through a player, as a service's cache does, with the stream
             and source positions it reflects (-wait-for LSN: read your write)
   stats     print a player's status (streams, source position, targets, states, lag) from its http address
-  validate  check a distributor config file (fields, cron, keys, Kafka settings)
+  validate  check a distributor config file (fields, cron, keys, Kafka settings);
+            -analyze: ask PostgreSQL how each wal view's tables map to its rows
 `
 
 func main() {
@@ -148,6 +149,10 @@ func stats(ctx context.Context, args []string) error {
 func validate(args []string) error {
 	fs := flag.NewFlagSet("validate", flag.ExitOnError)
 	path := fs.String("config", "distributor.yaml", "distributor config file")
+	analyze := fs.Bool("analyze", false, "also ask PostgreSQL (postgres.dsn) how each wal view's tables map to its rows")
 	_ = fs.Parse(args)
+	if *analyze {
+		return ctl.Analyze(context.Background(), os.Stdout, *path)
+	}
 	return ctl.Validate(os.Stdout, *path)
 }

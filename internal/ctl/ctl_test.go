@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
 	"github.com/statecast/statecast/cacheclient"
@@ -67,6 +69,52 @@ streams:
 				t.Fatalf("Validate: out %q err %v; want %q", out.String(), err, tt.want)
 			}
 		})
+	}
+}
+
+// TestAnalyze: validate -analyze asks PostgreSQL how each wal view's tables reach its rows
+// and says which views fall back to re-reading in full, and why; a view over a table
+// without a key is refused with its fix.
+func TestAnalyze(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE competitions (id int PRIMARY KEY, name text);
+		CREATE TABLE events (id int PRIMARY KEY, competition_id int, name text);
+		CREATE TABLE log (at timestamptz, msg text)`); err != nil {
+		t.Fatal(err)
+	}
+	body := fmt.Sprintf(`postgres: {dsn: %q}
+kafka: {brokers: ["127.0.0.1:9092"]}
+streams:
+  - topic: sb
+    views:
+      - {name: events, sql: "SELECT e.id, e.name, c.name AS competition FROM events e JOIN competitions c ON c.id = e.competition_id", key: [id]}
+      - {name: ranked, sql: "SELECT id, rank() OVER (ORDER BY name) AS r FROM competitions", key: [id]}
+`, dsn)
+	var out bytes.Buffer
+	if err := Analyze(ctx, &out, writeFile(t, body)); err != nil {
+		t.Fatalf("Analyze: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"stream sb: capture wal, slot statecast_sb",
+		"events: by the view's key",
+		"competitions: full re-read of the view on every change (no output column is competitions.id",
+		"view ranked:",
+		"full re-read of the view on every change (the query uses window functions)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	bad := strings.Replace(body, `name: ranked, sql: "SELECT id, rank() OVER (ORDER BY name) AS r FROM competitions", key: [id]`, `name: log, sql: "SELECT at, msg FROM log", key: [at]`, 1)
+	out.Reset()
+	if err := Analyze(ctx, &out, writeFile(t, bad)); err == nil || !strings.Contains(out.String(), "view log: CANNOT be captured") || !strings.Contains(out.String(), "REPLICA IDENTITY") {
+		t.Fatalf("Analyze of a keyless table: %v\n%s", err, out.String())
 	}
 }
 
