@@ -16,29 +16,33 @@ import (
 // BenchmarkCommitLatency measures the time from a PostgreSQL commit to the changed row
 // being readable in Kafka (a tailing sarama consumer sees it), for 200 sequential commits:
 //
-//   - listen:  poll_interval 10s, a trigger NOTIFYs the view's channel (the wake-up path);
-//   - poll100: no LISTEN, poll_interval 100ms (the baseline). Each commit follows the poll
-//     that published the previous one, so the baseline waits about one full interval.
+//   - wal:     capture: wal (the default): the commit reaches the distributor from the slot;
+//   - listen:  polling, poll_interval 10s, a trigger NOTIFYs the view's channel (the
+//     wake-up path);
+//   - poll100: polling without LISTEN, poll_interval 100ms (the baseline). Each commit
+//     follows the poll that published the previous one, so it waits about one interval.
 //
 // Run: go test -run '^$' -bench BenchmarkCommitLatency -benchtime 1x ./distributor/
 func BenchmarkCommitLatency(b *testing.B) {
 	for _, tc := range []struct {
 		name     string
+		wal      bool
 		listen   string
 		interval time.Duration
 	}{
-		{"listen", "items_changed", 10 * time.Second},
-		{"poll100", "", 100 * time.Millisecond},
+		{"wal", true, "", 0},
+		{"listen", false, "items_changed", 10 * time.Second},
+		{"poll100", false, "", 100 * time.Millisecond},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				commitLatency(b, tc.listen, tc.interval)
+				commitLatency(b, tc.wal, tc.listen, tc.interval)
 			}
 		})
 	}
 }
 
-func commitLatency(b *testing.B, listen string, interval time.Duration) {
+func commitLatency(b *testing.B, wal bool, listen string, interval time.Duration) {
 	e := newBenchEnv(b)
 	e.topic = fmt.Sprintf("lat_%d", time.Now().UnixNano())
 	deleteTopicLater(b, e.brokers, e.topic)
@@ -49,7 +53,11 @@ func commitLatency(b *testing.B, listen string, interval time.Duration) {
 	e.exec(`CREATE TRIGGER items_notify AFTER INSERT OR UPDATE ON items FOR EACH STATEMENT EXECUTE FUNCTION notify_items()`)
 	v := ViewConfig{Name: "items", SQL: itemsSQL, Key: []string{"id"}, ViewSettings: ViewSettings{Incremental: "updated_at",
 		PollInterval: interval, Overlap: Overlap{Duration: time.Second, set: true}, Listen: listen}}
-	d, err := New(e.config(v))
+	cfg := e.config(v)
+	if wal {
+		cfg = e.walConfig(ViewConfig{Name: "items", SQL: itemsSQL, Key: []string{"id"}})
+	}
+	d, err := New(cfg, WithLogger(testLogger(b)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -65,9 +73,9 @@ func commitLatency(b *testing.B, listen string, interval time.Duration) {
 	if err := d.WaitReady(ctx); err != nil {
 		b.Fatal(err)
 	}
-	cfg := kafkaconn.NewConfig("lat-reader")
-	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
-	c, err := sarama.NewConsumer(e.brokers, cfg)
+	rcfg := kafkaconn.NewConfig("lat-reader")
+	rcfg.Consumer.MaxWaitTime = 100 * time.Millisecond
+	c, err := sarama.NewConsumer(e.brokers, rcfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -336,6 +336,43 @@ func (w *walSession) loop(ctx context.Context, recvDone <-chan struct{}) error {
 	nextTick := time.Now().Add(s.cfg.PositionInterval)
 	var nextSlotCheck time.Time
 	for {
+		// Taken before the state is looked at: a transaction received after this closes it,
+		// so the wait below cannot miss it.
+		notify := w.recv.Notify()
+		if err := w.take(ctx); err != nil {
+			return err
+		}
+		w.dueRetries()
+		if w.hasWork() {
+			if at, wait := w.debounced(); wait {
+				if !sleepUntil(ctx, at, recvDone) {
+					continue
+				}
+				if err := w.take(ctx); err != nil {
+					return err
+				}
+			}
+			before := len(w.pending)
+			if err := w.runCycle(ctx, nil); err != nil {
+				return err
+			}
+			if len(w.pending) > 0 && len(w.pending) >= before {
+				// Received commits the snapshot did not show yet (a commit is streamed an
+				// instant before it is visible): try again shortly, not at once.
+				if !sleepUntil(ctx, time.Now().Add(time.Millisecond), recvDone) {
+					continue
+				}
+			}
+			nextTick = time.Now().Add(s.cfg.PositionInterval)
+			continue
+		}
+		if !time.Now().Before(nextTick) {
+			if err := w.idle(ctx); err != nil {
+				return err
+			}
+			nextTick = time.Now().Add(s.cfg.PositionInterval)
+			continue
+		}
 		if time.Now().After(nextSlotCheck) {
 			w.checkSlot(ctx)
 			nextSlotCheck = time.Now().Add(slotCheckInterval)
@@ -352,35 +389,23 @@ func (w *walSession) loop(ctx context.Context, recvDone <-chan struct{}) error {
 			return w.recv.Err()
 		case req := <-s.reconcileCh:
 			w.request(req)
-		case <-w.recv.Notify():
+		case <-notify:
 		case <-timer.C:
 		}
-		if err := w.take(ctx); err != nil {
-			return err
-		}
-		w.dueRetries()
-		if w.hasWork() {
-			if at, wait := w.debounced(); wait {
-				if !sleepUntil(ctx, at, recvDone) {
-					continue
-				}
-				if err := w.take(ctx); err != nil {
-					return err
-				}
-			}
-			if err := w.runCycle(ctx, nil); err != nil {
-				return err
-			}
-			nextTick = time.Now().Add(s.cfg.PositionInterval)
-			continue
-		}
-		if !time.Now().Before(nextTick) {
-			if err := w.idle(ctx); err != nil {
-				return err
-			}
-			nextTick = time.Now().Add(s.cfg.PositionInterval)
-		}
 	}
+}
+
+// sleepUntil waits for at; false when ctx ended or the receiver stopped first.
+func sleepUntil(ctx context.Context, at time.Time, recvDone <-chan struct{}) bool {
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-recvDone:
+	}
+	return false
 }
 
 // slotCheckInterval is how often the slot's WAL retention is measured.
@@ -397,19 +422,6 @@ func (w *walSession) checkSlot(ctx context.Context) {
 	s.m.slotRetain.WithLabelValues(s.cfg.Topic).Set(float64(retained))
 	s.m.slotBehind.WithLabelValues(s.cfg.Topic).Set(float64(behind))
 	s.setStreamStatus("", retained)
-}
-
-// sleepUntil waits for at; false when ctx ended or the receiver stopped first.
-func sleepUntil(ctx context.Context, at time.Time, recvDone <-chan struct{}) bool {
-	t := time.NewTimer(time.Until(at))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-	case <-recvDone:
-	}
-	return false
 }
 
 // take moves the received transactions to pending.
@@ -508,9 +520,10 @@ func (w *walSession) debounced() (time.Time, bool) {
 // one published and nothing is pending: every commit before it is published.
 func (w *walSession) idle(ctx context.Context) error {
 	s := w.s
+	notify := w.recv.Notify() // before the ping: its answer closes it
 	w.recv.Ping()
 	select {
-	case <-w.recv.Notify():
+	case <-notify:
 	case <-time.After(5 * time.Millisecond):
 	}
 	txns, through, err := w.recv.Take(ctx, 0)

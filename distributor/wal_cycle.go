@@ -3,6 +3,7 @@ package distributor
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/statecast/statecast/distributor/internal/capture"
@@ -57,6 +58,7 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 	if err != nil {
 		return err
 	}
+	taken := time.Now()
 	w.pending = append(w.pending, txns...)
 	shown, rest, ok := snap.Split(w.pending)
 	if !ok {
@@ -101,7 +103,7 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 
 	t := &txnOut{}
 	src := source{lsn: pos.String(), time: commitTime}
-	var read []*viewState
+	var readViews []*viewState
 	for _, v := range w.views {
 		st := v.st
 		reason, full := w.full[st]
@@ -114,7 +116,7 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 			r, err := readView(ctx, snap.Tx, st, true, rewrite, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
 			if isErr(err, ErrView) {
 				s.failView(st, err, "snapshot")
-				read = append(read, st)
+				readViews = append(readViews, st)
 				continue
 			}
 			if err != nil {
@@ -128,7 +130,7 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 				mode = record.ModeSnapshot
 			}
 			s.epochOut(t, r, mode)
-			read = append(read, st)
+			readViews = append(readViews, st)
 			wasFailed := st.failed != nil
 			t.done = append(t.done, func() {
 				v.lastFull = time.Now()
@@ -152,13 +154,17 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 		}
 	}
 	w.positionOf(t, pos, commitTime)
+	read := time.Now()
 	if err := s.publishTxn(ctx, t); err != nil {
 		return err
 	}
-	for _, st := range read {
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.log.Debug("cycle", "stream", s.cfg.Topic, "txns", len(shown), "commit_age", start.Sub(commitTime), "done_age", time.Since(commitTime), "take", taken.Sub(start), "read", read.Sub(taken), "publish", time.Since(read), "position", pos)
+	}
+	for _, st := range readViews {
 		delete(w.full, st)
 	}
-	w.answer(nil, read...)
+	w.answer(nil, readViews...)
 	w.pending = rest
 	w.published(pos, confirm)
 	s.m.cycleTime.WithLabelValues(s.cfg.Topic).Observe(time.Since(start).Seconds())
