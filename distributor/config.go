@@ -248,10 +248,7 @@ var (
 // ParseConfig reads its bytes; errors wrap ErrConfig and name the file.
 func LoadConfig(path string) (*Config, error) {
 	var c Config
-	if err := daemon.LoadYAML(path, &c); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	if err := c.Validate(); err != nil {
+	if err := daemon.Load(path, &c, ErrConfig); err != nil {
 		return nil, err
 	}
 	return &c, nil
@@ -263,10 +260,7 @@ func LoadConfig(path string) (*Config, error) {
 // comments are not expanded); see docs/operations.md for the rules.
 func ParseConfig(b []byte) (*Config, error) {
 	var c Config
-	if err := daemon.DecodeYAML(b, &c); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	if err := c.Validate(); err != nil {
+	if err := daemon.Parse(b, &c, ErrConfig); err != nil {
 		return nil, err
 	}
 	return &c, nil

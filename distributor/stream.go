@@ -102,21 +102,11 @@ func (s *stream) startProducer() func() {
 // until ctx ends.
 func (s *stream) runPoll(ctx context.Context, wg *sync.WaitGroup) error {
 	// Start-up: state from the topic, then one epoch per view from one snapshot.
-	for attempt := 0; ; attempt++ {
+	if err := s.retry(ctx, "snapshot", "start-up epoch failed; retrying", func() error {
 		s.resetState()
-		err := s.startup(ctx)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		s.m.errors.WithLabelValues(s.cfg.Topic, "", "snapshot").Inc()
-		d := backoff(attempt)
-		s.log.Error("start-up epoch failed; retrying", "stream", s.cfg.Topic, "err", err, "retry_in", d)
-		if !sleepCtx(ctx, d) {
-			return context.Cause(ctx)
-		}
+		return s.startup(ctx)
+	}); err != nil {
+		return err
 	}
 	s.once.Do(func() { close(s.ready) })
 
@@ -320,6 +310,26 @@ func (s *stream) reconcile(ctx context.Context, st *viewState) error {
 		s.log.Error("reconcile failed; retrying", "stream", s.cfg.Topic, "view", st.cfg.Name, "err", err, "retry_in", d)
 	}
 	return err
+}
+
+// retry runs f until it succeeds or ctx ends (its cause is returned), counting each
+// failure as op and logging it with msg, with backoff between tries.
+func (s *stream) retry(ctx context.Context, op, msg string, f func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		s.m.errors.WithLabelValues(s.cfg.Topic, "", op).Inc()
+		d := backoff(attempt)
+		s.log.Error(msg, "stream", s.cfg.Topic, "err", err, "retry_in", d)
+		if !sleepCtx(ctx, d) {
+			return context.Cause(ctx)
+		}
+	}
 }
 
 func backoff(attempt int) time.Duration {

@@ -56,7 +56,7 @@ func (g *group) runWAL(ctx context.Context) error {
 // restoreWAL rebuilds the stream's state and source position from its topic (retried
 // until it succeeds or ctx ends).
 func (s *stream) restoreWAL(ctx context.Context) error {
-	for attempt := 0; ; attempt++ {
+	return s.retry(ctx, "restore", "restore failed; retrying", func() error {
 		s.resetState()
 		var pos string
 		n, err := restore(ctx, &s.d.cfg.Kafka, s.cfg.Topic, s.views, &pos, s.log)
@@ -67,18 +67,9 @@ func (s *stream) restoreWAL(ctx context.Context) error {
 		}
 		if err == nil {
 			s.log.Info("state restored from the topic", "stream", s.cfg.Topic, "records", n, "source_position", s.position)
-			return nil
 		}
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		s.m.errors.WithLabelValues(s.cfg.Topic, "", "restore").Inc()
-		d := backoff(attempt)
-		s.log.Error("restore failed; retrying", "stream", s.cfg.Topic, "err", err, "retry_in", d)
-		if !sleepCtx(ctx, d) {
-			return context.Cause(ctx)
-		}
-	}
+		return err
+	})
 }
 
 // walSession is one stream's part of a capture session.

@@ -79,10 +79,7 @@ type Config struct {
 // ParseConfig reads its bytes; errors wrap ErrConfig and name the file.
 func LoadConfig(path string) (*Config, error) {
 	c := Config{Listen: DefaultListen, HTTPAddr: DefaultHTTPAddr}
-	if err := daemon.LoadYAML(path, &c); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	if err := c.Validate(); err != nil {
+	if err := daemon.Load(path, &c, ErrConfig); err != nil {
 		return nil, err
 	}
 	return &c, nil
@@ -96,10 +93,7 @@ func LoadConfig(path string) (*Config, error) {
 // (docs/operations.md).
 func ParseConfig(b []byte) (*Config, error) {
 	c := Config{Listen: DefaultListen, HTTPAddr: DefaultHTTPAddr}
-	if err := daemon.DecodeYAML(b, &c); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	if err := c.Validate(); err != nil {
+	if err := daemon.Parse(b, &c, ErrConfig); err != nil {
 		return nil, err
 	}
 	return &c, nil

@@ -310,3 +310,23 @@ func inline(flags string) bool {
 	}
 	return false
 }
+
+// Validator is a daemon's configuration: Validate fills its defaults and checks it.
+type Validator interface{ Validate() error }
+
+// Load reads the file at path into c (LoadYAML) and validates it. A read or decode error
+// wraps errConfig, the daemon's sentinel; Validate's errors are returned as they are.
+func Load(path string, c Validator, errConfig error) error {
+	if err := LoadYAML(path, c); err != nil {
+		return fmt.Errorf("%w: %w", errConfig, err)
+	}
+	return c.Validate()
+}
+
+// Parse is Load for YAML bytes (DecodeYAML).
+func Parse(b []byte, c Validator, errConfig error) error {
+	if err := DecodeYAML(b, c); err != nil {
+		return fmt.Errorf("%w: %w", errConfig, err)
+	}
+	return c.Validate()
+}

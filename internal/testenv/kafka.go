@@ -30,39 +30,54 @@ var brokersLine = regexp.MustCompile(`STATECAST_KAFKA_BROKERS='([^']+)'`)
 // CI it skips when java, the script or the cached jars are missing; under CI it fails.
 func DedicatedKafka(t testing.TB) *Kafka {
 	t.Helper()
-	fail := t.Skipf
-	if InCI() {
-		fail = t.Fatalf
-	}
-	root, err := repoRoot()
-	if err != nil {
-		fail("testenv: dedicated Kafka: %v", err)
-	}
-	script := filepath.Join(root, "deploy", "local", "kafka.sh")
-	if _, err := os.Stat(script); err != nil {
-		fail("testenv: dedicated Kafka: %v", err)
-	}
 	if _, err := exec.LookPath("java"); err != nil {
-		fail("testenv: dedicated Kafka needs java: %v", err)
+		skipOrFail(t, "testenv: dedicated Kafka needs java: %v", err)
 	}
-	k := &Kafka{dir: t.TempDir(), script: script}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", script, "start")
-	cmd.Env = append(os.Environ(), "STATECAST_RUN="+k.dir)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	// registered before the start: a half-started broker is stopped too
-	t.Cleanup(k.stop)
-	if err := cmd.Run(); err != nil {
-		fail("testenv: %s start: %v\n%s", script, err, errb.String())
-	}
-	m := brokersLine.FindStringSubmatch(out.String())
+	k := &Kafka{dir: t.TempDir()}
+	var out string
+	k.script, out = startScript(t, "kafka.sh", k.stop, "STATECAST_RUN="+k.dir)
+	m := brokersLine.FindStringSubmatch(out)
 	if m == nil {
-		t.Fatalf("testenv: %s start printed no STATECAST_KAFKA_BROKERS:\n%s\n%s", script, out.String(), errb.String())
+		t.Fatalf("testenv: %s start printed no STATECAST_KAFKA_BROKERS:\n%s", k.script, out)
 	}
 	k.Brokers = strings.Split(m[1], ",")
 	return k
+}
+
+// skipOrFail skips the test outside CI, fails it under CI (a missing server must not pass
+// as green there).
+func skipOrFail(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// startScript runs deploy/local/<name> start with env added and returns the script's
+// path and what it printed; stop is registered as a cleanup first (a half-started server
+// is stopped too).
+func startScript(t testing.TB, name string, stop func(), env ...string) (script, out string) {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		skipOrFail(t, "testenv: %s: %v", name, err)
+	}
+	script = filepath.Join(root, "deploy", "local", name)
+	if _, err := os.Stat(script); err != nil {
+		skipOrFail(t, "testenv: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "bash", script, "start")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	t.Cleanup(stop)
+	if err := cmd.Run(); err != nil {
+		skipOrFail(t, "testenv: %s start: %v\n%s", script, err, stderr.String())
+	}
+	return script, stdout.String() + stderr.String()
 }
 
 // PID is the broker's process id.
@@ -136,29 +151,13 @@ var dsnLine = regexp.MustCompile(`STATECAST_PG_DSN='([^']+)'`)
 // added to its postgresql.conf. It is stopped and removed at the test's end.
 func DedicatedPostgres(t testing.TB, conf ...string) *Postgres {
 	t.Helper()
-	fail := t.Skipf
-	if InCI() {
-		fail = t.Fatalf
-	}
-	root, err := repoRoot()
-	if err != nil {
-		fail("testenv: dedicated PostgreSQL: %v", err)
-	}
-	p := &Postgres{dir: t.TempDir(), script: filepath.Join(root, "deploy", "local", "postgres.sh")}
-	p.data = filepath.Join(os.TempDir(), UniqueName("statecast-pg-test"))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", p.script, "start")
-	cmd.Env = append(os.Environ(), "STATECAST_RUN="+p.dir, "STATECAST_PGDATA="+p.data, "STATECAST_PG_EXTRA_CONF="+strings.Join(conf, "\n"))
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	t.Cleanup(p.stop)
-	if err := cmd.Run(); err != nil {
-		fail("testenv: %s start: %v\n%s", p.script, err, errb.String())
-	}
-	m := dsnLine.FindStringSubmatch(out.String())
+	p := &Postgres{dir: t.TempDir(), data: filepath.Join(os.TempDir(), UniqueName("statecast-pg-test"))}
+	var out string
+	p.script, out = startScript(t, "postgres.sh", p.stop,
+		"STATECAST_RUN="+p.dir, "STATECAST_PGDATA="+p.data, "STATECAST_PG_EXTRA_CONF="+strings.Join(conf, "\n"))
+	m := dsnLine.FindStringSubmatch(out)
 	if m == nil {
-		t.Fatalf("testenv: %s start printed no STATECAST_PG_DSN:\n%s\n%s", p.script, out.String(), errb.String())
+		t.Fatalf("testenv: %s start printed no STATECAST_PG_DSN:\n%s", p.script, out)
 	}
 	p.DSN = m[1]
 	return p
