@@ -94,8 +94,8 @@ type runningService struct {
 // startService starts the sportsbook service against the player at playerAddr, serves its
 // HTTP API on httpAddr and waits until the cache holds its initial snapshot.
 func startService(ctx context.Context, playerAddr, httpAddr string, log *slog.Logger) (*runningService, bool, error) {
-	s, err := sportsbook.New(cacheclient.Config{
-		Addresses: []string{playerAddr}, Stream: StreamName, ClientID: "sportsbook-demo",
+	s, err := sportsbook.New(sportsbook.Config{
+		Client: cacheclient.Config{Addresses: []string{playerAddr}, Stream: StreamName, ClientID: "sportsbook-demo"},
 	}, log)
 	if err != nil {
 		return nil, false, err
