@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"testing"
@@ -49,6 +50,11 @@ func TestDevDemo(t *testing.T) {
 	err := Dev(ctx, DevOptions{AdminDSN: admin, Database: name, Out: &out, Duration: 10 * time.Millisecond, Step: 100 * time.Millisecond,
 		OnServing: func(ctx context.Context, url string) { served = true; checkService(ctx, t, url) }})
 	if err != nil {
+		if errors.Is(err, ErrStuck) {
+			var stacks bytes.Buffer
+			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 2)
+			t.Logf("goroutines of the stuck component:\n%s", stacks.String())
+		}
 		t.Fatalf("Dev: %v\n%s", err, out.String())
 	}
 	if !served {

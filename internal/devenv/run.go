@@ -182,7 +182,10 @@ func (r *run) shutdown() error {
 	var errs []error
 	for i := len(r.stopped) - 1; i >= 0; i-- {
 		s := r.stopped[i]
-		switch err := s.stop(); {
+		switch err := stopWithin(s.stop, stopTimeout); {
+		case errors.Is(err, ErrStuck):
+			r.say("%s did NOT stop within %v; going on", s.name, stopTimeout)
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
 		case err != nil:
 			r.say("%s stopped: %v", s.name, err)
 			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
@@ -194,6 +197,28 @@ func (r *run) shutdown() error {
 	}
 	r.stopped = nil
 	return errors.Join(errs...)
+}
+
+// stopTimeout bounds each component's stop: a component that hangs is reported (Dev
+// returns ErrStuck) rather than hanging the demo.
+const stopTimeout = 30 * time.Second
+
+// ErrStuck is returned (wrapped, with the component's name) by Dev when a component did
+// not stop within 30s; its goroutines are left running.
+var ErrStuck = errors.New("devenv: did not stop in time")
+
+// stopWithin runs stop and waits for it at most d (then ErrStuck; stop keeps running).
+func stopWithin(stop func() error, d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- stop() }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return ErrStuck
+	}
 }
 
 // dropSlot drops the demo's replication slot (once the distributor stopped): the topic
