@@ -12,7 +12,6 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/statecast/statecast/deploy/demo"
 	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/kafkaconn"
 )
@@ -208,25 +207,6 @@ func TestStreamDefaults(t *testing.T) {
 	again.Streams[0].Views = append([]ViewConfig(nil), c.Streams[0].Views...)
 	if err := again.Validate(); err != nil || !reflect.DeepEqual(again.Streams[0].Views, views) {
 		t.Errorf("second Validate: %v\n%+v", err, again.Streams[0].Views)
-	}
-}
-
-// TestDemoConfig: the demo config (deploy/demo) loads, and its views get the stream's
-// defaults.
-func TestDemoConfig(t *testing.T) {
-	c, err := ParseConfig(demo.DistributorYAML)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := ViewSettings{Incremental: "updated_at", PollInterval: 2 * time.Second, Overlap: OverlapDuration(time.Second),
-		Listen: demo.Channel, RefreshCron: "@every 30s", RefreshMode: ModeReconcile}
-	if len(c.Streams) != 1 || c.Streams[0].Topic != demo.Topic || len(c.Streams[0].Views) != 4 {
-		t.Fatalf("streams %+v", c.Streams)
-	}
-	for _, v := range c.Streams[0].Views {
-		if v.ViewSettings != want {
-			t.Errorf("view %s: %+v, want %+v", v.Name, v.ViewSettings, want)
-		}
 	}
 }
 

@@ -1,8 +1,8 @@
 // Command cachectl is statecast's operator tool.
 //
-//	cachectl dev  [-for 15s] [-step 1s] [-kafka embedded|env] [-grpc addr] [-http addr] [-snapshot] [-polls] [-v]
+//	cachectl dev  [-for 15s] [-step 1s] [-kafka embedded|env] [-grpc addr] [-http addr] [-snapshot] [-idle] [-v]
 //	                                                                 the demo (make demo)
-//	cachectl tail -topic T [-brokers a,b] [-from N] [-follow]         print a stream's records
+//	cachectl tail -topic T [-brokers a,b] [-from N] [-follow] [-idle] print a stream's records
 //	cachectl get -players a,b -stream S -view V [-key K] [-wait-for LSN]
 //	                                                                 read a view through a player
 //	cachectl stats -player HOST:PORT                                  a player's status (its http address)
@@ -32,7 +32,8 @@ const usage = `usage: cachectl <command> [flags]
 commands:
   dev       the main job end to end: seed the demo database, run the distributor on an embedded
             Kafka, a player and the sportsbook service (cacheclient); change rows, show them arrive
-  tail      print the records of a stream (source transactions marked, position records readable)
+  tail      print the records of a stream (source transactions marked, position records readable,
+            idle ones counted)
   get       read a view (or one key) through a player, as a service's cache does, with the stream
             and source positions it reflects (-wait-for LSN: read your write)
   stats     print a player's status (streams, source position, targets, states, lag) from its http address
@@ -80,7 +81,7 @@ func dev(ctx context.Context, args []string) error {
 	step := fs.Duration("step", time.Second, "pause between the scripted database changes")
 	maxValue := fs.Int("max-value", 160, "cut printed values to this many bytes (0: never)")
 	verbose := fs.Bool("v", false, "print the distributor's and the player's logs on stderr")
-	polls := fs.Bool("polls", false, "print poll records too")
+	idle := fs.Bool("idle", false, "print the idle stream's position records too (one whenever the WAL moves, up to every 100ms)")
 	snapshot := fs.Bool("snapshot", false, "print the rows of the start-up epochs too")
 	grpcAddr := fs.String("grpc", "127.0.0.1:7070", "where the player serves gRPC (a taken port falls back to a free one)")
 	httpAddr := fs.String("http", "127.0.0.1:8080", "where the sportsbook service serves HTTP (a taken port falls back to a free one)")
@@ -89,7 +90,7 @@ func dev(ctx context.Context, args []string) error {
 		return errors.New("no PostgreSQL: set STATECAST_PG_DSN (deploy/local/postgres.sh start prints it) or -pg")
 	}
 	o := devenv.DevOptions{AdminDSN: *dsn, Out: os.Stdout, Duration: *dur, Step: *step, MaxValue: *maxValue,
-		ShowPolls: *polls, ShowSnapshot: *snapshot, GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr}
+		ShowIdle: *idle, ShowSnapshot: *snapshot, GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr}
 	switch *kafka {
 	case "embedded":
 	case "env":
@@ -114,12 +115,14 @@ func tail(ctx context.Context, args []string) error {
 	from := fs.Int64("from", sarama.OffsetOldest, "first offset (default: the oldest)")
 	follow := fs.Bool("follow", false, "keep printing new records until interrupted")
 	maxValue := fs.Int("max-value", 0, "cut printed values to this many bytes (0: never)")
+	idle := fs.Bool("idle", false, "print every position record (by default those that end no record are counted, not printed)")
 	_ = fs.Parse(args)
 	if *topic == "" || *brokers == "" {
 		return errors.New("tail needs -topic and -brokers (or STATECAST_KAFKA_BROKERS)")
 	}
-	p := devenv.Printer{W: os.Stdout, MaxValue: *maxValue}
-	return devenv.Tail(ctx, devenv.TailOptions{Brokers: strings.Split(*brokers, ","), Topic: *topic, From: *from, Follow: *follow}, p.Print)
+	p := &devenv.Printer{W: os.Stdout, MaxValue: *maxValue, Idle: *idle}
+	err := devenv.Tail(ctx, devenv.TailOptions{Brokers: strings.Split(*brokers, ","), Topic: *topic, From: *from, Follow: *follow}, p.Print)
+	return errors.Join(err, p.Flush())
 }
 
 func get(ctx context.Context, args []string) error {

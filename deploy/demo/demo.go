@@ -5,7 +5,7 @@ package demo
 
 import _ "embed"
 
-// Schema creates the demo tables, triggers and seed rows in an empty database.
+// Schema creates the demo tables and seed rows in an empty database.
 //
 //go:embed schema.sql
 var Schema string
@@ -18,6 +18,3 @@ var DistributorYAML []byte
 
 // Topic is the stream the demo config publishes into.
 const Topic = "sportsbook"
-
-// Channel is the NOTIFY channel of the demo triggers.
-const Channel = "statecast_demo"

@@ -1,19 +1,18 @@
 -- statecast demo: a small sportsbook. Loaded by `cachectl dev` (make demo) into a fresh
--- database. Every table has updated_at, maintained by a trigger, which the distributor
--- polls incrementally; every change NOTIFYs channel statecast_demo, which wakes the poll.
+-- database. The distributor captures its changes from the WAL (the server runs with
+-- wal_level = logical): nothing in the schema is there for statecast but the primary keys,
+-- which identify the changed rows (their replica identity).
 
 CREATE TABLE sports (
 	id         integer PRIMARY KEY,
-	name       text NOT NULL,
-	updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+	name       text NOT NULL
 );
 
 CREATE TABLE competitions (
 	id         integer PRIMARY KEY,
 	sport_id   integer NOT NULL REFERENCES sports,
 	name       text NOT NULL,
-	country    text,
-	updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+	country    text
 );
 
 CREATE TYPE event_status AS ENUM ('scheduled', 'live', 'finished', 'cancelled');
@@ -27,54 +26,22 @@ CREATE TABLE events (
 	starts_at      timestamptz NOT NULL,
 	status         event_status NOT NULL DEFAULT 'scheduled',
 	tags           text[] NOT NULL DEFAULT '{}',
-	info           jsonb NOT NULL DEFAULT '{}',
-	updated_at     timestamptz NOT NULL DEFAULT clock_timestamp()
+	info           jsonb NOT NULL DEFAULT '{}'
 );
 
 CREATE TABLE markets (
 	id         bigint PRIMARY KEY,
 	event_id   bigint NOT NULL REFERENCES events ON DELETE CASCADE,
 	name       text NOT NULL,
-	suspended  boolean NOT NULL DEFAULT false,
-	updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+	suspended  boolean NOT NULL DEFAULT false
 );
 
 CREATE TABLE selections (
 	id         bigint PRIMARY KEY,
 	market_id  bigint NOT NULL REFERENCES markets ON DELETE CASCADE,
 	name       text NOT NULL,
-	price      numeric(8,3) NOT NULL,
-	updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+	price      numeric(8,3) NOT NULL
 );
-
-CREATE INDEX ON sports (updated_at);
-CREATE INDEX ON competitions (updated_at);
-CREATE INDEX ON events (updated_at);
-CREATE INDEX ON markets (updated_at);
-CREATE INDEX ON selections (updated_at);
-
--- updated_at is the time of the change, set by the database, never by clients.
-CREATE FUNCTION touch_updated_at() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	NEW.updated_at := clock_timestamp();
-	RETURN NEW;
-END $$;
-
--- One notification per statement on channel statecast_demo; the payload is the table.
-CREATE FUNCTION notify_change() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM pg_notify('statecast_demo', TG_TABLE_NAME);
-	RETURN NULL;
-END $$;
-
-DO $$
-DECLARE t text;
-BEGIN
-	FOREACH t IN ARRAY ARRAY['sports', 'competitions', 'events', 'markets', 'selections'] LOOP
-		EXECUTE format('CREATE TRIGGER %I_touch BEFORE INSERT OR UPDATE ON %I FOR EACH ROW EXECUTE FUNCTION touch_updated_at()', t, t);
-		EXECUTE format('CREATE TRIGGER %I_notify AFTER INSERT OR UPDATE OR DELETE ON %I FOR EACH STATEMENT EXECUTE FUNCTION notify_change()', t, t);
-	END LOOP;
-END $$;
 
 -- Seed data.
 INSERT INTO sports (id, name) VALUES (1, 'Football'), (2, 'Tennis'), (3, 'Basketball');

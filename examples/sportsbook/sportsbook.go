@@ -8,18 +8,25 @@
 // Endpoints (JSON): /sports, /sports/{id}/events, /events/{id} (with its markets and their
 // selections), /competitions/{id}/events, /tags/{tag}/events, /status/{status}/events,
 // /stats, /metrics (Prometheus), /readyz.
+//
+// With a database (Config.DB), two endpoints write to PostgreSQL and answer from the cache
+// with the row as written (read-your-writes, write.go): POST /selections/{id}/price and
+// POST /markets/{id}/suspend (or /resume).
 package sportsbook
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	gojson "github.com/goccy/go-json"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -95,6 +102,22 @@ func addIndexes[T any](v *cacheclient.View[T], rules map[string]func(T) []string
 	return nil
 }
 
+// Config configures the service.
+type Config struct {
+	// Client is the cache client's config (players, stream, client id, state directory).
+	Client cacheclient.Config
+	// DB, when set, is the demo database the write endpoints change; without it they
+	// answer 501. The service does not close it.
+	DB *pgxpool.Pool
+	// WriteWait bounds how long a write endpoint waits for the cache to reflect its write
+	// before answering 504 (default DefaultWriteWait).
+	WriteWait time.Duration
+}
+
+// DefaultWriteWait is Config.WriteWait's default: far above the commit-to-cache latency of
+// a running pipeline, short enough that a stopped distributor shows as an error.
+const DefaultWriteWait = 5 * time.Second
+
 // Service is the example service.
 type Service struct {
 	Client     *cacheclient.Client
@@ -102,17 +125,25 @@ type Service struct {
 	Events     *cacheclient.View[Event]
 	Markets    *cacheclient.View[Market]
 	Selections *cacheclient.View[Selection]
+	db         *pgxpool.Pool
+	writeWait  time.Duration
 	log        *slog.Logger
 	reg        *prometheus.Registry
 }
 
 // New registers the views, indexes and the change logger on a new client.
-func New(cfg cacheclient.Config, log *slog.Logger) (*Service, error) {
-	c, err := cacheclient.New(cfg, cacheclient.WithLogger(log))
+func New(cfg Config, log *slog.Logger) (*Service, error) {
+	if cfg.WriteWait < 0 {
+		return nil, errors.New("sportsbook: WriteWait must not be negative")
+	}
+	if cfg.WriteWait == 0 {
+		cfg.WriteWait = DefaultWriteWait
+	}
+	c, err := cacheclient.New(cfg.Client, cacheclient.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{Client: c, log: log, reg: prometheus.NewRegistry()}
+	s := &Service{Client: c, db: cfg.DB, writeWait: cfg.WriteWait, log: log, reg: prometheus.NewRegistry()}
 	if s.Sports, err = cacheclient.Register(c, "sports", decodeJSON[Sport]); err != nil {
 		return nil, err
 	}
@@ -214,6 +245,9 @@ func (s *Service) Handler() http.Handler {
 		s.Sports.Range(func(_ string, sp Sport) bool { out = append(out, sp); return true })
 		writeJSON(w, byID(out, func(s Sport) int64 { return s.ID }))
 	})
+	mux.HandleFunc("POST /selections/{id}/price", s.setPrice)
+	mux.HandleFunc("POST /markets/{id}/suspend", func(w http.ResponseWriter, r *http.Request) { s.setSuspended(w, r, true) })
+	mux.HandleFunc("POST /markets/{id}/resume", func(w http.ResponseWriter, r *http.Request) { s.setSuspended(w, r, false) })
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.Client.Stats()) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if !s.Client.Ready() {

@@ -39,12 +39,17 @@ func logger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// stack is the real pipeline: PostgreSQL (demo schema) → distributor → Kafka → player.
+// stack is the real pipeline: PostgreSQL (demo schema) → distributor (WAL capture) →
+// Kafka → player.
 type stack struct {
+	dsn    string
 	db     *pgx.Conn
+	d      *distributor.Distributor
 	addr   string
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	stopDist func() // stops the distributor and waits for it
 }
 
 func startStack(t *testing.T) *stack {
@@ -64,27 +69,25 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A unique topic, hence a unique replication slot (statecast_<topic>).
 	topic := testenv.UniqueName("sportsbook")
 	cfg.Postgres.DSN, cfg.Kafka.Brokers, cfg.Streams[0].Topic = dsn, brokers, topic
-	for i := range cfg.Streams[0].Views {
-		v := &cfg.Streams[0].Views[i]
-		v.PollInterval = 200 * time.Millisecond
-		v.RefreshCron = "@every 2s" // reconcile epochs: deletes, and epoch-end checks in the client
-	}
 	d, err := distributor.New(*cfg, distributor.WithLogger(logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{db: db}
+	s := &stack{dsn: dsn, db: db, d: d}
 	rctx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
-	s.wg.Add(1)
+	dctx, dcancel := context.WithCancel(rctx)
+	distDone := make(chan struct{})
 	go func() {
-		defer s.wg.Done()
-		if err := d.Run(rctx); err != nil {
+		defer close(distDone)
+		if err := d.Run(dctx); err != nil {
 			t.Errorf("distributor: %v", err)
 		}
 	}()
+	s.stopDist = func() { dcancel(); <-distDone }
 	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 	defer wcancel()
 	if err := d.WaitReady(wctx); err != nil {
@@ -110,6 +113,7 @@ func startStack(t *testing.T) *stack {
 		p.Close()
 		cancel()
 		s.wg.Wait()
+		<-distDone
 	})
 	return s
 }
@@ -227,7 +231,7 @@ func ids(es []Event) []int64 {
 // equals its SQL query; the epoch checks against the distributor's hashes pass.
 func TestEndToEnd(t *testing.T) {
 	st := startStack(t)
-	s, err := New(cacheclient.Config{Addresses: []string{st.addr}, Stream: "sportsbook", ClientID: "sportsbook-test"}, logger())
+	s, err := New(Config{Client: cacheclient.Config{Addresses: []string{st.addr}, Stream: "sportsbook", ClientID: "sportsbook-test"}}, logger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,8 +274,8 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("/events/1000: %d %+v", code, d)
 	}
 	// The sport index (events joined with competitions): Roland-Garros (20) is the only
-	// Tennis competition; when competition 12 moves to Tennis its events follow (the join
-	// republishes them: greatest(e.updated_at, c.updated_at) advanced).
+	// Tennis competition; when competition 12 moves to Tennis its events follow (the view
+	// depends on competitions through its competition_id column: their rows are re-read).
 	var tennis []Event
 	if code := getJSON(t, h, "/sports/2/events", &tennis); code != 200 || len(tennis) != 4 {
 		t.Fatalf("/sports/2/events: %d %+v", code, tennis)
@@ -304,7 +308,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 	// A delete (cascading to markets and selections): removed from the views and indexes
-	// by the distributor's reconcile epoch.
+	// as it commits (WAL capture; the config has no reconcile schedule).
 	comp := d.CompetitionID
 	st.exec(t, `DELETE FROM events WHERE id = 1005`)
 	eventually(t, "delete visible", func() bool {
@@ -330,8 +334,16 @@ func TestEndToEnd(t *testing.T) {
 	}
 	var last error
 	eventually(t, "convergence after writes stop", func() bool { last = converged(t, st, s); return last == nil })
+	// A reconcile epoch of every view: the client checks its rows against the epoch's row
+	// count and hash.
+	before := s.Client.Stats().EpochChecks
+	for _, v := range st.d.Views() {
+		if err := st.d.Reconcile(ctx, v); err != nil {
+			t.Fatalf("reconcile %s: %v", v, err)
+		}
+	}
 	stats := s.Client.Stats()
-	eventually(t, "an epoch check", func() bool { stats = s.Client.Stats(); return stats.EpochChecks > 0 })
+	eventually(t, "the epoch checks", func() bool { stats = s.Client.Stats(); return stats.EpochChecks >= before+int64(len(st.d.Views())) })
 	if stats.EpochMismatches != 0 || stats.DecodeErrors != 0 {
 		t.Fatalf("epoch mismatches %d decode errors %d (checks %d)", stats.EpochMismatches, stats.DecodeErrors, stats.EpochChecks)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -16,9 +15,6 @@ import (
 type change struct {
 	what string
 	sql  string
-	// reconcile names the views whose reconcile makes the change visible (deletes become
-	// tombstones only at a reconcile).
-	reconcile []string
 	// inCache reports whether the sportsbook service's memory shows the change.
 	inCache func(s *sportsbook.Service) bool
 	// onChange is a text the service's OnChange log line for this change contains ("" if
@@ -26,6 +22,8 @@ type change struct {
 	onChange string
 	// show are the HTTP paths of the service printed once the change is in the cache.
 	show []string
+	// delete: the change deletes rows (the demo says how their tombstones came).
+	delete bool
 }
 
 // demoChanges is what `cachectl dev` does to the database after the snapshot, in order.
@@ -79,9 +77,9 @@ var demoChanges = []change{
 			return n > 0
 		},
 		show: []string{"/events/1000"}},
-	{what: "event Real Madrid v Olympiacos cancelled and deleted (tombstones at the reconcile)",
-		sql:       `DELETE FROM events WHERE id = 1004`,
-		reconcile: []string{"events", "event_markets", "selections"},
+	{what: "event Real Madrid v Olympiacos cancelled and deleted (ON DELETE CASCADE deletes its markets and selections)",
+		sql:    `DELETE FROM events WHERE id = 1004`,
+		delete: true,
 		inCache: func(s *sportsbook.Service) bool {
 			if _, ok := s.Events.Get("1004"); ok || len(s.Markets.ByIndexKeys("event", "1004")) > 0 {
 				return false
@@ -97,19 +95,20 @@ var demoChanges = []change{
 		show:     []string{"/events/1004", "/competitions/30/events"}},
 }
 
-// applyChange runs the change in one transaction and returns the database time just
-// before its commit: a distributor read whose snapshot time (now()) is at or after it
-// started after the commit, so it sees the change.
-func applyChange(ctx context.Context, conn *pgx.Conn, c change) (time.Time, error) {
-	var at time.Time
+// applyChange runs the change in one transaction and returns the WAL insert position read
+// after its COMMIT on the same connection: once the cache's source position reaches it,
+// the cache reflects the change (cacheclient's WaitFor).
+func applyChange(ctx context.Context, conn *pgx.Conn, c change) (cacheclient.LSN, error) {
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, c.sql); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&at)
+		_, err := tx.Exec(ctx, c.sql)
+		return err
 	})
 	if err != nil {
-		return time.Time{}, fmt.Errorf("devenv: change %q: %w", c.what, err)
+		return 0, fmt.Errorf("devenv: change %q: %w", c.what, err)
 	}
-	return at, nil
+	var lsn string
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
+		return 0, fmt.Errorf("devenv: WAL position: %w", err)
+	}
+	return cacheclient.ParseLSN(lsn)
 }

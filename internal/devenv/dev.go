@@ -32,8 +32,10 @@ type DevOptions struct {
 	Step time.Duration
 	// MaxValue cuts printed values (0: never).
 	MaxValue int
-	// ShowPolls prints poll records too (they come every poll interval per view).
-	ShowPolls bool
+	// ShowIdle prints every position record, the idle ones too (an idle stream gets one
+	// whenever the database's WAL moves, up to every 100ms); by default only those that
+	// end a source transaction.
+	ShowIdle bool
 	// ShowSnapshot prints the rows of the start-up epochs too (otherwise only their
 	// control records and a count).
 	ShowSnapshot bool
@@ -50,8 +52,8 @@ type DevOptions struct {
 	OnServing func(ctx context.Context, baseURL string)
 
 	// beforeConverge, when set, runs on the demo database just before the convergence
-	// check (tests make the cache diverge).
-	beforeConverge func(ctx context.Context, conn *pgx.Conn) error
+	// check (tests stop the distributor and make the cache diverge).
+	beforeConverge func(ctx context.Context, conn *pgx.Conn, stopDistributor func()) error
 	// configure, when set, adjusts the distributor config (tests).
 	configure func(cfg *distributor.Config)
 }
@@ -73,12 +75,15 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 
 // Dev runs the demo, the main job of statecast end to end on embedded defaults: it seeds
 // the demo database, starts the embedded broker (unless Brokers is set), runs the
-// distributor with deploy/demo/distributor.yaml, an in-process player serving gRPC and the
-// sportsbook example service (cacheclient) serving HTTP; it prints every record of the
-// stream, applies the scripted changes one per Step and shows, for each, the records
-// published and what the service's cache then answers; it ends with a convergence check
-// (every cached view and index equals its SQL query), keeps serving for Duration (or until
-// ctx ends) and shuts everything down. It returns the first component error, or
+// distributor with deploy/demo/distributor.yaml (capturing the WAL through a replication
+// slot named after the database), an in-process player serving gRPC and the sportsbook
+// example service (cacheclient) serving HTTP; it prints the stream's records, applies the
+// scripted changes one per Step and, for each, waits with WaitFor for the WAL position
+// read after its COMMIT and shows the records published and what the service's cache
+// then answers; it asks the service for a read-your-writes request (a write answered from
+// the cache); it ends with a convergence check (every cached view and index equals its
+// SQL query), keeps serving for Duration (or until ctx ends) and shuts everything down,
+// dropping the replication slot. It returns the first component error, or
 // ErrCheckFailed.
 func Dev(ctx context.Context, o DevOptions) (err error) {
 	if o.Step <= 0 {
@@ -107,6 +112,7 @@ func Dev(ctx context.Context, o DevOptions) (err error) {
 		return fmt.Errorf("devenv: deploy/demo/distributor.yaml: %w", err)
 	}
 	cfg.Postgres.DSN = dsn
+	cfg.Streams[0].Slot = slotName(o.Database)
 	brokers := o.Brokers
 	var b *Broker
 	if len(brokers) == 0 {
@@ -124,7 +130,7 @@ func Dev(ctx context.Context, o DevOptions) (err error) {
 	if o.configure != nil {
 		o.configure(cfg)
 	}
-	r := &run{o: o, out: out, say: say, brokers: brokers, topic: cfg.Streams[0].Topic, dsn: dsn}
+	r := &run{o: o, out: out, say: say, brokers: brokers, topic: cfg.Streams[0].Topic, dsn: dsn, adminDSN: o.AdminDSN}
 	err = r.main(ctx, cfg)
 	if b != nil {
 		b.Close()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"testing"
@@ -13,26 +14,35 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/examples/sportsbook"
 	"github.com/statecast/statecast/internal/testenv"
 )
 
-// TestDevDemo runs the whole demo (real PostgreSQL, embedded broker, distributor, player,
-// sportsbook service) and checks both sides: the stream shows the snapshot, the scripted
-// changes and the tombstones; the live service answers over HTTP with the changed values,
-// 404s the deleted event, and the demo's convergence check passed.
-func TestDevDemo(t *testing.T) {
-	admin := testenv.PostgresDSN(t)
-	name := testenv.UniqueName("demo")
+// demoDatabase returns a unique name for a test's demo database, dropped (with its
+// replication slots) when the test ends.
+func demoDatabase(t *testing.T) (admin, name string) {
+	admin = testenv.PostgresDSN(t)
+	name = testenv.UniqueName("demo")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if c, err := pgx.Connect(ctx, admin); err == nil {
+			_ = DropSlots(ctx, c, name)
 			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 			_ = c.Close(ctx)
 		}
 	})
+	return admin, name
+}
+
+// TestDevDemo runs the whole demo (real PostgreSQL, embedded broker, distributor capturing
+// the WAL, player, sportsbook service) and checks both sides: the stream shows the
+// snapshot, the scripted changes as source transactions and the delete's tombstones
+// without any reconcile epoch; the read-your-writes requests answer with their writes;
+// the live service answers over HTTP with the changed values, 404s the deleted event, and
+// the demo's convergence check passed.
+func TestDevDemo(t *testing.T) {
+	admin, name := demoDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
@@ -40,6 +50,11 @@ func TestDevDemo(t *testing.T) {
 	err := Dev(ctx, DevOptions{AdminDSN: admin, Database: name, Out: &out, Duration: 10 * time.Millisecond, Step: 100 * time.Millisecond,
 		OnServing: func(ctx context.Context, url string) { served = true; checkService(ctx, t, url) }})
 	if err != nil {
+		if errors.Is(err, ErrStuck) {
+			var stacks bytes.Buffer
+			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 2)
+			t.Logf("goroutines of the stuck component:\n%s", stacks.String())
+		}
 		t.Fatalf("Dev: %v\n%s", err, out.String())
 	}
 	if !served {
@@ -52,14 +67,24 @@ func TestDevDemo(t *testing.T) {
 		`!ctl|events|end  {"epoch":1,"rows":20,`,
 		`!ctl|event_markets|end  {"epoch":1,"rows":60,`,
 		`!ctl|selections|end  {"epoch":1,"rows":140,`,
-		// incremental changes
-		`selections|10001|100011  {"market_id":10001,"id":100011,"name":"Home","price":"2.150"`,
+		// how the distributor maps the join views' tables
+		"events         competitions: by column(s) competition_id (declared in depends)",
+		"event_markets  competitions: by column(s) competition_id (selected)",
+		": ends a source transaction of ",
+		// the changes, as source transactions
+		`txn selections|10001|100011  {"market_id":10001,"id":100011,"name":"Home","price":"2.150"}`,
 		`"competition":"Premier League 26/27"`,
-		`events|1100  {"id":1100,`,
-		// the delete, at the reconcile, in every view it touches
-		`events|1004  <tombstone>`,
-		`event_markets|1004|10041  <tombstone>`,
-		`selections|10041|100411  <tombstone>`,
+		`txn events|1100  {"id":1100,`,
+		"after the commit (WaitFor source position ",
+		// the delete, from the WAL, in every view it touches
+		`txn events|1004  <tombstone>`,
+		`txn event_markets|1004|10041  <tombstone>`,
+		`txn selections|10041|100411  <tombstone>`,
+		"the delete came from the WAL: its tombstones are the source transaction of its commit; no reconcile epoch ran",
+		// read-your-writes through the service's HTTP
+		`/selections/100012/price -d '{"price": "3.750"}'`,
+		`"row":{"market_id":10001,"id":100012,"name":"Draw","price":"3.750"}}`,
+		`"row":{"event_id":1003,"market_id":10031,"competition":"Roland-Garros","market":"Match Odds","suspended":true}}`,
 		// the cache side: ready with the snapshot, the OnChange log, the HTTP answers
 		"ready at index ",
 		"sports 3, events 20, event_markets 60, selections 140",
@@ -75,14 +100,19 @@ func TestDevDemo(t *testing.T) {
 		"   event_markets   58 rows  OK\n",
 		"   selections     136 rows  OK\n",
 		"-- convergence: OK",
-		"-- sportsbook service stopped\n-- player stopped\n-- stream printer stopped\n-- distributor stopped\n-- embedded Kafka stopped\n-- done\n",
+		"-- sportsbook service stopped\n-- player stopped\n-- stream printer stopped\n-- distributor stopped\n" +
+			"-- replication slot " + slotName(name) + " dropped (a slot left behind keeps PostgreSQL from recycling WAL)\n" +
+			"-- embedded Kafka stopped\n-- done\n",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	if strings.Contains(s, "NOT in the sportsbook cache") || strings.Contains(s, "DIFFERS") {
-		t.Error("a check failed")
+	// No failed check, no reconcile epoch, no idle position record printed.
+	for _, bad := range []string{"NOT in the sportsbook cache", "does NOT show", "DIFFERS", `"mode":"reconcile"`, ": idle"} {
+		if strings.Contains(s, bad) {
+			t.Errorf("output holds %q", bad)
+		}
 	}
 	if t.Failed() {
 		t.Log(s)
@@ -112,6 +142,13 @@ func checkService(ctx context.Context, t *testing.T, url string) {
 		d.Markets[0].Selections[0].Price != "2.150" {
 		t.Errorf("/events/1000: %d %+v", code, d)
 	}
+	if d.Markets[0].Selections[1].Price != "3.750" {
+		t.Errorf("/events/1000: the Draw's price written through the service: %+v", d.Markets[0].Selections[1])
+	}
+	d = sportsbook.EventDetail{}
+	if code := get("/events/1003", &d); code != http.StatusOK || len(d.Markets) != 3 || !d.Markets[0].Suspended {
+		t.Errorf("/events/1003 (Match Odds suspended through the service): %d %+v", code, d)
+	}
 	d = sportsbook.EventDetail{}
 	if code := get("/events/1001", &d); code != http.StatusOK || len(d.Markets) != 3 || !d.Markets[1].Suspended || d.Markets[0].Suspended {
 		t.Errorf("/events/1001: %d %+v", code, d)
@@ -140,31 +177,18 @@ func checkService(ctx context.Context, t *testing.T, url string) {
 	}
 }
 
-// TestDevReportsDivergence checks the convergence check itself: a row deleted just before
-// it (a delete reaches the stream only at a reconcile, and refresh_cron runs every 30s)
-// stays in the cache, and the demo says what differs and fails with ErrCheckFailed.
+// TestDevReportsDivergence checks the convergence check itself: with the distributor
+// stopped, a row deleted just before the check stays in the cache, and the demo says what
+// differs and fails with ErrCheckFailed.
 func TestDevReportsDivergence(t *testing.T) {
-	admin := testenv.PostgresDSN(t)
-	name := testenv.UniqueName("demo")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if c, err := pgx.Connect(ctx, admin); err == nil {
-			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			_ = c.Close(ctx)
-		}
-	})
+	admin, name := demoDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
 	err := Dev(ctx, DevOptions{AdminDSN: admin, Database: name, Out: &out, Duration: time.Millisecond, Step: 50 * time.Millisecond,
 		CheckTimeout: 2 * time.Second,
-		configure: func(cfg *distributor.Config) {
-			for i := range cfg.Streams[0].Views {
-				cfg.Streams[0].Views[i].RefreshCron = distributor.RefreshNever // no reconcile would catch up with the delete
-			}
-		},
-		beforeConverge: func(ctx context.Context, conn *pgx.Conn) error {
+		beforeConverge: func(ctx context.Context, conn *pgx.Conn, stopDistributor func()) error {
+			stopDistributor() // nothing publishes the delete
 			_, err := conn.Exec(ctx, `DELETE FROM selections WHERE id = 100012`)
 			return err
 		}})

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/statecast/statecast/cacheclient"
 	"github.com/statecast/statecast/examples/sportsbook"
 	"github.com/statecast/statecast/player"
@@ -83,32 +85,42 @@ func (rp *runningPlayer) stop() error {
 }
 
 // runningService is the sportsbook example service: cacheclient subscribed to the
-// player, its HTTP API on a local port.
+// player, its HTTP API on a local port, its write endpoints on the demo database.
 type runningService struct {
-	s   *sportsbook.Service
-	url string
-	srv *http.Server
-	wg  sync.WaitGroup
+	s    *sportsbook.Service
+	url  string
+	srv  *http.Server
+	pool *pgxpool.Pool
+	wg   sync.WaitGroup
 }
 
-// startService starts the sportsbook service against the player at playerAddr, serves its
-// HTTP API on httpAddr and waits until the cache holds its initial snapshot.
-func startService(ctx context.Context, playerAddr, httpAddr string, log *slog.Logger) (*runningService, bool, error) {
-	s, err := sportsbook.New(cacheclient.Config{
-		Addresses: []string{playerAddr}, Stream: StreamName, ClientID: "sportsbook-demo",
+// startService starts the sportsbook service against the player at playerAddr and the
+// database dsn (its write endpoints), serves its HTTP API on httpAddr and waits until the
+// cache holds its initial snapshot.
+func startService(ctx context.Context, playerAddr, httpAddr, dsn string, log *slog.Logger) (*runningService, bool, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, false, fmt.Errorf("devenv: sportsbook database: %w", err)
+	}
+	s, err := sportsbook.New(sportsbook.Config{
+		Client: cacheclient.Config{Addresses: []string{playerAddr}, Stream: StreamName, ClientID: "sportsbook-demo"},
+		DB:     pool,
 	}, log)
 	if err != nil {
+		pool.Close()
 		return nil, false, err
 	}
 	lis, moved, err := listen(httpAddr)
 	if err != nil {
+		pool.Close()
 		return nil, false, err
 	}
 	if err := s.Client.Start(); err != nil {
 		_ = lis.Close()
+		pool.Close()
 		return nil, false, err
 	}
-	rs := &runningService{s: s, url: "http://" + lis.Addr().String(), srv: &http.Server{Handler: s.Handler()}}
+	rs := &runningService{s: s, url: "http://" + lis.Addr().String(), srv: &http.Server{Handler: s.Handler()}, pool: pool}
 	rs.wg.Go(func() { _ = rs.srv.Serve(lis) })
 	if err := s.Client.WaitReady(ctx); err != nil {
 		_ = rs.stop()
@@ -123,5 +135,7 @@ func (rs *runningService) stop() error {
 	defer cancel()
 	herr := rs.srv.Shutdown(ctx)
 	rs.wg.Wait()
-	return errors.Join(herr, rs.s.Client.Close())
+	cerr := rs.s.Client.Close()
+	rs.pool.Close()
+	return errors.Join(herr, cerr)
 }

@@ -21,33 +21,28 @@ import (
 
 // run is one demo run once the database and the broker are there.
 type run struct {
-	o       DevOptions
-	out     io.Writer
-	say     func(string, ...any)
-	brokers []string
-	topic   string
-	dsn     string
+	o        DevOptions
+	out      io.Writer
+	say      func(string, ...any)
+	brokers  []string
+	topic    string
+	dsn      string // the demo database
+	adminDSN string // the server (to drop the demo's replication slot)
 
 	seen   atomic.Int64 // offset+1 of the last record the tail read
 	hidden atomic.Int64 // snapshot rows not printed
+	epochs atomic.Int64 // epoch-begin records after the start-up epochs (reconciles)
 	sink   logSink      // the sportsbook service's logs
 	failed []string     // checks that failed
 
-	mu      sync.Mutex
-	fences  map[string]fence // per view, its last poll or epoch-end record
-	stopped []stopper        // components to stop, in start order
-}
-
-// fence is a view's last poll or epoch-end record: the view's records up to its offset
-// show the database as of its source time.
-type fence struct {
-	at     time.Time
-	offset int64
+	stopDist func() error // stops the distributor (idempotent)
+	stopped  []stopper    // components to stop, in start order
 }
 
 type stopper struct {
 	name string
 	stop func() error
+	done string // what shutdown says once stop succeeded ("" : "<name> stopped")
 }
 
 const logPrefix = "   [sportsbook log] "
@@ -71,27 +66,47 @@ func (r *run) main(ctx context.Context, cfg *distributor.Config) (err error) {
 	if err != nil {
 		return err
 	}
+	// The slot outlives the distributor: dropped once it stopped (stoppers run in reverse).
+	slot := cfg.Streams[0].Slot
+	r.stopped = append(r.stopped, stopper{name: "replication slot " + slot, stop: r.dropSlot,
+		done: fmt.Sprintf("replication slot %s dropped (a slot left behind keeps PostgreSQL from recycling WAL)", slot)})
 	distCtx, stopDist := context.WithCancel(ctx)
 	var distWG sync.WaitGroup
 	var distErr error
 	distWG.Go(func() {
 		distErr = d.Run(distCtx)
-		cancel() // a failed distributor ends the demo
+		if distCtx.Err() == nil {
+			cancel() // a failed distributor ends the demo
+		}
 	})
-	r.stopped = append(r.stopped, stopper{"distributor", func() error {
+	r.stopDist = sync.OnceValue(func() error {
 		stopDist()
 		distWG.Wait()
 		if errors.Is(distErr, context.Canceled) {
 			return nil
 		}
 		return distErr
-	}})
+	})
+	r.stopped = append(r.stopped, stopper{name: "distributor", stop: r.stopDist})
 	if err := d.WaitReady(ctx); err != nil {
 		return err
 	}
 	readyEnd, err := endOffset(r.brokers, r.topic)
 	if err != nil {
 		return err
+	}
+	r.say("distributor captures the WAL of database %s (replication slot %s, publication %s); how each table's changes reach the views:",
+		r.o.Database, slot, cfg.Streams[0].Publication)
+	for _, st := range d.Status() {
+		for _, v := range st.Views {
+			for i, dep := range v.Dependencies {
+				name := ""
+				if i == 0 {
+					name = v.Name
+				}
+				fmt.Fprintf(r.out, "   %-14s %s\n", name, dep)
+			}
+		}
 	}
 	r.say("distributor published the first epochs of %v into topic %s (offsets 0..%d)", d.Views(), r.topic, readyEnd-1)
 	if err := r.startTail(ctx, readyEnd); err != nil {
@@ -101,22 +116,22 @@ func (r *run) main(ctx context.Context, cfg *distributor.Config) (err error) {
 		return err
 	}
 	if !r.o.ShowSnapshot {
-		r.say("(%d snapshot rows not shown: -snapshot shows them; poll records neither: -polls)", r.hidden.Load())
+		r.say("(%d snapshot rows not shown: -snapshot shows them; idle position records neither: -idle)", r.hidden.Load())
 	}
 
 	pl, moved, err := startPlayer(ctx, r.brokers, r.topic, r.o.GRPCAddr, r.o.Log)
 	if err != nil {
 		return err
 	}
-	r.stopped = append(r.stopped, stopper{"player", pl.stop})
+	r.stopped = append(r.stopped, stopper{name: "player", stop: pl.stop})
 	r.say("player serving gRPC on %s%s: stream %q = topic %s, materialized copy caught up", pl.addr, movedNote(moved, r.o.GRPCAddr), StreamName, r.topic)
 
-	svc, moved, err := startService(ctx, pl.addr, r.o.HTTPAddr, r.sink.logger())
+	svc, moved, err := startService(ctx, pl.addr, r.o.HTTPAddr, r.dsn, r.sink.logger())
 	if err != nil {
 		r.sink.flush(r.out, logPrefix, 0)
 		return err
 	}
-	r.stopped = append(r.stopped, stopper{"sportsbook service", svc.stop})
+	r.stopped = append(r.stopped, stopper{name: "sportsbook service", stop: svc.stop})
 	// The OnChange handler logs one "event added" per event of the snapshot, just after it.
 	_ = poll(ctx, time.Second, func() bool { return r.sink.count(`msg="event added"`) >= svc.s.Events.Len() })
 	st := svc.s.Client.Stats()
@@ -126,10 +141,14 @@ func (r *run) main(ctx context.Context, cfg *distributor.Config) (err error) {
 	for _, p := range []string{"/events/1000", "/competitions/10/events", "/tags/featured/events", "/status/live/events", "/sports", "/stats", "/metrics"} {
 		fmt.Fprintf(r.out, "   curl %s%s\n", svc.url, p)
 	}
+	fmt.Fprintf(r.out, "   curl -X POST %s/selections/100012/price -d '{\"price\": \"2.500\"}'   (read-your-writes)\n", svc.url)
 	r.say("demo database: psql '%s'", r.dsn)
-	r.say("another service can subscribe too: go run ./examples/sportsbook/cmd/sportsbook -players %s -listen 127.0.0.1:8090", pl.addr)
+	r.say("another service can subscribe too: go run ./examples/sportsbook/cmd/sportsbook -players %s -listen 127.0.0.1:8090 -db '%s'", pl.addr, r.dsn)
 
-	if err := r.script(ctx, d, svc); err != nil {
+	if err := r.script(ctx, svc); err != nil {
+		return err
+	}
+	if err := r.readYourWrites(ctx, svc); err != nil {
 		return err
 	}
 	if err := r.converge(ctx, svc); err != nil {
@@ -163,10 +182,16 @@ func (r *run) shutdown() error {
 	var errs []error
 	for i := len(r.stopped) - 1; i >= 0; i-- {
 		s := r.stopped[i]
-		if err := s.stop(); err != nil {
+		switch err := stopWithin(s.stop, stopTimeout); {
+		case errors.Is(err, ErrStuck):
+			r.say("%s did NOT stop within %v; going on", s.name, stopTimeout)
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+		case err != nil:
 			r.say("%s stopped: %v", s.name, err)
 			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
-		} else {
+		case s.done != "":
+			r.say("%s", s.done)
+		default:
 			r.say("%s stopped", s.name)
 		}
 	}
@@ -174,25 +199,54 @@ func (r *run) shutdown() error {
 	return errors.Join(errs...)
 }
 
+// stopTimeout bounds each component's stop: a component that hangs is reported (Dev
+// returns ErrStuck) rather than hanging the demo.
+const stopTimeout = 30 * time.Second
+
+// ErrStuck is returned (wrapped, with the component's name) by Dev when a component did
+// not stop within 30s; its goroutines are left running.
+var ErrStuck = errors.New("devenv: did not stop in time")
+
+// stopWithin runs stop and waits for it at most d (then ErrStuck; stop keeps running).
+func stopWithin(stop func() error, d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- stop() }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return ErrStuck
+	}
+}
+
+// dropSlot drops the demo's replication slot (once the distributor stopped): the topic
+// of the embedded broker is gone with it, and a slot left behind would keep PostgreSQL
+// from recycling WAL until the next demo.
+func (r *run) dropSlot() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, r.adminDSN)
+	if err != nil {
+		return fmt.Errorf("devenv: connect to PostgreSQL: %w", err)
+	}
+	defer conn.Close(context.Background())
+	return DropSlots(ctx, conn, r.o.Database)
+}
+
 // startTail prints the stream from its start in a goroutine; rows below snapshotEnd
 // (the start-up epochs) are only counted unless ShowSnapshot.
 func (r *run) startTail(ctx context.Context, snapshotEnd int64) error {
-	p := Printer{W: r.out, MaxValue: r.o.MaxValue}
+	p := &Printer{W: r.out, MaxValue: r.o.MaxValue, Idle: r.o.ShowIdle}
 	print := func(rec Record) error {
 		defer r.seen.Store(rec.Offset + 1)
-		if rec.Err == nil && (rec.Meta.Kind == record.KindPoll || rec.Meta.Kind == record.KindEpochEnd) {
-			r.mu.Lock()
-			if r.fences == nil {
-				r.fences = map[string]fence{}
-			}
-			r.fences[rec.Meta.View] = fence{at: rec.Meta.SourceTime, offset: rec.Offset}
-			r.mu.Unlock()
+		if rec.Err == nil && rec.Meta.Kind == record.KindEpochBegin && rec.Offset >= snapshotEnd {
+			r.epochs.Add(1)
 		}
-		switch {
-		case rec.Meta.Kind == record.KindPoll && !r.o.ShowPolls:
-			return nil
-		case rec.Meta.Kind == record.KindRow && rec.Offset < snapshotEnd && !r.o.ShowSnapshot:
+		if rec.Meta.Kind == record.KindRow && rec.Offset < snapshotEnd && !r.o.ShowSnapshot {
 			r.hidden.Add(1)
+			p.Skip(rec)
 			return nil
 		}
 		return p.Print(rec)
@@ -203,24 +257,8 @@ func (r *run) startTail(ctx context.Context, snapshotEnd int64) error {
 	wg.Go(func() {
 		err = Tail(tailCtx, TailOptions{Brokers: r.brokers, Topic: r.topic, From: sarama.OffsetOldest, Follow: true}, print)
 	})
-	r.stopped = append(r.stopped, stopper{"stream printer", func() error { stop(); wg.Wait(); return err }})
+	r.stopped = append(r.stopped, stopper{name: "stream printer", stop: func() error { stop(); wg.Wait(); return err }})
 	return nil
-}
-
-// fencedAfter returns the highest offset of the views' fences if every view has a fence at
-// or after t (its records show the database as of t or later).
-func (r *run) fencedAfter(views []string, t time.Time) (int64, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var hi int64
-	for _, v := range views {
-		f, ok := r.fences[v]
-		if !ok || f.at.Before(t) {
-			return 0, false
-		}
-		hi = max(hi, f.offset)
-	}
-	return hi, true
 }
 
 // waitTail returns once the tail has printed every record the topic holds now.

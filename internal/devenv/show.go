@@ -13,7 +13,16 @@ import (
 
 // httpGet fetches baseURL+path and returns the status and body.
 func httpGet(ctx context.Context, baseURL, path string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+path, nil)
+	return httpDo(ctx, http.MethodGet, baseURL+path, "")
+}
+
+// httpDo sends a request with body (none when "") and returns the status and the body.
+func httpDo(ctx context.Context, method, url, body string) (int, []byte, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -2,9 +2,11 @@ package devenv
 
 import (
 	"bytes"
+	"errors"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/statecast/statecast/examples/sportsbook"
 )
@@ -80,5 +82,22 @@ func TestListenFallsBack(t *testing.T) {
 	}
 	if _, _, err := listen("no-port"); err == nil {
 		t.Error("listen on a bad address: no error")
+	}
+}
+
+// TestStopWithin: a stop that hangs is reported as ErrStuck after the bound; a stop that
+// returns gives its error.
+func TestStopWithin(t *testing.T) {
+	release := make(chan struct{})
+	stopped := make(chan struct{})
+	err := stopWithin(func() error { <-release; close(stopped); return nil }, 10*time.Millisecond)
+	if !errors.Is(err, ErrStuck) {
+		t.Errorf("a hanging stop: %v, want ErrStuck", err)
+	}
+	close(release)
+	<-stopped
+	boom := errors.New("boom")
+	if err := stopWithin(func() error { return boom }, time.Minute); err != boom {
+		t.Errorf("a failing stop: %v", err)
 	}
 }

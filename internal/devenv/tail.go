@@ -110,24 +110,59 @@ func tailFrom(ctx context.Context, cons sarama.Consumer, o TailOptions, from, en
 //	offset kind view epoch=N [txn] key value
 //
 // "txn" marks a record of a source transaction (applied with the others up to the next
-// position record). A position record, which belongs to no view, is written readably:
+// position record). A position record, which belongs to no view, is written readably,
+// with the number of records of the source transaction it ends:
 //
-//	offset position - source position 16/B374D848 at 2026-11-29T19:25:06Z [stale: v, …]
+//	offset position - source position 16/B374D848 at 2026-11-29T19:25:06Z: ends a source transaction of 3 records [stale: v, …]
 //
-// Values longer than MaxValue bytes are cut (0: never).
+// An idle stream gets a position record whenever the database's WAL moves (up to every
+// 100ms by default): a position record that ends no record is counted, not written, unless
+// Idle is set; the next one written says how many it left out, and Flush writes the count
+// of the last ones. Values longer than MaxValue bytes are cut (0: never). A Printer is
+// used by one goroutine.
 type Printer struct {
 	W        io.Writer
 	MaxValue int
+	// Idle writes every position record, the idle ones too.
+	Idle bool
+
+	open    int    // records since the last position record
+	idle    int    // idle position records left out since the last one written
+	idleLSN string // the source position of the last one left out
 }
 
-// Print writes one record.
-func (p Printer) Print(r Record) error {
+// Skip accounts for a record that the caller does not print (the demo hides the rows of
+// the start-up snapshot): it counts in the source transaction the next position record
+// ends.
+func (p *Printer) Skip(r Record) {
+	if r.Err != nil || r.Meta.Kind != record.KindPosition {
+		p.open++
+	}
+}
+
+// Print writes one record (or, for an idle position record, counts it).
+func (p *Printer) Print(r Record) error {
 	var b strings.Builder
 	if r.Err == nil && r.Meta.Kind == record.KindPosition {
-		fmt.Fprintf(&b, "%6d  %-11s %-14s %s\n", r.Offset, r.Meta.Kind, "-", positionText(r.Value))
+		n := p.open
+		p.open = 0
+		if n == 0 && !p.Idle {
+			p.idle++
+			if pos, err := record.ParsePosition(r.Value); err == nil {
+				p.idleLSN = pos.LSN
+			}
+			return nil
+		}
+		fmt.Fprintf(&b, "%6d  %-11s %-14s %s", r.Offset, r.Meta.Kind, "-", positionText(r.Value, n))
+		if p.idle > 0 {
+			fmt.Fprintf(&b, " (%s before it not shown)", idleRecords(p.idle))
+			p.idle = 0
+		}
+		b.WriteByte('\n')
 		_, err := io.WriteString(p.W, b.String())
 		return err
 	}
+	p.open++
 	txn := ""
 	if r.Meta.Txn {
 		txn = "txn"
@@ -155,9 +190,32 @@ func (p Printer) Print(r Record) error {
 	return err
 }
 
+// Flush writes how many idle position records were left out since the last record
+// written, if any.
+func (p *Printer) Flush() error {
+	if p.idle == 0 {
+		return nil
+	}
+	last := ""
+	if p.idleLSN != "" {
+		last = ", the last at source position " + p.idleLSN
+	}
+	_, err := fmt.Fprintf(p.W, "        (%s not shown%s)\n", idleRecords(p.idle), last)
+	p.idle = 0
+	return err
+}
+
+func idleRecords(n int) string {
+	if n == 1 {
+		return "1 idle position record"
+	}
+	return fmt.Sprintf("%d idle position records", n)
+}
+
 // positionText renders a position record's value: its source position (or that it has
-// none: polling), its time and its stale views.
-func positionText(value []byte) string {
+// none: polling), its time, the size of the source transaction it ends (n records) and
+// its stale views.
+func positionText(value []byte, n int) string {
 	pos, err := record.ParsePosition(value)
 	if err != nil {
 		return fmt.Sprintf("!! %v", err)
@@ -166,10 +224,18 @@ func positionText(value []byte) string {
 	if pos.LSN != "" {
 		fmt.Fprintf(&b, "source position %s", pos.LSN)
 	} else {
-		b.WriteString("end of source transaction (no source position)")
+		b.WriteString("no source position")
 	}
 	if !pos.Time.IsZero() {
 		fmt.Fprintf(&b, " at %s", record.FormatTime(pos.Time))
+	}
+	switch n {
+	case 0:
+		b.WriteString(": idle")
+	case 1:
+		b.WriteString(": ends a source transaction of 1 record")
+	default:
+		fmt.Fprintf(&b, ": ends a source transaction of %d records", n)
 	}
 	if len(pos.Stale) > 0 {
 		fmt.Fprintf(&b, " [stale: %s]", strings.Join(pos.Stale, ", "))

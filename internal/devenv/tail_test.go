@@ -60,26 +60,37 @@ func TestTailToEnd(t *testing.T) {
 	}
 	_ = p.Close()
 
-	var out bytes.Buffer
-	pr := Printer{W: &out, MaxValue: 16}
-	if err := Tail(ctx, TailOptions{Brokers: b.Addrs(), Topic: "s", From: sarama.OffsetOldest}, pr.Print); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 7 {
-		t.Fatalf("printed %d lines:\n%s", len(lines), out.String())
-	}
-	for i, want := range []string{
-		`v|1  {"id":1,"n":"é…`, // cut on a rune boundary
-		"v|2  <tombstone>",
-		`!ctl|v|end  {"epoch":2,"rows…`,
-		"foreign  !! record: bad header: missing sc-view",
-		"epoch=2   txn v|3  {}",
-		"position    -              source position 16/B374D848 at 2026-11-29T19:25:06Z [stale: w]",
-		"position    -              end of source transaction (no source position)",
-	} {
-		if !strings.HasSuffix(lines[i], want) {
-			t.Errorf("line %d = %q, want suffix %q", i, lines[i], want)
+	// By default the idle position record (nothing since the previous one) is only
+	// counted, and Flush says so; with Idle it is written.
+	for _, idle := range []bool{false, true} {
+		var out bytes.Buffer
+		pr := Printer{W: &out, MaxValue: 16, Idle: idle}
+		if err := Tail(ctx, TailOptions{Brokers: b.Addrs(), Topic: "s", From: sarama.OffsetOldest}, pr.Print); err != nil {
+			t.Fatal(err)
+		}
+		if err := pr.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		last := "        (1 idle position record not shown)"
+		if idle {
+			last = "position    -              no source position: idle"
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		if len(lines) != 7 {
+			t.Fatalf("idle %v: printed %d lines:\n%s", idle, len(lines), out.String())
+		}
+		for i, want := range []string{
+			`v|1  {"id":1,"n":"é…`, // cut on a rune boundary
+			"v|2  <tombstone>",
+			`!ctl|v|end  {"epoch":2,"rows…`,
+			"foreign  !! record: bad header: missing sc-view",
+			"epoch=2   txn v|3  {}",
+			"position    -              source position 16/B374D848 at 2026-11-29T19:25:06Z: ends a source transaction of 5 records [stale: w]",
+			strings.TrimSpace(last),
+		} {
+			if !strings.HasSuffix(lines[i], want) {
+				t.Errorf("idle %v: line %d = %q, want suffix %q", idle, i, lines[i], want)
+			}
 		}
 	}
 	// From an offset in the middle.

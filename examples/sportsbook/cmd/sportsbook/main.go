@@ -1,5 +1,6 @@
 // Command sportsbook runs the example service of package sportsbook: an HTTP API over the
-// demo views, served from an embedded cacheclient.
+// demo views, served from an embedded cacheclient. With -db it also serves the
+// read-your-writes endpoints, which write to the demo database.
 package main
 
 import (
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/statecast/statecast/cacheclient"
 	"github.com/statecast/statecast/examples/sportsbook"
 )
@@ -21,18 +24,33 @@ func main() {
 	id := flag.String("client-id", "sportsbook-example", "client id")
 	listen := flag.String("listen", "127.0.0.1:8080", "HTTP listen address")
 	stateDir := flag.String("state-dir", "", "directory for the cache state file (optional)")
+	dsn := flag.String("db", "", "DSN of the demo database, for the write endpoints (optional; without it they answer 501)")
+	writeWait := flag.Duration("write-wait", sportsbook.DefaultWriteWait, "how long a write endpoint waits for the cache to show its write")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	s, err := sportsbook.New(cacheclient.Config{
-		Addresses: strings.Split(*players, ","), Stream: *stream, ClientID: *id, StateDir: *stateDir,
-	}, log)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg := sportsbook.Config{
+		Client: cacheclient.Config{
+			Addresses: strings.Split(*players, ","), Stream: *stream, ClientID: *id, StateDir: *stateDir,
+		},
+		WriteWait: *writeWait,
+	}
+	if *dsn != "" {
+		pool, err := pgxpool.New(ctx, *dsn)
+		if err != nil {
+			log.Error("database", "err", err)
+			os.Exit(2)
+		}
+		defer pool.Close()
+		cfg.DB = pool
+	}
+	s, err := sportsbook.New(cfg, log)
 	if err != nil {
 		log.Error("config", "err", err)
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	log.Info("serving", "listen", *listen, "players", *players)
+	log.Info("serving", "listen", *listen, "players", *players, "writes", cfg.DB != nil)
 	if err := s.Run(ctx, *listen); err != nil {
 		log.Error("stopped", "err", err)
 		os.Exit(1)

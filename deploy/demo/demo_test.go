@@ -1,0 +1,35 @@
+package demo_test
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/statecast/statecast/deploy/demo"
+	"github.com/statecast/statecast/distributor"
+)
+
+// TestConfig: the demo config loads; its one stream captures the WAL with no polling or
+// reconcile settings (a delete arrives by itself), and its join views declare or select
+// the keys of the tables they join.
+func TestConfig(t *testing.T) {
+	c, err := distributor.ParseConfig(demo.DistributorYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Streams) != 1 || c.Streams[0].Topic != demo.Topic || len(c.Streams[0].Views) != 4 {
+		t.Fatalf("streams %+v", c.Streams)
+	}
+	s := c.Streams[0]
+	if s.Capture != distributor.CaptureWAL {
+		t.Errorf("capture %q, want %q", s.Capture, distributor.CaptureWAL)
+	}
+	want := distributor.ViewSettings{RefreshMode: distributor.ModeReconcile}
+	for _, v := range s.Views {
+		if v.ViewSettings != want {
+			t.Errorf("view %s: %+v, want %+v", v.Name, v.ViewSettings, want)
+		}
+	}
+	if d := s.Views[1].Depends; s.Views[1].Name != "events" || !reflect.DeepEqual(d, map[string][]string{"competitions": {"competition_id"}}) {
+		t.Errorf("view %s depends %v", s.Views[1].Name, d)
+	}
+}
