@@ -5,7 +5,13 @@ ENVFILE := $(RUN)/env
 # Integration tests read STATECAST_PG_DSN and STATECAST_KAFKA_BROKERS from $(ENVFILE).
 TESTFLAGS ?= -race -count=1 -timeout 60m
 
-.PHONY: test demo infra down deps tools unit vet lint bench proto proto-check
+# What make images stamps: a semantic version from the nearest v* tag (v0.0.0-dev before
+# the first), the commit, and the commit's time as the images' creation time.
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo v0.0.0-dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
+
+.PHONY: test demo infra down deps tools unit vet lint bench proto proto-check images
 
 ## test: start PostgreSQL and Kafka (idempotent), install tools, run the whole suite with -race.
 test: deps tools proto-check infra vet lint
@@ -47,6 +53,11 @@ unit:
 
 bench: infra
 	set -a; . $(ENVFILE); set +a; $(GO) test -run '^$$' -bench . -benchmem ./...
+
+## images: OCI images of distributor, player, cachectl and sportsbook, without a container
+## engine: .run/images/<name>.tar (docker load -i), static binaries in .run/images/bin.
+images: deps
+	$(GO) run ./deploy/images -out $(RUN)/images -version $(VERSION) -commit $(COMMIT) $(if $(CREATED),-created $(CREATED))
 
 ## proto: regenerate schemas/gen from schemas/proto with buf (tools pinned in schemas/tools/go.mod).
 proto:

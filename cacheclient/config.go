@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -21,8 +23,12 @@ const (
 
 // Config configures a Client. Zero values take the documented defaults.
 type Config struct {
-	// Addresses of the players (host:port), at least one. The client connects to one at a
-	// time and fails over to the next on error, with jittered exponential backoff.
+	// Addresses of the players, at least one: host:port, or a gRPC target URI such as
+	// dns:///player-headless:7070 (a Kubernetes headless Service) whose resolver gives
+	// several players. The client connects to one entry at a time and fails over to the
+	// next on error, with jittered exponential backoff. Within a target URI it fails over
+	// across the resolved addresses: each new stream goes to the next ready one (gRPC's
+	// round_robin), and a change of the resolver's answer is followed without a restart.
 	Addresses []string
 	// Stream is the stream (Kafka topic) to subscribe to. Required.
 	Stream string
@@ -59,7 +65,11 @@ func (c *Config) validate() error {
 		errs = append(errs, "no player Addresses")
 	}
 	for _, a := range c.Addresses {
-		if _, _, err := net.SplitHostPort(a); err != nil {
+		if isTarget(a) {
+			if u, err := url.Parse(a); err != nil || u.Host == "" && strings.Trim(u.Path, "/") == "" {
+				errs = append(errs, fmt.Sprintf("target %q: want scheme://[authority]/endpoint, e.g. dns:///players:7070", a))
+			}
+		} else if _, _, err := net.SplitHostPort(a); err != nil {
 			errs = append(errs, fmt.Sprintf("address %q: %v", a, err))
 		}
 	}
@@ -99,6 +109,10 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// isTarget reports whether an Addresses entry is a gRPC target URI (dns:///host:port)
+// rather than one player's host:port.
+func isTarget(a string) bool { return strings.Contains(a, "://") }
+
 // Option customises a Client.
 type Option func(*options)
 
@@ -128,7 +142,9 @@ type Hooks struct {
 	// batches of a source transaction published at its end); lag is the
 	// time from the source time of its last row to its publication.
 	OnBatchApplied func(n int, position int64, lag time.Duration)
-	// OnConnect: a stream to addr was established (resumed: with a resume position).
+	// OnConnect: a stream to addr was established (resumed: with a resume position). addr
+	// is the Addresses entry; for a target URI, followed by the player it resolved to:
+	// "dns:///players:7070 (10.0.0.7:7070)".
 	OnConnect func(addr string, resumed bool)
 	// OnDisconnect: the stream to addr ended with err.
 	OnDisconnect func(addr string, err error)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/peer"
 
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
@@ -41,7 +42,11 @@ func (c *Client) connect(ctx context.Context) error {
 		var progressed bool
 		var err error
 		if conns[n] == nil {
-			opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, c.dialOptions()...)
+			opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+			if isTarget(addr) {
+				opts = append(opts, grpc.WithDefaultServiceConfig(roundRobin))
+			}
+			opts = append(opts, c.dialOptions()...)
 			conns[n], err = grpc.NewClient(addr, opts...)
 		}
 		if err == nil {
@@ -76,6 +81,14 @@ func (c *Client) connect(ctx context.Context) error {
 	}
 }
 
+// roundRobin is the service config of a target URI's connection. Its resolver may give
+// several players: round_robin keeps a connection to each and picks a ready one for every
+// new stream, in turn, so that a reconnect after an error goes to the next player, a
+// player that is down is skipped, and one that left the resolver's answer gets no new
+// stream. (pick_first would stay on the first player that accepts connections, even one
+// whose streams keep failing.)
+const roundRobin = `{"loadBalancingConfig":[{"round_robin":{}}]}`
+
 // session runs one Subscribe stream until it fails. progressed tells whether anything was
 // applied (the backoff is then reset).
 func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) (progressed bool, err error) {
@@ -87,6 +100,9 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 		grpc.ForceCodecV2(c.codec))
 	if err != nil {
 		return false, err
+	}
+	if p, ok := peer.FromContext(cs.Context()); ok && p.Addr != nil && isTarget(addr) {
+		addr += " (" + p.Addr.String() + ")" // the player the target resolved to
 	}
 	stream := &grpc.GenericClientStream[statecastv1.SubscribeRequest, frame]{ClientStream: cs}
 	hello := &statecastv1.Hello{

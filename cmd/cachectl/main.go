@@ -7,6 +7,7 @@
 //	                                                                 read a view through a player
 //	cachectl stats -player HOST:PORT                                  a player's status (its http address)
 //	cachectl validate -config distributor.yaml [-analyze]             check a distributor config
+//	cachectl version                                                  print the version (also -version)
 package main
 
 import (
@@ -22,9 +23,13 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	// The image holds the binary alone: without a system certificate pool, TLS verifies
+	// with these embedded roots.
+	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/statecast/statecast/internal/ctl"
 	"github.com/statecast/statecast/internal/devenv"
+	"github.com/statecast/statecast/internal/version"
 )
 
 const usage = `usage: cachectl <command> [flags]
@@ -39,6 +44,7 @@ commands:
   stats     print a player's status (streams, source position, targets, states, lag) from its http address
   validate  check a distributor config file (fields, cron, keys, Kafka settings);
             -analyze: ask PostgreSQL how each wal view's tables map to its rows
+  version   print the version
 `
 
 func main() {
@@ -60,6 +66,9 @@ func main() {
 		err = stats(ctx, os.Args[2:])
 	case "validate":
 		err = validate(os.Args[2:])
+	case "version", "-version", "--version":
+		fmt.Println(version.Get().Line("cachectl"))
+		return
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return

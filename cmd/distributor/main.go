@@ -1,6 +1,8 @@
 // Command distributor publishes PostgreSQL views into compacted Kafka topics.
 //
 //	distributor -config distributor.yaml [-debug]
+//	distributor -version
+//	distributor -probe http://127.0.0.1:9102/healthz
 //
 // The file is a distributor.Config (docs/operations.md); the library serves its HTTP
 // endpoints on http_addr. SIGINT/SIGTERM shut down gracefully; SIGHUP reconciles every
@@ -10,6 +12,10 @@ package main
 import (
 	"context"
 	"syscall"
+
+	// The images hold the binary alone: without a system certificate pool, TLS to Kafka,
+	// PostgreSQL or a player verifies with these embedded roots.
+	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/internal/daemon"

@@ -1,6 +1,8 @@
 // Command player serves statecast streams to caches over gRPC (see package player).
 //
 //	player -config player.yaml [-debug]
+//	player -version
+//	player -probe grpc://127.0.0.1:7070   # exit 0 once the gRPC health service is SERVING
 //
 // The file is a player.Config (player.example.yaml shows every field); the library serves
 // gRPC on listen (default :7070) and /metrics, /healthz, /status on http_addr (default
@@ -10,11 +12,18 @@ package main
 import (
 	"context"
 
+	// The images hold the binary alone: without a system certificate pool, TLS to Kafka,
+	// PostgreSQL or a player verifies with these embedded roots.
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"github.com/statecast/statecast/internal/daemon"
+	"github.com/statecast/statecast/internal/probe/grpcprobe"
 	"github.com/statecast/statecast/player"
 )
 
-func main() { daemon.Main("player", run) }
+func main() {
+	daemon.Main("player", run, daemon.Probe{Scheme: grpcprobe.Scheme, Check: grpcprobe.Check})
+}
 
 func run(ctx context.Context, env daemon.Env) error {
 	cfg, err := player.LoadConfig(env.Config)

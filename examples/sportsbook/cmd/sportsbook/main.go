@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -13,9 +14,14 @@ import (
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	// The image holds the binary alone: without a system certificate pool, TLS verifies
+	// with these embedded roots.
+	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/statecast/statecast/cacheclient"
 	"github.com/statecast/statecast/examples/sportsbook"
+	"github.com/statecast/statecast/internal/probe"
+	"github.com/statecast/statecast/internal/version"
 )
 
 func main() {
@@ -26,7 +32,16 @@ func main() {
 	stateDir := flag.String("state-dir", "", "directory for the cache state file (optional)")
 	dsn := flag.String("db", "", "DSN of the demo database, for the write endpoints (optional; without it they answer 501)")
 	writeWait := flag.Duration("write-wait", sportsbook.DefaultWriteWait, "how long a write endpoint waits for the cache to show its write")
+	showVersion := flag.Bool("version", false, "print the version and exit")
+	probeURL := flag.String("probe", "", "check a running service (e.g. http://127.0.0.1:8080/readyz) and exit: 0 healthy, 1 not")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version.Get().Line("sportsbook"))
+		return
+	}
+	if *probeURL != "" {
+		os.Exit(probe.Run("sportsbook", *probeURL, nil))
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

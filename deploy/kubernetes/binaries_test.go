@@ -1,0 +1,349 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
+	"gopkg.in/yaml.v3"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/statecast/statecast/internal/devenv"
+	"github.com/statecast/statecast/internal/ociimage"
+	"github.com/statecast/statecast/internal/probe/grpcprobe"
+	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
+)
+
+// TestProbesAgainstBinaries runs the binaries of the images the way each overlay's pods
+// run them — the Deployment's args, its mounted config file, its environment (the
+// PostgreSQL and Kafka of the test environment standing in for the Secret and the Strimzi
+// cluster), the topic as its KafkaTopic describes it — and calls the probes the manifests
+// name, on the ports they name: both distributor replicas become ready, one active and
+// one standby; the player becomes ready on its gRPC health once it caught up, and live on
+// GET /healthz. The images' -probe health checks (docker compose) pass too.
+//
+// As a container runtime maps a pod's ports, each container port is mapped to a free port
+// on 127.0.0.1 (TestOverlays checks that the container ports are the configs' ports).
+func TestProbesAgainstBinaries(t *testing.T) {
+	admin := testenv.PostgresDSN(t)
+	brokers := testenv.KafkaBrokers(t)
+	mod, err := ociimage.ModuleDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	for _, name := range []string{"distributor", "player"} {
+		spec, _ := ociimage.Lookup(name)
+		if err := ociimage.BuildBinary(ctx, mod, spec.Package, filepath.Join(bin, name), ociimage.Build{Version: "v0.0.0-test", Commit: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, overlay := range overlays {
+		t.Run(overlay, func(t *testing.T) {
+			o := decodeAll(t, render(t, overlay))
+			dsn := demoDatabase(t, admin)
+			topic := createTopic(t, brokers, o.Topics[0])
+			slot := testenv.UniqueName("k8s")
+
+			d := o.Deployments["distributor"]
+			var dist []*pod
+			for i := range replicas(d) {
+				p := startPod(t, filepath.Join(bin, "distributor"), o, d, map[string]string{"statecast-postgres/dsn": dsn},
+					brokers[0], func(cfg map[string]any, ports portMap) {
+						cfg["http_addr"] = ports.addr(t, cfg["http_addr"])
+						for _, s := range cfg["streams"].([]any) {
+							s := s.(map[string]any)
+							s["topic"], s["slot"] = topic, slot
+						}
+					})
+				p.name = fmt.Sprintf("distributor-%d", i)
+				dist = append(dist, p)
+			}
+			for _, p := range dist {
+				p.waitProbe(t, p.container.ReadinessProbe, 2*time.Minute)
+				p.waitProbe(t, p.container.LivenessProbe, 10*time.Second)
+			}
+			// One active, one standby: both ready.
+			deadline := time.Now().Add(time.Minute)
+			for {
+				var states []string
+				for _, p := range dist {
+					states = append(states, p.healthz(t)[topic])
+				}
+				if strings.Join(states, ",") == "active,standby" || strings.Join(states, ",") == "standby,active" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("distributor states %v, want one active and one standby", states)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+
+			pl := startPod(t, filepath.Join(bin, "player"), o, o.Deployments["player"], nil, brokers[0],
+				func(cfg map[string]any, ports portMap) {
+					cfg["listen"] = ports.addr(t, cfg["listen"])
+					cfg["http_addr"] = ports.addr(t, cfg["http_addr"])
+					for _, s := range cfg["streams"].([]any) {
+						s.(map[string]any)["topic"] = topic
+					}
+				})
+			pl.name = "player"
+			pl.waitProbe(t, pl.container.ReadinessProbe, 2*time.Minute)
+			pl.waitProbe(t, pl.container.LivenessProbe, 10*time.Second)
+
+			// docker compose's health checks: the binaries probing themselves
+			grpcPort := pl.ports[containerPort(t, pl.container, intstr.FromString("grpc"))]
+			for _, cmd := range [][]string{
+				{filepath.Join(bin, "player"), "-probe", "grpc://127.0.0.1:" + strconv.Itoa(grpcPort)},
+				{filepath.Join(bin, "distributor"), "-probe", "http://127.0.0.1:" + strconv.Itoa(dist[0].ports[containerPort(t, dist[0].container, intstr.FromString("http"))]) + "/healthz"},
+			} {
+				if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+					t.Errorf("%q: %v\n%s", cmd, err, out)
+				}
+			}
+		})
+	}
+}
+
+// demoDatabase creates a database seeded with the demo's schema (the manifests publish the
+// demo's views) and drops it, with the slots of its distributors, at the end.
+func demoDatabase(t *testing.T, admin string) string {
+	t.Helper()
+	name := testenv.UniqueName("k8s")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dsn, err := devenv.SeedDemo(ctx, admin, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			return
+		}
+		defer c.Close(ctx)
+		_ = devenv.DropSlots(ctx, c, name)
+		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	return dsn
+}
+
+// createTopic creates the topic as Strimzi's topic operator would from kt, under a unique
+// name, on the test's single broker: one replica, and without min.insync.replicas (a
+// second in-sync replica cannot exist there).
+func createTopic(t *testing.T, brokers []string, kt KafkaTopic) string {
+	t.Helper()
+	name := testenv.UniqueName(kt.Spec.TopicName)
+	cfg := map[string]*string{}
+	for k, v := range kt.Spec.Config {
+		if k != "min.insync.replicas" {
+			s := fmt.Sprint(v)
+			cfg[k] = &s
+		}
+	}
+	admin, err := sarama.NewClusterAdmin(brokers, kafkaconn.NewConfig("k8s-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.CreateTopic(name, &sarama.TopicDetail{NumPartitions: kt.Spec.Partitions, ReplicationFactor: 1, ConfigEntries: cfg}, false); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if a, err := sarama.NewClusterAdmin(brokers, kafkaconn.NewConfig("k8s-test")); err == nil {
+			_ = a.DeleteTopic(name)
+			a.Close()
+		}
+	})
+	return name
+}
+
+// portMap maps a container's ports to free ports of 127.0.0.1.
+type portMap map[int32]int
+
+// addr maps a config's listen address (":7070") to its free port.
+func (m portMap) addr(t *testing.T, v any) string {
+	t.Helper()
+	p := portOf(t, fmt.Sprint(v))
+	hp, ok := m[p]
+	if !ok {
+		t.Fatalf("the config listens on %d, which is no container port", p)
+	}
+	return "127.0.0.1:" + strconv.Itoa(hp)
+}
+
+// pod is one running binary, as a pod's container.
+type pod struct {
+	name      string
+	container corev1.Container
+	ports     portMap
+	cmd       *exec.Cmd
+	out       *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startPod runs exe as d's container: the config file of its ConfigMap at the path the
+// args name (the mount emulated by a directory), edited by rewrite to the mapped ports
+// and the test's names, and the container's environment with the test's Kafka.
+func startPod(t *testing.T, exe string, o objects, d appsv1.Deployment, secrets map[string]string, broker string,
+	rewrite func(cfg map[string]any, ports portMap)) *pod {
+	t.Helper()
+	c := d.Spec.Template.Spec.Containers[0]
+	p := &pod{container: c, ports: portMap{}, out: &syncBuffer{}}
+	for _, cp := range c.Ports {
+		_, port, _ := strings.Cut(testenv.FreeAddr(t), ":")
+		n, _ := strconv.Atoi(port)
+		p.ports[cp.ContainerPort] = n
+	}
+	cm, key, mount := configOf(t, o, d)
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(cm.Data[key]), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	rewrite(cfg, p.ports)
+	text, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, key), text, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, a := range c.Args {
+		args = append(args, strings.Replace(a, mount.MountPath, dir, 1))
+	}
+	env := podEnv(t, o, c, secrets)
+	env["STATECAST_KAFKA_BROKERS"] = broker
+	p.cmd = exec.Command(exe, args...)
+	for k, v := range env {
+		p.cmd.Env = append(p.cmd.Env, k+"="+v)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-done
+			t.Errorf("%s did not stop within 30s of SIGTERM", p.name)
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", p.name, p.out.String())
+		}
+	})
+	return p
+}
+
+// check runs a probe once, as the kubelet does: an HTTP GET answered 2xx or 3xx, or a
+// gRPC health check answered SERVING, on the mapped port.
+func (p *pod) check(t *testing.T, pr *corev1.Probe) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	switch {
+	case pr.HTTPGet != nil:
+		port := p.ports[containerPort(t, p.container, pr.HTTPGet.Port)]
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(port)+pr.HTTPGet.Path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+			return fmt.Errorf("GET %s: %s", pr.HTTPGet.Path, resp.Status)
+		}
+		return nil
+	case pr.GRPC != nil:
+		port := p.ports[containerPort(t, p.container, intstr.FromInt32(pr.GRPC.Port))]
+		u := &url.URL{Scheme: grpcprobe.Scheme, Host: "127.0.0.1:" + strconv.Itoa(port)}
+		if pr.GRPC.Service != nil {
+			u.Path = "/" + *pr.GRPC.Service
+		}
+		return grpcprobe.Check(ctx, u)
+	}
+	t.Fatalf("%s: a probe the test cannot run: %+v", p.name, pr)
+	return nil
+}
+
+// waitProbe waits until the probe succeeds, or fails the test after within.
+func (p *pod) waitProbe(t *testing.T, pr *corev1.Probe, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := p.check(t, pr)
+		if err == nil {
+			return
+		}
+		if p.cmd.ProcessState != nil {
+			t.Fatalf("%s exited: %v", p.name, p.cmd.ProcessState)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: probe %+v still failing after %v: %v", p.name, pr.ProbeHandler, within, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// healthz returns the distributor's /healthz streams.
+func (p *pod) healthz(t *testing.T) map[string]string {
+	t.Helper()
+	port := p.ports[containerPort(t, p.container, intstr.FromString("http"))]
+	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Streams map[string]string `json:"streams"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	return h.Streams
+}
