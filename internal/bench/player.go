@@ -77,6 +77,9 @@ func StartPlayer(brokers []string, topic string, tweak func(*player.Config)) (*P
 	return pr, nil
 }
 
+// Addr is the player's gRPC address (host:port on loopback), for a cacheclient.
+func (pr *Player) Addr() string { return pr.conns[0].Target() }
+
 // Targets describes the targets Connect adds.
 type Targets struct {
 	N     int // targets
