@@ -120,7 +120,7 @@ func runCaptureThroughput(ctx context.Context, args *bench.Args, w io.Writer) er
 	goalAtLeast(w, "sustained apply rate", applyRate, 30000, " rows/s")
 	goalAtMost(w, "sustained lag p99", lag.P99, 200*time.Millisecond)
 	if *drain {
-		goalAtLeast(w, "pipeline drain rate / pg_recvlogical's on the same backlog", 100*bench.Ratio(drainRate, floorRate), 50, "%")
+		goalAtLeast(w, "pipeline drain rate (charged) / pg_recvlogical's on the same backlog", 100*bench.Ratio(drainRate, floorRate), 50, "%")
 		fmt.Fprintf(w, "(the sustained apply rate is %.0f%% of pg_recvlogical's: it cannot exceed the writers' rate)\n", 100*bench.Ratio(applyRate, floorRate))
 	}
 	return nil
@@ -153,7 +153,7 @@ func captureDrain(ctx context.Context, w io.Writer, env *bench.DistEnv, wl *benc
 		return 0, 0, err
 	}
 	rows := bench.Rows(backlog)
-	sent, end, err := pipe.SentLSN(ctx)
+	_, end, err := pipe.SentLSN(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -180,9 +180,17 @@ func captureDrain(ctx context.Context, w io.Writer, env *bench.DistEnv, wl *benc
 		return 0, 0, err
 	}
 
-	// The pipeline alone.
-	if sent > start {
-		fmt.Fprintf(w, "  (held, the server had decoded %.2f MB of it for the distributor: what the sockets took)\n", float64(sent-start)/1e6)
+	// The pipeline alone. While held, its walsender kept decoding until the sockets were
+	// full: that share of the backlog was decoded before the release. The pipeline is
+	// charged the floor's time for that share, as if it had been decoded after the release
+	// with nothing overlapping it: the rate judged can only be lower than the truth.
+	sent, _, err := pipe.SentLSN(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	share := 0.0
+	if end > start && sent > start {
+		share = min(1, float64(sent-start)/float64(end-start))
 	}
 	release := time.Now()
 	gate.Release()
@@ -196,8 +204,13 @@ func captureDrain(ctx context.Context, w io.Writer, env *bench.DistEnv, wl *benc
 			last = t.Visible
 		}
 	}
-	d = last.Sub(release)
-	pipeRate = float64(rows) / d.Seconds()
-	fmt.Fprintf(w, "  %-58s %9.0f rows/s  (%.2f s)\n", "pipeline alone (release -> last transaction visible)", pipeRate, d.Seconds())
+	raw := last.Sub(release)
+	charged := raw + time.Duration(share*float64(d))
+	pipeRate = float64(rows) / charged.Seconds()
+	fmt.Fprintf(w, "  %-58s %9.0f rows/s  (%.2f s)\n", "pipeline alone (release -> last transaction visible)", float64(rows)/raw.Seconds(), raw.Seconds())
+	fmt.Fprintf(w, "  %-58s %9.0f rows/s  (%.2f s + %.0f%% of the floor's %.2f s)\n",
+		"pipeline, charged for what was decoded while held", pipeRate, raw.Seconds(), 100*share, d.Seconds())
+	fmt.Fprintf(w, "  (held, the server had decoded %.2f of the %.2f MB of WAL for the distributor: what its socket took)\n",
+		float64(max(sent, start)-start)/1e6, float64(end-start)/1e6)
 	return floorRate, pipeRate, nil
 }
