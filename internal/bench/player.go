@@ -77,7 +77,7 @@ func StartPlayer(brokers []string, topic string, tweak func(*player.Config)) (*P
 	return pr, nil
 }
 
-// Addr is the player's gRPC address (host:port on loopback), for a cacheclient.
+// Addr is the player's gRPC address (for clients other than the receivers).
 func (pr *Player) Addr() string { return pr.conns[0].Target() }
 
 // Targets describes the targets Connect adds.
