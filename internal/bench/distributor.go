@@ -131,8 +131,18 @@ func StartDistributor(ctx context.Context, cfg distributor.Config, opts ...distr
 	return r, time.Since(start), nil
 }
 
-// Stop stops the distributor and returns what Run returned.
+// stopTimeout bounds Stop: a distributor that does not stop must not keep a benchmark
+// from dropping its slot and database.
+const stopTimeout = 30 * time.Second
+
+// Stop stops the distributor and returns what Run returned, or an error when Run has not
+// returned within stopTimeout.
 func (r *Distributor) Stop() error {
 	r.cancel()
-	return <-r.done
+	select {
+	case err := <-r.done:
+		return err
+	case <-time.After(stopTimeout):
+		return fmt.Errorf("bench: the distributor did not stop within %v", stopTimeout)
+	}
 }
