@@ -85,8 +85,8 @@ func (e *DistEnv) Close() {
 		_ = e.Conn.Close(ctx)
 	}
 	if conn, err := pgx.Connect(ctx, e.adminDSN); err == nil {
-		// A database with a replication slot cannot be dropped, and a slot left behind
-		// keeps the server's WAL forever.
+		// A database whose slot is in use cannot be dropped, and a slot left behind
+		// keeps the server's WAL forever: end its walsender and drop it first.
 		_ = DropSlots(ctx, conn, e.db)
 		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+e.db+" WITH (FORCE)")
 		_ = conn.Close(ctx)

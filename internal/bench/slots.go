@@ -9,8 +9,8 @@ import (
 )
 
 // A logical replication slot keeps every WAL segment from its position on until it is
-// dropped, and a database that has one cannot be dropped: every slot a benchmark creates,
-// or makes a distributor create, is dropped before it returns.
+// dropped, and a database whose slot is in use cannot be dropped: every slot a benchmark
+// creates, or makes a distributor create, is dropped before it returns.
 
 // CreateSlot creates a logical replication slot with the output plugin (pgoutput) in the
 // database conn is connected to and returns its consistent point. PostgreSQL waits for
