@@ -44,14 +44,18 @@ func runCaptureThroughput(ctx context.Context, args *bench.Args, w io.Writer) er
 	if err := wl.Populate(ctx); err != nil {
 		return err
 	}
-	// The distributor reaches PostgreSQL through a gate that can hold its replication
-	// stream: the drain phase lets a backlog build up in its own slot.
-	gate, gateDSN, err := bench.StartGate(env.DSN)
-	if err != nil {
-		return err
+	// For the drain, the distributor reaches PostgreSQL through a gate that can hold its
+	// replication stream: a backlog then builds up in its own slot.
+	dsn, via := env.DSN, ""
+	var gate *bench.Gate
+	if *drain {
+		if gate, dsn, err = bench.StartGate(env.DSN); err != nil {
+			return err
+		}
+		defer gate.Close()
+		via = "; the distributor reaches PostgreSQL through an in-process TCP gate (for the drain)"
 	}
-	defer gate.Close()
-	pipe, err := bench.StartPipeline(ctx, env, gateDSN, []distributor.ViewConfig{captureView}, o.distOpts()...)
+	pipe, err := bench.StartPipeline(ctx, env, dsn, []distributor.ViewConfig{captureView}, o.distOpts()...)
 	if err != nil {
 		return err
 	}
@@ -68,7 +72,7 @@ func runCaptureThroughput(ctx context.Context, args *bench.Args, w io.Writer) er
 	}
 	fmt.Fprintf(w, "capture-throughput: %d writers, transactions of %d row changes (inserts, updates, deletes), %s for %v after a %v warm-up (%d live rows each, %d B of padding)\n",
 		*writers, *rowsPerTxn, target, *duration, *warmup, *live, *pad)
-	fmt.Fprintln(w, "path:", capturePath(), "; the distributor reaches PostgreSQL through an in-process TCP gate (for the drain phase)")
+	fmt.Fprintln(w, "path:", capturePath()+via)
 	fmt.Fprintln(w, "lag = per transaction, the first cacheclient Get after a publication that shows its last updated row - the time just before COMMIT was sent (a source transaction is applied whole)")
 	fmt.Fprintln(w)
 
