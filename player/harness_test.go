@@ -182,6 +182,7 @@ func nopChecker() *checker.Checker { return checker.New() }
 func startPlayerTB(t testing.TB, e *env, mod func(*Config)) *testPlayer {
 	t.Helper()
 	cfg := Config{
+		Insecure:         true,
 		Brokers:          e.brokers,
 		Streams:          []StreamConfig{{Name: "s", Topic: e.topic}},
 		ProgressInterval: 50 * time.Millisecond,
