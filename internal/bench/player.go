@@ -45,7 +45,7 @@ type Player struct {
 // StartPlayer runs a player serving topic on loopback and waits until it is ready; tweak,
 // when not nil, adjusts its config.
 func StartPlayer(brokers []string, topic string, tweak func(*player.Config)) (*Player, error) {
-	cfg := player.Config{Brokers: brokers, Streams: []player.StreamConfig{{Name: topic}}}
+	cfg := player.Config{Insecure: true, Brokers: brokers, Streams: []player.StreamConfig{{Name: topic}}}
 	if tweak != nil {
 		tweak(&cfg)
 	}
