@@ -2,8 +2,8 @@
 //
 //	distributor -config distributor.yaml [-debug]
 //
-// The file is a distributor.Config (docs/operations.md); the library serves its HTTP
-// endpoints on http_addr. SIGINT/SIGTERM shut down gracefully; SIGHUP reconciles every
+// The file is a distributor.Config (docs/operations.md); the library serves /healthz and
+// /metrics on http_addr, /status and POST /reconcile on admin.addr. SIGINT/SIGTERM shut down gracefully; SIGHUP reconciles every
 // view now.
 package main
 
