@@ -7,11 +7,11 @@
 //	cachectl get -players a,b -stream S -view V [-key K] [-wait-for LSN] [-ca F] [-cert F -key F] [-token-file F]
 //	                                                                 read a view through a player
 //	cachectl stats -player HOST:PORT [-token-file F] [-ca F]          a player's status (its admin address)
+//	cachectl validate -config distributor.yaml [-analyze]             check a distributor config
 //
 // The Kafka flags of tail are kafkaconn.Config's (RegisterFlags): TLS, SASL PLAIN/SCRAM,
 // the password from a file or a variable. get and stats take TLS flags and a bearer token
 // from -token-file or $STATECAST_TOKEN (never from the command line).
-//	cachectl validate -config distributor.yaml [-analyze]             check a distributor config
 package main
 
 import (
