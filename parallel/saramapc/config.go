@@ -43,6 +43,7 @@ type Config struct {
 	// used as it is (Kafka's TLS, SASL and timeout must then be empty). Validate turns
 	// auto-commit off in it (the consumer commits itself).
 	Sarama *sarama.Config
+	built  *sarama.Config // the Sarama that Validate built from Kafka (Validate again: not the caller's)
 	// Engine configures each partition's engine: Handler or BatchHandler, Ordering,
 	// MaxConcurrency, retries, failure policy, buffer bounds. Resume is set by the consumer.
 	Engine parallel.Config[Message]
@@ -66,7 +67,7 @@ func (c *Config) Validate() error {
 	c.Brokers = c.Kafka.Brokers
 	if len(c.Brokers) == 0 {
 		errs = append(errs, errors.New("no Brokers"))
-	} else if c.Sarama == nil {
+	} else if c.Sarama == nil || c.Sarama == c.built {
 		if c.Kafka.ClientID == "" {
 			c.Kafka.ClientID = DefaultClientID
 		}
@@ -93,6 +94,7 @@ func (c *Config) Validate() error {
 	}
 	if c.Sarama == nil {
 		c.Sarama = c.Kafka.SaramaConfig()
+		c.built = c.Sarama
 	}
 	c.Sarama.Consumer.Offsets.AutoCommit.Enable = false
 	c.Sarama.Consumer.Return.Errors = true
