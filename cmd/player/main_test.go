@@ -18,7 +18,11 @@ import (
 	"github.com/statecast/statecast/player"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// sarama (the topics of TestSecretsNeverLogged) starts one process-wide metrics goroutine
+// that never ends.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
+}
 
 // TestExampleConfig: player.example.yaml loads, with ${ENV} expanded and the daemon's
 // addresses.
