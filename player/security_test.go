@@ -32,16 +32,14 @@ import (
 // secured is a player's security setting in a test: its PKI, the files it serves from
 // (copied, so that a test can rotate them) and its tokens file.
 type secured struct {
-	pki              *testenv.PKI
-	cert, key, ca    string // the files the player reads
-	tokens           string
-	tokenSecret      map[string]string // principal -> token
-	serverCertBefore []byte
+	pki           *testenv.PKI
+	cert, key, ca string // the files the player reads
+	tokens        string
 }
 
 func newSecured(t *testing.T) *secured {
 	t.Helper()
-	s := &secured{pki: testenv.NewPKI(t), tokenSecret: map[string]string{}}
+	s := &secured{pki: testenv.NewPKI(t)}
 	dir := t.TempDir()
 	s.cert, s.key, s.ca, s.tokens = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "ca.crt"), filepath.Join(dir, "tokens")
 	copyFile(t, s.pki.ServerCert, s.cert)
@@ -77,7 +75,6 @@ func (s *secured) setTokens(t *testing.T, tokens map[string]string) {
 	if err := os.Rename(s.tokens+".tmp", s.tokens); err != nil {
 		t.Fatal(err)
 	}
-	s.tokenSecret = tokens
 }
 
 // dial returns the dial options of a client trusting the PKI's CA, with a token (when

@@ -75,7 +75,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, err)
 		}
 	} else if c.Kafka.TLS.Enabled || c.Kafka.SASL.Mechanism != "" || c.Kafka.Timeout != 0 {
-		errs = append(errs, errors.New("Kafka's tls, sasl and timeout are not used with Sarama: set them in one place"))
+		errs = append(errs, errors.New("the tls, sasl and timeout of Kafka are not used with Sarama: set them in one place"))
 	}
 	if c.Group == "" {
 		errs = append(errs, errors.New("no Group"))
