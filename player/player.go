@@ -43,7 +43,7 @@ type Player struct {
 	access       *access
 	tls          *daemon.TLSFiles    // nil: plaintext (Config.Insecure)
 	admin        *daemon.AdminServer // nil: Config.Admin.Addr empty
-	serveOnce    sync.Once           // the first Serve starts the file watchers
+	serveOnce    sync.Once           // the first Serve (or Run) starts the file watchers
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -166,8 +166,8 @@ func (p *Player) serverOptions() []grpc.ServerOption {
 	return opts
 }
 
-// startServing runs once, at the first Serve: it says how the gRPC server is secured and
-// starts the goroutine that keeps the TLS and token files current.
+// startServing runs once, at the first Serve or Run: it says how the gRPC server is
+// secured and starts the goroutine that keeps the TLS and token files current.
 func (p *Player) startServing() {
 	c := &p.cfg
 	switch {
@@ -242,6 +242,9 @@ func (p *Player) Run(ctx context.Context) (err error) {
 		}
 		defer hs.Close()
 	}
+	// The file watchers (certificates, tokens) and the start-up log, also when Run serves
+	// only HTTP.
+	p.serveOnce.Do(p.startServing)
 	var as *daemon.HTTPServer
 	if p.admin != nil {
 		if as, err = p.admin.Listen(p.AdminHandler()); err != nil {
