@@ -50,12 +50,14 @@ func NewPKI(t testing.TB) *PKI {
 	p.ca, _ = x509.ParseCertificate(caDER)
 	p.CAFile = p.write(t, "ca.pem", "CERTIFICATE", caDER)
 	p.Pool.AddCert(p.ca)
-	p.ServerCert, p.ServerKey = p.ServerFiles(t)
+	p.ServerCert, p.ServerKey = p.issue(t, serverTemplate(), "server.pem", "server.key")
 	var errLoad error
 	if p.Server, errLoad = tls.LoadX509KeyPair(p.ServerCert, p.ServerKey); errLoad != nil {
 		t.Fatal(errLoad)
 	}
-	p.ClientCert, p.ClientKey = p.ClientFiles(t, "leaf")
+	// Fixed names: docs' examples name /etc/…/ca.pem, client.pem and client.key, and tests
+	// replace the directory.
+	p.ClientCert, p.ClientKey = p.issue(t, clientTemplate(t, "leaf"), "client.pem", "client.key")
 	return p
 }
 
@@ -68,10 +70,14 @@ func (p *PKI) write(t testing.TB, name, typ string, der []byte) string {
 	return path
 }
 
-// issue signs a leaf certificate with the CA and writes it and its key to new files.
-func (p *PKI) issue(t testing.TB, tmpl *x509.Certificate) (certFile, keyFile string) {
+// issue signs a leaf certificate with the CA and writes it and its key to new files
+// (named after its serial unless names are given: the certificate's, then the key's).
+func (p *PKI) issue(t testing.TB, tmpl *x509.Certificate, names ...string) (certFile, keyFile string) {
 	t.Helper()
 	n := p.serial.Add(1)
+	if len(names) != 2 {
+		names = []string{fmt.Sprintf("cert-%d.pem", n), fmt.Sprintf("key-%d.pem", n)}
+	}
 	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl.SerialNumber = big.NewInt(n)
 	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
@@ -84,21 +90,30 @@ func (p *PKI) issue(t testing.TB, tmpl *x509.Certificate) (certFile, keyFile str
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p.write(t, fmt.Sprintf("cert-%d.pem", n), "CERTIFICATE", der), p.write(t, fmt.Sprintf("key-%d.pem", n), "EC PRIVATE KEY", kder)
+	return p.write(t, names[0], "CERTIFICATE", der), p.write(t, names[1], "EC PRIVATE KEY", kder)
 }
 
 // ServerFiles issues a new server certificate for 127.0.0.1 and localhost (another
 // serial and key each call: a rotation) and returns its PEM files.
 func (p *PKI) ServerFiles(t testing.TB) (certFile, keyFile string) {
 	t.Helper()
-	return p.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "statecast test server"},
+	return p.issue(t, serverTemplate())
+}
+
+func serverTemplate() *x509.Certificate {
+	return &x509.Certificate{Subject: pkix.Name{CommonName: "statecast test server"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"}})
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"}}
 }
 
 // ClientFiles issues a client certificate whose subject CN is cn (and URI SANs uris, when
 // given) and returns its PEM files.
 func (p *PKI) ClientFiles(t testing.TB, cn string, uris ...string) (certFile, keyFile string) {
+	t.Helper()
+	return p.issue(t, clientTemplate(t, cn, uris...))
+}
+
+func clientTemplate(t testing.TB, cn string, uris ...string) *x509.Certificate {
 	t.Helper()
 	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: cn}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
@@ -109,7 +124,7 @@ func (p *PKI) ClientFiles(t testing.TB, cn string, uris ...string) (certFile, ke
 		}
 		tmpl.URIs = append(tmpl.URIs, pu)
 	}
-	return p.issue(t, tmpl)
+	return tmpl
 }
 
 // ClientCertificate is ClientFiles loaded as a tls.Certificate.
