@@ -274,3 +274,38 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestAdminTLS: admin.tls serves the admin endpoint over HTTPS with the configured
+// certificate.
+func TestAdminTLS(t *testing.T) {
+	pki := testenv.NewPKI(t)
+	a, err := LoadAdmin(Admin{Addr: "127.0.0.1:0", TLS: ServerTLS{CertFile: pki.ServerCert, KeyFile: pki.ServerKey}}, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Reloadables()) != 1 {
+		t.Fatalf("reloadables: %d, want the certificate", len(a.Reloadables()))
+	}
+	hs, err := a.Listen(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "status") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.Pool}}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("https://" + hs.Addr().String() + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "status" || resp.TLS == nil {
+		t.Fatalf("https: %d %q", resp.StatusCode, body)
+	}
+	if err := (Admin{Addr: "127.0.0.1:1", TLS: ServerTLS{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: pki.CAFile}}).Check("admin"); err == nil {
+		t.Error("a client CA on the admin endpoint was accepted")
+	}
+}
