@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,7 +126,7 @@ streams: [{name: s, topic: %s, views: ["*"]}]
 	if !p.WaitOutput(`"msg":"stream ready"`, 90*time.Second) || !p.WaitOutput(`"msg":"player listening"`, time.Second) {
 		t.Fatalf("the player did not start:\n%s", p.Output())
 	}
-	addr := listening(t, p.Output())
+	addr := listening(t, p.Output(), "grpc")
 	for _, tok := range []string{fileToken, envToken, wrongToken, ""} {
 		tc := &tls.Config{RootCAs: pki.Pool}
 		opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tc))}
@@ -142,8 +144,29 @@ streams: [{name: s, topic: %s, views: ["*"]}]
 			_, err = st.Recv()
 		}
 		t.Logf("token %.8s…: %v", tok, err)
+		if tok == fileToken && err == nil {
+			defer func() { cancel(); _ = conn.Close() }() // connected while the status pages are read
+			continue
+		}
 		cancel()
 		_ = conn.Close()
+	}
+	// The status pages (admin endpoint) show principals, never a secret.
+	for _, tok := range []string{adminToken, ""} {
+		req, _ := http.NewRequest("GET", "http://"+listening(t, p.Output(), "admin")+"/status.json", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if (tok != "") != (resp.StatusCode == http.StatusOK) || (tok != "" && !strings.Contains(string(body), `"principal": "pricing"`)) {
+			t.Errorf("status (admin token sent: %v): %d %s", tok != "", resp.StatusCode, body)
+		}
+		testenv.NoSecrets(t, "status page", string(body), secrets...)
 	}
 	p.Stop()
 	testenv.NoSecrets(t, "running", p.Output(), secrets...)
@@ -152,18 +175,18 @@ streams: [{name: s, topic: %s, views: ["*"]}]
 	}
 }
 
-// listening returns the gRPC address of the "player listening" line.
-func listening(t *testing.T, out string) string {
+// listening returns the address named key ("grpc", "admin") of the "player listening" line.
+func listening(t *testing.T, out, key string) string {
 	t.Helper()
 	for _, l := range strings.Split(out, "\n") {
 		if strings.Contains(l, `"msg":"player listening"`) {
-			i := strings.Index(l, `"grpc":"`)
+			i := strings.Index(l, `"`+key+`":"`)
 			if i >= 0 {
-				rest := l[i+len(`"grpc":"`):]
+				rest := l[i+len(key)+4:]
 				return rest[:strings.Index(rest, `"`)]
 			}
 		}
 	}
-	t.Fatalf("no gRPC address in:\n%s", out)
+	t.Fatalf("no %s address in:\n%s", key, out)
 	return ""
 }
