@@ -402,7 +402,9 @@ func TestIdentity(t *testing.T) {
 	waitFor(t, 10*time.Second, "the replacement to be counted", func() bool {
 		return gauge(t, reg, "statecast_player_replacements_total", map[string]string{"stream": "s"}) == 1
 	})
-	if !strings.Contains(logs.String(), "target replaced by a new connection of the same instance") || !strings.Contains(logs.String(), "pricing-7d9f/1") {
+	if !poll(10*time.Second, func() bool {
+		return strings.Contains(logs.String(), "target replaced by a new connection of the same instance") && strings.Contains(logs.String(), "pricing-7d9f/1")
+	}) {
 		t.Errorf("the replacement is not logged:\n%s", logs.String())
 	}
 	e.check()
