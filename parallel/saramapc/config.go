@@ -24,7 +24,7 @@ const (
 	MetadataIgnore
 )
 
-// DefaultClientID is the client id of the default Config.Sarama.
+// DefaultClientID is the client id of Config.Kafka when it sets none.
 const DefaultClientID = "statecast-parallel"
 
 // ErrConfig: the Config is invalid (New, Config.Validate).
@@ -32,13 +32,18 @@ var ErrConfig = errors.New("saramapc: invalid config")
 
 // Config configures a Consumer. Zero values take the documented defaults.
 type Config struct {
-	Brokers []string // required
+	Brokers []string // required, here or in Kafka.Brokers
 	Group   string   // required
 	Topics  []string // required
-	// Sarama is the client configuration, default kafkaconn.NewConfig(DefaultClientID);
-	// for TLS, SASL or a timeout, build it from a kafkaconn.Config (SaramaConfig).
-	// Validate turns auto-commit off in it (the consumer commits itself).
+	// Kafka is the connection: brokers, client id (default DefaultClientID), timeout, TLS,
+	// SASL, as the daemons' kafka block (kafkaconn.Config). Its Brokers default to
+	// Brokers. Validate loads its TLS files and builds Sarama from it.
+	Kafka kafkaconn.Config
+	// Sarama is the client configuration, default Kafka.SaramaConfig(); one given here is
+	// used as it is (Kafka's TLS, SASL and timeout must then be empty). Validate turns
+	// auto-commit off in it (the consumer commits itself).
 	Sarama *sarama.Config
+	built  *sarama.Config // the Sarama that Validate built from Kafka (Validate again: not the caller's)
 	// Engine configures each partition's engine: Handler or BatchHandler, Ordering,
 	// MaxConcurrency, retries, failure policy, buffer bounds. Resume is set by the consumer.
 	Engine parallel.Config[Message]
@@ -56,8 +61,21 @@ type Config struct {
 // Validate fills the defaults and checks the config. Errors wrap ErrConfig. New calls it.
 func (c *Config) Validate() error {
 	var errs []error
+	if len(c.Kafka.Brokers) == 0 {
+		c.Kafka.Brokers = c.Brokers
+	}
+	c.Brokers = c.Kafka.Brokers
 	if len(c.Brokers) == 0 {
 		errs = append(errs, errors.New("no Brokers"))
+	} else if c.Sarama == nil || c.Sarama == c.built {
+		if c.Kafka.ClientID == "" {
+			c.Kafka.ClientID = DefaultClientID
+		}
+		if err := c.Kafka.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	} else if c.Kafka.TLS.Enabled || c.Kafka.SASL.Mechanism != "" || c.Kafka.Timeout != 0 {
+		errs = append(errs, errors.New("the tls, sasl and timeout of Kafka are not used with Sarama: set them in one place"))
 	}
 	if c.Group == "" {
 		errs = append(errs, errors.New("no Group"))
@@ -75,7 +93,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	if c.Sarama == nil {
-		c.Sarama = kafkaconn.NewConfig(DefaultClientID)
+		c.Sarama = c.Kafka.SaramaConfig()
+		c.built = c.Sarama
 	}
 	c.Sarama.Consumer.Offsets.AutoCommit.Enable = false
 	c.Sarama.Consumer.Return.Errors = true
