@@ -129,7 +129,7 @@ func StartCache(ctx context.Context, addr, stream string, decoders map[string]ca
 			p.Notify()
 		}
 	}
-	cli, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: stream, ClientID: "cachebench"},
+	cli, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: stream, Service: "cachebench"},
 		cacheclient.WithHooks(cacheclient.Hooks{
 			OnBatchApplied: func(int, int64, time.Duration) { notify() },
 			OnSnapshot:     func(int64, int) { notify() },
