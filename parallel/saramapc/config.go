@@ -67,6 +67,16 @@ const (
 	ReadUncommitted
 )
 
+func (l IsolationLevel) String() string {
+	switch l {
+	case ReadCommitted:
+		return "read_committed"
+	case ReadUncommitted:
+		return "read_uncommitted"
+	}
+	return fmt.Sprintf("IsolationLevel(%d)", int(l))
+}
+
 // DefaultClientID is the client id of the default Config.Sarama.
 const DefaultClientID = "statecast-parallel"
 
