@@ -126,7 +126,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.mu.Lock()
 	c.runCtx, c.cancel = runCtx, cancel
 	c.mu.Unlock()
-	h := &groupHandler{c: c, coord: &coordinator{client: client, conf: c.cfg.Sarama, group: c.cfg.Group}}
+	// Offset requests get their own connections: on the consumer's, the broker answers them
+	// only after the fetch in front of them, which it holds for up to
+	// Consumer.MaxWaitTime when the partition has no new records.
+	offsetClient, err := sarama.NewClient(c.cfg.Brokers, c.cfg.Sarama)
+	if err != nil {
+		_ = group.Close()
+		return fmt.Errorf("saramapc: client: %w", err)
+	}
+	defer offsetClient.Close()
+	h := &groupHandler{c: c, coord: &coordinator{client: offsetClient, conf: c.cfg.Sarama, group: c.cfg.Group}}
 	if c.cfg.needsProducer() {
 		// Created before the group is joined: a transactional producer's start aborts what
 		// an earlier instance with the same transactional id left open.
