@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -71,25 +72,21 @@ func (h *groupHandler) consumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		h.c.mu.Unlock()
 	}()
 
-	// The member on whose behalf transactions commit: the broker refuses a transaction of
-	// an older generation (KIP-447), so an instance that lost the partition cannot commit.
-	var gm *sarama.ConsumerGroupMetadata
-	if pend != nil {
-		var instance *string
-		if id := cfg.Sarama.Consumer.Group.InstanceId; id != "" {
-			instance = &id
-		}
-		gm = sarama.NewConsumerGroupMetadataFromSession(sess, cfg.Group, instance)
+	var instance *string
+	if id := cfg.Sarama.Consumer.Group.InstanceId; id != "" {
+		instance = &id
 	}
 
 	// observed: whether there is anything to commit (a resume point or a submitted record).
-	var mu sync.Mutex
+	// Atomic, so that intake never waits for a commit in progress.
+	var observed atomic.Bool
+	observed.Store(resume != nil)
+	var mu sync.Mutex // serializes commits; guards last and fenced
 	last := parallel.Progress{Watermark: -1}
-	observed := resume != nil
 	commit := func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		if !observed {
+		if !observed.Load() {
 			return nil
 		}
 		p := eng.Progress()
@@ -99,7 +96,18 @@ func (h *groupHandler) consumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		var err error
 		outputs := 0
 		if pend != nil {
+			// The member on whose behalf the transaction commits, read for each one (a
+			// cooperative rebalance moves a retained claim to a new generation): the broker
+			// refuses a transaction of an older generation (KIP-447), so an instance that
+			// lost the partition cannot commit.
+			gm := sarama.NewConsumerGroupMetadataFromSession(sess, cfg.Group, instance)
 			outputs, err = h.txn.commitTxn(pend, gm, topic, partition, p)
+			var fatal *fatalProducerError
+			if errors.Is(err, ErrFenced) && !errors.As(err, &fatal) &&
+				(sess.GenerationID() != gm.GenerationID || sess.MemberID() != gm.MemberID) {
+				// The session moved on during the transaction: retry with the new one.
+				err = fmt.Errorf("saramapc: generation changed during the transaction, retrying: %v", err)
+			}
 		} else {
 			err = h.coord.Commit(sess.GenerationID(), sess.MemberID(), topic, partition, p)
 		}
@@ -203,9 +211,7 @@ loop:
 			if !ok {
 				break loop
 			}
-			mu.Lock()
-			observed = true
-			mu.Unlock()
+			observed.Store(true)
 			err := submit(ctx, parallel.Record[Message]{Key: msg.Key, Offset: msg.Offset, Value: msg, Size: len(msg.Key) + len(msg.Value)})
 			if err != nil {
 				if errors.Is(err, context.Canceled) || errors.Is(err, parallel.ErrClosed) {
