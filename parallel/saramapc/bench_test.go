@@ -188,7 +188,7 @@ func runCommitMode(b *testing.B, brokers []string, in, out string, m benchMode, 
 	done := make(chan struct{})
 	var once sync.Once
 	var last atomic.Int64
-	c.onCommit = func(_ string, _ int32, p parallel.Progress, err error) {
+	c.onCommit = func(_ string, _ int32, p parallel.Progress, _ int, err error) {
 		if err == nil && p.Watermark >= end {
 			last.Store(time.Now().UnixNano())
 			once.Do(func() { close(done) })

@@ -46,7 +46,7 @@ type Consumer struct {
 
 	commits, commitFailures, outputs atomic.Int64
 	// onCommit, when set (tests, benchmarks), runs after every commit attempt.
-	onCommit func(topic string, partition int32, p parallel.Progress, err error)
+	onCommit func(topic string, partition int32, p parallel.Progress, outputs int, err error)
 }
 
 // CommitStats are the consumer's commit counters since New.
@@ -73,7 +73,7 @@ func (c *Consumer) committed(topic string, partition int32, p parallel.Progress,
 		c.outputs.Add(int64(outputs))
 	}
 	if c.onCommit != nil {
-		c.onCommit(topic, partition, p, err)
+		c.onCommit(topic, partition, p, outputs, err)
 	}
 }
 

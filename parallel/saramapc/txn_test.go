@@ -3,6 +3,8 @@ package saramapc
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -70,6 +72,62 @@ func TestTransactionalExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkExactlyOnce(t, ins, readCommitted(t, brokers, out))
+}
+
+// TestTransactionalBoundedOutputs: with commits far apart, the outputs waiting for their
+// transaction stay within MaxPendingBytes: past half of it a commit starts early, at the
+// bound handlers wait for room. Everything is still committed exactly once.
+func TestTransactionalBoundedOutputs(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	in := testenv.NewTopic(t, "pc_txnbound_in", nil)
+	out := testenv.NewTopic(t, "pc_txnbound_out", nil)
+	group := testenv.UniqueName("g")
+	ins := produceHashed(t, brokers, in, 300, 30)
+	const size, bound = 100, 2000 // 20 outputs
+	cfg := txnConfig(brokers, group, in, func(_ context.Context, r parallel.Record[Message], o *Producer) error {
+		v := fmt.Sprintf("%d/%d", r.Value.Partition, r.Offset)
+		o.Send(&sarama.ProducerMessage{Topic: out, Key: sarama.ByteEncoder(r.Key),
+			Value: sarama.StringEncoder(v + strings.Repeat(" ", size-len(r.Key)-len(v)))})
+		return nil
+	})
+	cfg.CommitInterval = time.Hour
+	cfg.MaxPendingBytes = bound
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	most := 0
+	c.onCommit = func(_ string, _ int32, _ parallel.Progress, outputs int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			most = max(most, outputs)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	waitAllCommitted(t, newClient(t, brokers), group, in, ins)
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	st := c.CommitStats()
+	mu.Lock()
+	t.Logf("%+v, at most %d outputs in a transaction", st, most)
+	if most > bound/size {
+		t.Errorf("a transaction carried %d outputs of %d bytes: more than MaxPendingBytes %d", most, size, bound)
+	}
+	mu.Unlock()
+	if st.Commits < int64(len(ins)*size/bound) {
+		t.Errorf("%d transactions for %d outputs: the bound did not start commits early", st.Commits, len(ins))
+	}
+	outs := readCommitted(t, brokers, out)
+	for i := range outs {
+		outs[i].value = strings.TrimSpace(outs[i].value)
+	}
+	checkExactlyOnce(t, ins, outs)
 }
 
 // TestTransactionalConfig: the mode's requirements are checked by New.
