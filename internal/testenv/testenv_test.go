@@ -63,3 +63,18 @@ func TestPostgresDatabase(t *testing.T) {
 		t.Fatalf("wal_level = %q, want logical", level)
 	}
 }
+
+// TestNewTopicPartitions checks that the topic has the partitions asked for.
+func TestNewTopicPartitions(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopicPartitions(t, "env_parts", 3, nil)
+	cl, err := sarama.NewClient(brokers, kafkaconn.NewConfig("testenv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	parts, err := cl.Partitions(topic)
+	if err != nil || len(parts) != 3 {
+		t.Fatalf("partitions of %s: %v, %v; want 3", topic, parts, err)
+	}
+}
