@@ -54,6 +54,13 @@ func (h *groupHandler) consumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	if cfg.Commit == CommitTransactional {
 		pend = newPendingOutputs(cfg.MaxPendingBytes)
 		ecfg.Handler = h.c.txnHandler(pend)
+		userHook := ecfg.Hooks.OnComplete
+		ecfg.Hooks.OnComplete = func(offset int64, attempts int, failed bool) {
+			pend.completed()
+			if userHook != nil {
+				userHook(offset, attempts, failed)
+			}
+		}
 	}
 	if cfg.DeadLetterTopic != "" {
 		ecfg.DeadLetter = h.deadLetterSink(pend, cfg.Engine.DeadLetter)
@@ -159,8 +166,14 @@ func (h *groupHandler) consumeClaim(sess sarama.ConsumerGroupSession, claim sara
 				case <-t.C:
 				case <-kick:
 				}
-				if err := commit(); err != nil && !handleCommitErr(err, "periodic commit") {
-					return
+				if err := commit(); err != nil {
+					if !handleCommitErr(err, "periodic commit") {
+						return
+					}
+					if pend != nil && pend.pressure.Load() {
+						// Handlers may be waiting for room: retry soon, not at the next tick.
+						time.AfterFunc(100*time.Millisecond, pend.completed)
+					}
 				}
 			}
 		})

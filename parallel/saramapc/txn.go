@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/IBM/sarama"
 
@@ -88,6 +89,10 @@ type pendingOutputs struct {
 	byOff map[int64][]*sarama.ProducerMessage
 	kick  chan struct{} // capacity 1: asks the committer for an early commit
 	done  bool          // the claim ended: waiters give up
+	// pressure: more than half of max is pending. Read without the lock by the engine's
+	// completion hook, which then kicks the committer: the outputs a commit may take are
+	// those of completed records, and the last completions may come after the last add.
+	pressure atomic.Bool
 }
 
 func newPendingOutputs(max int64) *pendingOutputs {
@@ -124,10 +129,24 @@ func (p *pendingOutputs) add(ctx context.Context, off int64, out *Producer) erro
 	}
 	p.byOff[off] = append(p.byOff[off], out.msgs...)
 	p.bytes += out.bytes
-	if p.bytes*2 > p.max {
+	p.checkPressure()
+	return nil
+}
+
+// checkPressure updates pressure and kicks the committer under it; the lock is held.
+func (p *pendingOutputs) checkPressure() {
+	over := p.bytes*2 > p.max
+	p.pressure.Store(over)
+	if over {
 		p.kickLocked()
 	}
-	return nil
+}
+
+// completed runs after the engine marked a record complete.
+func (p *pendingOutputs) completed() {
+	if p.pressure.Load() {
+		p.kickLocked() // a channel send: safe without the lock
+	}
 }
 
 // addNow takes the outputs of the record at off without waiting for room: a dead letter,
@@ -137,9 +156,7 @@ func (p *pendingOutputs) addNow(off int64, out *Producer) {
 	defer p.mu.Unlock()
 	p.byOff[off] = append(p.byOff[off], out.msgs...)
 	p.bytes += out.bytes
-	if p.bytes*2 > p.max {
-		p.kickLocked()
-	}
+	p.checkPressure()
 }
 
 func (p *pendingOutputs) kickLocked() {
@@ -180,6 +197,7 @@ func (p *pendingOutputs) release(offs []int64) {
 		}
 		delete(p.byOff, off)
 	}
+	p.pressure.Store(p.bytes*2 > p.max)
 	p.space.Broadcast()
 }
 
