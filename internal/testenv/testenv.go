@@ -181,3 +181,21 @@ func NewTopic(t testing.TB, prefix string, configs map[string]string) string {
 	})
 	return name
 }
+
+// NewTopicPartitions is NewTopic with the given number of partitions (grown from one).
+func NewTopicPartitions(t testing.TB, prefix string, partitions int32, configs map[string]string) string {
+	t.Helper()
+	name := NewTopic(t, prefix, configs)
+	if partitions <= 1 {
+		return name
+	}
+	admin, err := sarama.NewClusterAdmin(KafkaBrokers(t), kafkaconn.NewConfig("testenv"))
+	if err != nil {
+		t.Fatalf("testenv: kafka admin: %v", err)
+	}
+	defer admin.Close()
+	if err := admin.CreatePartitions(name, partitions, nil, false); err != nil {
+		t.Fatalf("testenv: grow topic %s to %d partitions: %v", name, partitions, err)
+	}
+	return name
+}

@@ -125,3 +125,18 @@ func TestKafkaSASL(t *testing.T) {
 		}
 	}
 }
+
+// TestNewTopicPartitions checks that the topic has the partitions asked for.
+func TestNewTopicPartitions(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopicPartitions(t, "env_parts", 3, nil)
+	cl, err := sarama.NewClient(brokers, kafkaconn.NewConfig("testenv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	parts, err := cl.Partitions(topic)
+	if err != nil || len(parts) != 3 {
+		t.Fatalf("partitions of %s: %v, %v; want 3", topic, parts, err)
+	}
+}
