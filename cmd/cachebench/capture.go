@@ -30,6 +30,7 @@ type captureOpts struct {
 	recvlogical *string
 	timeout     *time.Duration
 	log         *bool
+	debug       *bool
 }
 
 func captureFlags(args *bench.Args) captureOpts {
@@ -37,6 +38,7 @@ func captureFlags(args *bench.Args) captureOpts {
 		recvlogical: args.String("pg-recvlogical", "", "pg_recvlogical to run (default "+bench.DefaultRecvLogical+" when present, else the one on PATH)"),
 		timeout:     args.Duration("timeout", 2*time.Minute, "how long to wait for the last write to be visible"),
 		log:         args.Bool("log", false, "write the distributor's log to stderr"),
+		debug:       args.Bool("log-debug", false, "with -log: at debug level (each WAL cycle's timings)"),
 	}
 }
 
@@ -45,7 +47,11 @@ func (o captureOpts) distOpts() []distributor.Option {
 	if !*o.log {
 		return nil
 	}
-	return []distributor.Option{distributor.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))}
+	level := slog.LevelInfo
+	if *o.debug {
+		level = slog.LevelDebug
+	}
+	return []distributor.Option{distributor.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))}
 }
 
 // capturePath describes where the pipeline runs, for the header.
