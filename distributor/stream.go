@@ -88,10 +88,10 @@ func (s *stream) startProducer() func() {
 	}
 	pcfg.Producer.MaxMessageBytes = s.cfg.maxBytes
 	pcfg.Producer.Compression = compressions[s.d.cfg.Kafka.Compression]
-	// A short linger: a WAL cycle's few records wait 200µs for a request (each publish
-	// waits for its acks twice, so the linger counts twice in commit → visible), while a
-	// snapshot's records still go in large batches (no linger at all cost a full snapshot
-	// about a tenth of its rate; 1ms cost a cycle ~3.5ms).
+	// A short linger: a WAL cycle's few records wait at most 200µs for their request (the
+	// linger adds to commit → visible at every ack a publish waits for), while a snapshot's
+	// records still go in large batches (without any linger, requests carry fewer records
+	// and a full snapshot loses rate).
 	pcfg.Producer.Flush.Bytes = 1 << 20
 	pcfg.Producer.Flush.Frequency = 200 * time.Microsecond
 	s.prod = &producer{brokers: s.d.cfg.Kafka.Brokers, cfg: pcfg, topic: s.cfg.Topic}
