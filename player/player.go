@@ -161,7 +161,7 @@ func (p *Player) serverOptions() []grpc.ServerOption {
 	}
 	if p.tls != nil {
 		// With tokens too, a client certificate is the alternative to a token, not a must.
-		opts = append(opts, grpc.Creds(credentials.NewTLS(p.tls.ServerConfig(p.auth.tokens == nil, "h2"))))
+		opts = append(opts, grpc.Creds(coalescingCreds{credentials.NewTLS(p.tls.ServerConfig(p.auth.tokens == nil, "h2"))}))
 	}
 	return opts
 }
