@@ -10,29 +10,8 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/statecast/statecast/internal/testenv"
-	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/parallel"
 )
-
-// produceWithHeader writes kvs to partition 0 of topic, each with the header origin=test.
-func produceWithHeader(t *testing.T, brokers []string, topic string, kvs ...string) []int64 {
-	t.Helper()
-	p, err := sarama.NewSyncProducer(brokers, kafkaconn.ProducerConfig("saramapc-test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	var offs []int64
-	for i := 0; i < len(kvs); i += 2 {
-		_, off, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(kvs[i]), Value: sarama.StringEncoder(kvs[i+1]),
-			Headers: []sarama.RecordHeader{{Key: []byte("origin"), Value: []byte("test")}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		offs = append(offs, off)
-	}
-	return offs
-}
 
 // TestDeadLetterTopic: a record that always fails is produced to the dead-letter topic with
 // its key, value, headers and the origin headers, once, in every commit mode (in the
@@ -48,7 +27,7 @@ func TestDeadLetterTopic(t *testing.T) {
 			group := testenv.UniqueName("g")
 			kvs := keyed(40, 4, "v")
 			kvs[2*5+1] = "poison" // offset 5, key k1
-			offs := produceWithHeader(t, brokers, in, kvs...)
+			offs := produceHeaders(t, brokers, in, []sarama.RecordHeader{{Key: []byte("origin"), Value: []byte("test")}}, kvs...)
 			poison := errors.New("cannot process")
 			var cfg Config
 			if mode == CommitTransactional {

@@ -17,6 +17,12 @@ import (
 // produce writes key=value records and returns their offsets.
 func produce(t *testing.T, brokers []string, topic string, kvs ...string) []int64 {
 	t.Helper()
+	return produceHeaders(t, brokers, topic, nil, kvs...)
+}
+
+// produceHeaders is produce with headers on every record.
+func produceHeaders(t *testing.T, brokers []string, topic string, headers []sarama.RecordHeader, kvs ...string) []int64 {
+	t.Helper()
 	p, err := sarama.NewSyncProducer(brokers, kafkaconn.ProducerConfig("saramapc-test"))
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +30,7 @@ func produce(t *testing.T, brokers []string, topic string, kvs ...string) []int6
 	defer p.Close()
 	var offs []int64
 	for i := 0; i < len(kvs); i += 2 {
-		_, off, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(kvs[i]), Value: sarama.StringEncoder(kvs[i+1])})
+		_, off, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(kvs[i]), Value: sarama.StringEncoder(kvs[i+1]), Headers: headers})
 		if err != nil {
 			t.Fatal(err)
 		}
