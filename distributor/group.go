@@ -114,8 +114,19 @@ func (g *group) activeRun(parent context.Context, lock *streamLock) error {
 	})
 	g.d.log.Info("active: holding the stream lock", "stream", g.topics())
 	g.setActive(true)
+	// The producers first: opening them fences the previous active's, so the state each
+	// stream restores next is final — nothing of the previous active can land after it.
 	for _, s := range g.streams {
-		defer s.startProducer()()
+		stop, err := s.startProducer(ctx, func(err error) {
+			if ctx.Err() == nil {
+				g.d.log.Error("stream producer lost: stopping the stream", "stream", s.cfg.Topic, "err", err)
+			}
+			cancel(err)
+		})
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	if g.wal {
 		return g.runWAL(ctx)
