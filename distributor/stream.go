@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/robfig/cron/v3"
 
@@ -48,6 +49,7 @@ type stream struct {
 	// owned by the publisher loop while active
 	prod     *producer
 	position capture.LSN // wal: the source position of the last position record published
+	topicID  sarama.Uuid // the topic's ID, set before each activation (zero: unknown)
 
 	statusMu       sync.Mutex
 	status         map[string]*ViewStatus // by view (status.go)

@@ -12,6 +12,7 @@ type metrics struct {
 	overflows   *prometheus.CounterVec
 	suspensions *prometheus.CounterVec
 	resyncs     *prometheus.CounterVec
+	replaced    *prometheus.CounterVec
 	targets     *targetCollector
 }
 
@@ -38,12 +39,16 @@ func newMetrics(p *Player) *metrics {
 			Namespace: "statecast", Subsystem: "player", Name: "resyncs_total",
 			Help: "Resync-required frames sent, by reason.",
 		}, []string{"stream", "reason"}),
+		replaced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "statecast", Subsystem: "player", Name: "topic_replaced_total",
+			Help: "Times the stream's topic was found deleted and created again (new topic ID): the stream restarted on it.",
+		}, []string{"stream"}),
 		targets: &targetCollector{p: p},
 	}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.targets} {
+	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replaced, m.targets} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
