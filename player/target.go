@@ -29,7 +29,10 @@ import (
 // catch-up queue shrinks or the target is suspended.
 type target struct {
 	s          *stream
-	id         string
+	id         string          // the instance id (Hello.client_id)
+	key        string          // in the stream's maps: identity.key (admit), else id
+	service    string          // the metrics' label
+	principal  Principal       // who it authenticated as
 	views      map[string]bool // nil = all views
 	viewList   []string
 	topic      []byte // the topic ID its frames carry (nil: unknown); fixed at admission
@@ -59,7 +62,7 @@ type target struct {
 
 func newTarget(s *stream, id string, views []string, term uint64, state State, maxEntries int, maxBytes int64) *target {
 	t := &target{
-		s: s, id: id, maxEntries: maxEntries, maxBytes: maxBytes, budget: s.p.cfg.TargetBudgetBytes,
+		s: s, id: id, key: id, service: id, maxEntries: maxEntries, maxBytes: maxBytes, budget: s.p.cfg.TargetBudgetBytes,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), connected: time.Now(),
 		q: newQueue(term, state), viewList: views, topic: s.topic, // s.mu held by admit
 	}
@@ -264,7 +267,7 @@ func (t *target) sendLoop(srv statecastv1.Player_SubscribeServer) error {
 			head := max(ci, t.sentUpTo) // the batch may hold entries dispatched after ci was read
 			t.mu.Unlock()
 			if len(batch) > 0 {
-				out = withHead(batchParts(batch), head) // items are immutable: framed outside the lock, not copied
+				out = withHead(batchParts(t.visibleTo(batch)), head) // items are immutable: framed outside the lock, not copied
 			} else {
 				out = withHead(append(make(rawParts, 0, 2), out.(rawFrame)), head)
 			}

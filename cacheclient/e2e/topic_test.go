@@ -136,7 +136,7 @@ func (p *walPipeline) dbAccounts(t *testing.T, ctx context.Context) map[int]int6
 // accountsClient starts a client of the low and high views with a state directory.
 func accountsClient(t *testing.T, addr, dir, id string, h cacheclient.Hooks) (*cacheclient.Client, *cacheclient.View[account], *cacheclient.View[account]) {
 	t.Helper()
-	c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: "s", ClientID: id, StateDir: dir,
+	c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: "s", Service: id, StateDir: dir,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond}, cacheclient.WithHooks(h))
 	if err != nil {
 		t.Fatal(err)

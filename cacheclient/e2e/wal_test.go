@@ -96,7 +96,7 @@ func startWALPipeline(t *testing.T) *walPipeline {
 	}
 	addr, _ := startPlayer(t, e)
 	p.addr = addr
-	c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: "s", ClientID: t.Name(),
+	c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: "s", Service: t.Name(),
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
