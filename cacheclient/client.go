@@ -63,7 +63,10 @@ type Client struct {
 	// and by the persister while it captures the views: a capture is a consistent cut.
 	applyMu sync.Mutex
 	applied atomic.Int64 // the stream position every view reflects (-1: none)
-	load    *stateLoad   // the state file's load at Start (nil without StateDir)
+	// topic is the Kafka topic ID of the topic applied is an offset of ("": unknown): an
+	// index means something only with it. Written with applied under applyMu.
+	topic string
+	load  *stateLoad // the state file's load at Start (nil without StateDir)
 	// cut is the last publication of every view (Read, WaitFor); published under applyMu.
 	cut atomic.Pointer[Cut]
 	// wsrc is the source state of the working versions (the last position entry applied,

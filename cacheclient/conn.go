@@ -134,12 +134,13 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 		hello.Views = append(hello.Views, v.viewName())
 	}
 	resumed := false
-	idx, err := c.resumeIndex(sctx)
+	idx, topic, err := c.resumeIndex(sctx)
 	if err != nil {
 		return false, err
 	}
 	if idx >= 0 {
 		hello.ResumeIndex = &idx
+		hello.TopicId = []byte(topic)
 		resumed = true
 	}
 	if err := stream.Send(&statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Hello{Hello: hello}}); err != nil {
@@ -151,6 +152,9 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 		h(addr, resumed)
 	}
 	r := &receiver{c: c, stream: stream, resumed: resumed, subscribed: time.Now(), staged: -1}
+	if resumed {
+		r.topic = topic
+	}
 	defer r.abort()
 
 	// Readiness after a resume: the first Progress frame, or ReadyIdle without frames. The

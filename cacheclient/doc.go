@@ -145,11 +145,13 @@
 //
 // # Persistence
 //
-// With Config.StateDir, the client writes its state (views and position) every
-// PersistInterval and at Close, atomically, with a checksum. At Start it loads a valid
-// file and resumes from its position instead of loading a snapshot; a file that fails any
-// check is reported ([ErrStateFile]) and ignored as a whole. The raw value of every row is
-// then kept in memory beside its object.
+// With Config.StateDir, the client writes its state (views, position and the Kafka topic
+// ID the position is an offset of) every PersistInterval and at Close, atomically, with a
+// checksum. At Start it loads a valid file and resumes from its position instead of
+// loading a snapshot; a file that fails any check is reported ([ErrStateFile]) and ignored
+// as a whole. A player whose topic has another ID (deleted and created again since) answers
+// the resume with a resync and a snapshot. The raw value of every row is then kept in
+// memory beside its object.
 //
 // # Metrics
 //

@@ -43,6 +43,7 @@ const (
 type frame struct {
 	kind    frameKind
 	head    int64    // head_index: the player's main position when it sent the frame (0: unknown)
+	topic   []byte   // topic_id: the Kafka topic ID of the stream's topic (empty: not sent)
 	entries []entry  // Batch
 	index   int64    // Progress, SnapshotBegin, SnapshotEnd
 	views   []string // SnapshotBegin
@@ -130,7 +131,7 @@ func decodeFrame(b []byte, names map[string]string, f *frame) error {
 		t, v, s := consumeField(&b)
 		if k := memberKind(t); k != frameNone {
 			if f.kind != k { // another oneof member replaces the one decoded so far
-				*f = frame{kind: k, head: f.head}
+				*f = frame{kind: k, head: f.head, topic: f.topic}
 			}
 			if k == frameBatch && f.entries == nil {
 				f.entries = make([]entry, 0, countEntries(s)) // one allocation, no regrowth
@@ -140,6 +141,8 @@ func decodeFrame(b []byte, names map[string]string, f *frame) error {
 			}
 		} else if t == tag(wire.SubscribeResponseHeadIndex, protowire.VarintType) {
 			f.head = int64(v)
+		} else if t == tag(wire.SubscribeResponseTopicID, protowire.BytesType) {
+			f.topic = s
 		} else if t == malformed {
 			return errFrame
 		}

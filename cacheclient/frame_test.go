@@ -18,6 +18,7 @@ import (
 func (f *frame) toProto() *statecastv1.SubscribeResponse {
 	r := f.toProtoMsg()
 	r.HeadIndex = f.head
+	r.TopicId = f.topic
 	return r
 }
 
@@ -83,6 +84,8 @@ func frameSeeds() [][]byte {
 			Reason: statecastv1.ResyncRequired_REASON_BELOW_LOG_START, Detail: "gone", LogStart: 100}}},
 		{Msg: &statecastv1.SubscribeResponse_Progress{Progress: &statecastv1.Progress{Index: 9}}, HeadIndex: 12},
 		{HeadIndex: -1},
+		{Msg: &statecastv1.SubscribeResponse_SnapshotBegin{SnapshotBegin: &statecastv1.SnapshotBegin{Index: 5}}, TopicId: []byte("0123456789abcdef"), HeadIndex: 7},
+		{TopicId: []byte{}},
 	}
 	var out [][]byte
 	for _, m := range msgs {

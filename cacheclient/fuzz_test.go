@@ -12,6 +12,7 @@ import (
 func FuzzReadState(f *testing.F) {
 	f.Add(testStateFile(f))
 	f.Add([]byte("SCSTATE1"))
+	f.Add([]byte("SCSTATE2"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var sink memSink
@@ -37,7 +38,7 @@ func FuzzReadState(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded file rejected: %v", err)
 		}
-		if again2.index != head.index || again2.src.lsn != head.src.lsn || again2.src.seen != head.src.seen ||
+		if again2.index != head.index || again2.topic != head.topic || again2.src.lsn != head.src.lsn || again2.src.seen != head.src.seen ||
 			again2.src.hasLSN != head.src.hasLSN || !slices.Equal(again2.src.stale, head.src.stale) {
 			t.Fatalf("re-encoded head %+v, read %+v", again2, head)
 		}

@@ -20,8 +20,9 @@ import (
 
 // State file layout (all integers uvarint unless said otherwise):
 //
-//	"SCSTATE2"                                  8-byte magic and format version
+//	"SCSTATE3"                                  8-byte magic and format version
 //	len stream, stream                          the stream it belongs to
+//	len topic, topic                            the Kafka topic ID the index is an offset of (0 bytes: unknown)
 //	index (zigzag varint)                       the applied index of every view
 //	flags, lsn, nstale, then per stale view:    the applied source state: flags bit 0 a position
 //	  len name, name                            record was applied, bit 1 it had a source
@@ -29,22 +30,28 @@ import (
 //	nviews, then per view: len name, name, nrows, then per row: len key, key, len raw, raw
 //	xxhash64 of everything above, 8 bytes big endian
 //
-// Format 1 ("SCSTATE1") is the same without the source state: it is still read, with the
-// source position unknown until the next position record.
+// Formats 2 ("SCSTATE2", without the topic ID) and 1 ("SCSTATE1", without the topic ID
+// and the source state) are still read: the client then resumes without a topic ID (the
+// player cannot check that the index is an offset of its topic), and with format 1 the
+// source position is unknown until the next position record. The next file written is of
+// format 3.
 //
 // The file is written to a temp file, fsynced, renamed over the old one and the directory
 // fsynced, so a crash leaves either the old or the new file. A file that fails any check is
 // reported and ignored as a whole (the client then bootstraps from a snapshot).
 const (
-	stateMagic   = "SCSTATE2"
+	stateMagic   = "SCSTATE3"
+	stateMagicV2 = "SCSTATE2"
 	stateMagicV1 = "SCSTATE1"
 )
 
-// stateHead is what a state file says besides the rows: the applied position and source
-// state of every view.
+// stateHead is what a state file says besides the rows: the applied position, the topic
+// ID it is an offset of, and the source state of every view.
 type stateHead struct {
-	index int64
-	src   sourceState
+	index   int64
+	topic   string
+	src     sourceState
+	version int // the file's format
 }
 
 // StateFileName is the name of the state file inside Config.StateDir.
@@ -94,7 +101,7 @@ func (c *Client) persist() (err error) {
 		}
 	}()
 	c.applyMu.Lock()
-	index, src := c.applied.Load(), c.cut.Load().src
+	index, topic, src := c.applied.Load(), c.topic, c.cut.Load().src
 	caps := make([]viewCapture, 0, len(c.views))
 	for _, v := range c.views {
 		if v.replacing() {
@@ -119,7 +126,7 @@ func (c *Client) persist() (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
-	n, err = writeState(tmp, c.cfg.Stream, stateHead{index: index, src: src}, caps)
+	n, err = writeState(tmp, c.cfg.Stream, stateHead{index: index, topic: topic, src: src}, caps)
 	if err != nil {
 		return err
 	}
@@ -167,6 +174,7 @@ func writeState(f io.Writer, stream string, head stateHead, caps []viewCapture) 
 	str := func(s string) { uv(uint64(len(s))); put([]byte(s)) }
 	put([]byte(stateMagic))
 	str(stream)
+	str(head.topic)
 	put(buf[:binary.PutVarint(buf[:], head.index)])
 	var flags uint64
 	if head.src.seen {
@@ -217,10 +225,20 @@ func readState(b []byte, stream string, sink stateSink) (stateHead, map[string]b
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrStateFile, fmt.Sprintf(format, a...))
 	}
-	if len(b) < len(stateMagic)+8 || (string(b[:len(stateMagic)]) != stateMagic && string(b[:len(stateMagic)]) != stateMagicV1) {
+	version := 0
+	if len(b) >= len(stateMagic)+8 {
+		switch string(b[:len(stateMagic)]) {
+		case stateMagic:
+			version = 3
+		case stateMagicV2:
+			version = 2
+		case stateMagicV1:
+			version = 1
+		}
+	}
+	if version == 0 {
 		return stateHead{}, nil, bad("not a state file of a known format")
 	}
-	v1 := string(b[:len(stateMagic)]) == stateMagicV1
 	body, sum := b[:len(b)-8], binary.BigEndian.Uint64(b[len(b)-8:])
 	if got := xxhash.Sum64(body); got != sum {
 		return stateHead{}, nil, bad("checksum %016x, content hashes to %016x (corrupt or truncated)", sum, got)
@@ -250,13 +268,19 @@ func readState(b []byte, stream string, sink stateSink) (stateHead, map[string]b
 	if string(st) != stream {
 		return stateHead{}, nil, bad("file of stream %q, client of stream %q", st, stream)
 	}
+	var topic []byte
+	if version >= 3 {
+		if topic, ok = str(); !ok || len(topic) > 64 {
+			return stateHead{}, nil, bad("topic ID")
+		}
+	}
 	index, n := binary.Varint(body[p:])
 	if n <= 0 || index < 0 {
 		return stateHead{}, nil, bad("index")
 	}
 	p += n
-	head := stateHead{index: index}
-	if !v1 {
+	head := stateHead{index: index, topic: string(topic), version: version}
+	if version >= 2 {
 		flags, ok1 := uv()
 		lsn, ok2 := uv()
 		nstale, ok3 := uv()
@@ -323,6 +347,7 @@ func readState(b []byte, stream string, sink stateSink) (stateHead, map[string]b
 type stateLoad struct {
 	verified chan struct{} // closed once index is known
 	index    int64         // the file's applied index; -1: no usable file (bootstrap)
+	topic    string        // the topic ID it is an offset of ("": unknown)
 	done     chan struct{} // closed once the views hold the file's state (or there is none)
 }
 
@@ -402,8 +427,12 @@ func (c *Client) loadState(l *stateLoad) {
 		return
 	}
 	index := head.index
-	l.index = index
+	l.index, l.topic = index, head.topic
 	close(l.verified)
+	if head.version < 3 {
+		c.log.Info("state file of an older format, without the topic ID: resuming without a topic check",
+			"path", c.statePath(), "format", head.version)
+	}
 	c.applyMu.Lock()
 	body := data[:len(data)-8] // the checksum is not part of any row
 	rows := 0
@@ -413,6 +442,7 @@ func (c *Client) loadState(l *stateLoad) {
 		v.endReplace(index)
 	}
 	c.wsrc = head.src
+	c.topic = head.topic
 	c.publish(index)
 	for _, v := range c.views {
 		rows += v.stats().Len
@@ -426,28 +456,30 @@ func (c *Client) loadState(l *stateLoad) {
 	}
 }
 
-// resumeIndex is the index to resume from: the applied index (-1: none), or while the
-// state file is still loading, the verified file's. Once the load is over the applied
-// index is the only authority (a repair may have reset it to -1 since). It waits for the
-// file's verification.
-func (c *Client) resumeIndex(ctx context.Context) (int64, error) {
+// resumeIndex is the index to resume from and the topic ID it is an offset of: the applied
+// index (-1: none), or while the state file is still loading, the verified file's. Once the
+// load is over the applied index is the only authority (a repair may have reset it to -1
+// since). It waits for the file's verification.
+func (c *Client) resumeIndex(ctx context.Context) (int64, string, error) {
 	l := c.load
-	if l == nil {
-		return c.applied.Load(), nil
+	if l != nil {
+		select {
+		case <-l.done:
+		default:
+			select {
+			case <-l.verified:
+			case <-ctx.Done():
+				return -1, "", ctx.Err()
+			}
+			// The load sets applied to l.index when it succeeds, and nothing else changes
+			// applied before this goroutine handles a frame, which it does only after the
+			// load.
+			return l.index, l.topic, nil
+		}
 	}
-	select {
-	case <-l.done:
-		return c.applied.Load(), nil
-	default:
-	}
-	select {
-	case <-l.verified:
-	case <-ctx.Done():
-		return -1, ctx.Err()
-	}
-	// The load sets applied to l.index when it succeeds, and nothing else changes applied
-	// before this goroutine handles a frame, which it does only after the load.
-	return l.index, nil
+	c.applyMu.Lock()
+	defer c.applyMu.Unlock()
+	return c.applied.Load(), c.topic, nil
 }
 
 // waitLoaded waits until the state file's load (if any) is over.

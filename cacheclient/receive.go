@@ -42,6 +42,10 @@ type receiver struct {
 	snapStart    time.Time
 	subscribed   time.Time // Hello sent
 	resyncReason string
+	// topic is the topic ID of what this stream delivers: the one resumed from, else the
+	// first one a frame carries; a ResyncRequired or a SnapshotBegin starts a new state,
+	// of the topic ID it carries. Published with the index (Client.topic).
+	topic string
 }
 
 // snapshotDone is a snapshot applied to the working versions, for its report at publication.
@@ -58,6 +62,14 @@ func orderErr(format string, a ...any) error {
 func (r *receiver) handle(ctx context.Context, msg *frame) error {
 	if msg.head > 0 {
 		r.c.st.head.Store(msg.head)
+	}
+	if len(msg.topic) > 0 && string(msg.topic) != r.topic {
+		switch {
+		case msg.kind == frameResync || msg.kind == frameSnapshotBegin, r.topic == "":
+			r.topic = string(msg.topic)
+		default:
+			return r.topicChanged(msg.topic)
+		}
 	}
 	switch msg.kind {
 	case frameBatch:
@@ -219,12 +231,26 @@ type published struct {
 // publish publishes every view's working version at pos (Client.publish) and takes what
 // the receiver owes the publication's report. c.applyMu held.
 func (r *receiver) publish(pos int64) published {
+	r.c.topic = r.topic
 	r.c.publish(pos)
 	p := published{done: true, pos: pos, entries: r.pendingEntries, source: r.pendingSource, snapshot: r.pendingSnap,
 		ready: r.readyPending || r.pendingSnap != nil, at: r.c.opts.now()}
 	r.staged, r.pendingEntries, r.pendingSource, r.pendingSnap, r.readyPending = -1, 0, time.Time{}, nil, false
 	r.progressed = true
 	return p
+}
+
+// topicChanged handles a frame of another topic than the one this stream resumed on,
+// outside a resync: the player serves another topic under the stream's name and did not
+// say so. The views' index means nothing there: the resume index is dropped, so that the
+// next stream bootstraps from a snapshot that replaces every view.
+func (r *receiver) topicChanged(topic []byte) error {
+	r.c.applied.Store(-1)
+	r.c.st.resyncs.Add(1)
+	if h := r.c.opts.hooks.OnResync; h != nil {
+		h("topic changed")
+	}
+	return orderErr("a frame of topic ID %x on a stream resumed on topic ID %x; resubscribing for a snapshot", topic, r.topic)
 }
 
 // published reports a publication: stats, hooks, logs, readiness. Without applyMu.

@@ -181,28 +181,19 @@ func rowRecords(b *testing.B, brokers []string, topic string) (keys, vals [][]by
 		b.Fatal(err)
 	}
 	defer client.Close()
-	end, err := client.GetOffset(topic, 0, sarama.OffsetNewest)
+	start, end, err := kafkaconn.CommittedOffsets(client, topic, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := sarama.NewConsumerFromClient(client)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	pc, err := c.ConsumePartition(topic, 0, sarama.OffsetOldest)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pc.Close()
-	for m := range pc.Messages() {
+	err = kafkaconn.ReadCommitted(context.Background(), client, topic, 0, start, end, func(m *sarama.ConsumerMessage) error {
 		if !record.IsControlKey(m.Key) && m.Value != nil {
 			keys = append(keys, m.Key)
 			vals = append(vals, m.Value)
 		}
-		if m.Offset >= end-1 {
-			break
-		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
 	return keys, vals
 }

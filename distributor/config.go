@@ -48,6 +48,14 @@ const (
 	RefreshNever            = "never"
 	DefaultPositionInterval = 100 * time.Millisecond
 	DefaultRereadDebounce   = 500 * time.Millisecond
+
+	// DefaultTransactionalIDPrefix, followed by the topic, is a stream's default
+	// transactional id (StreamConfig.TransactionalID).
+	DefaultTransactionalIDPrefix = "statecast-distributor-"
+	// DefaultTransactionTimeout is kafka.transaction_timeout: below the brokers' default
+	// transaction.max.timeout.ms (15 minutes), far above a cycle or a poll, and enough for an
+	// epoch of tens of millions of rows in one transaction.
+	DefaultTransactionTimeout = 5 * time.Minute
 )
 
 // Capture modes of a stream.
@@ -104,12 +112,33 @@ type KafkaConfig struct {
 	Compression string `yaml:"compression"`
 	// MaxMessageBytes caps a record; 0 means the topic's max.message.bytes.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// TransactionTimeout is the transaction.timeout.ms of the streams' transactional
+	// producers (default DefaultTransactionTimeout). The broker refuses a value above its
+	// transaction.max.timeout.ms. A transaction still being fed after half of it (a very
+	// large epoch) is committed there and continued in the next one.
+	TransactionTimeout time.Duration `yaml:"transaction_timeout"`
+
+	// saramaHook, when set, edits every sarama config the distributor makes (tests: a
+	// dialer whose connections can be held).
+	saramaHook func(*sarama.Config)
 }
 
 // clientConfig is the connection's sarama config, its client id suffixed (admin, restore).
 func (k *KafkaConfig) clientConfig(suffix string) *sarama.Config {
 	c := k.SaramaConfig()
 	c.ClientID += suffix
+	if k.saramaHook != nil {
+		k.saramaHook(c)
+	}
+	return c
+}
+
+// producerConfig is the connection's idempotent producer config (kafkaconn.ProducerConfig).
+func (k *KafkaConfig) producerConfig() *sarama.Config {
+	c := k.SaramaProducerConfig()
+	if k.saramaHook != nil {
+		k.saramaHook(c)
+	}
 	return c
 }
 
@@ -146,6 +175,11 @@ type StreamConfig struct {
 	// RereadDebounce: a change of a table a view cannot map to its rows re-reads the whole
 	// view, at most once per RereadDebounce (default 500ms); the source position waits.
 	RereadDebounce time.Duration `yaml:"reread_debounce"`
+	// TransactionalID is the transactional.id of the stream's producer (default
+	// DefaultTransactionalIDPrefix + topic). Every distributor of the stream must use the
+	// same one: a new active's producer fences the old active's through it (no record of
+	// the old active lands after the new active started). Unique per stream.
+	TransactionalID string `yaml:"transactional_id"`
 	// Defaults are the settings of the stream's views: each view takes every setting it
 	// leaves unset (zero; for Overlap: not given) from here, field by field. A view cannot
 	// clear an inherited setting: set it per view instead of in Defaults.
@@ -297,6 +331,12 @@ func (c *Config) Validate() error {
 	if c.Kafka.MaxMessageBytes < 0 {
 		bad("kafka.max_message_bytes: must not be negative")
 	}
+	if c.Kafka.TransactionTimeout == 0 {
+		c.Kafka.TransactionTimeout = DefaultTransactionTimeout
+	}
+	if c.Kafka.TransactionTimeout < time.Second {
+		bad("kafka.transaction_timeout: %s is below 1s", c.Kafka.TransactionTimeout)
+	}
 	if err := c.Admin.Check("admin"); err != nil {
 		errs = append(errs, err)
 	}
@@ -304,6 +344,7 @@ func (c *Config) Validate() error {
 		bad("streams: at least one stream is required")
 	}
 	topics := map[string]bool{}
+	txnIDs := map[string]string{}
 	views := map[string]string{}
 	for i := range c.Streams {
 		s := &c.Streams[i]
@@ -317,6 +358,13 @@ func (c *Config) Validate() error {
 			bad("%s: topic configured twice", where)
 		}
 		topics[s.Topic] = true
+		if s.TransactionalID == "" {
+			s.TransactionalID = DefaultTransactionalIDPrefix + s.Topic
+		}
+		if o, dup := txnIDs[s.TransactionalID]; dup {
+			bad("%s.transactional_id: %q is stream %q's too; each stream needs its own", where, s.TransactionalID, o)
+		}
+		txnIDs[s.TransactionalID] = s.Topic
 		if s.ReplicationFactor == 0 {
 			s.ReplicationFactor = DefaultReplicationFactor
 		}

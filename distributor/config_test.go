@@ -98,6 +98,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"no brokers", edit("brokers: [localhost:9092]", "brokers: []"), "kafka.brokers"},
 		{"bad topic", edit("topic: cache.shop", "topic: 'a b'"), "streams[0].topic"},
 		{"fixed topic config", edit(`min.cleanable.dirty.ratio: "0.1"`, `cleanup.policy: delete`), "cleanup.policy"},
+		{"short transaction timeout", edit("brokers: [localhost:9092]", "brokers: [localhost:9092]\n  transaction_timeout: 10ms"), "kafka.transaction_timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig([]byte(tc.yaml))
@@ -105,6 +106,26 @@ func TestParseConfigErrors(t *testing.T) {
 				t.Fatalf("err = %v, want ErrConfig containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestTransactionalIDs: each stream has its own transactional id, derived from its topic
+// unless set; two streams may not share one (their producers would fence each other).
+func TestTransactionalIDs(t *testing.T) {
+	two := func(id string) string {
+		return "postgres: {dsn: postgres://u@h/db}\nkafka: {brokers: [b:9092]}\nstreams:\n" +
+			"  - {topic: a, capture: poll, views: [{name: v, sql: SELECT 1 AS id, key: [id]}]}\n" +
+			"  - {topic: b, capture: poll, transactional_id: " + id + ", views: [{name: w, sql: SELECT 1 AS id, key: [id]}]}\n"
+	}
+	c, err := ParseConfig([]byte(two("custom")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := c.Streams[0].TransactionalID, c.Streams[1].TransactionalID; a != "statecast-distributor-a" || b != "custom" {
+		t.Errorf("transactional ids %q, %q", a, b)
+	}
+	if _, err := ParseConfig([]byte(two("statecast-distributor-a"))); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `stream "b".transactional_id`) {
+		t.Errorf("shared transactional id: %v", err)
 	}
 }
 
@@ -357,6 +378,9 @@ func TestKafkaInFile(t *testing.T) {
 	}
 	if !prod.Producer.Idempotent || prod.Producer.RequiredAcks != sarama.WaitForAll {
 		t.Errorf("producer settings lost")
+	}
+	if c.Kafka.TransactionTimeout != DefaultTransactionTimeout || c.Streams[0].TransactionalID != DefaultTransactionalIDPrefix+"t" {
+		t.Errorf("transaction timeout %v, transactional id %q", c.Kafka.TransactionTimeout, c.Streams[0].TransactionalID)
 	}
 	for _, tc := range []struct{ kafka, want string }{
 		{`  sasl: {mechanism: PLAIN, user: u, password: "${TEST_KAFKA_UNSET_PW}"}`, "TEST_KAFKA_UNSET_PW"},

@@ -132,17 +132,11 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 	}
 	streams := make([]*stream, 0, len(d.cfg.Streams))
 	for i := range d.cfg.Streams {
-		sc := &d.cfg.Streams[i]
-		maxBytes, err := ensureTopic(admin, sc)
-		if err != nil {
+		s := newStream(d, &d.cfg.Streams[i])
+		if err := s.ensureTopic(admin); err != nil {
 			_ = admin.Close()
 			return err
 		}
-		if m := d.cfg.Kafka.MaxMessageBytes; m > 0 && m < maxBytes {
-			maxBytes = m
-		}
-		s := newStream(d, sc)
-		s.cfg.maxBytes = maxBytes
 		streams = append(streams, s)
 	}
 	_ = admin.Close()

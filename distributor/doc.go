@@ -34,10 +34,17 @@
 //
 // # Guarantees
 //
-//   - Order: a stream's records are written by one idempotent producer, so the topic order
-//     is the publication order. An epoch's records are never interleaved with a poll of the
-//     same view; an epoch-end is written only after every record of its epoch was
-//     acknowledged, and an epoch interrupted by an error or a shutdown has no end.
+//   - Order: a stream's records are written by one transactional producer, so the topic
+//     order is the publication order. An epoch's records are never interleaved with a poll
+//     of the same view.
+//   - All or nothing: each source transaction (an epoch, a poll, a WAL cycle: its records
+//     and the position record that ends it) is one Kafka transaction. An epoch interrupted
+//     by an error, a shutdown or a lost lock is aborted: none of its records is ever read
+//     (every reader reads read_committed), so the stream never holds a half-published epoch.
+//     The one exception is an epoch so large that it is still being sent after half the
+//     transaction timeout (KafkaConfig.TransactionTimeout): it is committed in parts there,
+//     and an interruption then leaves a prefix without an epoch-end, which the next epoch
+//     completes.
 //   - Nothing half-published at start-up: every view of a stream is read in one REPEATABLE
 //     READ, READ ONLY snapshot and fully validated (key columns exist, no NULL or duplicate
 //     key, every column type mapped, no record above the broker's message limit) before its
@@ -50,7 +57,13 @@
 //   - One writer per stream: a stream publishes only while this process holds its
 //     PostgreSQL advisory lock (checked every 500 ms; publishing stops when it is lost);
 //     another process waits on the lock (standby) and takes over when the holder's session
-//     ends.
+//     ends. The lock alone cannot stop what the old holder already handed to its producer
+//     (sarama retries a request for as long as its timeouts allow), so Kafka fences it: a
+//     new active first opens its producer with the stream's transactional id
+//     (StreamConfig.TransactionalID), which aborts the old holder's open transaction and
+//     makes the broker refuse its every later write (ErrFenced); only then does it read the
+//     stream back. No record of an old active lands after the new active started, and a
+//     fenced process goes back to standby as after a lost lock.
 //   - Deletes: an incremental poll does not see them; the next epoch does (a reconcile:
 //     ViewSettings.RefreshCron, DefaultRefreshCron for a polled view that sets none,
 //     Reconcile, or a restart) and publishes their tombstones.
@@ -68,8 +81,9 @@
 // Files: config.go (Config, Validate), distributor.go (New, Run, Reconcile, WaitReady),
 // http.go (Handler), stream.go (one stream's lifecycle and publisher loop), state.go
 // (viewState), restore.go (state from the topic), read.go and codec.go (reading a view
-// with the row encoder of schemas/record/pgjson), publish.go (epochs and polls), producer.go
-// (the pipelined sarama AsyncProducer), topic.go, lock.go, listen.go, metrics.go.
+// with the row encoder of schemas/record/pgjson), publish.go (epochs and polls), txn.go
+// (a source transaction's records), producer.go (the pipelined, transactional sarama
+// AsyncProducer), topic.go, lock.go, listen.go, metrics.go.
 //
 // Run starts, per stream:
 //
@@ -88,11 +102,32 @@
 // for its result; a standby (lock not acquired yet) answers ErrNotActive. A failed poll or
 // reconcile is counted and retried by the loop with backoff.
 //
+// An activation (group.activeRun, once the lock is held) opens each stream's producer
+// before anything else — InitProducerId fences the previous active's producer and ends its
+// open transaction — then restores the state from the topic (read_committed, up to the
+// last stable offset: final, since nothing of the previous active can land any more), then
+// publishes. A producer that cannot abort a failed transaction (fenced, or beyond sarama's
+// retries) is closed and ends the activation; a new one is opened only by the next
+// activation, with the lock held again, so a process that lost its lock can never fence
+// the legitimate active.
+//
+// The transaction boundary is the source transaction (txnOut), not each send: one Kafka
+// transaction per WAL cycle, poll or epoch, committed once its last record (the position
+// record) is acknowledged. Per send would leave the state between two sends of one cycle
+// visible (an epoch's rows without its end); per cycle makes "no half-published epoch" and
+// the source transaction's atomicity the broker's own guarantee, and needs no wait between
+// a cycle's body and its tail (an epoch-end or a position record after a failed batch is
+// aborted with it). Its cost per cycle: an AddPartitionsToTxn before the first record and
+// an EndTxn after the last (two round trips to the transaction coordinator), and readers
+// see the cycle when the commit marker is written. The limit is the transaction timeout:
+// a start-up snapshot of many millions of rows is one transaction; past half the timeout
+// it is committed in parts (producer.publish), so that the broker never aborts it.
+//
 // Ordering and safety rules:
 //
 //   - A stream's records are produced from one goroutine through one producer (acks=all,
-//     one request in flight): a send returns only when the broker acknowledged all of it.
-//   - viewState (hashes, watermark, epoch) changes only after the broker acknowledged the
+//     one request in flight): a publish returns only when the broker committed all of it.
+//   - viewState (hashes, watermark, epoch) changes only after the broker committed the
 //     records it describes.
 //   - An epoch's read buffers the rows to publish (about key + value + 40 bytes per row),
 //     so that the whole view is validated before the first record is sent; the snapshot

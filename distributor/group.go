@@ -3,9 +3,12 @@ package distributor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/IBM/sarama"
 )
 
 // A group is the streams that one advisory lock makes active together: a polling stream
@@ -114,8 +117,37 @@ func (g *group) activeRun(parent context.Context, lock *streamLock) error {
 	})
 	g.d.log.Info("active: holding the stream lock", "stream", g.topics())
 	g.setActive(true)
+	// The topics as they are now: one may have been deleted (it is created again) or
+	// replaced while this process was not active. The state is restored from them below.
+	admin, err := sarama.NewClusterAdmin(g.d.cfg.Kafka.Brokers, g.d.cfg.Kafka.clientConfig("-admin"))
+	if err != nil {
+		return fmt.Errorf("distributor: kafka admin: %w", err)
+	}
 	for _, s := range g.streams {
-		defer s.startProducer()()
+		if err := s.ensureTopic(admin); err != nil {
+			_ = admin.Close()
+			return err
+		}
+	}
+	_ = admin.Close()
+	wg.Go(func() {
+		if err := g.watchTopics(ctx); err != nil && ctx.Err() == nil {
+			cancel(err)
+		}
+	})
+	// The producers first: opening them fences the previous active's, so the state each
+	// stream restores next is final — nothing of the previous active can land after it.
+	for _, s := range g.streams {
+		stop, err := s.startProducer(ctx, func(err error) {
+			if ctx.Err() == nil {
+				g.d.log.Error("stream producer lost: stopping the stream", "stream", s.cfg.Topic, "err", err)
+			}
+			cancel(err)
+		})
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	if g.wal {
 		return g.runWAL(ctx)

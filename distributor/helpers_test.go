@@ -146,7 +146,8 @@ func (r rec) String() string {
 	return fmt.Sprintf("%d %s %s e%d %q=%s", r.offset, r.meta.View, r.meta.Kind, r.meta.Epoch, r.key, r.value)
 }
 
-// readAll reads the topic from its start to its current end.
+// readAll reads the topic from its start to its current end, as a read_committed
+// consumer sees it (records of aborted transactions are not there).
 func readAll(t *testing.T, brokers []string, topic string) []rec {
 	t.Helper()
 	client, err := sarama.NewClient(brokers, kafkaconn.NewConfig("test-reader"))
@@ -154,50 +155,29 @@ func readAll(t *testing.T, brokers []string, topic string) []rec {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	oldest, err := client.GetOffset(topic, 0, sarama.OffsetOldest)
+	oldest, end, err := kafkaconn.CommittedOffsets(client, topic, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	end, err := client.GetOffset(topic, 0, sarama.OffsetNewest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if end <= oldest {
-		return nil
-	}
-	c, err := sarama.NewConsumerFromClient(client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	pc, err := c.ConsumePartition(topic, 0, oldest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
 	var out []rec
-	timeout := time.After(60 * time.Second)
-	for {
-		select {
-		case m := <-pc.Messages():
-			meta, err := recordsarama.Meta(m)
-			if err != nil {
-				t.Fatalf("offset %d: %v", m.Offset, err)
-			}
-			var v []byte
-			if m.Value != nil {
-				v = append([]byte{}, m.Value...)
-			}
-			out = append(out, rec{offset: m.Offset, key: string(m.Key), value: v, meta: meta})
-			if m.Offset >= end-1 {
-				return out
-			}
-		case err := <-pc.Errors():
-			t.Fatal(err)
-		case <-timeout:
-			t.Fatalf("reading %s: timeout at %d records (end %d)", topic, len(out), end)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = kafkaconn.ReadCommitted(ctx, client, topic, 0, oldest, end, func(m *sarama.ConsumerMessage) error {
+		meta, err := recordsarama.Meta(m)
+		if err != nil {
+			return fmt.Errorf("offset %d: %w", m.Offset, err)
 		}
+		var v []byte
+		if m.Value != nil {
+			v = append([]byte{}, m.Value...)
+		}
+		out = append(out, rec{offset: m.Offset, key: string(m.Key), value: v, meta: meta})
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reading %s: %v at %d records (end %d)", topic, err, len(out), end)
 	}
+	return out
 }
 
 // waitFor reads the topic until cond holds (bounded).

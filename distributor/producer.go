@@ -2,24 +2,133 @@ package distributor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/IBM/sarama"
 )
 
-// producer sends a stream's records through one idempotent sarama AsyncProducer (acks=all,
-// one request in flight, lz4: kafkaconn.ProducerConfig). Records are fed as a
-// continuous pipeline (no stall between batches) while a goroutine counts the broker's
-// acknowledgements; idempotence with one request in flight keeps them in order. It is used
-// by the stream's publisher loop only (one send at a time). After a send error the sarama
-// producer is closed and re-created on the next send (an idempotent producer that saw an
-// error may be unusable).
+// ErrFenced: another producer with the stream's transactional id started (a new active
+// distributor), or the broker aborted this one's transaction: this process may not write
+// the stream any more. The stream goes back to standby, as after a lost lock.
+var ErrFenced = errors.New("distributor: fenced by a newer producer of the stream")
+
+// producer sends a stream's records through one transactional sarama AsyncProducer
+// (idempotent, acks=all, one request in flight, lz4: kafkaconn.ProducerConfig, plus the
+// stream's transactional id). open runs InitProducerId: the broker then refuses every
+// later write of an earlier producer of the same transactional id and aborts its open
+// transaction, so a distributor that lost its lock cannot land a record after the new
+// active opened its producer — the fencing that the advisory lock alone cannot give (the
+// lock only stops what has not been sent yet). Each publish is one Kafka transaction.
+//
+// Records are fed as a continuous pipeline (no stall between batches) while a goroutine
+// counts the broker's acknowledgements. It is used by the stream's publisher loop only (one
+// publish at a time). A producer is opened once per activation: after an error that leaves
+// it unable to abort its transaction (fenced, or the broker unreachable for longer than
+// sarama's retries), it calls lost, which ends the activation; opening a new one without
+// the lock could fence the legitimate active.
 type producer struct {
 	brokers []string
 	cfg     *sarama.Config
 	topic   string
+	split   time.Duration // a transaction open this long is committed and the rest sent in the next
+	lost    func(error)   // ends the activation
 	p       sarama.AsyncProducer
+}
+
+// open creates the sarama producer, which fences every earlier producer of the stream's
+// transactional id (and waits until their open transactions are aborted).
+func (p *producer) open() error {
+	ap, err := sarama.NewAsyncProducer(p.brokers, p.cfg)
+	if err != nil {
+		return fmt.Errorf("distributor: transactional producer %q for topic %q: %w", p.cfg.Producer.Transaction.ID, p.topic, err)
+	}
+	p.p = ap
+	return nil
+}
+
+// publish sends the records of parts in order in one Kafka transaction, commits it, and
+// returns when the broker acknowledged the commit, or the first error. On an error the
+// transaction is aborted: none of its records is ever visible to a read_committed reader.
+// A transaction still being fed after p.split is committed there and the rest goes into
+// a new one, so that a very large epoch does not reach the transaction timeout (after
+// which the broker aborts it and fences the producer): its first part is then visible
+// before the rest, without an epoch-end or a position record until the last part.
+func (p *producer) publish(ctx context.Context, parts []part) error {
+	if p.p == nil {
+		return fmt.Errorf("distributor: producer for topic %q: %w", p.topic, errProducerGone)
+	}
+	pi, i := 0, 0
+	for {
+		if err := p.p.BeginTxn(); err != nil {
+			return p.failed(fmt.Errorf("distributor: begin transaction on topic %q: %w", p.topic, err))
+		}
+		start := time.Now()
+		cut, n := false, 0
+		err := p.sendIter(ctx, func() (*sarama.ProducerMessage, error) {
+			for pi < len(parts) && i >= parts[pi].n {
+				pi, i = pi+1, 0
+			}
+			if pi == len(parts) {
+				return nil, nil
+			}
+			if n++; n%256 == 0 && time.Since(start) > p.split {
+				cut = true
+				return nil, nil
+			}
+			m := parts[pi].gen(i)
+			i++
+			return m, nil
+		})
+		if err == nil {
+			if cerr := p.p.CommitTxn(); cerr != nil {
+				err = fmt.Errorf("distributor: commit transaction on topic %q: %w", p.topic, cerr)
+			}
+		}
+		if err != nil {
+			return p.failed(err)
+		}
+		if !cut {
+			return nil
+		}
+	}
+}
+
+var errProducerGone = errors.New("the producer was closed after an error it could not recover from")
+
+// failed aborts the current transaction after err. A producer that cannot abort (fenced,
+// or in a fatal state) is closed and lost is called: the activation ends.
+func (p *producer) failed(err error) error {
+	if p.p == nil {
+		return err
+	}
+	if p.p.TxnStatus()&sarama.ProducerTxnFlagReady != 0 {
+		return err // no transaction open
+	}
+	aerr := p.p.AbortTxn()
+	if aerr == nil && p.p.TxnStatus()&sarama.ProducerTxnFlagReady != 0 {
+		return err
+	}
+	if aerr == nil {
+		aerr = fmt.Errorf("transaction state %s after the abort", p.p.TxnStatus())
+	}
+	cause := fmt.Errorf("distributor: producer of topic %q cannot abort its transaction (%v) after: %w", p.topic, aerr, err)
+	if fenced(err) || fenced(aerr) {
+		cause = fmt.Errorf("%w: topic %q: %w", ErrFenced, p.topic, err)
+	}
+	_ = p.p.Close()
+	p.p = nil
+	p.lost(cause)
+	return cause
+}
+
+// fenced reports whether err says that a newer producer of the transactional id exists or
+// that the broker ended this producer's epoch.
+func fenced(err error) bool {
+	return errors.Is(err, sarama.ErrProducerFenced) || errors.Is(err, sarama.ErrInvalidProducerEpoch) ||
+		errors.Is(err, sarama.ErrInvalidProducerIDMapping)
 }
 
 // sendIter publishes the messages next returns, in order, until it returns nil, and returns
@@ -32,13 +141,6 @@ func (p *producer) sendIter(ctx context.Context, next func() (*sarama.ProducerMe
 	m, err := next()
 	if err != nil || m == nil {
 		return err
-	}
-	if p.p == nil {
-		ap, err := sarama.NewAsyncProducer(p.brokers, p.cfg)
-		if err != nil {
-			return fmt.Errorf("distributor: producer for topic %q: %w", p.topic, err)
-		}
-		p.p = ap
 	}
 	ap := p.p
 	var failed atomic.Bool
@@ -78,8 +180,6 @@ func (p *producer) sendIter(ctx context.Context, next func() (*sarama.ProducerMe
 	fed <- i
 	err = <-result
 	if err != nil {
-		_ = p.p.Close()
-		p.p = nil
 		return fmt.Errorf("distributor: produce to topic %q: %w", p.topic, err)
 	}
 	if genErr != nil {

@@ -7,16 +7,19 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 )
 
-// restore reads the topic from its start to its end (the end offset taken before reading)
-// and rebuilds each configured view's state: key → content hash of the live rows, the last
-// epoch and the watermark of the last poll record; and, into pos, the source position of
-// the last position record. Records of views that are not configured any more are skipped.
-// It is the only state store: no other is needed. A restored watermark beyond the database
-// clock (written by an older version) is dropped by the start-up epoch, which knows the
-// column's type and the clock.
+// restore reads the topic from its start to its end (the last stable offset, taken before
+// reading; read_committed: aborted transactions are not part of the state) and rebuilds
+// each configured view's state: key → content hash of the live rows, the last epoch and the
+// watermark of the last poll record; and, into pos, the source position of the last
+// position record. Records of views that are not configured any more are skipped. It is
+// the only state store: no other is needed. It runs after the stream's producer was opened,
+// which fenced every earlier producer and ended their transactions: what it reads is final.
+// A restored watermark beyond the database clock (written by an older version) is dropped
+// by the start-up epoch, which knows the column's type and the clock.
 func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[string]*viewState, pos *string, log *slog.Logger) (n int64, err error) {
 	cfg := kc.clientConfig("-restore")
 	cfg.Consumer.Fetch.Default = 4 << 20
@@ -25,47 +28,25 @@ func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[strin
 		return 0, fmt.Errorf("distributor: restore %q: %w", topic, err)
 	}
 	defer client.Close()
-	oldest, err := client.GetOffset(topic, 0, sarama.OffsetOldest)
+	oldest, end, err := kafkaconn.CommittedOffsets(client, topic, 0)
 	if err != nil {
-		return 0, fmt.Errorf("distributor: restore %q: oldest offset: %w", topic, err)
+		return 0, fmt.Errorf("distributor: restore %q: offsets: %w", topic, err)
 	}
-	end, err := client.GetOffset(topic, 0, sarama.OffsetNewest)
-	if err != nil {
-		return 0, fmt.Errorf("distributor: restore %q: end offset: %w", topic, err)
-	}
-	if end <= oldest {
-		return 0, nil
-	}
-	consumer, err := sarama.NewConsumerFromClient(client)
-	if err != nil {
-		return 0, fmt.Errorf("distributor: restore %q: %w", topic, err)
-	}
-	defer consumer.Close()
-	pc, err := consumer.ConsumePartition(topic, 0, oldest)
-	if err != nil {
-		return 0, fmt.Errorf("distributor: restore %q: consume: %w", topic, err)
-	}
-	defer pc.AsyncClose()
 	skipped := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return n, ctx.Err()
-		case cerr := <-pc.Errors():
-			return n, fmt.Errorf("distributor: restore %q: %w", topic, cerr)
-		case m := <-pc.Messages():
-			n++
-			if err := applyRestored(m, views, pos); err != nil {
-				skipped++
-				if skipped <= 10 {
-					log.Warn("restore: record skipped", "topic", topic, "offset", m.Offset, "err", err)
-				}
-			}
-			if m.Offset >= end-1 {
-				return n, nil
+	err = kafkaconn.ReadCommitted(ctx, client, topic, 0, oldest, end, func(m *sarama.ConsumerMessage) error {
+		n++
+		if err := applyRestored(m, views, pos); err != nil {
+			skipped++
+			if skipped <= 10 {
+				log.Warn("restore: record skipped", "topic", topic, "offset", m.Offset, "err", err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("distributor: restore %q: %w", topic, err)
 	}
+	return n, nil
 }
 
 func applyRestored(m *sarama.ConsumerMessage, views map[string]*viewState, pos *string) error {

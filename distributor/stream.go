@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/robfig/cron/v3"
 
@@ -48,6 +49,7 @@ type stream struct {
 	// owned by the publisher loop while active
 	prod     *producer
 	position capture.LSN // wal: the source position of the last position record published
+	topicID  sarama.Uuid // the topic's ID, set before each activation (zero: unknown)
 
 	statusMu       sync.Mutex
 	status         map[string]*ViewStatus // by view (status.go)
@@ -78,9 +80,12 @@ func (s *stream) resetState() {
 	}
 }
 
-// startProducer makes the stream's producer (closed by the returned func).
-func (s *stream) startProducer() func() {
-	pcfg := s.d.cfg.Kafka.SaramaProducerConfig()
+// startProducer opens the stream's transactional producer, which fences the producer of
+// any earlier active (producer.go), retrying until it is open or ctx ends. lost is called
+// when the producer becomes unusable (fenced): it must end the activation. The returned
+// func closes the producer.
+func (s *stream) startProducer(ctx context.Context, lost func(error)) (func(), error) {
+	pcfg := s.d.cfg.Kafka.producerConfig()
 	retries := s.m.produceRetries.WithLabelValues(s.cfg.Topic)
 	pcfg.Producer.Retry.BackoffFunc = func(int, int) time.Duration { // called once per retry
 		retries.Inc()
@@ -94,12 +99,18 @@ func (s *stream) startProducer() func() {
 	// and a full snapshot loses rate).
 	pcfg.Producer.Flush.Bytes = 1 << 20
 	pcfg.Producer.Flush.Frequency = 200 * time.Microsecond
-	s.prod = &producer{brokers: s.d.cfg.Kafka.Brokers, cfg: pcfg, topic: s.cfg.Topic}
+	pcfg.Producer.Transaction.ID = s.cfg.TransactionalID
+	pcfg.Producer.Transaction.Timeout = s.d.cfg.Kafka.TransactionTimeout
+	s.prod = &producer{brokers: s.d.cfg.Kafka.Brokers, cfg: pcfg, topic: s.cfg.Topic,
+		split: s.d.cfg.Kafka.TransactionTimeout / 2, lost: lost}
+	if err := s.retry(ctx, "producer", "transactional producer failed; retrying", s.prod.open); err != nil {
+		return nil, err
+	}
 	return func() {
 		if err := s.prod.Close(); err != nil {
 			s.log.Warn("producer close", "stream", s.cfg.Topic, "err", err)
 		}
-	}
+	}, nil
 }
 
 // runPoll is an active polling stream: the start-up epochs, then polls and reconciles

@@ -15,11 +15,11 @@ import (
 // commits — each with sc-txn, ended by a position record; and the changes of the stream's
 // state that wait for the broker's acknowledgement.
 //
-// It is sent in two phases: first the body (epoch begins, rows, tombstones), then, once
-// all of it is acknowledged, the tail (epoch ends, poll records) and the position record.
-// A record that says "what came before is complete" must wait for the acks: sarama's
-// idempotent producer bumps its epoch after a batch fails and goes on with the next
-// batches, so without the wait an epoch end or a position record could land after a gap.
+// It is sent as one Kafka transaction: the body (epoch begins, rows, tombstones), the tail
+// (epoch ends, poll records) and the position record, in one pipeline. A record that says
+// "what came before is complete" (an epoch end, a position record) needs no wait for the
+// acknowledgement of what precedes it: if a batch fails, the whole transaction is aborted
+// and none of it is ever read.
 type txnOut struct {
 	body []part
 	tail []part
@@ -66,40 +66,21 @@ func controlPart(view string, meta record.Meta, cs ...record.Control) part {
 	return part{n: len(msgs), gen: func(i int) *sarama.ProducerMessage { return msgs[i] }}
 }
 
-// publishTxn sends t and, once the broker acknowledged all of it, applies its state
-// changes. On an error nothing of t's state is applied: the records that landed are
-// written again by the retry (equal rows change nothing in a cache), and no position
-// record ends them before that.
+// publishTxn sends t as one Kafka transaction (producer.publish) and, once the broker
+// committed it, applies its state changes. On an error the transaction is aborted and
+// nothing of t's state is applied: no record of t is visible, and the retry publishes it
+// again.
 func (s *stream) publishTxn(ctx context.Context, t *txnOut) error {
-	if err := s.sendParts(ctx, t.body); err != nil {
-		return err
-	}
 	meta := record.Meta{Kind: record.KindPosition, SourceTime: t.pos.Time, SourceLSN: t.pos.LSN}
-	tail := append(t.tail[:len(t.tail):len(t.tail)], controlPart("", meta, &t.pos))
-	if err := s.sendParts(ctx, tail); err != nil {
+	parts := make([]part, 0, len(t.body)+len(t.tail)+1)
+	parts = append(append(append(parts, t.body...), t.tail...), controlPart("", meta, &t.pos))
+	if err := s.prod.publish(ctx, parts); err != nil {
 		return err
 	}
 	for _, f := range t.done {
 		f()
 	}
 	return nil
-}
-
-// sendParts sends the records of parts in order, as one pipeline, and returns when the
-// broker acknowledged all of them.
-func (s *stream) sendParts(ctx context.Context, parts []part) error {
-	p, i := 0, 0
-	return s.prod.sendIter(ctx, func() (*sarama.ProducerMessage, error) {
-		for p < len(parts) && i >= parts[p].n {
-			p, i = p+1, 0
-		}
-		if p == len(parts) {
-			return nil, nil
-		}
-		m := parts[p].gen(i)
-		i++
-		return m, nil
-	})
 }
 
 // epochOut adds r, a full read, to t as a new epoch of its view in mode: the epoch

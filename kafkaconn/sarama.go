@@ -13,12 +13,23 @@ import (
 var Version = sarama.V3_9_0_0
 
 // NewConfig returns a sarama config with statecast's common settings: the pinned
-// protocol version, a client id, and errors/successes returned on channels. It has no
-// TLS, SASL or timeout: Config.SaramaConfig adds a connection's.
+// protocol version, a client id, errors/successes returned on channels, and:
+//
+//   - consumers read read_committed: streams are written by transactional producers, and
+//     the records of a fenced or failed distributor's aborted transactions must never be
+//     seen (committed.go says what this does to offsets);
+//   - metadata requests never create a topic: a stream's topic is created by its
+//     distributor with the settings a stream needs (one partition, compacted), and a
+//     client that asked for a deleted topic's metadata on a broker with
+//     auto.create.topics.enable would otherwise recreate it empty under a new topic ID.
+//
+// It has no TLS, SASL or timeout: Config.SaramaConfig adds a connection's.
 func NewConfig(clientID string) *sarama.Config {
 	c := sarama.NewConfig()
 	c.Version = Version
 	c.ClientID = clientID
+	c.Consumer.IsolationLevel = sarama.ReadCommitted
+	c.Metadata.AllowAutoTopicCreation = false
 	c.Metadata.Retry.Max = 10
 	c.Metadata.Retry.Backoff = 200 * time.Millisecond
 	c.Producer.Return.Successes = true

@@ -1,6 +1,7 @@
 package player
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -29,6 +30,9 @@ func (s *stream) admit(id identity, h *statecastv1.Hello) (*target, error) {
 	maxEntries, maxBytes := batchLimits(s.p.cfg, h)
 
 	s.mu.Lock()
+	if r := s.resyncTopicLocked(h, logStart); r != nil {
+		resync = r // before the others: the resume index is not an offset of this log at all
+	}
 	if resync == nil {
 		resync = s.resyncPastHorizonLocked(h, logStart)
 	}
@@ -94,6 +98,18 @@ func resyncOutsideLog(h *statecastv1.Hello, logStart, logEnd int64) *statecastv1
 			Detail: fmt.Sprintf("resume index %d is at or past the log end %d", r, logEnd)}
 	}
 	return nil
+}
+
+// resyncTopicLocked returns the resync owed to a resume index read from another topic: the
+// client's topic ID (Hello.topic_id) is not the ID of the stream's topic, which was deleted
+// and created again since. nil when there is none or either ID is unknown. s.mu held.
+func (s *stream) resyncTopicLocked(h *statecastv1.Hello, logStart int64) *statecastv1.ResyncRequired {
+	if h.ResumeIndex == nil || len(h.GetTopicId()) == 0 || len(s.topic) == 0 || bytes.Equal(h.GetTopicId(), s.topic) {
+		return nil
+	}
+	return &statecastv1.ResyncRequired{Reason: statecastv1.ResyncRequired_REASON_TOPIC_CHANGED, LogStart: logStart,
+		Detail: fmt.Sprintf("resume index %d is an offset of topic ID %s; topic %s is now %s", h.GetResumeIndex(),
+			formatTopicID(h.GetTopicId()), s.cfg.Topic, formatTopicID(s.topic))}
 }
 
 // resyncPastHorizonLocked returns the resync owed to a resume index followed by records

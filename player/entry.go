@@ -181,8 +181,8 @@ func encodeBatch(items []*item) []byte {
 	return slices.Concat(batchParts(items)...)
 }
 
-// encodeProgress returns a marshalled SubscribeResponse{progress: {index}}.
-func encodeProgress(index int64) []byte {
-	b, _ := proto.Marshal(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Progress{Progress: &statecastv1.Progress{Index: index}}})
+// encodeProgress returns a marshalled SubscribeResponse{progress: {index}, topic_id}.
+func encodeProgress(index int64, topic []byte) []byte {
+	b, _ := proto.Marshal(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Progress{Progress: &statecastv1.Progress{Index: index}}, TopicId: topic})
 	return b
 }

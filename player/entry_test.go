@@ -88,7 +88,7 @@ func TestWithHead(t *testing.T) {
 	}{
 		"batch":    {batchParts([]*item{a, b}), 2},
 		"one":      {batchParts([]*item{a}), 1},
-		"progress": {rawParts{encodeProgress(5)}, 0},
+		"progress": {rawParts{encodeProgress(5, nil)}, 0},
 	} {
 		for _, head := range []int64{0, 9, 1 << 40} {
 			bs, err := newCodec().Marshal(withHead(tc.parts, head))

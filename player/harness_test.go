@@ -1,6 +1,7 @@
 package player
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -248,6 +249,8 @@ type client struct {
 	service  string            // Hello.service
 	frames   int
 	maxHead  int64    // highest SubscribeResponse.head_index seen
+	topic    []byte   // the topic ID of the applied index (sent back in Hello.topic_id)
+	topics   [][]byte // every distinct topic ID received, in order
 	headErrs []string // messages whose head_index was below an index they carried
 	// Position entries received live and in snapshots; batches of the full entry count
 	// that end with the start of a source transaction after a position entry (the player
@@ -309,6 +312,7 @@ func (c *client) session(ctx context.Context, addr string, stopAfter int, pause 
 		r := c.applied
 		resume = &r
 		hello.ResumeIndex = &r
+		hello.TopicId = c.topic
 	}
 	c.mu.Unlock()
 	if err := st.Send(&statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Hello{Hello: hello}}); err != nil {
@@ -333,6 +337,12 @@ func (c *client) session(ctx context.Context, addr string, stopAfter int, pause 
 		c.mu.Lock()
 		c.frames++
 		c.maxHead = max(c.maxHead, resp.GetHeadIndex())
+		if id := resp.GetTopicId(); len(id) > 0 {
+			c.topic = id
+			if n := len(c.topics); n == 0 || !bytes.Equal(c.topics[n-1], id) {
+				c.topics = append(c.topics, id)
+			}
+		}
 		if h := resp.GetHeadIndex(); !inSnap && len(resp.GetBatch().GetEntries()) > 0 {
 			if last := resp.GetBatch().GetEntries()[len(resp.GetBatch().GetEntries())-1].GetIndex(); h < last && len(c.headErrs) < 5 {
 				c.headErrs = append(c.headErrs, fmt.Sprintf("batch up to %d with head_index %d", last, h))

@@ -13,7 +13,9 @@ type metrics struct {
 	suspensions  *prometheus.CounterVec
 	resyncs      *prometheus.CounterVec
 	replacements *prometheus.CounterVec
-	targets      *targetCollector
+	// topicReplaced counts a stream's topic found deleted and created again.
+	topicReplaced *prometheus.CounterVec
+	targets       *targetCollector
 }
 
 func newMetrics(p *Player) *metrics {
@@ -43,12 +45,16 @@ func newMetrics(p *Player) *metrics {
 			Namespace: "statecast", Subsystem: "player", Name: "replacements_total",
 			Help: "Targets replaced by a new connection of the same instance (same principal and instance id).",
 		}, []string{"stream"}),
+		topicReplaced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "statecast", Subsystem: "player", Name: "topic_replaced_total",
+			Help: "Times the stream's topic was found deleted and created again (new topic ID): the stream restarted on it.",
+		}, []string{"stream"}),
 		targets: &targetCollector{p: p},
 	}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.targets} {
+	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.topicReplaced, m.targets} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

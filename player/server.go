@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/IBM/sarama"
+
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
 )
@@ -105,6 +107,9 @@ func validateHello(h *statecastv1.Hello) error {
 	}
 	if h.ResumeIndex != nil && h.GetResumeIndex() < -1 {
 		return fmt.Errorf("%w: negative resume index %d", ErrBadHello, h.GetResumeIndex())
+	}
+	if n := len(h.GetTopicId()); n != 0 && n != len(sarama.Uuid{}) {
+		return fmt.Errorf("%w: topic_id of %d bytes (a Kafka topic ID has %d)", ErrBadHello, n, len(sarama.Uuid{}))
 	}
 	return nil
 }

@@ -35,11 +35,11 @@ func (ss *snapshotSource) read(from, _ int64) (int64, error) {
 	ss.sent = true
 	push := func(it *item) bool { return ss.t.pushCatchup(it, ss.term, true) }
 	if ss.resync != nil {
-		if !push(frameItem(-1, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_ResyncRequired{ResyncRequired: ss.resync}})) {
+		if !push(frameItem(-1, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_ResyncRequired{ResyncRequired: ss.resync}, TopicId: ss.t.topic})) {
 			return from, errStopped
 		}
 	}
-	begin := frameItem(-1, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotBegin{SnapshotBegin: &statecastv1.SnapshotBegin{Index: ss.x, Views: ss.t.viewList}}})
+	begin := frameItem(-1, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotBegin{SnapshotBegin: &statecastv1.SnapshotBegin{Index: ss.x, Views: ss.t.viewList}}, TopicId: ss.t.topic})
 	if !push(begin) {
 		return from, errStopped
 	}
@@ -48,7 +48,7 @@ func (ss *snapshotSource) read(from, _ int64) (int64, error) {
 			return from, errStopped
 		}
 	}
-	end := frameItem(ss.x, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotEnd{SnapshotEnd: &statecastv1.SnapshotEnd{Index: ss.x}}})
+	end := frameItem(ss.x, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotEnd{SnapshotEnd: &statecastv1.SnapshotEnd{Index: ss.x}}, TopicId: ss.t.topic})
 	if !push(end) {
 		return from, errStopped
 	}

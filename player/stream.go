@@ -1,6 +1,7 @@
 package player
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -46,6 +47,7 @@ type stream struct {
 	current atomic.Int64  // index of the last entry dispatched (or read at start-up)
 
 	mu       sync.Mutex
+	topic    []byte                      // the topic's Kafka ID (nil: unknown), sent to targets
 	rows     map[string]map[string]*item // view -> key -> latest row (tombstones applied)
 	order    map[string]*rowOrder        // view -> the same rows in index order (snapshots)
 	position *item                       // the latest position record (nil: none read)
@@ -105,6 +107,13 @@ func (s *stream) connect() error {
 	if len(parts) != 1 {
 		return fmt.Errorf("%w: stream %s: topic %s has %d partitions, want 1", ErrConfig, s.cfg.Name, s.cfg.Topic, len(parts))
 	}
+	id, err := kafkaconn.TopicID(s.client, s.cfg.Topic)
+	if err != nil {
+		return fmt.Errorf("%w: stream %s: topic %s: %v", ErrStreamUnavailable, s.cfg.Name, s.cfg.Topic, err)
+	}
+	s.mu.Lock()
+	s.topic = topicBytes(id)
+	s.mu.Unlock()
 	s.retention = s.p.cfg.DeleteRetention
 	if s.retention <= 0 {
 		s.retention = 24 * time.Hour // Kafka's default delete.retention.ms
@@ -138,29 +147,45 @@ func (s *stream) close() {
 	}
 }
 
-// offsets returns the log start offset and the high-water mark.
+// offsets returns the log start offset and the last stable offset: the end of what the
+// main fetcher (read_committed) can read now. The offset below it may be a transaction
+// marker, never delivered.
 func (s *stream) offsets() (start, end int64, err error) {
 	if s.offsetsHook != nil {
 		return s.offsetsHook()
 	}
-	if start, err = s.offClient.GetOffset(s.cfg.Topic, 0, sarama.OffsetOldest); err != nil {
-		return 0, 0, err
-	}
-	if end, err = s.offClient.GetOffset(s.cfg.Topic, 0, sarama.OffsetNewest); err != nil {
-		return 0, 0, err
-	}
-	return start, end, nil
+	return kafkaconn.CommittedOffsets(s.offClient, s.cfg.Topic, 0)
 }
 
 // run is the main fetcher (the paper's fetcher thread + Algorithm 3's caller): it reads
 // the log from its start to build the materialized copy, marks the stream ready, then
-// keeps reading the head and dispatching every entry until ctx ends.
+// keeps reading the head and dispatching every entry until ctx ends. When the topic is
+// deleted and created again (its topic ID changes), it starts over on the new topic
+// (replaceTopic).
 func (s *stream) run(ctx context.Context) error {
+	for {
+		err := s.fetch(ctx)
+		var tr *topicReplaced
+		if !errors.As(err, &tr) {
+			return err
+		}
+		s.replaceTopic(tr.id)
+	}
+}
+
+// fetch is run's reading of one topic (one topic ID): until ctx ends, an error, or a
+// *topicReplaced.
+func (s *stream) fetch(ctx context.Context) error {
 	start, end, err := s.offsets()
 	if err != nil {
 		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
 	}
-	s.current.Store(end - 1)
+	// A stream that is ready already (a replaced topic) dispatches every record of the new
+	// one live, from its start: its main position is what it applied.
+	loading := end > start && !s.isReady()
+	if !s.isReady() {
+		s.current.Store(end - 1)
+	}
 	s.mu.Lock()
 	s.hist.evicted = start - 1 // the history starts with the first record read
 	s.mu.Unlock()
@@ -175,17 +200,23 @@ func (s *stream) run(ctx context.Context) error {
 	}
 	defer pc.AsyncClose()
 	s.log.Info("main fetcher started", "topic", s.cfg.Topic, "log_start", start, "log_end", end)
-	loading := end > start
-	if !loading {
+	if !loading && !s.isReady() {
 		s.markReady(start, end)
 	}
-	idle := time.NewTimer(2 * time.Second)
+	idle := time.NewTimer(loadProbe)
 	defer idle.Stop()
+	check := time.NewTicker(topicCheck)
+	defer check.Stop()
+	next := start // every record below next that the consumer delivers was applied
 	woken := map[*target]struct{}{}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-check.C:
+			if err := s.checkTopic(); err != nil {
+				return err
+			}
 		case m, ok := <-pc.Messages():
 			if !ok {
 				return nil
@@ -194,6 +225,7 @@ func (s *stream) run(ctx context.Context) error {
 			// targets: under load their senders then build bigger batches (fewer writes).
 			for n := 0; ; n++ {
 				s.apply(m, !loading, woken)
+				next = m.Offset + 1
 				if loading && m.Offset >= end-1 {
 					loading = false
 					s.markReady(start, end)
@@ -210,7 +242,7 @@ func (s *stream) run(ctx context.Context) error {
 			}
 			clear(woken)
 			if loading {
-				idle.Reset(2 * time.Second)
+				idle.Reset(loadProbe)
 			}
 		case e, ok := <-pc.Errors():
 			if !ok {
@@ -220,17 +252,126 @@ func (s *stream) run(ctx context.Context) error {
 			s.mu.Lock()
 			s.fetchErr = e.Err.Error()
 			s.mu.Unlock()
+			// A deleted topic shows as errors first: is it still the same one?
+			if err := s.checkTopic(); err != nil {
+				return err
+			}
 			if errors.Is(e.Err, sarama.ErrOffsetOutOfRange) {
 				return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, e.Err)
 			}
 		case <-idle.C:
-			// The last offsets below the high-water mark may be transaction markers that are
-			// never delivered: after a quiet period the copy is as complete as it gets.
-			if loading {
+			// The last offsets below end may be transaction markers or records of aborted
+			// transactions, never delivered: the copy is complete when no record the
+			// consumer would deliver is left below end.
+			if !loading {
+				break
+			}
+			n, err := kafkaconn.NextCommitted(s.offClient, s.cfg.Topic, 0, next, end)
+			if err == nil && n >= end {
 				loading = false
 				s.markReady(start, end)
+			} else {
+				idle.Reset(loadProbe)
 			}
 		}
+	}
+}
+
+// loadProbe: while loading, how long the consumer may be quiet before the main fetcher
+// asks whether records are still to come below the end it loads to.
+const loadProbe = 100 * time.Millisecond
+
+// topicCheck is how often the main fetcher checks that its topic is still the one it
+// reads (the topic ID it started with): a topic deleted and created again starts its
+// offsets over, and targets must not resume at offsets of the old one.
+const topicCheck = 2 * time.Second
+
+// topicReplaced: the stream's topic now has another topic ID.
+type topicReplaced struct{ id sarama.Uuid }
+
+func (e *topicReplaced) Error() string {
+	return "player: topic replaced, new topic ID " + e.id.String()
+}
+
+// checkTopic compares the topic's ID with the one the stream serves: a *topicReplaced
+// when it changed; nil when it is the same, missing (deleted and not created again yet:
+// the copy is kept), unknown (no topic IDs), or the check failed (logged, tried again).
+func (s *stream) checkTopic() error {
+	s.mu.Lock()
+	cur := s.topic
+	s.mu.Unlock()
+	if len(cur) == 0 {
+		return nil
+	}
+	id, err := kafkaconn.TopicID(s.offClient, s.cfg.Topic)
+	switch {
+	case errors.Is(err, kafkaconn.ErrTopicMissing):
+		s.log.Warn("topic missing (deleted?): serving the last copy until it exists again", "topic", s.cfg.Topic)
+		return nil
+	case err != nil:
+		s.log.Warn("topic check failed", "topic", s.cfg.Topic, "err", err)
+		return nil
+	case id == (sarama.Uuid{}) || bytes.Equal(id[:], cur):
+		return nil
+	}
+	return &topicReplaced{id: id}
+}
+
+// replaceTopic starts the stream over on a new topic of the same name (run, after
+// fetch found that the topic ID changed): the materialized copy and the history of the old
+// topic are dropped, every target is ended (Unavailable: its client resubscribes, and its
+// resume index, an offset of the old topic, gets ResyncRequired + a snapshot of the new
+// one through Hello.topic_id), and the main fetcher reads the new topic from its start,
+// dispatching every record live: a target admitted meanwhile gets the state read so far
+// and then the rest as it comes.
+func (s *stream) replaceTopic(id sarama.Uuid) {
+	s.mu.Lock()
+	old := s.topic
+	s.topic = topicBytes(id)
+	s.rows, s.order = map[string]map[string]*item{}, map[string]*rowOrder{}
+	s.position, s.posLSN = nil, ""
+	s.nrows = 0
+	s.hist = history{max: s.p.cfg.HistoryBytes, evicted: -1}
+	s.timeline = nil
+	s.lastLog, s.lastOff = time.Time{}, -1
+	s.current.Store(-1)
+	targets := make([]*target, 0, len(s.byClient))
+	for _, t := range s.byClient {
+		targets = append(targets, t)
+	}
+	s.mu.Unlock()
+	s.log.Warn("topic deleted and created again: serving the new topic from its start; every target resyncs",
+		"topic", s.cfg.Topic, "old_topic_id", formatTopicID(old), "topic_id", id.String(), "targets", len(targets))
+	s.p.metrics.topicReplaced.WithLabelValues(s.cfg.Name).Inc()
+	err := fmt.Errorf("%w: stream %s: topic %s was deleted and created again (topic ID %s)", ErrStreamUnavailable, s.cfg.Name, s.cfg.Topic, id)
+	for _, t := range targets {
+		t.suspend(err)
+	}
+}
+
+// topicBytes is a topic ID as the protocol carries it (nil: unknown).
+func topicBytes(id sarama.Uuid) []byte {
+	if id == (sarama.Uuid{}) {
+		return nil
+	}
+	return id[:]
+}
+
+// formatTopicID writes a topic ID as Kafka tools do.
+func formatTopicID(b []byte) string {
+	if len(b) != len(sarama.Uuid{}) {
+		return fmt.Sprintf("%x", b)
+	}
+	return sarama.Uuid(b).String()
+}
+
+// isReady reports whether the materialized copy caught up once (ready is closed).
+func (s *stream) isReady() bool {
+	select {
+	case <-s.ready:
+		return true
+	default:
+		return false
 	}
 }
 

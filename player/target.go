@@ -35,6 +35,7 @@ type target struct {
 	principal  Principal       // who it authenticated as
 	views      map[string]bool // nil = all views
 	viewList   []string
+	topic      []byte // the topic ID its frames carry (nil: unknown); fixed at admission
 	maxEntries int
 	maxBytes   int64
 	budget     int64
@@ -63,7 +64,7 @@ func newTarget(s *stream, id string, views []string, term uint64, state State, m
 	t := &target{
 		s: s, id: id, key: id, service: id, maxEntries: maxEntries, maxBytes: maxBytes, budget: s.p.cfg.TargetBudgetBytes,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), connected: time.Now(),
-		q: newQueue(term, state), viewList: views,
+		q: newQueue(term, state), viewList: views, topic: s.topic, // s.mu held by admit
 	}
 	if len(views) > 0 {
 		t.views = map[string]bool{}
@@ -256,7 +257,7 @@ func (t *target) sendLoop(srv statecastv1.Player_SubscribeServer) error {
 				// that it is current instead of waiting for the next record.
 				t.caughtUp = true
 				t.sentUpTo = max(ci, t.sentUpTo)
-				out = rawFrame(encodeProgress(t.sentUpTo))
+				out = rawFrame(encodeProgress(t.sentUpTo, t.topic))
 			}
 			if out == nil && len(batch) == 0 {
 				t.mu.Unlock()

@@ -40,6 +40,8 @@ const (
 // walPipeline is PostgreSQL → distributor (capture: wal) → Kafka → player → cacheclient,
 // on the accounts table split into two views.
 type walPipeline struct {
+	kafka  *kafkaEnv
+	addr   string // the player's
 	dsn    string
 	pool   *pgxpool.Pool
 	client *cacheclient.Client
@@ -63,6 +65,7 @@ func startWALPipeline(t *testing.T) *walPipeline {
 		t.Fatal(err)
 	}
 	e := newKafkaEnv(t)
+	p.kafka = e
 	half := strconv.Itoa(nAccounts / 2)
 	cfg := distributor.Config{
 		Postgres: distributor.PostgresConfig{DSN: p.dsn},
@@ -92,6 +95,7 @@ func startWALPipeline(t *testing.T) *walPipeline {
 		t.Fatal(err)
 	}
 	addr, _ := startPlayer(t, e)
+	p.addr = addr
 	c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: "s", Service: t.Name(),
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond})
 	if err != nil {

@@ -80,6 +80,14 @@ func TestCheck(t *testing.T) {
 			c.SnapshotEnd("t", 5)
 			c.Batch("t", e(8))
 		}, nil},
+		{"valid resync to a snapshot below the resume index", func(c *Checker) {
+			c.Hello("t", va, p(7)) // an index of a topic since created again, or ahead of the log
+			c.Resync("t", "topic changed")
+			c.SnapshotBegin("t", 2, va)
+			c.Batch("t", e(0, 2))
+			c.SnapshotEnd("t", 2)
+			c.Batch("t", e(3, 4, 5, 8))
+		}, nil},
 		{"valid progress for a filtered target", func(c *Checker) {
 			c.Hello("t", vb, p(-1))
 			c.Batch("t", e(1))

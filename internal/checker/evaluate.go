@@ -245,6 +245,12 @@ func (e *evaluator) snapEnd(x int64) {
 		e.report(Ordered, "snapshot end %d does not match its begin %d", x, e.snapX)
 	}
 	e.checkSnapshotContent()
+	if e.resync {
+		// The snapshot replaced the state the resume index described (a resync: the log
+		// start moved past it, the topic was created again, ...): the entries that follow
+		// are bound by the snapshot's index, not by the resume index any more.
+		e.hasResume = false
+	}
 	e.inSnap, e.needSnapshot, e.resync = false, false, false
 	e.lineage = map[int64]bool{}
 	e.base, e.claim = e.snapX, -1

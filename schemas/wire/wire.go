@@ -24,6 +24,7 @@ const (
 	SubscribeResponseSnapshotEnd    protowire.Number = 4  // SnapshotEnd, bytes
 	SubscribeResponseResyncRequired protowire.Number = 5  // ResyncRequired, bytes
 	SubscribeResponseHeadIndex      protowire.Number = 10 // int64, varint
+	SubscribeResponseTopicID        protowire.Number = 11 // bytes
 )
 
 // Fields of statecast.v1.Batch.

@@ -47,6 +47,7 @@ func fields() []field {
 		{"SubscribeResponseSnapshotEnd", SubscribeResponseSnapshotEnd, resp, "snapshot_end", msgK, false},
 		{"SubscribeResponseResyncRequired", SubscribeResponseResyncRequired, resp, "resync_required", msgK, false},
 		{"SubscribeResponseHeadIndex", SubscribeResponseHeadIndex, resp, "head_index", int64K, false},
+		{"SubscribeResponseTopicID", SubscribeResponseTopicID, resp, "topic_id", bytesK, false},
 
 		{"BatchEntries", BatchEntries, batch, "entries", msgK, true},
 

@@ -95,6 +95,9 @@ const (
 	ResyncRequired_REASON_PAST_TOMBSTONE_HORIZON ResyncRequired_Reason = 2
 	ResyncRequired_REASON_AHEAD_OF_LOG           ResyncRequired_Reason = 3
 	ResyncRequired_REASON_EPOCH_MISMATCH         ResyncRequired_Reason = 4
+	// Hello.topic_id is not the ID of the stream's topic: the topic was deleted and created
+	// again since the client read its resume index.
+	ResyncRequired_REASON_TOPIC_CHANGED ResyncRequired_Reason = 5
 )
 
 // Enum value maps for ResyncRequired_Reason.
@@ -105,6 +108,7 @@ var (
 		2: "REASON_PAST_TOMBSTONE_HORIZON",
 		3: "REASON_AHEAD_OF_LOG",
 		4: "REASON_EPOCH_MISMATCH",
+		5: "REASON_TOPIC_CHANGED",
 	}
 	ResyncRequired_Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":            0,
@@ -112,6 +116,7 @@ var (
 		"REASON_PAST_TOMBSTONE_HORIZON": 2,
 		"REASON_AHEAD_OF_LOG":           3,
 		"REASON_EPOCH_MISMATCH":         4,
+		"REASON_TOPIC_CHANGED":          5,
 	}
 )
 
@@ -243,7 +248,12 @@ type Hello struct {
 	// The service the client belongs to, shared by its replicas: the player's metrics are
 	// labelled by it. Empty: client_id (clients that predate this field named their service
 	// there).
-	Service       string `protobuf:"bytes,7,opt,name=service,proto3" json:"service,omitempty"`
+	Service string `protobuf:"bytes,7,opt,name=service,proto3" json:"service,omitempty"`
+	// The Kafka topic ID (16 bytes) of the topic resume_index was read from, as the player
+	// sent it (SubscribeResponse.topic_id); empty = unknown. A player whose topic has another
+	// ID (the topic was deleted and created again) answers ResyncRequired
+	// (REASON_TOPIC_CHANGED) and a snapshot instead of resuming at offsets of another topic.
+	TopicId       []byte `protobuf:"bytes,9,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -327,6 +337,13 @@ func (x *Hello) GetService() string {
 	return ""
 }
 
+func (x *Hello) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
+}
+
 // Ack is cumulative: the highest index the client has applied.
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -386,7 +403,13 @@ type SubscribeResponse struct {
 	// its main fetcher has dispatched (0 before the first). Every message carries it, so a
 	// client's lag in indexes is head_index minus its applied index (indexes have gaps:
 	// compaction and transaction markers make this an upper bound of the entries behind).
-	HeadIndex     int64 `protobuf:"varint,10,opt,name=head_index,json=headIndex,proto3" json:"head_index,omitempty"`
+	HeadIndex int64 `protobuf:"varint,10,opt,name=head_index,json=headIndex,proto3" json:"head_index,omitempty"`
+	// The Kafka topic ID (16 bytes) of the stream's topic: set on every message but Batch
+	// (empty when the broker has no topic IDs). An index means something only together with
+	// it: a client keeps it with its applied index and sends it back in Hello.topic_id. It
+	// never changes within one Subscribe stream (a player whose topic changes ends its
+	// streams).
+	TopicId       []byte `protobuf:"bytes,11,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -478,6 +501,13 @@ func (x *SubscribeResponse) GetHeadIndex() int64 {
 		return x.HeadIndex
 	}
 	return 0
+}
+
+func (x *SubscribeResponse) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
 }
 
 type isSubscribeResponse_Msg interface {
@@ -896,7 +926,7 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\x10SubscribeRequest\x12+\n" +
 	"\x05hello\x18\x01 \x01(\v2\x13.statecast.v1.HelloH\x00R\x05hello\x12%\n" +
 	"\x03ack\x18\x02 \x01(\v2\x11.statecast.v1.AckH\x00R\x03ackB\x05\n" +
-	"\x03msg\"\xf9\x01\n" +
+	"\x03msg\"\x94\x02\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x14\n" +
@@ -904,10 +934,11 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\fresume_index\x18\x04 \x01(\x03H\x00R\vresumeIndex\x88\x01\x01\x12*\n" +
 	"\x11max_batch_entries\x18\x05 \x01(\rR\x0fmaxBatchEntries\x12&\n" +
 	"\x0fmax_batch_bytes\x18\x06 \x01(\rR\rmaxBatchBytes\x12\x18\n" +
-	"\aservice\x18\a \x01(\tR\aserviceB\x0f\n" +
+	"\aservice\x18\a \x01(\tR\aservice\x12\x19\n" +
+	"\btopic_id\x18\t \x01(\fR\atopicIdB\x0f\n" +
 	"\r_resume_index\"\x1b\n" +
 	"\x03Ack\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x03R\x05index\"\xeb\x02\n" +
+	"\x05index\x18\x01 \x01(\x03R\x05index\"\x86\x03\n" +
 	"\x11SubscribeResponse\x12+\n" +
 	"\x05batch\x18\x01 \x01(\v2\x13.statecast.v1.BatchH\x00R\x05batch\x124\n" +
 	"\bprogress\x18\x02 \x01(\v2\x16.statecast.v1.ProgressH\x00R\bprogress\x12D\n" +
@@ -916,7 +947,8 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\x0fresync_required\x18\x05 \x01(\v2\x1c.statecast.v1.ResyncRequiredH\x00R\x0eresyncRequired\x12\x1d\n" +
 	"\n" +
 	"head_index\x18\n" +
-	" \x01(\x03R\theadIndexB\x05\n" +
+	" \x01(\x03R\theadIndex\x12\x19\n" +
+	"\btopic_id\x18\v \x01(\fR\atopicIdB\x05\n" +
 	"\x03msg\"\xa3\x02\n" +
 	"\x05Entry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\x12\x10\n" +
@@ -940,17 +972,18 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\x12\x14\n" +
 	"\x05views\x18\x02 \x03(\tR\x05views\"#\n" +
 	"\vSnapshotEnd\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x03R\x05index\"\x98\x02\n" +
+	"\x05index\x18\x01 \x01(\x03R\x05index\"\xb2\x02\n" +
 	"\x0eResyncRequired\x12;\n" +
 	"\x06reason\x18\x01 \x01(\x0e2#.statecast.v1.ResyncRequired.ReasonR\x06reason\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x1b\n" +
-	"\tlog_start\x18\x03 \x01(\x03R\blogStart\"\x93\x01\n" +
+	"\tlog_start\x18\x03 \x01(\x03R\blogStart\"\xad\x01\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16REASON_BELOW_LOG_START\x10\x01\x12!\n" +
 	"\x1dREASON_PAST_TOMBSTONE_HORIZON\x10\x02\x12\x17\n" +
 	"\x13REASON_AHEAD_OF_LOG\x10\x03\x12\x19\n" +
-	"\x15REASON_EPOCH_MISMATCH\x10\x04*v\n" +
+	"\x15REASON_EPOCH_MISMATCH\x10\x04\x12\x18\n" +
+	"\x14REASON_TOPIC_CHANGED\x10\x05*v\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bKIND_ROW\x10\x01\x12\x14\n" +
