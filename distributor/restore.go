@@ -46,14 +46,37 @@ func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[strin
 		return 0, fmt.Errorf("distributor: restore %q: consume: %w", topic, err)
 	}
 	defer pc.AsyncClose()
+	return restoreFrom(ctx, pc, topic, end, views, pos, log)
+}
+
+// restoreFrom applies the records pc delivers up to offset end-1 (restore). sarama closes
+// pc's channels when it gives up (an offset out of range: retention or DeleteRecords moved
+// the log start past the read), which fails the restore: the caller retries it whole from
+// the new log start.
+func restoreFrom(ctx context.Context, pc sarama.PartitionConsumer, topic string, end int64, views map[string]*viewState, pos *string, log *slog.Logger) (n int64, err error) {
 	skipped := 0
+	closed := func() error {
+		var cause error
+		for e := range pc.Errors() {
+			if e != nil && cause == nil {
+				cause = e.Err
+			}
+		}
+		return fmt.Errorf("distributor: restore %q: the consumer stopped after %d records, before offset %d: %v", topic, n, end-1, cause)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return n, ctx.Err()
-		case cerr := <-pc.Errors():
+		case cerr, ok := <-pc.Errors():
+			if !ok {
+				return n, closed()
+			}
 			return n, fmt.Errorf("distributor: restore %q: %w", topic, cerr)
-		case m := <-pc.Messages():
+		case m, ok := <-pc.Messages():
+			if !ok {
+				return n, closed()
+			}
 			n++
 			if err := applyRestored(m, views, pos); err != nil {
 				skipped++

@@ -146,12 +146,19 @@ func (k *kafkaSource) read(from, to int64) (int64, error) {
 				return from, errStopped
 			case <-s.p.ctx.Done():
 				return from, errStopped
-			case e := <-k.pc.Errors():
+			case e, ok := <-k.pc.Errors():
+				if !ok {
+					return from, k.closed(from)
+				}
 				if errors.Is(e.Err, sarama.ErrOffsetOutOfRange) {
 					return from, fmt.Errorf("%w: %v", errLogStartMoved, e.Err)
 				}
 				return from, fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, e.Err)
-			case m = <-k.pc.Messages():
+			case mm, ok := <-k.pc.Messages():
+				if !ok {
+					return from, k.closed(from)
+				}
+				m = mm
 			}
 		}
 		if m.Offset > to {
@@ -168,9 +175,20 @@ func (k *kafkaSource) read(from, to int64) (int64, error) {
 	}
 }
 
+// closed is the error of a partition consumer that sarama closed under the read at from:
+// errLogStartMoved when it gave up on an offset out of range (its error may be read after
+// the closed Messages channel), else a failure of the recovery.
+func (k *kafkaSource) closed(from int64) error {
+	cause := consumerClosed(k.pc)
+	if errors.Is(cause, sarama.ErrOffsetOutOfRange) {
+		return fmt.Errorf("%w: %v", errLogStartMoved, cause)
+	}
+	return fmt.Errorf("%w: recovery: the partition consumer closed at offset %d (%v)", ErrStreamUnavailable, from, cause)
+}
+
 func (k *kafkaSource) open(from, to int64) error {
 	s := k.t.s
-	consumer, err := sarama.NewConsumerFromClient(s.recClient)
+	consumer, err := s.newConsumer(s.recClient)
 	if err != nil {
 		return fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, err)
 	}

@@ -41,6 +41,9 @@ type stream struct {
 	delay     prometheus.Observer // delivery delay histogram of this stream
 	// offsetsHook replaces the Kafka offset look-up (tests that drive apply directly).
 	offsetsHook func() (start, end int64, err error)
+	// consumerHook replaces the sarama consumers of the main and recovery fetchers (tests
+	// that close a partition consumer under them, as sarama does on an offset out of range).
+	consumerHook func(client sarama.Client) (sarama.Consumer, error)
 
 	ready   chan struct{} // closed when the materialized copy has caught up with the log
 	current atomic.Int64  // index of the last entry dispatched (or read at start-up)
@@ -150,9 +153,35 @@ func (s *stream) offsets() (start, end int64, err error) {
 	return start, end, nil
 }
 
+// newConsumer returns a sarama consumer on client (consumerHook's in tests).
+func (s *stream) newConsumer(client sarama.Client) (sarama.Consumer, error) {
+	if s.consumerHook != nil {
+		return s.consumerHook(client)
+	}
+	return sarama.NewConsumerFromClient(client)
+}
+
+// consumerClosed returns why sarama closed pc's channels: it sends the error that made
+// it give up (an offset out of range) to Errors, then closes Messages and Errors, and a
+// select may see the closed Messages first. nil when pc gave no error.
+func consumerClosed(pc sarama.PartitionConsumer) error {
+	var err error
+	for e := range pc.Errors() {
+		if e != nil && err == nil {
+			err = e.Err
+		}
+	}
+	return err
+}
+
 // run is the main fetcher (the paper's fetcher thread + Algorithm 3's caller): it reads
 // the log from its start to build the materialized copy, marks the stream ready, then
-// keeps reading the head and dispatching every entry until ctx ends.
+// keeps reading the head and dispatching every entry until ctx ends. It never ends
+// otherwise without an error: the stream cannot be served without it, and Player.Run
+// turns that error into the end of the player (health NOT_SERVING, targets ended with
+// Unavailable, Run returns it) so that clients fail over and a supervisor restarts it.
+// An offset out of range at the head means the log was truncated or replaced under the
+// materialized copy, which only a fresh start can rebuild.
 func (s *stream) run(ctx context.Context) error {
 	start, end, err := s.offsets()
 	if err != nil {
@@ -162,7 +191,7 @@ func (s *stream) run(ctx context.Context) error {
 	s.mu.Lock()
 	s.hist.evicted = start - 1 // the history starts with the first record read
 	s.mu.Unlock()
-	consumer, err := sarama.NewConsumerFromClient(s.client)
+	consumer, err := s.newConsumer(s.client)
 	if err != nil {
 		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
 	}
@@ -180,13 +209,24 @@ func (s *stream) run(ctx context.Context) error {
 	idle := time.NewTimer(2 * time.Second)
 	defer idle.Stop()
 	woken := map[*target]struct{}{}
+	closed := func() error {
+		cause := consumerClosed(pc)
+		s.mu.Lock()
+		s.fetchErr = fmt.Sprintf("the partition consumer closed (%v)", cause)
+		s.mu.Unlock()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("%w: stream %s: main fetcher: the partition consumer closed at offset %d: %v",
+			ErrStreamUnavailable, s.cfg.Name, s.current.Load()+1, cause)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case m, ok := <-pc.Messages():
 			if !ok {
-				return nil
+				return closed()
 			}
 			// Apply what the consumer already holds (up to a bound) before waking the
 			// targets: under load their senders then build bigger batches (fewer writes).
@@ -212,7 +252,7 @@ func (s *stream) run(ctx context.Context) error {
 			}
 		case e, ok := <-pc.Errors():
 			if !ok {
-				return nil
+				return closed()
 			}
 			s.log.Error("main fetcher error", "err", e.Err)
 			s.mu.Lock()
