@@ -170,6 +170,7 @@ func (c *Client) Start() error {
 		}
 	}
 	if c.cfg.StateDir != "" {
+		c.removeStaleTemps()
 		c.load = newStateLoad()
 		c.wg.Add(1)
 		go func() {

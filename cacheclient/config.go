@@ -38,7 +38,8 @@ type Config struct {
 	TLS *tls.Config
 	// StateDir, when set, is where the client persists its views and stream position, so
 	// that a restart resumes from the saved position instead of a full snapshot. The raw values are
-	// then kept in memory beside the decoded objects.
+	// then kept in memory beside the decoded objects. One client per directory: Start
+	// removes the temp files (StateFileName + ".tmp*") that a write cut by a crash left.
 	StateDir string
 	// PersistInterval between state files (with StateDir), default 30s. Close writes one too.
 	PersistInterval time.Duration

@@ -132,12 +132,44 @@ func (c *Client) persist() (err error) {
 	if err = os.Rename(tmp.Name(), c.statePath()); err != nil {
 		return err
 	}
-	if d, derr := os.Open(c.cfg.StateDir); derr == nil {
-		d.Sync()
-		d.Close()
+	// Without the directory's fsync the rename may not survive a crash: the next start
+	// would resume from an older file. Reported like any failed write.
+	if err = syncDir(c.cfg.StateDir); err != nil {
+		return fmt.Errorf("cacheclient: state file written, its directory not synced: %w", err)
 	}
 	c.log.Debug("state file written", "index", index, "bytes", n, "took", time.Since(start))
 	return nil
+}
+
+// syncDir fsyncs the directory dir (a variable: tests make it fail).
+var syncDir = func(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// removeStaleTemps removes the temp files that writes of the state file left in dir when
+// the process died before their rename: nothing else removes them, and a crash loop
+// would fill the disk with one each. Only this client writes them (see Config.StateDir),
+// and it calls this before its persistence goroutine starts.
+func (c *Client) removeStaleTemps() {
+	matches, err := filepath.Glob(filepath.Join(c.cfg.StateDir, StateFileName+".tmp*"))
+	if err != nil {
+		return
+	}
+	for _, m := range matches {
+		if err := os.Remove(m); err != nil {
+			c.log.Warn("stale state temp file not removed", "path", m, "err", err)
+			continue
+		}
+		c.log.Info("stale state temp file removed (left by a write that did not finish)", "path", m)
+	}
 }
 
 type countWriter struct {
