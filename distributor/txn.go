@@ -98,6 +98,9 @@ func (s *stream) sendParts(ctx context.Context, parts []part) error {
 		}
 		m := parts[p].gen(i)
 		i++
+		if h := s.d.sendHook; h != nil {
+			h(ctx, s.cfg.Topic)
+		}
 		return m, nil
 	})
 }
