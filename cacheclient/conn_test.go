@@ -7,6 +7,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
@@ -376,5 +379,24 @@ func TestGetTakesTheKeyText(t *testing.T) {
 	slices.SortFunc(got, slices.Compare)
 	if want := [][]string{{sport}, {"plain"}, {`x\y`, "2"}}; !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("the keys split into %q, want %q", got, want)
+	}
+}
+
+// TestSourceTimeFarFuture: a source time past what nanoseconds since 1970 hold (any
+// producer may write one) saturates in Stats instead of wrapping to a year before 1970.
+func TestSourceTimeFarFuture(t *testing.T) {
+	far := timestamppb.New(time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC))
+	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		if err := s.snapshot(1); err != nil {
+			return err
+		}
+		e := ent(2, "1", evJSON(1, "a"))
+		e.SourceTime = far
+		return s.batch(e)
+	})
+	c, _ := startClient(t, Config{}, nil, fp)
+	eventually(t, "the batch", func() bool { return c.Position() >= 2 })
+	if st := c.Stats(); st.LastSourceTime.Year() < 2262 {
+		t.Fatalf("LastSourceTime %v for a source time in year 9000", st.LastSourceTime)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"google.golang.org/grpc"
@@ -236,7 +237,7 @@ func (r *receiver) published(p published) {
 	if !p.source.IsZero() {
 		// A snapshot's rows are as old as their last change: they only move the source
 		// time forward, and a lag is the delay of live entries.
-		if n := p.source.UnixNano(); p.snapshot == nil || n > r.c.st.lastSourceTime.Load() {
+		if n := unixNanoSat(p.source); p.snapshot == nil || n > r.c.st.lastSourceTime.Load() {
 			r.c.st.lastSourceTime.Store(n)
 		}
 		if p.entries > 0 {
@@ -484,4 +485,16 @@ func (r *receiver) abort() {
 	}
 	r.c.rollback()
 	r.open, r.staged, r.pendingEntries, r.pendingSnap = false, -1, 0, nil
+}
+
+// unixNanoSat is t.UnixNano() saturated to int64's range: a source time outside years
+// 1678-2262 (any producer may write one) must not wrap into a time of the other end.
+func unixNanoSat(t time.Time) int64 {
+	switch {
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	case t.Before(time.Unix(0, math.MinInt64+1)):
+		return math.MinInt64 + 1
+	}
+	return t.UnixNano()
 }
