@@ -77,7 +77,7 @@ type Client struct {
 
 type counters struct {
 	entries, batches, resyncs, epochOK, epochBad, decodeErrs, reconnects, snapshots atomic.Int64
-	handlerErrs, persists, persistErrs                                              atomic.Int64
+	handlerErrs, persists, persistErrs, panics                                      atomic.Int64
 	lastSourceTime                                                                  atomic.Int64 // unix nanos of the last applied row
 	lastLagNanos                                                                    atomic.Int64
 	snapshotTarget                                                                  atomic.Int64
@@ -159,7 +159,7 @@ func (c *Client) Start() error {
 		return fmt.Errorf("%w: no views registered", ErrInvalidConfig)
 	}
 	c.started = true
-	c.codec = newFrameCodec(c.views)
+	c.codec = newFrameCodec(c.views, int(c.cfg.MaxBatchEntries))
 	c.applyMu.Lock()
 	c.publish(-1) // the first Cut with every view (empty)
 	c.applyMu.Unlock()

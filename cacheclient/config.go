@@ -19,6 +19,7 @@ const (
 	DefaultBackoffMax      = 5 * time.Second
 	DefaultReadyIdle       = time.Second
 	DefaultRecvWindow      = 8 << 20
+	DefaultMaxBatchEntries = 4096
 )
 
 // Config configures a Client. Zero values take the documented defaults.
@@ -43,9 +44,13 @@ type Config struct {
 	StateDir string
 	// PersistInterval between state files (with StateDir), default 30s. Close writes one too.
 	PersistInterval time.Duration
-	// MaxBatchEntries and MaxBatchBytes are hints to the player (0 = its default).
+	// MaxBatchEntries bounds the entries of a batch (default DefaultMaxBatchEntries). The
+	// client asks the player for it in Hello (the lower of it and the player's own bound
+	// applies) and refuses a larger batch as malformed: a frame's memory is bounded by it,
+	// never by what the frame claims.
 	MaxBatchEntries uint32
-	MaxBatchBytes   uint32
+	// MaxBatchBytes is a hint to the player (0 = its default).
+	MaxBatchBytes uint32
 	// BackoffMin and BackoffMax bound the reconnect backoff (defaults 100ms and 5s).
 	BackoffMin, BackoffMax time.Duration
 	// ReadyIdle: after resuming from a position, the initial state counts as caught up at the
@@ -106,6 +111,9 @@ func (c *Config) validate() error {
 	}
 	if c.RecvWindow == 0 {
 		c.RecvWindow = DefaultRecvWindow
+	}
+	if c.MaxBatchEntries == 0 {
+		c.MaxBatchEntries = DefaultMaxBatchEntries
 	}
 	return nil
 }

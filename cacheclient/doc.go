@@ -148,6 +148,13 @@
 // view, the key and the error, counted per view with the most recent keys
 // ([ViewStats].DecodeErrors, DecodeFailedKeys, HiddenRows) and reported to
 // [Hooks].OnDecodeError. [Hooks] report events as they happen.
+//
+// A panic in the service's code is recovered, never a crash of the service: a decoder or
+// an index function that panics on a row refuses the row exactly as above (its error is a
+// [*PanicError], errors.Is [ErrPanic], with the panic's value and stack); a change
+// handler that panics has failed that attempt (retried, then [Hooks].OnHandlerError).
+// Every recovered panic is counted ([Stats].Panics) and logged (the first ones with their
+// stack).
 // cacheprom.NewCollector exports Stats to Prometheus on each scrape.
 //
 // # Concurrency rules
@@ -155,7 +162,9 @@
 //   - Register, AddIndex and OnChange must be called before Start; they fail afterwards.
 //   - View, Version and Cut reads, Read, Stats, Position, Ready, WaitReady and WaitFor are
 //     safe from any goroutine at any time.
-//   - Decoders and index functions must be pure and must not call the client. Index
+//   - Decoders and index functions must be pure and must not call the client (an index
+//     function's values for an object are computed again when the object is replaced:
+//     one that panics then leaves the old values indexed). Index
 //     functions and the decoding of live rows run on the connection goroutine; the rows of
 //     a snapshot or state file are decoded on GOMAXPROCS goroutines at once.
 //   - Hooks run on the connection goroutine, except OnHandlerError (a handler goroutine),
@@ -216,6 +225,12 @@
 // index), with the rest of that transaction. Memory peaks at two versions plus the
 // snapshot's raw rows. The decoder is most of a cold start's CPU: a service should use a
 // fast one (the example and the benchmarks use github.com/goccy/go-json).
+//
+// Bounds of a frame. A frame's memory is bounded by its bytes and the client's own bounds,
+// never by what it claims: a Batch may hold at most Config.MaxBatchEntries entries (the
+// client asks the player for that bound in Hello), a SnapshotBegin at most the client's
+// views; past them the frame is refused before anything is allocated for the excess (an
+// empty entry takes 2 bytes on the wire and ~150 in memory).
 //
 // Decoding frames. The client decodes the player's SubscribeResponse frames with its own
 // protowire decoder (frame.go; a gRPC codec forced on the Subscribe call, the server is
