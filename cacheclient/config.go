@@ -53,8 +53,10 @@ type Config struct {
 	MaxBatchBytes uint32
 	// BackoffMin and BackoffMax bound the reconnect backoff (defaults 100ms and 5s).
 	BackoffMin, BackoffMax time.Duration
-	// ReadyIdle: after resuming from a position, the initial state counts as caught up at the
-	// first Progress frame, or when no frame arrived for ReadyIdle (default 1s).
+	// ReadyIdle: after resuming from a position, the initial state counts as caught up
+	// once the applied position reaches the player's head_index at subscribe (that of the
+	// first frame), or at a Progress frame; only with a player that sends no head_index
+	// (older ones), also when no frame arrived for ReadyIdle (default 1s).
 	ReadyIdle time.Duration
 	// RecvWindow fixes the HTTP/2 flow-control window of the subscription (bytes the
 	// player may send ahead of what the client has read; the connection's window is twice

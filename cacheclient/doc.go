@@ -123,9 +123,12 @@
 //
 // [Client.WaitReady] returns once every view's initial state is complete: after the
 // first snapshot is applied, or — when the client resumed from a state file — once it has
-// caught up with the player (the player says so with a Progress frame), or when no frame
-// arrived for Config.ReadyIdle. With [WithInitialPass] it also waits for that handler to
-// have handled the changes that built the initial state.
+// caught up with the player: its applied position reached the player's head_index in the
+// first frame of the stream (the player's main position when it subscribed), or the
+// player said so with a Progress frame. A recovery that is slow (nothing received for a
+// while) is not caught up; only a player that sends no head_index leaves the client to
+// Config.ReadyIdle without frames. With [WithInitialPass] it also waits for that handler
+// to have handled the changes that built the initial state.
 //
 // # Persistence
 //
@@ -257,8 +260,9 @@
 // offsets noted while verifying) and builds the views under the apply lock. Keys and raw
 // values alias the file's buffer (no copy per row: the buffer stays in memory until every
 // row loaded from it has been replaced). The connection goroutine handles no frame before
-// the load is over, and the ReadyIdle wait of a resume counts from the subscription but
-// ends no earlier than the load: connecting overlaps the load instead of following it.
+// the load is over (and the ReadyIdle fallback of a resume counts from the subscription
+// but ends no earlier than the load): connecting overlaps the load instead of following
+// it.
 // The persistence goroutine takes the apply lock only to load the views' current versions
 // (a consistent cut: published versions only, never a staged transaction) and writes the
 // file without it.

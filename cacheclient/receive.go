@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -34,6 +35,13 @@ type receiver struct {
 	pendingSnap    *snapshotDone
 	readyPending   bool
 
+	// Readiness of a resumed stream: the player's head_index in the stream's first frame
+	// (its main position at subscribe); the client is caught up, hence ready, once its
+	// applied position reaches it. readyAt -1: not known (yet), or not needed.
+	firstFrame bool
+	readyAt    int64
+	headKnown  atomic.Bool // readyAt was set: the idle fallback stands down (session)
+
 	inSnapshot   bool
 	snapIndex    int64
 	snapLast     int64 // last index seen inside the snapshot
@@ -59,6 +67,13 @@ func orderErr(format string, a ...any) error {
 func (r *receiver) handle(ctx context.Context, msg *frame) error {
 	if msg.head > 0 {
 		r.c.st.head.Store(msg.head)
+	}
+	if !r.firstFrame {
+		r.firstFrame = true
+		if r.resumed && msg.head > 0 && !r.c.Ready() {
+			r.readyAt = msg.head
+			r.headKnown.Store(true)
+		}
 	}
 	switch msg.kind {
 	case frameBatch:
@@ -261,10 +276,11 @@ func (r *receiver) published(p published) {
 	}
 }
 
-// readyAfter marks the client ready when the publication p owes it, once its changes were
-// handed to the handlers (flush: WithInitialPass waits for those).
+// readyAfter marks the client ready when the publication p owes it — a snapshot's, or,
+// after a resume, the one that reaches the head the player had at subscribe — once its
+// changes were handed to the handlers (flush: WithInitialPass waits for those).
 func (r *receiver) readyAfter(p published) {
-	if p.ready {
+	if p.ready || p.done && r.readyAt >= 0 && p.pos >= r.readyAt {
 		r.c.markReady()
 	}
 }
