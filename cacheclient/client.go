@@ -32,7 +32,7 @@ type viewCore interface {
 	epochState() (rows int64, hash uint64)
 	flushChanges(ctx context.Context) error
 	handlerList() []handlerCore
-	capture() viewCapture // under applyMu: a consistent, immutable cut for persistence
+	capture(cut *Cut) viewCapture // its version in cut (immutable), for persistence
 	stats() ViewStats
 }
 
@@ -71,6 +71,12 @@ type Client struct {
 	// before it handles any frame).
 	wsrc    sourceState
 	closing chan struct{} // closed by Close: releases WaitFor
+
+	// Every view's handlers (fixed at Start) and the publications handed over to them
+	// that the state file may not pass yet (handled.go).
+	handlers []handlerCore
+	marksMu  sync.Mutex
+	marks    []handledMark
 
 	st counters
 }
@@ -167,8 +173,10 @@ func (c *Client) Start() error {
 	for _, v := range c.views {
 		for _, h := range v.handlerList() {
 			h.start(c.ctx)
+			c.handlers = append(c.handlers, h)
 		}
 	}
+	c.markHandedOver() // the first Cut: nothing to hand over
 	if c.cfg.StateDir != "" {
 		c.removeStaleTemps()
 		c.load = newStateLoad()

@@ -99,6 +99,21 @@
 // the application of batches. Close waits for the calls in flight; queued changes are
 // dropped.
 //
+// Across a restart with Config.StateDir the state file holds the last publication whose
+// changes every handler completed (handled, or skipped after its attempts), not the last
+// one applied. The restart hands that state to the handlers as creates (OpCreate, Old
+// empty), then the changes after it, so a change queued at Close is delivered again:
+// delivery is at least once. What a handler can still miss:
+//   - without StateDir, every restart starts from a snapshot: keys deleted while the
+//     process was down produce no change, and everything else arrives as a create;
+//   - a resync (a snapshot after the resume position was compacted away, a failed epoch
+//     check, a new stream target) hands over only the difference between the state
+//     before and the snapshot: the intermediate changes of a key, and keys created and
+//     deleted in between, are not seen. [Hooks].OnResync reports it; a handler that must
+//     see every change treats it as its signal to reconcile;
+//   - a change whose handler failed every attempt ([Hooks].OnHandlerError) counts as
+//     complete and is not delivered again.
+//
 // # Guarantees
 //
 //   - Ordered, no duplicates: the client applies the stream's records in order, each once,
@@ -263,7 +278,7 @@
 // the load is over (and the ReadyIdle fallback of a resume counts from the subscription
 // but ends no earlier than the load): connecting overlaps the load instead of following
 // it.
-// The persistence goroutine takes the apply lock only to load the views' current versions
-// (a consistent cut: published versions only, never a staged transaction) and writes the
-// file without it.
+// The persistence goroutine writes the newest Cut whose changes every handler completed
+// (the last Cut without handlers): published, immutable versions of every view, read
+// without the apply lock (handled.go).
 package cacheclient

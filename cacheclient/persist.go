@@ -55,8 +55,9 @@ type viewCapture struct {
 	rows func(fn func(key, raw string) bool)
 }
 
-func (v *View[T]) capture() viewCapture {
-	s := v.state.Load()
+// capture is the view's version in cut, for the state file.
+func (v *View[T]) capture(cut *Cut) viewCapture {
+	s := v.In(cut).s
 	bad := make(map[string]string, len(s.bad))
 	for k, it := range s.bad {
 		bad[k] = it.rawString()
@@ -93,18 +94,19 @@ func (c *Client) persist() (err error) {
 			h(n, time.Since(start), err)
 		}
 	}()
-	c.applyMu.Lock()
-	index, src := c.applied.Load(), c.cut.Load().src
-	caps := make([]viewCapture, 0, len(c.views))
-	for _, v := range c.views {
-		if v.replacing() {
-			index = -1 // never persist in the middle of a snapshot
-		}
-		caps = append(caps, v.capture())
+	// The newest publication whose changes every handler completed (handled.go): its
+	// versions are immutable, a consistent cut of every view, read without the apply lock.
+	cut := c.handledCut()
+	if cut == nil || c.applied.Load() < 0 {
+		return nil // nothing complete yet, or a repair (a failed epoch check) distrusts it
 	}
-	c.applyMu.Unlock()
+	index, src := cut.position, cut.src
 	if index < 0 {
 		return nil
+	}
+	caps := make([]viewCapture, 0, len(c.views))
+	for _, v := range c.views {
+		caps = append(caps, v.capture(cut))
 	}
 	if err := os.MkdirAll(c.cfg.StateDir, 0o755); err != nil {
 		return err
@@ -456,6 +458,7 @@ func (c *Client) loadState(l *stateLoad) {
 			return
 		}
 	}
+	c.markHandedOver()
 }
 
 // resumeIndex is the index to resume from: the applied index (-1: none), or while the

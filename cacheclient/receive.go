@@ -212,6 +212,7 @@ func (r *receiver) liveBatch(ctx context.Context, es []entry) error {
 		// Repair: drop the resume index; the next stream bootstraps from a snapshot that
 		// replaces every view atomically.
 		r.c.applied.Store(-1)
+		r.c.dropMarks()
 		r.c.st.resyncs.Add(1)
 		if h := r.c.opts.hooks.OnResync; h != nil {
 			h("epoch mismatch")
@@ -318,6 +319,7 @@ func (r *receiver) flush(ctx context.Context) error {
 			return err
 		}
 	}
+	r.c.markHandedOver()
 	return nil
 }
 
@@ -401,7 +403,7 @@ func (r *receiver) snapshotBegin(index int64, names []string) error {
 		}
 		r.snapViews = append(r.snapViews, v)
 	}
-	r.c.applyMu.Lock() // the persister checks replacing() under it
+	r.c.applyMu.Lock()
 	// The snapshot replaces whatever was staged: a transaction open before it (a resync
 	// in the middle of one) is in the snapshot's state, or superseded by it.
 	r.c.rollback()
