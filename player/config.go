@@ -32,6 +32,9 @@ const (
 	DefaultAdminAddr = "127.0.0.1:7072"
 
 	DefaultMaxStreamsPerConn = 100
+	DefaultMaxHelloViews     = 1024
+	DefaultMaxHelloBytes     = 64 << 10
+	DefaultMaxSnapshotBytes  = 1 << 30
 	DefaultKeepaliveMinTime  = 10 * time.Second
 	DefaultKeepaliveTime     = 30 * time.Second
 	DefaultKeepaliveTimeout  = 10 * time.Second
@@ -95,6 +98,19 @@ type Config struct {
 	// MaxStreamsPerConn bounds the concurrent streams of one client connection (HTTP/2
 	// MAX_CONCURRENT_STREAMS). Default 100; a cacheclient uses one.
 	MaxStreamsPerConn uint32 `yaml:"max_streams_per_conn"`
+	// MaxHelloViews bounds the views one Hello may name (default 1024): admission checks
+	// them under the stream lock that dispatch needs.
+	MaxHelloViews int `yaml:"max_hello_views"`
+	// MaxHelloBytes bounds every message a client sends (a Hello; Acks are a few bytes):
+	// the gRPC server's receive limit (default 64 KiB).
+	MaxHelloBytes int `yaml:"max_hello_bytes"`
+	// MaxSnapshotBytes bounds the bytes of the rows that snapshots not yet sent may pin,
+	// over all streams (default 1 GiB): a snapshot holds the rows of the materialized copy
+	// at its index, which the stream replaces meanwhile, so a slow or stalled client could
+	// otherwise keep a full copy of the data alive. A subscription whose snapshot does not
+	// fit is refused (ResourceExhausted; the client retries); one snapshot is always
+	// admitted when none is pending, however large.
+	MaxSnapshotBytes int64 `yaml:"max_snapshot_bytes"`
 	// Keepalive: the server's pings and its limit on the clients' pings.
 	Keepalive Keepalive `yaml:"keepalive"`
 
@@ -191,6 +207,15 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxStreamsPerConn == 0 {
 		c.MaxStreamsPerConn = DefaultMaxStreamsPerConn
+	}
+	if c.MaxHelloViews <= 0 {
+		c.MaxHelloViews = DefaultMaxHelloViews
+	}
+	if c.MaxHelloBytes <= 0 {
+		c.MaxHelloBytes = DefaultMaxHelloBytes
+	}
+	if c.MaxSnapshotBytes <= 0 {
+		c.MaxSnapshotBytes = DefaultMaxSnapshotBytes
 	}
 	if c.Keepalive.MinTime <= 0 {
 		c.Keepalive.MinTime = DefaultKeepaliveMinTime

@@ -24,8 +24,22 @@ type snapshotSource struct {
 	term   uint64
 	resync *statecastv1.ResyncRequired // nil: a plain bootstrap
 	rows   []*item
+	pinned int64 // bytes of rows not yet pushed, reserved with Player.pinSnapshot
 	x      int64
 	sent   bool
+}
+
+// unpinPushed releases the reservation of rows[:i], pushed (the queue accounts for them
+// now), and drops them so that the snapshot no longer keeps them alive.
+func (ss *snapshotSource) unpinPushed(i int) {
+	var n int64
+	for j := range ss.rows[:i] {
+		n += int64(ss.rows[j].size())
+		ss.rows[j] = nil
+	}
+	ss.rows = ss.rows[i:]
+	ss.pinned -= n
+	ss.t.s.p.unpinSnapshot(n)
 }
 
 func (ss *snapshotSource) read(from, _ int64) (int64, error) {
@@ -43,10 +57,16 @@ func (ss *snapshotSource) read(from, _ int64) (int64, error) {
 	if !push(begin) {
 		return from, errStopped
 	}
-	for _, r := range ss.rows {
-		if !push(r) {
-			return from, errStopped
+	// The reservation is released in chunks, not per row: one atomic add per chunk.
+	const chunk = 256
+	for len(ss.rows) > 0 {
+		n := min(chunk, len(ss.rows))
+		for _, r := range ss.rows[:n] {
+			if !push(r) {
+				return from, errStopped
+			}
 		}
+		ss.unpinPushed(n)
 	}
 	end := frameItem(ss.x, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotEnd{SnapshotEnd: &statecastv1.SnapshotEnd{Index: ss.x}}})
 	if !push(end) {
@@ -56,7 +76,10 @@ func (ss *snapshotSource) read(from, _ int64) (int64, error) {
 	return ss.x + 1, nil
 }
 
-func (ss *snapshotSource) close() { ss.rows = nil }
+func (ss *snapshotSource) close() {
+	ss.t.s.p.unpinSnapshot(ss.pinned)
+	ss.pinned, ss.rows = 0, nil
+}
 
 // historySource reads from the stream's history (history.go), a chunk at a time under
 // stream.mu. It is errNotHere from the first index the history may have evicted.
