@@ -11,7 +11,7 @@ VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || 
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
 
-.PHONY: test demo infra down deps tools unit vet lint bench proto proto-check images
+.PHONY: test demo infra down deps tools unit vet lint bench fuzz proto proto-check images
 
 ## test: start PostgreSQL and Kafka (idempotent), install tools, run the whole suite with -race.
 test: deps tools proto-check infra vet lint
@@ -50,6 +50,20 @@ lint:
 ## unit: the suite without starting servers (integration tests skip outside CI).
 unit:
 	$(GO) test -race -count=1 ./...
+
+## fuzz: run every fuzz target for FUZZTIME each (not part of make test). Integration
+## fuzz targets need the servers: make infra first. A failing input is written under the
+## package's testdata/fuzz/<Target>/; commit it once the bug is fixed.
+FUZZTIME ?= 20s
+FUZZFLAGS ?=
+fuzz:
+	@set -e; if [ -f $(ENVFILE) ]; then set -a; . $(ENVFILE); set +a; fi; \
+	$(GO) list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do \
+	  for fn in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do \
+	    echo "== $$pkg $$fn ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $$pkg; \
+	  done; \
+	done
 
 bench: infra
 	set -a; . $(ENVFILE); set +a; $(GO) test -run '^$$' -bench . -benchmem ./...
