@@ -35,9 +35,12 @@ const (
 	DefaultMaxHelloViews     = 1024
 	DefaultMaxHelloBytes     = 64 << 10
 	DefaultMaxSnapshotBytes  = 1 << 30
-	DefaultKeepaliveMinTime  = 10 * time.Second
-	DefaultKeepaliveTime     = 30 * time.Second
-	DefaultKeepaliveTimeout  = 10 * time.Second
+	// DefaultMaxRecordBytes is what a gRPC client receives by default (4 MiB) less room
+	// for the frame around one entry.
+	DefaultMaxRecordBytes   = 4<<20 - 1<<10
+	DefaultKeepaliveMinTime = 10 * time.Second
+	DefaultKeepaliveTime    = 30 * time.Second
+	DefaultKeepaliveTimeout = 10 * time.Second
 )
 
 // StreamConfig is one stream served by the player.
@@ -111,6 +114,12 @@ type Config struct {
 	// fit is refused (ResourceExhausted; the client retries); one snapshot is always
 	// admitted when none is pending, however large.
 	MaxSnapshotBytes int64 `yaml:"max_snapshot_bytes"`
+	// MaxRecordBytes bounds one record's frame (key, value and headers): a record over it
+	// is skipped, logged with its offset and key and counted, never sent. Default
+	// DefaultMaxRecordBytes, what a client receives by default; raise it with the topic's
+	// max.message.bytes and the clients' receive limit (cacheclient:
+	// WithDialOptions(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(n)))).
+	MaxRecordBytes int `yaml:"max_record_bytes"`
 	// Keepalive: the server's pings and its limit on the clients' pings.
 	Keepalive Keepalive `yaml:"keepalive"`
 
@@ -216,6 +225,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSnapshotBytes <= 0 {
 		c.MaxSnapshotBytes = DefaultMaxSnapshotBytes
+	}
+	if c.MaxRecordBytes <= 0 {
+		c.MaxRecordBytes = DefaultMaxRecordBytes
 	}
 	if c.Keepalive.MinTime <= 0 {
 		c.Keepalive.MinTime = DefaultKeepaliveMinTime

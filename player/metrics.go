@@ -13,6 +13,7 @@ type metrics struct {
 	suspensions  *prometheus.CounterVec
 	resyncs      *prometheus.CounterVec
 	replacements *prometheus.CounterVec
+	skipped      *prometheus.CounterVec
 	targets      *targetCollector
 }
 
@@ -43,12 +44,16 @@ func newMetrics(p *Player) *metrics {
 			Namespace: "statecast", Subsystem: "player", Name: "replacements_total",
 			Help: "Targets replaced by a new connection of the same instance (same principal and instance id).",
 		}, []string{"stream"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "statecast", Subsystem: "player", Name: "records_skipped_total",
+			Help: "Records of the log never served, by reason (view_mismatch: a row whose sc-view header names another view than its key; too_large: over max_record_bytes).",
+		}, []string{"stream", "reason"}),
 		targets: &targetCollector{p: p},
 	}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.targets} {
+	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.skipped, m.targets} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

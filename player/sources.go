@@ -188,7 +188,8 @@ func (k *kafkaSource) read(from, to int64) (int64, error) {
 			k.pending = m
 			return to + 1, nil
 		}
-		if !t.pushCatchup(itemOf(m), k.term, false) {
+		// A record the main fetcher skipped (poison) is skipped here too.
+		if it := itemOf(m); poison(it, t.s.p.cfg.MaxRecordBytes) == "" && !t.pushCatchup(it, k.term, false) {
 			return from, errStopped
 		}
 		from = m.Offset + 1

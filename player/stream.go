@@ -286,6 +286,20 @@ func (s *stream) markReady(start, end int64) {
 // are added to woken.
 func (s *stream) apply(m *sarama.ConsumerMessage, live bool, woken map[*target]struct{}) {
 	it := itemOf(m)
+	if why := poison(it, s.p.cfg.MaxRecordBytes); why != "" {
+		key := it.key
+		if len(key) > 256 {
+			key = key[:256] + "…"
+		}
+		s.log.Error("record skipped: never served to clients", "offset", m.Offset, "key", key, "view", it.view,
+			"reason", why, "bytes", len(it.single), "max_record_bytes", s.p.cfg.MaxRecordBytes)
+		s.p.metrics.skipped.WithLabelValues(s.cfg.Name, why).Inc()
+		s.mu.Lock()
+		s.sample(m.Offset, m.Timestamp)
+		s.current.Store(m.Offset)
+		s.mu.Unlock()
+		return
+	}
 	s.mu.Lock()
 	if it.view != "" && !s.known[it.view] {
 		s.known[it.view] = true
