@@ -60,7 +60,7 @@ func FuzzReceiverFrames(f *testing.F) {
 		r := newSession()
 		model := map[string]map[string]string{"a": {}, "b": {}}
 		var snapModel map[string]map[string]string // the snapshot's views while one is open
-		next := int64(0)                             // the next live index the instructions aim at
+		next := int64(0)                           // the next live index the instructions aim at
 		for pc := 0; pc+1 < len(prog); pc += 2 {
 			op, arg := prog[pc]%7, prog[pc+1]
 			view := views[arg&1]
