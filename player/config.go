@@ -143,7 +143,8 @@ type Config struct {
 	// from Kafka in RF without being disconnected. Sent-but-unacked batches are bounded by
 	// the same amount (the send window). At least twice MaxBatchBytes.
 	TargetBudgetBytes int64 `yaml:"target_budget_bytes"`
-	// AckTimeout: a target with unacknowledged batches older than this is suspended
+	// AckTimeout: a target with unacknowledged batches older than this, or whose send has
+	// been blocked this long (the client stopped reading, in a snapshot too), is suspended
 	// (default 30s).
 	AckTimeout time.Duration `yaml:"ack_timeout"`
 	// ProgressInterval: a target in N that was sent nothing for this long gets a Progress
