@@ -107,6 +107,10 @@ func itemOf(m *sarama.ConsumerMessage) *item {
 	}
 }
 
+// recordFrameOverhead is about what a record's frame adds to its key, value and headers
+// (the entry's fields and tags, the batch around it, head_index).
+const recordFrameOverhead = 128
+
 // Why a record is skipped (poison), the label of records_skipped_total.
 const (
 	skipViewMismatch = "view_mismatch"

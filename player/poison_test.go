@@ -2,6 +2,8 @@ package player
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +24,12 @@ import (
 func TestPoisonRecordsSkipped(t *testing.T) {
 	e := newEnv(t, nil)
 	e.produce(5, []string{"a", "b"}, 10, newRand(1))
-	tp := startPlayer(t, e, func(c *Config) { c.MaxRecordBytes = 64 << 10; c.HistoryBytes = 1 })
+	var logs syncBuffer
+	tp := startPlayerTB(t, e, func(c *Config) { c.MaxRecordBytes = 64 << 10; c.HistoryBytes = 1 },
+		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if !strings.Contains(logs.String(), "the topic accepts records larger than max_record_bytes") {
+		t.Errorf("no warning at start that the topic's max.message.bytes exceeds max_record_bytes:\n%s", logs.String())
+	}
 	conn, err := grpc.NewClient(tp.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +122,14 @@ func TestPoisonRecordsSkipped(t *testing.T) {
 		}
 		if name != "snapshot" && !r.indexes[end] { // a snapshot holds rows only: the last may be a tombstone
 			t.Errorf("%s: the last record %d was not served", name, end)
+		}
+	}
+	for _, want := range []string{
+		fmt.Sprintf("offset=%d key=a|foreign view=b reason=%s", foreign.Offset, skipViewMismatch),
+		fmt.Sprintf("offset=%d key=a|big view=a reason=%s", big.Offset, skipTooLarge),
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("no log line with %q", want)
 		}
 	}
 	for _, why := range []string{skipViewMismatch, skipTooLarge} {

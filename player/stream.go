@@ -111,19 +111,28 @@ func (s *stream) connect() error {
 	s.retention = s.p.cfg.DeleteRetention
 	if s.retention <= 0 {
 		s.retention = 24 * time.Hour // Kafka's default delete.retention.ms
-		admin, err := sarama.NewClusterAdminFromClient(s.client)
-		if err == nil {
-			entries, err := kafkaconn.TopicConfig(admin, s.cfg.Topic, "delete.retention.ms")
-			if err == nil {
-				for _, e := range entries {
-					if ms, perr := strconv.ParseInt(e.Value, 10, 64); e.Name == "delete.retention.ms" && perr == nil {
-						s.retention = time.Duration(ms) * time.Millisecond
-					}
-				}
-			} else {
-				s.log.Warn("describe topic config failed; using the default tombstone horizon", "err", err)
-			}
-			// Not admin.Close(): it would close the shared client.
+	}
+	admin, err := sarama.NewClusterAdminFromClient(s.client)
+	if err != nil {
+		return nil
+	}
+	// Not admin.Close(): it would close the shared client.
+	entries, err := kafkaconn.TopicConfig(admin, s.cfg.Topic, "delete.retention.ms", "max.message.bytes")
+	if err != nil {
+		s.log.Warn("describe topic config failed; using the default tombstone horizon", "err", err)
+		return nil
+	}
+	for _, e := range entries {
+		n, perr := strconv.ParseInt(e.Value, 10, 64)
+		switch {
+		case perr != nil:
+		case e.Name == "delete.retention.ms" && s.p.cfg.DeleteRetention <= 0:
+			s.retention = time.Duration(n) * time.Millisecond
+		case e.Name == "max.message.bytes" && n > int64(s.p.cfg.MaxRecordBytes)-recordFrameOverhead:
+			// The topic accepts records that the player skips (poison): say so once, at
+			// start, rather than only when such a record arrives.
+			s.log.Warn("the topic accepts records larger than max_record_bytes: such records will be skipped, never served; raise max_record_bytes and the clients' receive limit with it",
+				"topic", s.cfg.Topic, "max.message.bytes", n, "max_record_bytes", s.p.cfg.MaxRecordBytes)
 		}
 	}
 	return nil
