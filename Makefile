@@ -51,19 +51,14 @@ lint:
 unit:
 	$(GO) test -race -count=1 ./...
 
-## fuzz: run every fuzz target for FUZZTIME each (not part of make test). Integration
-## fuzz targets need the servers: make infra first. A failing input is written under the
-## package's testdata/fuzz/<Target>/; commit it once the bug is fixed.
+## fuzz: run every fuzz target for FUZZTIME each (tools/fuzz.sh; not part of make test).
+## A failing input is written under the package's testdata/fuzz/<Target>/: commit it with
+## the fix. FUZZFLAGS adds go test flags (e.g. -parallel=1 on a shared machine).
 FUZZTIME ?= 20s
 FUZZFLAGS ?=
 fuzz:
-	@set -e; if [ -f $(ENVFILE) ]; then set -a; . $(ENVFILE); set +a; fi; \
-	$(GO) list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do \
-	  for fn in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do \
-	    echo "== $$pkg $$fn ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $$pkg; \
-	  done; \
-	done
+	@if [ -f $(ENVFILE) ]; then set -a; . $(ENVFILE); set +a; fi; \
+	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZFLAGS="$(FUZZFLAGS)" tools/fuzz.sh
 
 bench: infra
 	set -a; . $(ENVFILE); set +a; $(GO) test -run '^$$' -bench . -benchmem ./...
