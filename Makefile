@@ -11,7 +11,7 @@ VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || 
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
 
-.PHONY: test demo infra down deps tools unit vet lint bench proto proto-check images
+.PHONY: test demo infra down deps tools unit vet lint bench fuzz proto proto-check images
 
 ## test: start PostgreSQL and Kafka (idempotent), install tools, run the whole suite with -race.
 test: deps tools proto-check infra vet lint
@@ -50,6 +50,15 @@ lint:
 ## unit: the suite without starting servers (integration tests skip outside CI).
 unit:
 	$(GO) test -race -count=1 ./...
+
+## fuzz: run every fuzz target for FUZZTIME each (tools/fuzz.sh; not part of make test).
+## A failing input is written under the package's testdata/fuzz/<Target>/: commit it with
+## the fix. FUZZFLAGS adds go test flags (e.g. -parallel=1 on a shared machine).
+FUZZTIME ?= 20s
+FUZZFLAGS ?=
+fuzz:
+	@if [ -f $(ENVFILE) ]; then set -a; . $(ENVFILE); set +a; fi; \
+	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZFLAGS="$(FUZZFLAGS)" tools/fuzz.sh
 
 bench: infra
 	set -a; . $(ENVFILE); set +a; $(GO) test -run '^$$' -bench . -benchmem ./...

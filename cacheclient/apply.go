@@ -72,6 +72,9 @@ type viewWriter[T any] struct {
 
 	// Snapshot replacement in progress (SnapshotBegin .. SnapshotEnd, or a StateDir load).
 	staging *stagingView[T]
+
+	// Index values of the row being applied, reused from row to row.
+	newVals, oldVals [][]string
 }
 
 // rowHash returns the row hash of r (record.RowHash of its record key and value).
@@ -181,7 +184,7 @@ func (v *View[T]) removeLive(cur *viewState[T], r row, h uint64) bool {
 	cur.root, _, _ = cur.root.del(w.e, r.key, h, 0)
 	cur.count--
 	cur.unaccount(r.key, o)
-	v.reindex(cur, w.e, r.key, &o.obj, nil)
+	v.reindexVals(cur, w.e, r.key, &o.obj, nil)
 	w.change(v, Change[T]{Key: r.key, Op: OpDelete, Old: o.obj, Position: r.index})
 	return true
 }
@@ -222,7 +225,14 @@ func (v *View[T]) applyRow(r row) {
 		return
 	}
 	it := item[T]{rowhash: v.rowHash(&r), raw: v.keep(&r)}
-	obj, err := v.decode(r.key, r.value)
+	obj, err := v.decodeRow(r.key, r.value)
+	var vals [][]string
+	if err == nil {
+		// The new object's index values before anything changes: an index function that
+		// panics refuses the row like its decoder would.
+		vals, err = v.indexValues(w.newVals, r.key, &obj)
+		w.newVals = vals
+	}
 	v.unbad(r.key)
 	if err != nil {
 		v.decodeFailed(r.key, r.index, err)
@@ -238,14 +248,14 @@ func (v *View[T]) applyRow(r row) {
 	cur.account(r.key, it)
 	if had {
 		cur.unaccount(r.key, old)
-		v.reindex(cur, w.e, r.key, &old.obj, &it.obj)
+		v.reindexVals(cur, w.e, r.key, &old.obj, vals)
 		if old.rowhash != it.rowhash {
 			w.change(v, Change[T]{Key: r.key, Op: OpUpdate, Old: old.obj, New: obj, Position: r.index})
 		}
 		return
 	}
 	cur.count++
-	v.reindex(cur, w.e, r.key, nil, &it.obj)
+	v.reindexVals(cur, w.e, r.key, nil, vals)
 	w.change(v, Change[T]{Key: r.key, Op: OpCreate, New: obj, Position: r.index})
 }
 
@@ -269,15 +279,27 @@ func (w *viewWriter[T]) change(v *View[T], c Change[T]) {
 	w.changes = append(w.changes, c)
 }
 
-// reindex updates every secondary index for key from old to new (nil = absent).
-func (v *View[T]) reindex(s *viewState[T], e *edit, key string, old, new *T) {
-	for i, fn := range v.indexFns {
-		var ov, nv []string
-		if old != nil {
-			ov = fn(*old)
+// reindexVals updates every secondary index for key from the object old (nil = absent)
+// to the values nvals (nil = absent; indexValues of the new object). The old object's
+// values are computed again: its index functions succeeded when it was indexed; if one
+// panics now (it is not pure), its values stay indexed and the panic is counted.
+func (v *View[T]) reindexVals(s *viewState[T], e *edit, key string, old *T, nvals [][]string) {
+	var ovals [][]string
+	if old != nil && len(v.indexFns) > 0 {
+		var err error
+		if ovals, err = v.indexValues(v.w.oldVals, key, old); err != nil {
+			ovals = nil
+		} else {
+			v.w.oldVals = ovals
 		}
-		if new != nil {
-			nv = fn(*new)
+	}
+	for i := range v.indexFns {
+		var ov, nv []string
+		if ovals != nil {
+			ov = ovals[i]
+		}
+		if nvals != nil {
+			nv = nvals[i]
 		}
 		for _, val := range ov {
 			if !slices.Contains(nv, val) {

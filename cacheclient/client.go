@@ -32,7 +32,7 @@ type viewCore interface {
 	epochState() (rows int64, hash uint64)
 	flushChanges(ctx context.Context) error
 	handlerList() []handlerCore
-	capture() viewCapture // under applyMu: a consistent, immutable cut for persistence
+	capture(cut *Cut) viewCapture // its version in cut (immutable), for persistence
 	stats() ViewStats
 }
 
@@ -75,12 +75,18 @@ type Client struct {
 	wsrc    sourceState
 	closing chan struct{} // closed by Close: releases WaitFor
 
+	// Every view's handlers (fixed at Start) and the publications handed over to them
+	// that the state file may not pass yet (handled.go).
+	handlers []handlerCore
+	marksMu  sync.Mutex
+	marks    []handledMark
+
 	st counters
 }
 
 type counters struct {
 	entries, batches, resyncs, epochOK, epochBad, decodeErrs, reconnects, snapshots atomic.Int64
-	handlerErrs, persists, persistErrs                                              atomic.Int64
+	handlerErrs, persists, persistErrs, panics                                      atomic.Int64
 	lastSourceTime                                                                  atomic.Int64 // unix nanos of the last applied row
 	lastLagNanos                                                                    atomic.Int64
 	snapshotTarget                                                                  atomic.Int64
@@ -162,7 +168,7 @@ func (c *Client) Start() error {
 		return fmt.Errorf("%w: no views registered", ErrInvalidConfig)
 	}
 	c.started = true
-	c.codec = newFrameCodec(c.views)
+	c.codec = newFrameCodec(c.views, int(c.cfg.MaxBatchEntries))
 	c.applyMu.Lock()
 	c.publish(-1) // the first Cut with every view (empty)
 	c.applyMu.Unlock()
@@ -170,9 +176,12 @@ func (c *Client) Start() error {
 	for _, v := range c.views {
 		for _, h := range v.handlerList() {
 			h.start(c.ctx)
+			c.handlers = append(c.handlers, h)
 		}
 	}
+	c.markHandedOver() // the first Cut: nothing to hand over
 	if c.cfg.StateDir != "" {
+		c.removeStaleTemps()
 		c.load = newStateLoad()
 		c.wg.Add(1)
 		go func() {

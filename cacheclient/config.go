@@ -19,6 +19,7 @@ const (
 	DefaultBackoffMax      = 5 * time.Second
 	DefaultReadyIdle       = time.Second
 	DefaultRecvWindow      = 8 << 20
+	DefaultMaxBatchEntries = 4096
 )
 
 // Config configures a Client. Zero values take the documented defaults.
@@ -54,17 +55,24 @@ type Config struct {
 	Token TokenSource
 	// StateDir, when set, is where the client persists its views and stream position, so
 	// that a restart resumes from the saved position instead of a full snapshot. The raw values are
-	// then kept in memory beside the decoded objects.
+	// then kept in memory beside the decoded objects. One client per directory: Start
+	// removes the temp files (StateFileName + ".tmp*") that a write cut by a crash left.
 	StateDir string
 	// PersistInterval between state files (with StateDir), default 30s. Close writes one too.
 	PersistInterval time.Duration
-	// MaxBatchEntries and MaxBatchBytes are hints to the player (0 = its default).
+	// MaxBatchEntries bounds the entries of a batch (default DefaultMaxBatchEntries). The
+	// client asks the player for it in Hello (the lower of it and the player's own bound
+	// applies) and refuses a larger batch as malformed: a frame's memory is bounded by it,
+	// never by what the frame claims.
 	MaxBatchEntries uint32
-	MaxBatchBytes   uint32
+	// MaxBatchBytes is a hint to the player (0 = its default).
+	MaxBatchBytes uint32
 	// BackoffMin and BackoffMax bound the reconnect backoff (defaults 100ms and 5s).
 	BackoffMin, BackoffMax time.Duration
-	// ReadyIdle: after resuming from a position, the initial state counts as caught up at the
-	// first Progress frame, or when no frame arrived for ReadyIdle (default 1s).
+	// ReadyIdle: after resuming from a position, the initial state counts as caught up
+	// once the applied position reaches the player's head_index at subscribe (that of the
+	// first frame), or at a Progress frame; only with a player that sends no head_index
+	// (older ones), also when no frame arrived for ReadyIdle (default 1s).
 	ReadyIdle time.Duration
 	// RecvWindow fixes the HTTP/2 flow-control window of the subscription (bytes the
 	// player may send ahead of what the client has read; the connection's window is twice
@@ -130,6 +138,9 @@ func (c *Config) validate() error {
 	}
 	if c.RecvWindow == 0 {
 		c.RecvWindow = DefaultRecvWindow
+	}
+	if c.MaxBatchEntries == 0 {
+		c.MaxBatchEntries = DefaultMaxBatchEntries
 	}
 	if c.InstanceID == "" {
 		c.InstanceID = DefaultInstanceID()

@@ -151,15 +151,19 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 	if h := c.opts.hooks.OnConnect; h != nil {
 		h(addr, resumed)
 	}
-	r := &receiver{c: c, stream: stream, resumed: resumed, subscribed: time.Now(), staged: -1}
+	r := &receiver{c: c, stream: stream, resumed: resumed, subscribed: time.Now(), staged: -1, readyAt: -1}
 	if resumed {
 		r.topic = topic
 	}
 	defer r.abort()
 
-	// Readiness after a resume: the first Progress frame, or ReadyIdle without frames. The
-	// idle time counts from the Hello, also while the state file is still loading (see
-	// stateLoad), but readiness waits for the load and for the frame being handled.
+	// Readiness after a resume: the applied position reaches the head_index of the first
+	// frame (the player's main position at subscribe), or a Progress frame (sent once the
+	// player has caught the target up). Only a player that sends no head_index leaves the
+	// client to ReadyIdle without frames: a slow recovery (Kafka, nothing sent for a while)
+	// must not look caught up. The idle time counts from the Hello, also while the state
+	// file is still loading (see stateLoad), but readiness waits for the load and for the
+	// frame being handled.
 	frames := make(chan struct{}, 1)
 	var pending atomic.Bool // a received frame not handled yet
 	if resumed && !c.Ready() {
@@ -175,6 +179,9 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 				case <-frames:
 					t.Reset(c.cfg.ReadyIdle)
 				case <-t.C:
+					if r.headKnown.Load() {
+						return // the head decides (receiver.readyAfter)
+					}
 					if c.waitLoaded(sctx) != nil {
 						return
 					}

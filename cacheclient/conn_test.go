@@ -7,6 +7,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
@@ -376,5 +379,66 @@ func TestGetTakesTheKeyText(t *testing.T) {
 	slices.SortFunc(got, slices.Compare)
 	if want := [][]string{{sport}, {"plain"}, {`x\y`, "2"}}; !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("the keys split into %q, want %q", got, want)
+	}
+}
+
+// TestSourceTimeFarFuture: a source time past what nanoseconds since 1970 hold (any
+// producer may write one) saturates in Stats instead of wrapping to a year before 1970.
+func TestSourceTimeFarFuture(t *testing.T) {
+	far := timestamppb.New(time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC))
+	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		if err := s.snapshot(1); err != nil {
+			return err
+		}
+		e := ent(2, "1", evJSON(1, "a"))
+		e.SourceTime = far
+		return s.batch(e)
+	})
+	c, _ := startClient(t, Config{}, nil, fp)
+	eventually(t, "the batch", func() bool { return c.Position() >= 2 })
+	if st := c.Stats(); st.LastSourceTime.Year() < 2262 {
+		t.Fatalf("LastSourceTime %v for a source time in year 9000", st.LastSourceTime)
+	}
+}
+
+// TestResumeReadyAtHeadNotIdle: after a resume, a slow recovery (the player sends part of
+// the backlog, then nothing for longer than ReadyIdle) does not count as caught up: the
+// client is ready once its applied position reaches the head_index of the first frame.
+func TestResumeReadyAtHeadNotIdle(t *testing.T) {
+	dir := t.TempDir()
+	gap := make(chan struct{})
+	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		if h.ResumeIndex == nil {
+			return s.snapshot(5, ent(1, "1", evJSON(1, "a")))
+		}
+		head := func(m *statecastv1.SubscribeResponse) *statecastv1.SubscribeResponse { m.HeadIndex = 20; return m }
+		batch := func(es ...*statecastv1.Entry) *statecastv1.SubscribeResponse {
+			return head(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Batch{Batch: &statecastv1.Batch{Entries: es}}})
+		}
+		if err := s.send(batch(ent(8, "2", evJSON(2, "a")))); err != nil {
+			return err
+		}
+		<-gap // the recovery is slow: nothing for many ReadyIdle periods
+		if err := s.send(batch(ent(15, "3", evJSON(3, "a")))); err != nil {
+			return err
+		}
+		return s.send(batch(ent(20, "4", evJSON(4, "a"))))
+	})
+	c, _ := startClient(t, Config{StateDir: dir}, nil, fp)
+	waitReady(t, c)
+	fp.waitFor(t, "ack 5", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 5 })
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c2, v2 := startClient(t, Config{StateDir: dir, ReadyIdle: 20 * time.Millisecond}, nil, fp)
+	fp.waitFor(t, "ack 8", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 8 })
+	time.Sleep(300 * time.Millisecond) // 15 × ReadyIdle without a frame
+	if c2.Ready() {
+		t.Fatalf("ready at index %d, behind the head 20 the player had at subscribe", c2.Position())
+	}
+	close(gap)
+	waitReady(t, c2)
+	if c2.Position() != 20 || v2.Len() != 4 {
+		t.Fatalf("ready at index %d with %d rows, want 20 and 4", c2.Position(), v2.Len())
 	}
 }

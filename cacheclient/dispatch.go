@@ -28,7 +28,14 @@ func (d *engineDispatcher[T]) start(context.Context) {
 	eng, err := parallel.New(parallel.Config[Change[T]]{
 		Ordering:       h.opts.ordering,
 		MaxConcurrency: h.opts.concurrency,
-		Handler: func(ctx context.Context, r parallel.Record[Change[T]]) error {
+		Handler: func(ctx context.Context, r parallel.Record[Change[T]]) (err error) {
+			// The engine would recover a panic too; recovered here, it is counted and
+			// reported as a *PanicError like the client's other recovered panics.
+			defer func() {
+				if p := recover(); p != nil {
+					err = h.c.recovered(p, "change handler", h.view, r.Value.Key)
+				}
+			}()
 			return h.fn(ctx, r.Value)
 		},
 		MaxBufferedRecords: h.opts.buffer,

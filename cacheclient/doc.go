@@ -115,6 +115,21 @@
 // the application of batches. Close waits for the calls in flight; queued changes are
 // dropped.
 //
+// Across a restart with Config.StateDir the state file holds the last publication whose
+// changes every handler completed (handled, or skipped after its attempts), not the last
+// one applied. The restart hands that state to the handlers as creates (OpCreate, Old
+// empty), then the changes after it, so a change queued at Close is delivered again:
+// delivery is at least once. What a handler can still miss:
+//   - without StateDir, every restart starts from a snapshot: keys deleted while the
+//     process was down produce no change, and everything else arrives as a create;
+//   - a resync (a snapshot after the resume position was compacted away, a failed epoch
+//     check, a new stream target) hands over only the difference between the state
+//     before and the snapshot: the intermediate changes of a key, and keys created and
+//     deleted in between, are not seen. [Hooks].OnResync reports it; a handler that must
+//     see every change treats it as its signal to reconcile;
+//   - a change whose handler failed every attempt ([Hooks].OnHandlerError) counts as
+//     complete and is not delivered again.
+//
 // # Guarantees
 //
 //   - Ordered, no duplicates: the client applies the stream's records in order, each once,
@@ -139,9 +154,12 @@
 //
 // [Client.WaitReady] returns once every view's initial state is complete: after the
 // first snapshot is applied, or — when the client resumed from a state file — once it has
-// caught up with the player (the player says so with a Progress frame), or when no frame
-// arrived for Config.ReadyIdle. With [WithInitialPass] it also waits for that handler to
-// have handled the changes that built the initial state.
+// caught up with the player: its applied position reached the player's head_index in the
+// first frame of the stream (the player's main position when it subscribed), or the
+// player said so with a Progress frame. A recovery that is slow (nothing received for a
+// while) is not caught up; only a player that sends no head_index leaves the client to
+// Config.ReadyIdle without frames. With [WithInitialPass] it also waits for that handler
+// to have handled the changes that built the initial state.
 //
 // # Persistence
 //
@@ -166,6 +184,13 @@
 // view, the key and the error, counted per view with the most recent keys
 // ([ViewStats].DecodeErrors, DecodeFailedKeys, HiddenRows) and reported to
 // [Hooks].OnDecodeError. [Hooks] report events as they happen.
+//
+// A panic in the service's code is recovered, never a crash of the service: a decoder or
+// an index function that panics on a row refuses the row exactly as above (its error is a
+// [*PanicError], errors.Is [ErrPanic], with the panic's value and stack); a change
+// handler that panics has failed that attempt (retried, then [Hooks].OnHandlerError).
+// Every recovered panic is counted ([Stats].Panics) and logged (the first ones with their
+// stack).
 // cacheprom.NewCollector exports Stats to Prometheus on each scrape.
 //
 // # Concurrency rules
@@ -173,7 +198,9 @@
 //   - Register, AddIndex and OnChange must be called before Start; they fail afterwards.
 //   - View, Version and Cut reads, Read, Stats, Position, Ready, WaitReady and WaitFor are
 //     safe from any goroutine at any time.
-//   - Decoders and index functions must be pure and must not call the client. Index
+//   - Decoders and index functions must be pure and must not call the client (an index
+//     function's values for an object are computed again when the object is replaced:
+//     one that panics then leaves the old values indexed). Index
 //     functions and the decoding of live rows run on the connection goroutine; the rows of
 //     a snapshot or state file are decoded on GOMAXPROCS goroutines at once.
 //   - Hooks run on the connection goroutine, except OnHandlerError (a handler goroutine),
@@ -235,6 +262,12 @@
 // snapshot's raw rows. The decoder is most of a cold start's CPU: a service should use a
 // fast one (the example and the benchmarks use github.com/goccy/go-json).
 //
+// Bounds of a frame. A frame's memory is bounded by its bytes and the client's own bounds,
+// never by what it claims: a Batch may hold at most Config.MaxBatchEntries entries (the
+// client asks the player for that bound in Hello), a SnapshotBegin at most the client's
+// views; past them the frame is refused before anything is allocated for the excess (an
+// empty entry takes 2 bytes on the wire and ~150 in memory).
+//
 // Decoding frames. The client decodes the player's SubscribeResponse frames with its own
 // protowire decoder (frame.go; a gRPC codec forced on the Subscribe call, the server is
 // unchanged), with the field numbers of schemas/wire: each message is copied once out of
@@ -260,9 +293,10 @@
 // offsets noted while verifying) and builds the views under the apply lock. Keys and raw
 // values alias the file's buffer (no copy per row: the buffer stays in memory until every
 // row loaded from it has been replaced). The connection goroutine handles no frame before
-// the load is over, and the ReadyIdle wait of a resume counts from the subscription but
-// ends no earlier than the load: connecting overlaps the load instead of following it.
-// The persistence goroutine takes the apply lock only to load the views' current versions
-// (a consistent cut: published versions only, never a staged transaction) and writes the
-// file without it.
+// the load is over (and the ReadyIdle fallback of a resume counts from the subscription
+// but ends no earlier than the load): connecting overlaps the load instead of following
+// it.
+// The persistence goroutine writes the newest Cut whose changes every handler completed
+// (the last Cut without handlers): published, immutable versions of every view, read
+// without the apply lock (handled.go).
 package cacheclient

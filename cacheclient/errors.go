@@ -31,6 +31,9 @@ var (
 	ErrNoSourcePosition = errors.New("cacheclient: the stream has no source position")
 	// ErrInvalidLSN is wrapped by ParseLSN.
 	ErrInvalidLSN = errors.New("cacheclient: invalid LSN")
+	// ErrPanic is matched by the *PanicError of a Decoder, IndexFunc or change handler
+	// that panicked: the client recovered it (see PanicError).
+	ErrPanic = errors.New("cacheclient: panic recovered")
 )
 
 // StaleViewError details an ErrStaleView: the position record at Position lists View (and

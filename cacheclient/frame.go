@@ -82,7 +82,17 @@ var errFrame = errors.New("cacheclient: malformed SubscribeResponse")
 // frameCodec marshals requests with protobuf and decodes responses with decodeFrame.
 type frameCodec struct {
 	names map[string]string // the subscribed views' names, for interning (read-only)
+	// maxEntries bounds the entries of a Batch (the client's MaxBatchEntries, which it
+	// asks the player for in Hello) and maxViews the views of a SnapshotBegin (the
+	// client's own): a frame past them is refused before anything is allocated for what
+	// exceeds them, so a frame's allocation is bounded by these and its bytes, never by
+	// what it claims (a 4 MiB frame of empty entries would take 288 MiB of entry structs).
+	// 0: no bound.
+	maxEntries, maxViews int
 }
+
+// errFrameBound is a frame past the client's bounds (frameCodec).
+var errFrameBound = errors.New("cacheclient: SubscribeResponse past the client's bounds")
 
 func (frameCodec) Name() string { return "proto" } // content-subtype unchanged
 
@@ -103,7 +113,7 @@ func (c frameCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return fmt.Errorf("cacheclient: cannot unmarshal into %T", v)
 	}
-	return decodeFrame(materialize(data), c.names, f)
+	return decodeFrame(materialize(data), &c, f)
 }
 
 // materialize copies data into a new buffer of the message's own (gRPC reuses its
@@ -124,8 +134,8 @@ func materialize(data mem.BufferSlice) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
-// decodeFrame decodes b (a SubscribeResponse) into f, aliasing b.
-func decodeFrame(b []byte, names map[string]string, f *frame) error {
+// decodeFrame decodes b (a SubscribeResponse) into f, aliasing b, within c's bounds.
+func decodeFrame(b []byte, c *frameCodec, f *frame) error {
 	*f = frame{}
 	for len(b) > 0 {
 		t, v, s := consumeField(&b)
@@ -134,9 +144,13 @@ func decodeFrame(b []byte, names map[string]string, f *frame) error {
 				*f = frame{kind: k, head: f.head, topic: f.topic}
 			}
 			if k == frameBatch && f.entries == nil {
-				f.entries = make([]entry, 0, countEntries(s)) // one allocation, no regrowth
+				n := countEntries(s)
+				if c.maxEntries > 0 && n > c.maxEntries {
+					return fmt.Errorf("%w: a batch of %d entries, more than MaxBatchEntries (%d)", errFrameBound, n, c.maxEntries)
+				}
+				f.entries = make([]entry, 0, n) // one allocation, no regrowth
 			}
-			if err := f.decodeMsg(s, names); err != nil {
+			if err := f.decodeMsg(s, c); err != nil {
 				return err
 			}
 		} else if t == tag(wire.SubscribeResponseHeadIndex, protowire.VarintType) {
@@ -169,15 +183,18 @@ func memberKind(t uint64) frameKind {
 }
 
 // decodeMsg merges the oneof member message b (of kind f.kind) into f.
-func (f *frame) decodeMsg(b []byte, names map[string]string) error {
+func (f *frame) decodeMsg(b []byte, c *frameCodec) error {
 	for len(b) > 0 {
 		t, v, s := consumeField(&b)
 		switch k := f.kind; {
 		case t == malformed:
 			return errFrame
 		case k == frameBatch && t == tag(wire.BatchEntries, protowire.BytesType):
+			if c.maxEntries > 0 && len(f.entries) >= c.maxEntries { // a second Batch merged in
+				return fmt.Errorf("%w: a batch of more than MaxBatchEntries (%d) entries", errFrameBound, c.maxEntries)
+			}
 			f.entries = append(f.entries, entry{})
-			if err := f.entries[len(f.entries)-1].decode(s, names); err != nil {
+			if err := f.entries[len(f.entries)-1].decode(s, c.names); err != nil {
 				return err
 			}
 		case k == frameProgress && t == tag(wire.ProgressIndex, protowire.VarintType),
@@ -188,7 +205,14 @@ func (f *frame) decodeMsg(b []byte, names map[string]string) error {
 			if !utf8.Valid(s) {
 				return errFrame
 			}
-			f.views = append(f.views, string(s))
+			if c.maxViews > 0 && len(f.views) >= c.maxViews {
+				return fmt.Errorf("%w: a snapshot of more than the client's %d views", errFrameBound, c.maxViews)
+			}
+			if name, ok := c.names[string(s)]; ok {
+				f.views = append(f.views, name)
+			} else {
+				f.views = append(f.views, string(s))
+			}
 		case k == frameResync && t == tag(wire.ResyncRequiredReason, protowire.VarintType):
 			f.reason = statecastv1.ResyncRequired_Reason(int32(v))
 		case k == frameResync && t == tag(wire.ResyncRequiredDetail, protowire.BytesType):
@@ -261,14 +285,14 @@ func (e *entry) decodeTime(b []byte) error {
 	return nil
 }
 
-func newFrameCodec(views []viewCore) frameCodec {
+func newFrameCodec(views []viewCore, maxEntries int) frameCodec {
 	names := make(map[string]string, len(views))
 	for _, v := range views {
 		if n := v.viewName(); utf8.ValidString(n) { // an invalid name is refused by decode
 			names[n] = n
 		}
 	}
-	return frameCodec{names: names}
+	return frameCodec{names: names, maxEntries: maxEntries, maxViews: len(views)}
 }
 
 // consumeField consumes the first field of *b (not empty), value included, and returns

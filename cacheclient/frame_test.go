@@ -131,7 +131,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		var want statecastv1.SubscribeResponse
 		werr := proto.Unmarshal(b, &want)
 		var got frame
-		gerr := decodeFrame(b, codec.names, &got)
+		gerr := decodeFrame(b, &codec, &got)
 		if (werr != nil) != (gerr != nil) {
 			t.Fatalf("proto.Unmarshal err %v, decodeFrame err %v (% x)", werr, gerr, b)
 		}
@@ -158,7 +158,7 @@ func TestDecodeFrameAllocs(t *testing.T) {
 	names := map[string]string{"users": "users"}
 	allocs := testing.AllocsPerRun(20, func() {
 		var f frame
-		if err := decodeFrame(b, names, &f); err != nil {
+		if err := decodeFrame(b, &frameCodec{names: names}, &f); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -188,7 +188,7 @@ func BenchmarkDecodeFrame(b *testing.B) {
 		for b.Loop() {
 			buf := materialize(mem.BufferSlice{mem.SliceBuffer(msg)}) // the codec's copy out of gRPC's buffers
 			var f frame
-			if err := decodeFrame(buf, names, &f); err != nil {
+			if err := decodeFrame(buf, &frameCodec{names: names}, &f); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -84,3 +84,29 @@ func FuzzRecordKey(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseRowKeyView: the client accepts a row entry of a subscribed view exactly when
+// its key is a key of that view as record.KeyView decides it — the rule by which the
+// player skips foreign rows — so that nothing the player serves is refused.
+func FuzzParseRowKeyView(f *testing.F) {
+	f.Add("a", []byte("a|1"))
+	f.Add("a", []byte("b|1"))
+	f.Add("a", []byte(`a\|b|1`))
+	f.Add("a.b", []byte("a.b"))
+	f.Fuzz(func(t *testing.T, view string, key []byte) {
+		if !record.ValidViewName(view) {
+			return
+		}
+		c := newTestClient(t)
+		if _, err := Register(c, view, func(_ string, value []byte) (string, error) { return string(value), nil }); err != nil {
+			t.Fatal(err)
+		}
+		r := &receiver{c: c}
+		e := entry{index: 1, view: view, key: key, value: []byte("v")}
+		_, _, err := r.parseRow(&e)
+		kv, kerr := record.KeyView(key)
+		if want := kerr == nil && kv == view; (err == nil) != want {
+			t.Fatalf("key %q of view %q: parseRow %v, record.KeyView %q, %v", key, view, err, kv, kerr)
+		}
+	})
+}

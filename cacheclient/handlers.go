@@ -60,6 +60,10 @@ type handlerCore interface {
 	start(ctx context.Context)
 	stop()
 	initialWait() func(ctx context.Context) error
+	// submittedCount is the number of changes handed to the handler; doneCount the number
+	// below which every change is complete (handled, or skipped after its attempts).
+	submittedCount() int64
+	doneCount() int64
 }
 
 // handler runs one OnChange function. See dispatch.go for the engine behind it.
@@ -138,6 +142,8 @@ func (v *View[T]) flushChanges(ctx context.Context) error {
 
 func (h *handler[T]) start(ctx context.Context) { h.d.start(ctx) }
 func (h *handler[T]) stop()                     { h.d.stop() }
+func (h *handler[T]) submittedCount() int64     { return h.submitted.Load() }
+func (h *handler[T]) doneCount() int64          { n, _ := h.d.done(); return n }
 
 func (h *handler[T]) initialWait() func(ctx context.Context) error {
 	if !h.opts.initial {

@@ -62,8 +62,9 @@ type viewCapture struct {
 	rows func(fn func(key, raw string) bool)
 }
 
-func (v *View[T]) capture() viewCapture {
-	s := v.state.Load()
+// capture is the view's version in cut, for the state file.
+func (v *View[T]) capture(cut *Cut) viewCapture {
+	s := v.In(cut).s
 	bad := make(map[string]string, len(s.bad))
 	for k, it := range s.bad {
 		bad[k] = it.rawString()
@@ -100,18 +101,19 @@ func (c *Client) persist() (err error) {
 			h(n, time.Since(start), err)
 		}
 	}()
-	c.applyMu.Lock()
-	index, topic, src := c.applied.Load(), c.topic, c.cut.Load().src
-	caps := make([]viewCapture, 0, len(c.views))
-	for _, v := range c.views {
-		if v.replacing() {
-			index = -1 // never persist in the middle of a snapshot
-		}
-		caps = append(caps, v.capture())
+	// The newest publication whose changes every handler completed (handled.go): its
+	// versions are immutable, a consistent cut of every view, read without the apply lock.
+	cut := c.handledCut()
+	if cut == nil || c.applied.Load() < 0 {
+		return nil // nothing complete yet, or a repair (a failed epoch check) distrusts it
 	}
-	c.applyMu.Unlock()
+	index, topic, src := cut.position, cut.topic, cut.src
 	if index < 0 {
 		return nil
+	}
+	caps := make([]viewCapture, 0, len(c.views))
+	for _, v := range c.views {
+		caps = append(caps, v.capture(cut))
 	}
 	if err := os.MkdirAll(c.cfg.StateDir, 0o755); err != nil {
 		return err
@@ -139,12 +141,44 @@ func (c *Client) persist() (err error) {
 	if err = os.Rename(tmp.Name(), c.statePath()); err != nil {
 		return err
 	}
-	if d, derr := os.Open(c.cfg.StateDir); derr == nil {
-		d.Sync()
-		d.Close()
+	// Without the directory's fsync the rename may not survive a crash: the next start
+	// would resume from an older file. Reported like any failed write.
+	if err = syncDir(c.cfg.StateDir); err != nil {
+		return fmt.Errorf("cacheclient: state file written, its directory not synced: %w", err)
 	}
 	c.log.Debug("state file written", "index", index, "bytes", n, "took", time.Since(start))
 	return nil
+}
+
+// syncDir fsyncs the directory dir (a variable: tests make it fail).
+var syncDir = func(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// removeStaleTemps removes the temp files that writes of the state file left in dir when
+// the process died before their rename: nothing else removes them, and a crash loop
+// would fill the disk with one each. Only this client writes them (see Config.StateDir),
+// and it calls this before its persistence goroutine starts.
+func (c *Client) removeStaleTemps() {
+	matches, err := filepath.Glob(filepath.Join(c.cfg.StateDir, StateFileName+".tmp*"))
+	if err != nil {
+		return
+	}
+	for _, m := range matches {
+		if err := os.Remove(m); err != nil {
+			c.log.Warn("stale state temp file not removed", "path", m, "err", err)
+			continue
+		}
+		c.log.Info("stale state temp file removed (left by a write that did not finish)", "path", m)
+	}
 }
 
 type countWriter struct {
@@ -454,6 +488,7 @@ func (c *Client) loadState(l *stateLoad) {
 			return
 		}
 	}
+	c.markHandedOver()
 }
 
 // resumeIndex is the index to resume from and the topic ID it is an offset of: the applied

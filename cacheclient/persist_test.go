@@ -254,3 +254,55 @@ func TestLoadRowsEqualsStaging(t *testing.T) {
 		t.Fatalf("epoch %d %x mem %d, reference %d %x mem %d", r1, h1, v.mem.Load(), r2, h2, ref.mem.Load())
 	}
 }
+
+// TestPersistDirSyncError: a failing fsync of the state directory (after the rename) fails
+// the write like any other error: counted, reported to OnPersist, returned by Close.
+func TestPersistDirSyncError(t *testing.T) {
+	dir := t.TempDir()
+	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+		return s.snapshot(7, ent(3, "9", evJSON(9, "a")))
+	})
+	broken := errors.New("dir fsync: input/output error")
+	old := syncDir
+	syncDir = func(string) error { return broken }
+	t.Cleanup(func() { syncDir = old })
+	var hookErr error
+	c, _ := startClient(t, Config{StateDir: dir, PersistInterval: time.Hour}, nil, fp)
+	c.opts.hooks.OnPersist = func(_ int64, _ time.Duration, err error) { hookErr = err }
+	waitReady(t, c)
+	if err := c.Close(); !errors.Is(err, broken) {
+		t.Fatalf("Close: %v, want the directory fsync's error", err)
+	}
+	if st := c.Stats(); st.PersistErrors != 1 || st.Persists != 0 {
+		t.Fatalf("persists %d, errors %d; want 0 and 1", st.Persists, st.PersistErrors)
+	}
+	if !errors.Is(hookErr, broken) {
+		t.Fatalf("OnPersist got %v", hookErr)
+	}
+}
+
+// TestStaleStateTempsRemoved: Start removes the temp files of writes cut by a crash (a
+// crash loop would otherwise fill the disk with one per start), and nothing else.
+func TestStaleStateTempsRemoved(t *testing.T) {
+	dir := t.TempDir()
+	stale := []string{StateFileName + ".tmp123", StateFileName + ".tmp"}
+	keep := []string{"other.tmp1", StateFileName + "x.tmp1"}
+	for _, n := range append(stale, keep...) {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error { return s.snapshot(7) })
+	c, _ := startClient(t, Config{StateDir: dir, PersistInterval: time.Hour}, nil, fp)
+	for _, n := range stale {
+		if _, err := os.Stat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still there after Start (%v)", n, err)
+		}
+	}
+	for _, n := range keep {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			t.Errorf("%s removed: %v", n, err)
+		}
+	}
+	waitReady(t, c)
+}

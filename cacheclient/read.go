@@ -10,6 +10,7 @@ package cacheclient
 type Cut struct {
 	c        *Client
 	position int64
+	topic    string // the topic ID position is an offset of
 	src      sourceState
 	states   []any         // per view slot: its published *viewState[T]
 	next     chan struct{} // closed when the next Cut is published (WaitFor)
@@ -56,7 +57,7 @@ func (v *View[T]) In(cut *Cut) *Version[T] {
 // switch to its new version with the view's own atomic store, readers of a Cut to all of
 // them at once. c.applyMu held.
 func (c *Client) publish(pos int64) {
-	cut := &Cut{c: c, position: pos, src: c.wsrc, states: make([]any, len(c.views)), next: make(chan struct{})}
+	cut := &Cut{c: c, position: pos, topic: c.topic, src: c.wsrc, states: make([]any, len(c.views)), next: make(chan struct{})}
 	for i, v := range c.views {
 		cut.states[i] = v.commit(pos)
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -32,6 +34,13 @@ type receiver struct {
 	pendingSource  time.Time
 	pendingSnap    *snapshotDone
 	readyPending   bool
+
+	// Readiness of a resumed stream: the player's head_index in the stream's first frame
+	// (its main position at subscribe); the client is caught up, hence ready, once its
+	// applied position reaches it. readyAt -1: not known (yet), or not needed.
+	firstFrame bool
+	readyAt    int64
+	headKnown  atomic.Bool // readyAt was set: the idle fallback stands down (session)
 
 	inSnapshot   bool
 	snapIndex    int64
@@ -69,6 +78,13 @@ func (r *receiver) handle(ctx context.Context, msg *frame) error {
 			r.topic = string(msg.topic)
 		default:
 			return r.topicChanged(msg.topic)
+		}
+	}
+	if !r.firstFrame {
+		r.firstFrame = true
+		if r.resumed && msg.head > 0 && !r.c.Ready() {
+			r.readyAt = msg.head
+			r.headKnown.Store(true)
 		}
 	}
 	switch msg.kind {
@@ -208,6 +224,7 @@ func (r *receiver) liveBatch(ctx context.Context, es []entry) error {
 		// Repair: drop the resume index; the next stream bootstraps from a snapshot that
 		// replaces every view atomically.
 		r.c.applied.Store(-1)
+		r.c.dropMarks()
 		r.c.st.resyncs.Add(1)
 		if h := r.c.opts.hooks.OnResync; h != nil {
 			h("epoch mismatch")
@@ -262,7 +279,7 @@ func (r *receiver) published(p published) {
 	if !p.source.IsZero() {
 		// A snapshot's rows are as old as their last change: they only move the source
 		// time forward, and a lag is the delay of live entries.
-		if n := p.source.UnixNano(); p.snapshot == nil || n > r.c.st.lastSourceTime.Load() {
+		if n := unixNanoSat(p.source); p.snapshot == nil || n > r.c.st.lastSourceTime.Load() {
 			r.c.st.lastSourceTime.Store(n)
 		}
 		if p.entries > 0 {
@@ -286,10 +303,11 @@ func (r *receiver) published(p published) {
 	}
 }
 
-// readyAfter marks the client ready when the publication p owes it, once its changes were
-// handed to the handlers (flush: WithInitialPass waits for those).
+// readyAfter marks the client ready when the publication p owes it — a snapshot's, or,
+// after a resume, the one that reaches the head the player had at subscribe — once its
+// changes were handed to the handlers (flush: WithInitialPass waits for those).
 func (r *receiver) readyAfter(p published) {
-	if p.ready {
+	if p.ready || p.done && r.readyAt >= 0 && p.pos >= r.readyAt {
 		r.c.markReady()
 	}
 }
@@ -327,6 +345,7 @@ func (r *receiver) flush(ctx context.Context) error {
 			return err
 		}
 	}
+	r.c.markHandedOver()
 	return nil
 }
 
@@ -410,7 +429,7 @@ func (r *receiver) snapshotBegin(index int64, names []string) error {
 		}
 		r.snapViews = append(r.snapViews, v)
 	}
-	r.c.applyMu.Lock() // the persister checks replacing() under it
+	r.c.applyMu.Lock()
 	// The snapshot replaces whatever was staged: a transaction open before it (a resync
 	// in the middle of one) is in the snapshot's state, or superseded by it.
 	r.c.rollback()
@@ -510,4 +529,16 @@ func (r *receiver) abort() {
 	}
 	r.c.rollback()
 	r.open, r.staged, r.pendingEntries, r.pendingSnap = false, -1, 0, nil
+}
+
+// unixNanoSat is t.UnixNano() saturated to int64's range: a source time outside years
+// 1678-2262 (any producer may write one) must not wrap into a time of the other end.
+func unixNanoSat(t time.Time) int64 {
+	switch {
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	case t.Before(time.Unix(0, math.MinInt64+1)):
+		return math.MinInt64 + 1
+	}
+	return t.UnixNano()
 }

@@ -47,7 +47,7 @@ type staged[T any] struct {
 
 // beginReplace starts building a new state that will replace the view at endReplace.
 func (v *View[T]) beginReplace() {
-	v.w.staging = &stagingView[T]{bad: map[string]item[T]{}, decode: v.decode, prefix: v.prefix,
+	v.w.staging = &stagingView[T]{bad: map[string]item[T]{}, decode: v.decodeRow, prefix: v.prefix,
 		keepRaw: v.c != nil && v.c.keepRaw}
 }
 
@@ -317,7 +317,8 @@ func (v *View[T]) endReplace(pos int64) {
 	s.build(func(key string, index int64, err error) { v.decodeFailed(key, index, err) })
 	v.rollback()
 	old := v.state.Load()
-	ns := &viewState[T]{root: s.root, count: s.count, position: pos, idx: v.buildIndexes(s.root),
+	idx := v.buildIndexesSafe(s, pos)
+	ns := &viewState[T]{root: s.root, count: s.count, position: pos, idx: idx,
 		hashSum: s.hashSum, rows: s.rows, bytes: s.bytes, bad: s.bad}
 	if v.wantChanges() {
 		ns.root.each(func(k string, it *item[T]) bool {
@@ -343,10 +344,35 @@ func (v *View[T]) endReplace(pos int64) {
 // Nothing runs in the background while rows are staged, so there is nothing to wait for.
 func (v *View[T]) abortReplace() { v.w.staging = nil }
 
+// buildIndexesSafe builds the secondary indexes of the staged state s (buildIndexes). The
+// rows whose index functions panicked are refused like rows their decoder refused: they
+// leave the live rows for the refused ones (still accounted) and the indexes are built
+// again without them (a rare path: a second build is paid only after a panic; a third
+// only if an index function panics on a row it did not panic on before).
+func (v *View[T]) buildIndexesSafe(s *stagingView[T], pos int64) []*tnode[*keySet] {
+	for {
+		idx, panicked := v.buildIndexes(s.root)
+		if len(panicked) == 0 {
+			return idx
+		}
+		e := new(edit)
+		for key, err := range panicked {
+			h := hashKey(key)
+			if it, ok := s.root.get(key, h); ok {
+				s.bad[key] = *it
+				s.root, _, _ = s.root.del(e, key, h, 0)
+				s.count--
+				v.decodeFailed(key, pos, err)
+			}
+		}
+	}
+}
+
 // buildIndexes builds every secondary index of a whole new version in one pass per index:
 // (value, key) pairs sorted in trie order, each value's key set and the value trie built
-// bottom-up (see buildTrie).
-func (v *View[T]) buildIndexes(root *tnode[item[T]]) []*tnode[*keySet] {
+// bottom-up (see buildTrie). It also returns the keys whose index function panicked (with
+// the *PanicError); the indexes are then incomplete.
+func (v *View[T]) buildIndexes(root *tnode[item[T]]) (_ []*tnode[*keySet], panicked map[string]error) {
 	out := make([]*tnode[*keySet], len(v.indexFns))
 	type pair struct {
 		vo, ko   uint64
@@ -354,8 +380,22 @@ func (v *View[T]) buildIndexes(root *tnode[item[T]]) []*tnode[*keySet] {
 	}
 	for i, fn := range v.indexFns {
 		var ps []pair
+		call := func(k string, obj T) (vals []string, ok bool) {
+			defer func() {
+				if p := recover(); p != nil {
+					if panicked == nil {
+						panicked = map[string]error{}
+					}
+					panicked[k] = v.c.recovered(p, "index function "+v.indexName(i), v.name, k)
+				}
+			}()
+			return fn(obj), true
+		}
 		root.each(func(k string, it *item[T]) bool {
-			vals := fn(it.obj)
+			vals, ok := call(k, it.obj)
+			if !ok {
+				return true
+			}
 			ko := uint64(0)
 			for j, val := range vals {
 				if slices.Contains(vals[:j], val) {
@@ -398,7 +438,7 @@ func (v *View[T]) buildIndexes(root *tnode[item[T]]) []*tnode[*keySet] {
 			out[i] = buildTrie(outer, outerOrd, 0)
 		}
 	}
-	return out
+	return out, panicked
 }
 
 // stagedList stores snapshot rows in fixed-size chunks: appending never copies what is

@@ -81,7 +81,10 @@ type Stats struct {
 	Resyncs, Reconnects                       int64
 	EpochChecks, EpochMismatches              int64
 	DecodeErrors, HandlerErrors               int64
-	Persists, PersistErrors                   int64
+	// Panics counts the panics of the service's code (decoders, index functions, change
+	// handlers) that the client recovered (see PanicError).
+	Panics                  int64
+	Persists, PersistErrors int64
 	// LastSourceTime is the source (database snapshot) time of the last applied entry: a
 	// row, or a poll/epoch control record (the distributor writes one after each poll, so
 	// an idle database still moves it forward).
@@ -121,7 +124,7 @@ func (c *Client) Stats() Stats {
 		EntriesApplied: c.st.entries.Load(), Batches: c.st.batches.Load(), SnapshotsApplied: c.st.snapshots.Load(),
 		Resyncs: c.st.resyncs.Load(), Reconnects: c.st.reconnects.Load(),
 		EpochChecks: c.st.epochOK.Load() + c.st.epochBad.Load(), EpochMismatches: c.st.epochBad.Load(),
-		DecodeErrors: c.st.decodeErrs.Load(), HandlerErrors: c.st.handlerErrs.Load(),
+		DecodeErrors: c.st.decodeErrs.Load(), HandlerErrors: c.st.handlerErrs.Load(), Panics: c.st.panics.Load(),
 		Persists: c.st.persists.Load(), PersistErrors: c.st.persistErrs.Load(),
 		Lag: time.Duration(c.st.lastLagNanos.Load()), SourcePosition: c.cut.Load().SourcePosition(),
 	}

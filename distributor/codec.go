@@ -68,6 +68,10 @@ type rowCodec struct {
 	// lives as long as that state; a poll's few keys would pin a chunk each.
 	keyArena bool
 	keys     []byte
+	// maxBytes is the record size limit and overhead what a record takes beyond its key and
+	// value (headers, Kafka's framing): a row whose key and value cannot fit is refused
+	// before it is encoded (0: no limit).
+	maxBytes, overhead int
 }
 
 const keyChunk = 64 << 10
@@ -89,8 +93,8 @@ func (c *rowCodec) internKey(k []byte) string {
 
 const arenaChunk = 1 << 20
 
-func newRowCodec(v *ViewConfig, enc *pgjson.Encoder) *rowCodec {
-	c := &rowCodec{v: v, enc: enc, inc: -1}
+func newRowCodec(v *ViewConfig, enc *pgjson.Encoder, maxBytes, overhead int) *rowCodec {
+	c := &rowCodec{v: v, enc: enc, inc: -1, maxBytes: maxBytes, overhead: overhead}
 	if v.Incremental != "" {
 		c.inc = enc.ColumnIndex(v.Incremental)
 		c.incOID = enc.Columns()[c.inc].OID
@@ -99,8 +103,25 @@ func newRowCodec(v *ViewConfig, enc *pgjson.Encoder) *rowCodec {
 }
 
 // encode returns the record key and the JSON value (stable: it is never overwritten) of a
-// raw binary row. c.keyBuf holds the key's bytes until the next call.
+// raw binary row. c.keyBuf holds the key's bytes until the next call. A row whose key and
+// value are bound to exceed the record size limit (pgjson's lower bounds from the raw
+// values' lengths) is refused before anything is encoded: a row of a huge text or array
+// costs neither its encoding's memory nor its time. The exact size is checked by the
+// caller, after encoding.
 func (c *rowCodec) encode(raw [][]byte) (key string, value []byte, err error) {
+	if c.maxBytes > 0 {
+		kn := c.enc.MinKeyLen(c.v.Name, raw)
+		if n := kn + c.enc.MinValueLen(raw) + c.overhead; n > c.maxBytes {
+			hint := fmt.Sprintf("(a key of at least %d bytes)", kn)
+			if kn <= 1024 {
+				if k, err := c.enc.AppendKey(nil, c.v.Name, raw); err == nil {
+					hint = string(k)
+				}
+			}
+			return "", nil, &ViewError{View: c.v.Name, Key: hint,
+				Err: fmt.Errorf("record of at least %d bytes exceeds the broker's message limit of %d bytes (refused before encoding)", n, c.maxBytes)}
+		}
+	}
 	c.keyBuf, err = c.enc.AppendKey(c.keyBuf[:0], c.v.Name, raw)
 	if err != nil {
 		if errors.Is(err, pgjson.ErrNullKey) {

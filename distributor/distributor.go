@@ -48,6 +48,11 @@ type Distributor struct {
 	running bool
 	done    chan struct{} // closed when Run returns; runErr is then set
 	runErr  error
+
+	// sendHook, when set before Run, is called by a stream's publisher before it feeds
+	// each record to the producer, with the send's context (tests that stop the
+	// distributor at a chosen point of an epoch).
+	sendHook func(ctx context.Context, topic string)
 }
 
 // New validates a copy of cfg (Config.Validate) and returns a Distributor. It does not

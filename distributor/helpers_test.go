@@ -81,12 +81,16 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// start runs a Distributor; the test ends it (and checks it stopped cleanly) at cleanup.
-func start(t *testing.T, cfg Config) *running {
+// start runs a Distributor (after setup, if any, changed it); the test ends it (and
+// checks it stopped cleanly) at cleanup.
+func start(t *testing.T, cfg Config, setup ...func(*Distributor)) *running {
 	t.Helper()
 	d, err := New(cfg, WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range setup {
+		f(d)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{d: d, cancel: cancel, finished: make(chan struct{})}

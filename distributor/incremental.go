@@ -119,7 +119,7 @@ func parseIncTime(s string) (time.Time, error) {
 // watermarkSeconds converts a watermark for the metric: unix seconds or the version.
 func watermarkSeconds(oid uint32, w string) float64 {
 	if t, err := parseIncTime(w); err == nil {
-		return float64(t.UnixNano()) / 1e9
+		return float64(t.Unix()) + float64(t.Nanosecond())/1e9 // UnixNano wraps past 2262
 	}
 	f, _ := strconv.ParseFloat(w, 64)
 	_ = oid

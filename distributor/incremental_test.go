@@ -88,3 +88,12 @@ func TestIncLessNumeric(t *testing.T) {
 		}
 	}
 }
+
+// TestWatermarkSecondsFarFuture: the watermark metric of a time past 2262 (beyond what
+// nanoseconds since 1970 hold) is its Unix seconds, not a wrapped negative value.
+func TestWatermarkSecondsFarFuture(t *testing.T) {
+	want := float64(time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC).Unix()) + 0.5
+	if got := watermarkSeconds(pgtype.TimestamptzOID, "2500-01-01T00:00:00.5Z"); got != want {
+		t.Fatalf("watermarkSeconds = %f, want %f", got, want)
+	}
+}

@@ -33,8 +33,9 @@ type producer struct {
 	brokers []string
 	cfg     *sarama.Config
 	topic   string
-	split   time.Duration // a transaction open this long is committed and the rest sent in the next
-	lost    func(error)   // ends the activation
+	split   time.Duration             // a transaction open this long is committed and the rest sent in the next
+	lost    func(error)               // ends the activation
+	hook    func(ctx context.Context) // Distributor.sendHook for this topic, or nil
 	p       sarama.AsyncProducer
 }
 
@@ -80,6 +81,9 @@ func (p *producer) publish(ctx context.Context, parts []part) error {
 			}
 			m := parts[pi].gen(i)
 			i++
+			if p.hook != nil {
+				p.hook(ctx)
+			}
 			return m, nil
 		})
 		if err == nil {

@@ -98,7 +98,7 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		}
 		st.enc = enc // type facts only; not publication state
 	}
-	codec := newRowCodec(v, st.enc)
+	codec := newRowCodec(v, st.enc, maxBytes, hdrBytes+recordOverhead)
 	codec.keyArena = full
 	if codec.inc >= 0 {
 		if err := checkIncremental(v, codec.incOID); err != nil {

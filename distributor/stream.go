@@ -103,6 +103,9 @@ func (s *stream) startProducer(ctx context.Context, lost func(error)) (func(), e
 	pcfg.Producer.Transaction.Timeout = s.d.cfg.Kafka.TransactionTimeout
 	s.prod = &producer{brokers: s.d.cfg.Kafka.Brokers, cfg: pcfg, topic: s.cfg.Topic,
 		split: s.d.cfg.Kafka.TransactionTimeout / 2, lost: lost}
+	if h := s.d.sendHook; h != nil {
+		s.prod.hook = func(ctx context.Context) { h(ctx, s.cfg.Topic) }
+	}
 	if err := s.retry(ctx, "producer", "transactional producer failed; retrying", s.prod.open); err != nil {
 		return nil, err
 	}

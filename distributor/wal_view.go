@@ -184,8 +184,8 @@ func (w *walSession) mappedOut(ctx context.Context, tx pgx.Tx, v *walView, ch *v
 	s := w.s
 	st := v.st
 	cfg := st.cfg
-	codec := newRowCodec(cfg, st.enc)
 	hdr := headerBytes(cfg.Name)
+	codec := newRowCodec(cfg, st.enc, s.cfg.maxBytes, hdr+recordOverhead)
 	found := map[string]*foundRow{}
 	prev := map[string]struct{}{}  // keys published before that the changes may have touched
 	byKey := map[string]struct{}{} // the keys already read by key

@@ -207,9 +207,32 @@ func ReadCommitted(ctx context.Context, client sarama.Client, topic string, part
 		return fmt.Errorf("kafkaconn: read %s from %d: %w", topic, n, err)
 	}
 	defer pc.AsyncClose()
-	next := n // every delivered record below next was passed to fn
+	return readPartition(ctx, pc, topic, n, end, fn, func(next int64) (int64, error) {
+		return NextCommitted(client, topic, partition, next, end)
+	})
+}
+
+// readPartition is ReadCommitted's loop over pc, which starts at next; probe is
+// NextCommitted from an offset. sarama closes pc's channels when it gives up on the
+// partition (after an offset out of range, and a select may see the closed Messages
+// channel before the error): that fails the read, with the error as its cause.
+func readPartition(ctx context.Context, pc sarama.PartitionConsumer, topic string, next, end int64, fn func(*sarama.ConsumerMessage) error, probe func(int64) (int64, error)) error {
 	quiet := time.NewTimer(quietProbe)
 	defer quiet.Stop()
+	failed := func(cerr error) error {
+		if errors.Is(cerr, sarama.ErrOffsetOutOfRange) {
+			return fmt.Errorf("%w: %s at %d: %v", ErrLogStartMoved, topic, next, cerr)
+		}
+		return fmt.Errorf("kafkaconn: read %s at %d: %w", topic, next, cerr)
+	}
+	stopped := func() error {
+		for e := range pc.Errors() {
+			if e != nil {
+				return failed(e.Err)
+			}
+		}
+		return fmt.Errorf("kafkaconn: read %s: the consumer stopped at %d", topic, next)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -218,13 +241,10 @@ func ReadCommitted(ctx context.Context, client sarama.Client, topic string, part
 			if !ok {
 				return fmt.Errorf("kafkaconn: read %s: the consumer stopped at %d", topic, next)
 			}
-			if errors.Is(cerr.Err, sarama.ErrOffsetOutOfRange) {
-				return fmt.Errorf("%w: %s at %d: %v", ErrLogStartMoved, topic, next, cerr.Err)
-			}
-			return fmt.Errorf("kafkaconn: read %s at %d: %w", topic, next, cerr.Err)
+			return failed(cerr.Err)
 		case m, ok := <-pc.Messages():
 			if !ok {
-				return fmt.Errorf("kafkaconn: read %s: the consumer stopped at %d", topic, next)
+				return stopped()
 			}
 			if m.Offset >= end {
 				return nil
@@ -238,7 +258,7 @@ func ReadCommitted(ctx context.Context, client sarama.Client, topic string, part
 			}
 			quiet.Reset(quietProbe)
 		case <-quiet.C:
-			n, err := NextCommitted(client, topic, partition, next, end)
+			n, err := probe(next)
 			if err != nil {
 				return fmt.Errorf("kafkaconn: read %s at %d: %w", topic, next, err)
 			}

@@ -47,8 +47,13 @@ func (s *stream) admit(id identity, h *statecastv1.Hello) (*target, error) {
 		t = newTarget(s, id.instance, h.GetViews(), term, StateRF, maxEntries, maxBytes)
 		t.lastAck, t.sentUpTo = -1, -1
 		t.mu.Lock()
-		t.startSnapshotLocked(term, resync, logStart, ci)
+		err := t.startSnapshotLocked(term, resync, logStart, ci)
 		t.mu.Unlock()
+		if err != nil {
+			s.mu.Unlock()
+			s.log.Warn("subscribe refused", "target", id.instance, "service", id.service, "err", err)
+			return nil, err
+		}
 	case h.GetResumeIndex() >= ci:
 		t = newTarget(s, id.instance, h.GetViews(), term, StateN, maxEntries, maxBytes)
 		t.lastAck, t.sentUpTo, t.recEnd = h.GetResumeIndex(), h.GetResumeIndex(), h.GetResumeIndex()
@@ -179,10 +184,16 @@ func (t *target) resync(term uint64, from int64) {
 	ci := s.current.Load()
 	t.dropped = false
 	t.recoveries++
-	t.startSnapshotLocked(nterm, rs, logStart, ci)
+	err = t.startSnapshotLocked(nterm, rs, logStart, ci)
 	t.space.Broadcast()
 	t.mu.Unlock()
 	s.mu.Unlock()
+	if err != nil {
+		// The queue is restarted under the new term with no fetcher: end the stream; the
+		// reconnect is admitted (or refused) like any subscription.
+		t.fail(nterm, err)
+		return
+	}
 	s.p.metrics.resyncs.WithLabelValues(s.cfg.Name, rs.GetReason().String()).Inc()
 	s.log.Warn("recovery: log start moved past the target's position; resync on the same stream", "target", t.id,
 		"from", from, "log_start", logStart, "term", nterm, "snapshot_at", ci)

@@ -32,9 +32,15 @@ const (
 	DefaultAdminAddr = "127.0.0.1:7072"
 
 	DefaultMaxStreamsPerConn = 100
-	DefaultKeepaliveMinTime  = 10 * time.Second
-	DefaultKeepaliveTime     = 30 * time.Second
-	DefaultKeepaliveTimeout  = 10 * time.Second
+	DefaultMaxHelloViews     = 1024
+	DefaultMaxHelloBytes     = 64 << 10
+	DefaultMaxSnapshotBytes  = 1 << 30
+	// DefaultMaxRecordBytes is what a gRPC client receives by default (4 MiB) less room
+	// for the frame around one entry.
+	DefaultMaxRecordBytes   = 4<<20 - 1<<10
+	DefaultKeepaliveMinTime = 10 * time.Second
+	DefaultKeepaliveTime    = 30 * time.Second
+	DefaultKeepaliveTimeout = 10 * time.Second
 )
 
 // StreamConfig is one stream served by the player.
@@ -95,6 +101,25 @@ type Config struct {
 	// MaxStreamsPerConn bounds the concurrent streams of one client connection (HTTP/2
 	// MAX_CONCURRENT_STREAMS). Default 100; a cacheclient uses one.
 	MaxStreamsPerConn uint32 `yaml:"max_streams_per_conn"`
+	// MaxHelloViews bounds the views one Hello may name (default 1024): admission checks
+	// them under the stream lock that dispatch needs.
+	MaxHelloViews int `yaml:"max_hello_views"`
+	// MaxHelloBytes bounds every message a client sends (a Hello; Acks are a few bytes):
+	// the gRPC server's receive limit (default 64 KiB).
+	MaxHelloBytes int `yaml:"max_hello_bytes"`
+	// MaxSnapshotBytes bounds the bytes of the rows that snapshots not yet sent may pin,
+	// over all streams (default 1 GiB): a snapshot holds the rows of the materialized copy
+	// at its index, which the stream replaces meanwhile, so a slow or stalled client could
+	// otherwise keep a full copy of the data alive. A subscription whose snapshot does not
+	// fit is refused (ResourceExhausted; the client retries); one snapshot is always
+	// admitted when none is pending, however large.
+	MaxSnapshotBytes int64 `yaml:"max_snapshot_bytes"`
+	// MaxRecordBytes bounds one record's frame (key, value and headers): a record over it
+	// is skipped, logged with its offset and key and counted, never sent. Default
+	// DefaultMaxRecordBytes, what a client receives by default; raise it with the topic's
+	// max.message.bytes and the clients' receive limit (cacheclient:
+	// WithDialOptions(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(n)))).
+	MaxRecordBytes int `yaml:"max_record_bytes"`
 	// Keepalive: the server's pings and its limit on the clients' pings.
 	Keepalive Keepalive `yaml:"keepalive"`
 
@@ -118,7 +143,8 @@ type Config struct {
 	// from Kafka in RF without being disconnected. Sent-but-unacked batches are bounded by
 	// the same amount (the send window). At least twice MaxBatchBytes.
 	TargetBudgetBytes int64 `yaml:"target_budget_bytes"`
-	// AckTimeout: a target with unacknowledged batches older than this is suspended
+	// AckTimeout: a target with unacknowledged batches older than this, or whose send has
+	// been blocked this long (the client stopped reading, in a snapshot too), is suspended
 	// (default 30s).
 	AckTimeout time.Duration `yaml:"ack_timeout"`
 	// ProgressInterval: a target in N that was sent nothing for this long gets a Progress
@@ -191,6 +217,18 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxStreamsPerConn == 0 {
 		c.MaxStreamsPerConn = DefaultMaxStreamsPerConn
+	}
+	if c.MaxHelloViews <= 0 {
+		c.MaxHelloViews = DefaultMaxHelloViews
+	}
+	if c.MaxHelloBytes <= 0 {
+		c.MaxHelloBytes = DefaultMaxHelloBytes
+	}
+	if c.MaxSnapshotBytes <= 0 {
+		c.MaxSnapshotBytes = DefaultMaxSnapshotBytes
+	}
+	if c.MaxRecordBytes <= 0 {
+		c.MaxRecordBytes = DefaultMaxRecordBytes
 	}
 	if c.Keepalive.MinTime <= 0 {
 		c.Keepalive.MinTime = DefaultKeepaliveMinTime

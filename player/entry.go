@@ -117,6 +117,43 @@ func entryItem(e *statecastv1.Entry) *item {
 	return it
 }
 
+// recordFrameOverhead is about what a record's frame adds to its key, value and headers
+// (the entry's fields and tags, the batch around it, head_index).
+const recordFrameOverhead = 128
+
+// Why a record is skipped (poison), the label of records_skipped_total.
+const (
+	skipViewMismatch = "view_mismatch"
+	skipTooLarge     = "too_large"
+)
+
+// poison reports why the player does not serve a record ("" when it does). A row whose
+// sc-view header names another view than its key (a foreign producer on the topic) would
+// fail every client's check of the entry forever, a fresh snapshot included; a record
+// whose frame is over what clients receive would end their stream at every attempt. Both
+// are skipped in every path (materialized copy, dispatch, history, recovery), so every
+// target sees the same stream.
+func poison(it *item, maxBytes int) string {
+	if it.frame == nil && len(it.single) > maxBytes {
+		return skipTooLarge
+	}
+	if it.isRow() && !keyOfView(it.key, it.view) {
+		return skipViewMismatch
+	}
+	return ""
+}
+
+// keyOfView reports whether key is a record key of view, as record.KeyView decides it,
+// without its allocation in the common case (KeyView's own fast path: an unescaped view
+// name before the first '|').
+func keyOfView(key, view string) bool {
+	if i := strings.IndexByte(key, '|'); i > 0 && !strings.Contains(key[:i], `\`) {
+		return key[:i] == view
+	}
+	v, err := record.KeyView([]byte(key))
+	return err == nil && v == view
+}
+
 // frameItem wraps a non-batch response frame.
 func frameItem(index int64, r *statecastv1.SubscribeResponse) *item {
 	wire, _ := proto.Marshal(r)

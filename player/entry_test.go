@@ -145,3 +145,36 @@ func TestItemOfPositionAndTxn(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPoisonHeaderKey: for any key and any sc-view header (or none), the player serves a
+// row exactly when its key is a key of the view it is served as (record.KeyView, the rule
+// the client applies to every entry), so that no client is given a row it must refuse;
+// keyOfView decides as record.KeyView does.
+func FuzzPoisonHeaderKey(f *testing.F) {
+	f.Add([]byte("a|1"), "a", true)
+	f.Add([]byte("a|1"), "b", true)
+	f.Add([]byte(`a\|b|1`), "a|b", true)
+	f.Add([]byte("|x"), "", false)
+	f.Add([]byte("a.b-c|x|y"), "a.b-c", false)
+	f.Add([]byte("!ctl|a|poll"), "a", true)
+	f.Fuzz(func(t *testing.T, key []byte, view string, header bool) {
+		m := &sarama.ConsumerMessage{Key: key, Value: []byte("{}"), Offset: 1, Timestamp: time.Unix(1, 0)}
+		if header {
+			m.Headers = []*sarama.RecordHeader{{Key: []byte(record.HeaderView), Value: []byte(view)}, {Key: []byte("sc-kind"), Value: []byte("row")}}
+		}
+		it := itemOf(m)
+		kv, kerr := record.KeyView(key)
+		for _, v := range []string{view, kv, it.view} {
+			if got, want := keyOfView(string(key), v), kerr == nil && kv == v; got != want {
+				t.Fatalf("keyOfView(%q, %q) = %v, record.KeyView says %q, %v", key, v, got, kv, kerr)
+			}
+		}
+		if !it.isRow() {
+			return
+		}
+		served := poison(it, DefaultMaxRecordBytes) == ""
+		if want := kerr == nil && kv == it.view; served != want {
+			t.Fatalf("key %q served as view %q: served %v, but the key's view is %q (%v)", key, it.view, served, kv, kerr)
+		}
+	})
+}

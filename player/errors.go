@@ -25,6 +25,9 @@ var (
 	// ErrUnknownView: a Hello names a view that the stream does not carry (neither seen in
 	// its log nor declared in StreamConfig.Views).
 	ErrUnknownView = errors.New("player: unknown view")
+	// ErrSnapshotBudget: the snapshot a subscription needs does not fit in what pending
+	// snapshots may pin (Config.MaxSnapshotBytes) now; the client retries later.
+	ErrSnapshotBudget = errors.New("player: snapshot budget exhausted")
 )
 
 // StatusTable maps each sentinel to the gRPC code a Subscribe stream ends with
@@ -40,6 +43,7 @@ var StatusTable = []struct {
 	{ErrUnauthenticated, codes.Unauthenticated},
 	{ErrPermissionDenied, codes.PermissionDenied},
 	{ErrAckTimeout, codes.DeadlineExceeded},
+	{ErrSnapshotBudget, codes.ResourceExhausted},
 	{ErrSuspended, codes.Aborted},
 	{ErrClosed, codes.Unavailable},
 	{ErrStreamUnavailable, codes.Unavailable},

@@ -180,6 +180,12 @@ func startPlayerB(b *testing.B, e *env) *testPlayer { return startPlayerTB(b, e,
 
 func nopChecker() *checker.Checker { return checker.New() }
 
+// testAckTimeout is the test players' ack time-out. Tests stall targets on purpose for
+// whole phases that may take up to 90 s on a slow machine (waitFor's bounds) and expect
+// them to recover in place: a time-out shorter than a phase suspends them and fails the
+// test for the machine's slowness. Tests of the time-out itself set their own.
+const testAckTimeout = 3 * time.Minute
+
 func startPlayerTB(t testing.TB, e *env, mod func(*Config), opts ...Option) *testPlayer {
 	t.Helper()
 	cfg := Config{
@@ -187,7 +193,7 @@ func startPlayerTB(t testing.TB, e *env, mod func(*Config), opts ...Option) *tes
 		Brokers:          e.brokers,
 		Streams:          []StreamConfig{{Name: "s", Topic: e.topic}},
 		ProgressInterval: 50 * time.Millisecond,
-		AckTimeout:       20 * time.Second,
+		AckTimeout:       testAckTimeout,
 		ShutdownGrace:    2 * time.Second,
 	}
 	if mod != nil {

@@ -32,7 +32,7 @@ func runChild(topic string) {
 		Brokers:          strings.Split(os.Getenv("STATECAST_KAFKA_BROKERS"), ","),
 		Streams:          []StreamConfig{{Name: "s", Topic: topic}},
 		ProgressInterval: 50 * time.Millisecond,
-		AckTimeout:       20 * time.Second,
+		AckTimeout:       testAckTimeout,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -15,6 +15,7 @@ type metrics struct {
 	replacements *prometheus.CounterVec
 	// topicReplaced counts a stream's topic found deleted and created again.
 	topicReplaced *prometheus.CounterVec
+	skipped       *prometheus.CounterVec
 	targets       *targetCollector
 }
 
@@ -49,12 +50,16 @@ func newMetrics(p *Player) *metrics {
 			Namespace: "statecast", Subsystem: "player", Name: "topic_replaced_total",
 			Help: "Times the stream's topic was found deleted and created again (new topic ID): the stream restarted on it.",
 		}, []string{"stream"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "statecast", Subsystem: "player", Name: "records_skipped_total",
+			Help: "Records of the log never served, by reason (view_mismatch: a row whose sc-view header names another view than its key; too_large: over max_record_bytes).",
+		}, []string{"stream", "reason"}),
 		targets: &targetCollector{p: p},
 	}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.topicReplaced, m.targets} {
+	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.topicReplaced, m.skipped, m.targets} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

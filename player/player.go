@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +45,7 @@ type Player struct {
 	tls          *daemon.TLSFiles    // nil: plaintext (Config.Insecure)
 	admin        *daemon.AdminServer // nil: Config.Admin.Addr empty
 	serveOnce    sync.Once           // the first Serve (or Run) starts the file watchers
+	snapPinned   atomic.Int64        // bytes of snapshot rows not yet pushed (MaxSnapshotBytes)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -154,6 +156,7 @@ func (p *Player) serverOptions() []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.MaxConcurrentStreams(c.MaxStreamsPerConn),
+		grpc.MaxRecvMsgSize(c.MaxHelloBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.Keepalive.MinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: c.Keepalive.Time, Timeout: c.Keepalive.Timeout}),
 		grpc.ChainStreamInterceptor(p.auth.authStream),

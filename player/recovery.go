@@ -2,6 +2,7 @@ package player
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
@@ -85,14 +86,43 @@ func (t *target) startRecoveryLocked(from, to int64) {
 // main position x (optionally preceded by resync), then the history and Kafka for what the
 // target may lose meanwhile. The snapshot stands for every record up to x; the fetcher
 // reads it as the range [x, x] (never empty, even when x is -1: an empty log). s.mu and
-// t.mu held: x is the main position and rows the state at x.
-func (t *target) startSnapshotLocked(term uint64, resync *statecastv1.ResyncRequired, logStart, x int64) {
+// t.mu held: x is the main position and rows the state at x. It fails with
+// ErrSnapshotBudget, starting nothing, when the rows do not fit in what pending
+// snapshots may pin.
+func (t *target) startSnapshotLocked(term uint64, resync *statecastv1.ResyncRequired, logStart, x int64) error {
+	rows := t.s.snapshotItems(t.views, logStart)
+	var size int64
+	for _, r := range rows {
+		size += int64(r.size())
+	}
+	if !t.s.p.pinSnapshot(size) {
+		return fmt.Errorf("%w: a snapshot of %d bytes; pending snapshots pin %d of %d (max_snapshot_bytes)",
+			ErrSnapshotBudget, size, t.s.p.snapPinned.Load(), t.s.p.cfg.MaxSnapshotBytes)
+	}
 	t.recEnd = x
-	snap := &snapshotSource{t: t, term: term, resync: resync, rows: t.s.snapshotItems(t.views, logStart), x: x}
+	snap := &snapshotSource{t: t, term: term, resync: resync, rows: rows, pinned: size, x: x}
 	t.s.p.goTracked(func() {
 		t.recoveryFetcher(term, x, x, snap, t.historySource(term), t.kafkaSource(term))
 	})
+	return nil
 }
+
+// pinSnapshot reserves n bytes of what pending snapshots may pin (MaxSnapshotBytes); a
+// snapshot is always admitted when none is pending, so that one larger than the bound
+// still gets served. unpinSnapshot releases them as the rows are pushed.
+func (p *Player) pinSnapshot(n int64) bool {
+	for {
+		cur := p.snapPinned.Load()
+		if cur > 0 && cur+n > p.cfg.MaxSnapshotBytes {
+			return false
+		}
+		if p.snapPinned.CompareAndSwap(cur, cur+n) {
+			return true
+		}
+	}
+}
+
+func (p *Player) unpinSnapshot(n int64) { p.snapPinned.Add(-n) }
 
 // pushCatchup is a recovery source's push (Algorithm 1 push with main=false). It blocks
 // while the catch-up queue is over its share of the budget; it returns false when the

@@ -35,7 +35,7 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 	if hello == nil {
 		return toStatus(fmt.Errorf("%w: the first message must be Hello", ErrBadHello))
 	}
-	if err := validateHello(hello); err != nil {
+	if err := validateHello(hello, p.cfg.MaxHelloViews); err != nil {
 		return toStatus(err)
 	}
 	pr := principalFrom(srv.Context())
@@ -91,9 +91,12 @@ func (id identity) key() string { return id.principal.Name + "\x00" + id.instanc
 // maxIdentityLen bounds the client id and the service name (they reach logs and labels).
 const maxIdentityLen = 256
 
-func validateHello(h *statecastv1.Hello) error {
+func validateHello(h *statecastv1.Hello, maxViews int) error {
 	if h.GetStream() == "" {
 		return fmt.Errorf("%w: empty stream", ErrBadHello)
+	}
+	if len(h.GetViews()) > maxViews {
+		return fmt.Errorf("%w: %d views, at most %d (max_hello_views)", ErrBadHello, len(h.GetViews()), maxViews)
 	}
 	for _, f := range []struct{ name, v string }{{"client_id", h.GetClientId()}, {"service", h.GetService()}} {
 		if len(f.v) > maxIdentityLen || strings.IndexFunc(f.v, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }) >= 0 {

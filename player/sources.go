@@ -24,8 +24,22 @@ type snapshotSource struct {
 	term   uint64
 	resync *statecastv1.ResyncRequired // nil: a plain bootstrap
 	rows   []*item
+	pinned int64 // bytes of rows not yet pushed, reserved with Player.pinSnapshot
 	x      int64
 	sent   bool
+}
+
+// unpinPushed releases the reservation of rows[:i], pushed (the queue accounts for them
+// now), and drops them so that the snapshot no longer keeps them alive.
+func (ss *snapshotSource) unpinPushed(i int) {
+	var n int64
+	for j := range ss.rows[:i] {
+		n += int64(ss.rows[j].size())
+		ss.rows[j] = nil
+	}
+	ss.rows = ss.rows[i:]
+	ss.pinned -= n
+	ss.t.s.p.unpinSnapshot(n)
 }
 
 func (ss *snapshotSource) read(from, _ int64) (int64, error) {
@@ -43,10 +57,16 @@ func (ss *snapshotSource) read(from, _ int64) (int64, error) {
 	if !push(begin) {
 		return from, errStopped
 	}
-	for _, r := range ss.rows {
-		if !push(r) {
-			return from, errStopped
+	// The reservation is released in chunks, not per row: one atomic add per chunk.
+	const chunk = 256
+	for len(ss.rows) > 0 {
+		n := min(chunk, len(ss.rows))
+		for _, r := range ss.rows[:n] {
+			if !push(r) {
+				return from, errStopped
+			}
 		}
+		ss.unpinPushed(n)
 	}
 	end := frameItem(ss.x, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotEnd{SnapshotEnd: &statecastv1.SnapshotEnd{Index: ss.x}}, TopicId: ss.t.topic})
 	if !push(end) {
@@ -56,7 +76,10 @@ func (ss *snapshotSource) read(from, _ int64) (int64, error) {
 	return ss.x + 1, nil
 }
 
-func (ss *snapshotSource) close() { ss.rows = nil }
+func (ss *snapshotSource) close() {
+	ss.t.s.p.unpinSnapshot(ss.pinned)
+	ss.pinned, ss.rows = 0, nil
+}
 
 // historySource reads from the stream's history (history.go), a chunk at a time under
 // stream.mu. It is errNotHere from the first index the history may have evicted.
@@ -146,19 +169,27 @@ func (k *kafkaSource) read(from, to int64) (int64, error) {
 				return from, errStopped
 			case <-s.p.ctx.Done():
 				return from, errStopped
-			case e := <-k.pc.Errors():
+			case e, ok := <-k.pc.Errors():
+				if !ok {
+					return from, k.closed(from)
+				}
 				if errors.Is(e.Err, sarama.ErrOffsetOutOfRange) {
 					return from, fmt.Errorf("%w: %v", errLogStartMoved, e.Err)
 				}
 				return from, fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, e.Err)
-			case m = <-k.pc.Messages():
+			case mm, ok := <-k.pc.Messages():
+				if !ok {
+					return from, k.closed(from)
+				}
+				m = mm
 			}
 		}
 		if m.Offset > to {
 			k.pending = m
 			return to + 1, nil
 		}
-		if !t.pushCatchup(itemOf(m), k.term, false) {
+		// A record the main fetcher skipped (poison) is skipped here too.
+		if it := itemOf(m); poison(it, t.s.p.cfg.MaxRecordBytes) == "" && !t.pushCatchup(it, k.term, false) {
 			return from, errStopped
 		}
 		from = m.Offset + 1
@@ -168,9 +199,20 @@ func (k *kafkaSource) read(from, to int64) (int64, error) {
 	}
 }
 
+// closed is the error of a partition consumer that sarama closed under the read at from:
+// errLogStartMoved when it gave up on an offset out of range (its error may be read after
+// the closed Messages channel), else a failure of the recovery.
+func (k *kafkaSource) closed(from int64) error {
+	cause := consumerClosed(k.pc)
+	if errors.Is(cause, sarama.ErrOffsetOutOfRange) {
+		return fmt.Errorf("%w: %v", errLogStartMoved, cause)
+	}
+	return fmt.Errorf("%w: recovery: the partition consumer closed at offset %d (%v)", ErrStreamUnavailable, from, cause)
+}
+
 func (k *kafkaSource) open(from, to int64) error {
 	s := k.t.s
-	consumer, err := sarama.NewConsumerFromClient(s.recClient)
+	consumer, err := s.newConsumer(s.recClient)
 	if err != nil {
 		return fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, err)
 	}

@@ -42,6 +42,9 @@ type stream struct {
 	delay     prometheus.Observer // delivery delay histogram of this stream
 	// offsetsHook replaces the Kafka offset look-up (tests that drive apply directly).
 	offsetsHook func() (start, end int64, err error)
+	// consumerHook replaces the sarama consumers of the main and recovery fetchers (tests
+	// that close a partition consumer under them, as sarama does on an offset out of range).
+	consumerHook func(client sarama.Client) (sarama.Consumer, error)
 
 	ready   chan struct{} // closed when the materialized copy has caught up with the log
 	current atomic.Int64  // index of the last entry dispatched (or read at start-up)
@@ -117,19 +120,28 @@ func (s *stream) connect() error {
 	s.retention = s.p.cfg.DeleteRetention
 	if s.retention <= 0 {
 		s.retention = 24 * time.Hour // Kafka's default delete.retention.ms
-		admin, err := sarama.NewClusterAdminFromClient(s.client)
-		if err == nil {
-			entries, err := kafkaconn.TopicConfig(admin, s.cfg.Topic, "delete.retention.ms")
-			if err == nil {
-				for _, e := range entries {
-					if ms, perr := strconv.ParseInt(e.Value, 10, 64); e.Name == "delete.retention.ms" && perr == nil {
-						s.retention = time.Duration(ms) * time.Millisecond
-					}
-				}
-			} else {
-				s.log.Warn("describe topic config failed; using the default tombstone horizon", "err", err)
-			}
-			// Not admin.Close(): it would close the shared client.
+	}
+	admin, err := sarama.NewClusterAdminFromClient(s.client)
+	if err != nil {
+		return nil
+	}
+	// Not admin.Close(): it would close the shared client.
+	entries, err := kafkaconn.TopicConfig(admin, s.cfg.Topic, "delete.retention.ms", "max.message.bytes")
+	if err != nil {
+		s.log.Warn("describe topic config failed; using the default tombstone horizon", "err", err)
+		return nil
+	}
+	for _, e := range entries {
+		n, perr := strconv.ParseInt(e.Value, 10, 64)
+		switch {
+		case perr != nil:
+		case e.Name == "delete.retention.ms" && s.p.cfg.DeleteRetention <= 0:
+			s.retention = time.Duration(n) * time.Millisecond
+		case e.Name == "max.message.bytes" && n > int64(s.p.cfg.MaxRecordBytes)-recordFrameOverhead:
+			// The topic accepts records that the player skips (poison): say so once, at
+			// start, rather than only when such a record arrives.
+			s.log.Warn("the topic accepts records larger than max_record_bytes: such records will be skipped, never served; raise max_record_bytes and the clients' receive limit with it",
+				"topic", s.cfg.Topic, "max.message.bytes", n, "max_record_bytes", s.p.cfg.MaxRecordBytes)
 		}
 	}
 	return nil
@@ -157,11 +169,36 @@ func (s *stream) offsets() (start, end int64, err error) {
 	return kafkaconn.CommittedOffsets(s.offClient, s.cfg.Topic, 0)
 }
 
+// newConsumer returns a sarama consumer on client (consumerHook's in tests).
+func (s *stream) newConsumer(client sarama.Client) (sarama.Consumer, error) {
+	if s.consumerHook != nil {
+		return s.consumerHook(client)
+	}
+	return sarama.NewConsumerFromClient(client)
+}
+
+// consumerClosed returns why sarama closed pc's channels: it sends the error that made
+// it give up (an offset out of range) to Errors, then closes Messages and Errors, and a
+// select may see the closed Messages first. nil when pc gave no error.
+func consumerClosed(pc sarama.PartitionConsumer) error {
+	var err error
+	for e := range pc.Errors() {
+		if e != nil && err == nil {
+			err = e.Err
+		}
+	}
+	return err
+}
+
 // run is the main fetcher (the paper's fetcher thread + Algorithm 3's caller): it reads
 // the log from its start to build the materialized copy, marks the stream ready, then
 // keeps reading the head and dispatching every entry until ctx ends. When the topic is
 // deleted and created again (its topic ID changes), it starts over on the new topic
-// (replaceTopic).
+// (replaceTopic). It never ends otherwise without an error: the stream cannot be served
+// without it, and Player.Run turns that error into the end of the player (health
+// NOT_SERVING, targets ended with Unavailable, Run returns it) so that clients fail over
+// and a supervisor restarts it. An offset out of range at the head means the log was
+// truncated or replaced under the materialized copy, which only a fresh start can rebuild.
 func (s *stream) run(ctx context.Context) error {
 	for {
 		err := s.fetch(ctx)
@@ -189,7 +226,7 @@ func (s *stream) fetch(ctx context.Context) error {
 	s.mu.Lock()
 	s.hist.evicted = start - 1 // the history starts with the first record read
 	s.mu.Unlock()
-	consumer, err := sarama.NewConsumerFromClient(s.client)
+	consumer, err := s.newConsumer(s.client)
 	if err != nil {
 		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
 	}
@@ -209,6 +246,17 @@ func (s *stream) fetch(ctx context.Context) error {
 	defer check.Stop()
 	next := start // every record below next that the consumer delivers was applied
 	woken := map[*target]struct{}{}
+	closed := func() error {
+		cause := consumerClosed(pc)
+		s.mu.Lock()
+		s.fetchErr = fmt.Sprintf("the partition consumer closed (%v)", cause)
+		s.mu.Unlock()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("%w: stream %s: main fetcher: the partition consumer closed at offset %d: %v",
+			ErrStreamUnavailable, s.cfg.Name, s.current.Load()+1, cause)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -219,7 +267,7 @@ func (s *stream) fetch(ctx context.Context) error {
 			}
 		case m, ok := <-pc.Messages():
 			if !ok {
-				return nil
+				return closed()
 			}
 			// Apply what the consumer already holds (up to a bound) before waking the
 			// targets: under load their senders then build bigger batches (fewer writes).
@@ -246,7 +294,7 @@ func (s *stream) fetch(ctx context.Context) error {
 			}
 		case e, ok := <-pc.Errors():
 			if !ok {
-				return nil
+				return closed()
 			}
 			s.log.Error("main fetcher error", "err", e.Err)
 			s.mu.Lock()
@@ -387,6 +435,20 @@ func (s *stream) markReady(start, end int64) {
 // are added to woken.
 func (s *stream) apply(m *sarama.ConsumerMessage, live bool, woken map[*target]struct{}) {
 	it := itemOf(m)
+	if why := poison(it, s.p.cfg.MaxRecordBytes); why != "" {
+		key := it.key
+		if len(key) > 256 {
+			key = key[:256] + "…"
+		}
+		s.log.Error("record skipped: never served to clients", "offset", m.Offset, "key", key, "view", it.view,
+			"reason", why, "bytes", len(it.single), "max_record_bytes", s.p.cfg.MaxRecordBytes)
+		s.p.metrics.skipped.WithLabelValues(s.cfg.Name, why).Inc()
+		s.mu.Lock()
+		s.sample(m.Offset, m.Timestamp)
+		s.current.Store(m.Offset)
+		s.mu.Unlock()
+		return
+	}
 	s.mu.Lock()
 	if it.view != "" && !s.known[it.view] {
 		s.known[it.view] = true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
@@ -42,6 +43,10 @@ type target struct {
 	wake       chan struct{} // cap 1: the sender has work (the paper's sendNext)
 	done       chan struct{} // closed on suspend
 	connected  time.Time
+	// sendingSince is when the SendMsg in progress started (Unix ns; 0: none). A send
+	// blocks while the client does not read (flow control): the health check times it out
+	// like an unacknowledged batch, which also covers the snapshot's frames, never acked.
+	sendingSince atomic.Int64
 
 	mu          sync.Mutex
 	space       *sync.Cond
@@ -128,10 +133,14 @@ func (t *target) serve(srv statecastv1.Player_SubscribeServer) error {
 }
 
 // healthCheck reports an ack time-out: batches sent more than AckTimeout ago are still
-// unacknowledged and no ack came for AckTimeout.
+// unacknowledged and no ack came for AckTimeout, or a send has been blocked for
+// AckTimeout (the client stopped reading, in a snapshot too).
 func (t *target) healthCheck() error {
 	timeout := t.s.p.cfg.AckTimeout
 	now := time.Now()
+	if since := t.sendingSince.Load(); since != 0 && now.Sub(time.Unix(0, since)) > timeout {
+		return fmt.Errorf("%w: a send blocked for %s: the client is not reading", ErrAckTimeout, timeout)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.q.popped) > 0 && now.Sub(t.q.popped[0].sentAt) > timeout && now.Sub(t.lastAckAt) > timeout {
@@ -271,7 +280,10 @@ func (t *target) sendLoop(srv statecastv1.Player_SubscribeServer) error {
 			} else {
 				out = withHead(append(make(rawParts, 0, 2), out.(rawFrame)), head)
 			}
-			if err := srv.SendMsg(out); err != nil {
+			t.sendingSince.Store(now.UnixNano())
+			err := srv.SendMsg(out)
+			t.sendingSince.Store(0)
+			if err != nil {
 				return err
 			}
 			sent := time.Now()

@@ -20,7 +20,7 @@ type Collector struct {
 	connected, ready                                     *prometheus.Desc
 	entries, batches, snapshots, resyncs, reconnects     *prometheus.Desc
 	epochChecks, epochMismatches, decodeErrs             *prometheus.Desc
-	handlerErrs, persists, persistErrs                   *prometheus.Desc
+	handlerErrs, persists, persistErrs, panics           *prometheus.Desc
 	viewLen, viewPosition, viewMemory                    *prometheus.Desc
 	viewDecodeErrs, viewHidden                           *prometheus.Desc
 }
@@ -56,6 +56,7 @@ func newCollector(stats func() cacheclient.Stats, constLabels prometheus.Labels)
 		epochMismatches: d("epoch_mismatches_total", "Epoch-end checks that failed."),
 		decodeErrs:      d("decode_errors_total", "Rows the decoder refused."),
 		handlerErrs:     d("handler_errors_total", "Changes whose handler attempts were exhausted."),
+		panics:          d("panics_total", "Panics of the service's decoders, index functions and change handlers that the client recovered."),
 		persists:        d("state_files_written_total", "State files written."),
 		persistErrs:     d("state_file_errors_total", "State files that could not be written."),
 		viewLen:         d("view_entries", "Objects in the view.", "view"),
@@ -70,7 +71,7 @@ func newCollector(stats func() cacheclient.Stats, constLabels prometheus.Labels)
 func (k *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{k.position, k.sourcePosition, k.lag, k.lagEntries, k.staleness, k.connected, k.ready,
 		k.entries, k.batches, k.snapshots, k.resyncs, k.reconnects, k.epochChecks, k.epochMismatches,
-		k.decodeErrs, k.handlerErrs, k.persists, k.persistErrs, k.viewLen, k.viewPosition, k.viewMemory,
+		k.decodeErrs, k.handlerErrs, k.panics, k.persists, k.persistErrs, k.viewLen, k.viewPosition, k.viewMemory,
 		k.viewDecodeErrs, k.viewHidden} {
 		ch <- d
 	}
@@ -108,6 +109,7 @@ func (k *Collector) Collect(ch chan<- prometheus.Metric) {
 	cnt(k.epochMismatches, s.EpochMismatches)
 	cnt(k.decodeErrs, s.DecodeErrors)
 	cnt(k.handlerErrs, s.HandlerErrors)
+	cnt(k.panics, s.Panics)
 	cnt(k.persists, s.Persists)
 	cnt(k.persistErrs, s.PersistErrors)
 	for _, v := range s.Views {

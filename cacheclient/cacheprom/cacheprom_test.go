@@ -37,7 +37,7 @@ func TestCollector(t *testing.T) {
 			}
 		}
 	}
-	if len(got) != 23 {
+	if len(got) != 24 {
 		t.Fatalf("%d metric families: %v", len(got), got)
 	}
 	if got["statecast_cacheclient_applied_index"] != -1 || got["statecast_cacheclient_view_entries"] != 0 || got["statecast_cacheclient_ready"] != 0 ||
@@ -50,7 +50,7 @@ func TestCollector(t *testing.T) {
 // with their values, per view.
 func TestCollectorValues(t *testing.T) {
 	lsn, _ := cacheclient.ParseLSN("16/B374D848")
-	stats := cacheclient.Stats{Position: 7, SourcePosition: lsn, Views: []cacheclient.ViewStats{
+	stats := cacheclient.Stats{Position: 7, SourcePosition: lsn, Panics: 4, Views: []cacheclient.ViewStats{
 		{Name: "events", DecodeErrors: 3, HiddenRows: 2}, {Name: "markets"},
 	}}
 	reg := prometheus.NewPedanticRegistry()
@@ -75,6 +75,7 @@ func TestCollectorValues(t *testing.T) {
 		"statecast_cacheclient_view_hidden_rows{events}":          2,
 		"statecast_cacheclient_view_decode_errors_total{markets}": 0,
 		"statecast_cacheclient_applied_index":                     7,
+		"statecast_cacheclient_panics_total":                      4,
 	} {
 		if v, ok := got[name]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)

@@ -23,7 +23,8 @@ type Column struct {
 
 	fn       appendFunc
 	isString bool
-	prefix   []byte // `"name":` (with the separating comma for all but the first column)
+	prefix   []byte               // `"name":` (with the separating comma for all but the first column)
+	minLen   func(src []byte) int // a lower bound of the JSON length of the binary value src (minlen.go)
 }
 
 // Encoder writes rows of one query shape. It is immutable and safe for concurrent use.
@@ -69,7 +70,8 @@ func NewEncoder(fields []pgconn.FieldDescription, types map[uint32]TypeInfo, key
 		}
 		prefix = appendString(prefix, f.Name)
 		prefix = append(prefix, ':')
-		e.cols[i] = Column{Name: f.Name, OID: f.DataTypeOID, Type: r.name, fn: r.fn, isString: r.isString, prefix: prefix}
+		e.cols[i] = Column{Name: f.Name, OID: f.DataTypeOID, Type: r.name, fn: r.fn, isString: r.isString, prefix: prefix,
+			minLen: minLenOf(f.DataTypeOID, types)}
 	}
 	for _, k := range keyColumns {
 		i, ok := index[k]

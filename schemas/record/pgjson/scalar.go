@@ -3,6 +3,7 @@ package pgjson
 import (
 	"encoding/base64"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"strconv"
 	"time"
@@ -143,6 +144,17 @@ func appendTimestamp(dst, src []byte) ([]byte, error) {
 	return appendMicros(dst, src, "timestamp", "2006-01-02T15:04:05.999999")
 }
 
+// PostgreSQL's finite ranges, as binary values: timestamps from 4714-11-24 00:00:00 BC to
+// 294276-12-31 23:59:59.999999 (µs since its epoch), dates from 4714-11-24 BC to
+// 5874897-12-31 (days). A value outside them is no PostgreSQL value: it is refused as
+// malformed rather than written as a time PostgreSQL could not hold.
+const (
+	minMicros = -211813488000000000
+	maxMicros = 9223371331199999999
+	minDays   = -2451545
+	maxDays   = 2145031948
+)
+
 // appendMicros writes a binary timestamp (microseconds since PostgreSQL's epoch, UTC) as a
 // JSON string in layout; the two extreme values are PostgreSQL's ±infinity.
 func appendMicros(dst, src []byte, typ, layout string) ([]byte, error) {
@@ -150,11 +162,13 @@ func appendMicros(dst, src []byte, typ, layout string) ([]byte, error) {
 		return dst, badData(typ, src)
 	}
 	v := int64(binary.BigEndian.Uint64(src))
-	switch v {
-	case math.MaxInt64:
+	switch {
+	case v == math.MaxInt64:
 		return append(dst, `"infinity"`...), nil
-	case math.MinInt64:
+	case v == math.MinInt64:
 		return append(dst, `"-infinity"`...), nil
+	case v < minMicros || v > maxMicros:
+		return dst, fmt.Errorf("%w: %s %d µs since 2000-01-01 is outside PostgreSQL's range (4714 BC to 294276 AD)", ErrBadData, typ, v)
 	}
 	dst = append(dst, '"')
 	dst = timeOfMicros(v).AppendFormat(dst, layout)
@@ -166,11 +180,13 @@ func appendDate(dst, src []byte) ([]byte, error) {
 		return dst, badData("date", src)
 	}
 	v := int32(binary.BigEndian.Uint32(src))
-	switch v {
-	case math.MaxInt32:
+	switch {
+	case v == math.MaxInt32:
 		return append(dst, `"infinity"`...), nil
-	case math.MinInt32:
+	case v == math.MinInt32:
 		return append(dst, `"-infinity"`...), nil
+	case v < minDays || v > maxDays:
+		return dst, fmt.Errorf("%w: date %d days since 2000-01-01 is outside PostgreSQL's range (4714 BC to 5874897 AD)", ErrBadData, v)
 	}
 	dst = append(dst, '"')
 	dst = time.Date(2000, 1, 1+int(v), 0, 0, 0, 0, time.UTC).AppendFormat(dst, "2006-01-02")

@@ -2,6 +2,7 @@ package pgjson
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"testing"
 
@@ -33,6 +34,23 @@ func TestTimeExtremes(t *testing.T) {
 		got, err := tt.fn(nil, tt.src)
 		if err != nil || string(got) != tt.want {
 			t.Errorf("%x: %s, %v; want %s", tt.src, got, err, tt.want)
+		}
+	}
+	// Past the ends: no PostgreSQL value, refused (not written as a year PostgreSQL
+	// cannot hold, nor wrapped around).
+	for _, bad := range []struct {
+		fn  appendFunc
+		src []byte
+	}{
+		{appendTimestamptz, int8Bytes(maxMicros + 1)},
+		{appendTimestamp, int8Bytes(math.MaxInt64 - 1)},
+		{appendTimestamptz, int8Bytes(minMicros - 1)},
+		{appendTimestamp, int8Bytes(math.MinInt64 + 1)},
+		{appendDate, int4Bytes(maxDays + 1)},
+		{appendDate, int4Bytes(minDays - 1)},
+	} {
+		if got, err := bad.fn(nil, bad.src); !errors.Is(err, ErrBadData) {
+			t.Errorf("%x: %s, %v; want ErrBadData", bad.src, got, err)
 		}
 	}
 }
@@ -70,6 +88,16 @@ func FuzzTimesAsRecordTime(f *testing.F) {
 		case record.FormDate:
 			out, err = appendDate(nil, int4Bytes(days))
 			sec = (int64(days) + 10957) * 86400
+		}
+		inRange := micros >= minMicros && micros <= maxMicros || micros == math.MaxInt64 || micros == math.MinInt64
+		if form == record.FormDate {
+			inRange = days >= minDays && days <= maxDays || days == math.MaxInt32 || days == math.MinInt32
+		}
+		if !inRange {
+			if !errors.Is(err, ErrBadData) {
+				t.Fatalf("%d µs / %d days (%s), outside PostgreSQL's range: %s, %v; want ErrBadData", micros, days, form, out, err)
+			}
+			return
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,138 @@
+package player
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/statecast/statecast/schemas/gen/statecast/v1"
+	"github.com/statecast/statecast/schemas/record"
+)
+
+// scriptedServer is a Subscribe stream whose client messages come from a script.
+type scriptedServer struct {
+	statecastv1.Player_SubscribeServer
+	recv func() (*statecastv1.SubscribeRequest, error)
+}
+
+func (s *scriptedServer) Recv() (*statecastv1.SubscribeRequest, error) { return s.recv() }
+func (s *scriptedServer) Context() context.Context                     { return context.Background() }
+
+// FuzzHelloAcks: what a client may send — any Hello (raw bytes), then any sequence of
+// Acks, Hellos and empty messages, interleaved with batches the player sends. The Hello
+// is accepted only within its bounds (views, their names, the resume index); the target's
+// receiver never panics, keeps last_ack monotonic and never above what was sent, releases
+// exactly the sent batches an ack covers, and ends with the error the first bad message
+// calls for (ErrBadHello, ErrBadAck) or ErrSuspended when the client closes.
+func FuzzHelloAcks(f *testing.F) {
+	seed, _ := proto.Marshal(&statecastv1.Hello{ClientId: "c", Stream: "s", Views: []string{"a", "b"}})
+	f.Add(seed, []byte{0, 0, 0, 0, 1, 0, 1, 1, 0, 0})
+	f.Add(seed, []byte{1, 0x80})
+	f.Add(seed, []byte{0, 0, 2, 0})
+	f.Add(seed, []byte{0, 0, 1, 3, 3, 0})
+	neg, _ := proto.Marshal(&statecastv1.Hello{Stream: "s", ResumeIndex: proto.Int64(-7), Views: []string{"a|b"}})
+	f.Add(neg, []byte{})
+	p, err := New(Config{Insecure: true, Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s", Topic: "t"}}, MaxHelloViews: 8})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = p.Close() })
+	s := p.streams["s"]
+	f.Fuzz(func(t *testing.T, helloBytes, prog []byte) {
+		var h statecastv1.Hello
+		if proto.Unmarshal(helloBytes, &h) != nil {
+			return
+		}
+		err := validateHello(&h, p.cfg.MaxHelloViews)
+		bad := h.GetStream() == "" || len(h.GetViews()) > p.cfg.MaxHelloViews || (h.ResumeIndex != nil && h.GetResumeIndex() < -1)
+		for _, v := range h.GetViews() {
+			bad = bad || !record.ValidViewName(v)
+		}
+		if bad && err == nil {
+			t.Fatalf("hello %v accepted", &h)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrBadHello) {
+				t.Fatalf("hello refused with %v, want ErrBadHello", err)
+			}
+			return
+		}
+
+		tg := newTarget(s, "c", h.GetViews(), 1, StateN, 3, 1<<20)
+		tg.lastAck, tg.sentUpTo = -1, -1
+		next := int64(0)
+		var want error // what the first bad message must end the target with
+		lastAck := int64(-1)
+		pc := 0
+		check := func() {
+			tg.mu.Lock()
+			defer tg.mu.Unlock()
+			if tg.lastAck < lastAck || tg.lastAck > tg.sentUpTo {
+				t.Fatalf("last_ack %d (was %d), sent up to %d", tg.lastAck, lastAck, tg.sentUpTo)
+			}
+			lastAck = tg.lastAck
+			var sum int64
+			for _, b := range tg.q.popped {
+				if b.last <= tg.lastAck {
+					t.Fatalf("a batch up to %d still unacked after ack %d", b.last, tg.lastAck)
+				}
+				sum += b.bytes
+			}
+			if sum != tg.q.poppedBytes {
+				t.Fatalf("popped bytes %d, batches hold %d", tg.q.poppedBytes, sum)
+			}
+		}
+		srv := &scriptedServer{recv: func() (*statecastv1.SubscribeRequest, error) {
+			check()
+			for ; pc+1 < len(prog); pc += 2 {
+				op, arg := prog[pc]%4, prog[pc+1]
+				switch op {
+				case 0: // the player sends a batch of 1+arg%4 entries
+					tg.mu.Lock()
+					for range 1 + arg%4 {
+						tg.q.push(itemOf(&sarama.ConsumerMessage{Key: []byte("a|1"), Value: []byte("{}"), Offset: next}), true, tg.q.term)
+						next++
+					}
+					for b := tg.q.nextBatch(tg.maxEntries, tg.maxBytes, nil, time.Now()); len(b) > 0; b = tg.q.nextBatch(tg.maxEntries, tg.maxBytes, nil, time.Now()) {
+						tg.sentUpTo = max(tg.sentUpTo, b[len(b)-1].index)
+					}
+					tg.mu.Unlock()
+					continue
+				case 1: // an ack, at or below what was sent unless arg's top bit says otherwise
+					tg.mu.Lock()
+					idx := tg.sentUpTo - int64(arg&0x7f)%4
+					if arg&0x80 != 0 {
+						idx = tg.sentUpTo + 1 + int64(arg&0x7f)
+						want = ErrBadAck
+					}
+					tg.mu.Unlock()
+					pc += 2
+					return &statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Ack{Ack: &statecastv1.Ack{Index: idx}}}, nil
+				case 2:
+					pc += 2
+					want = ErrBadHello
+					return &statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Hello{Hello: &h}}, nil
+				case 3:
+					pc += 2
+					want = ErrBadHello
+					return &statecastv1.SubscribeRequest{}, nil
+				}
+			}
+			want = ErrSuspended
+			return nil, io.EOF
+		}}
+		tg.receive(srv)
+		check()
+		tg.mu.Lock()
+		got := tg.err
+		tg.mu.Unlock()
+		if !errors.Is(got, want) {
+			t.Fatalf("the target ended with %v, want %v", got, want)
+		}
+	})
+}
