@@ -21,9 +21,14 @@ const (
 // so a seed replays the same faults in the same order (their timing against the workload
 // still varies).
 type fault struct {
-	Gap    time.Duration // wait before it, after the previous one healed
-	Kind   string
-	Target string        // a process or a hop ("kafka/dist-a"); empty for the servers
+	Gap  time.Duration // wait before it, after the previous one healed
+	Kind string
+	// Target is a process or a hop ("kafka/player-1"), resolved when the fault starts
+	// where it names a role: "active" and "standby" are the distributors holding and
+	// waiting for the lock then ("pg/active": the active one's PostgreSQL hop), and a
+	// client's player hop is the one it uses then ("client-1" in a reset or black hole).
+	// Empty for the servers.
+	Target string
 	Hold   time.Duration // how long it lasts: down time, pause, black hole
 	Crash  bool          // pg-restart, kafka-restart: a crash instead of a clean stop
 }
@@ -44,18 +49,24 @@ func (f fault) String() string {
 
 // topology names what faults can hit.
 type topology struct {
-	distributors, players, clients []string
-	hops                           map[string][]string // hop class → hops: "pg", "kafka-dist", "kafka-player", "player"
-	ackTimeout                     time.Duration
+	players, clients []string
+	ackTimeout       time.Duration
 }
 
 // plan draws n faults (at least one of every kind on every class of target: 17) whose
 // holds and gaps fill about d.
 func plan(seed uint64, d time.Duration, n int, topo topology) []fault {
 	r := rand.New(rand.NewPCG(seed, 0x6368616f73))
-	procs := func(class int) []string {
-		return [][]string{topo.distributors, topo.players, topo.clients}[class]
+	role := func() string { // mostly the active distributor: the standby only waits
+		if r.IntN(4) == 0 {
+			return "standby"
+		}
+		return "active"
 	}
+	procs := func(class int) []string {
+		return [][]string{{role()}, topo.players, topo.clients}[class]
+	}
+	// The hops: distributor⇄PostgreSQL, distributor⇄Kafka, player⇄Kafka, client⇄player.
 	hopClasses := []string{"pg", "kafka-dist", "kafka-player", "player"}
 	draw := func(kind string, class int) fault {
 		f := fault{Kind: kind}
@@ -66,11 +77,20 @@ func plan(seed uint64, d time.Duration, n int, topo topology) []fault {
 		case KindPause:
 			f.Target = pick(r, procs(class))
 			f.Hold = topo.ackTimeout + time.Duration(1000+r.IntN(3000))*time.Millisecond
-		case KindReset:
-			f.Target = pick(r, topo.hops[hopClasses[class]])
-		case KindBlackhole:
-			f.Target = pick(r, topo.hops[hopClasses[class]])
-			f.Hold = time.Duration(2000+r.IntN(8000)) * time.Millisecond
+		case KindReset, KindBlackhole:
+			switch hopClasses[class] {
+			case "pg":
+				f.Target = "pg/" + role()
+			case "kafka-dist":
+				f.Target = "kafka/" + role()
+			case "kafka-player":
+				f.Target = "kafka/" + pick(r, topo.players)
+			case "player":
+				f.Target = pick(r, topo.clients)
+			}
+			if kind == KindBlackhole {
+				f.Hold = time.Duration(2000+r.IntN(8000)) * time.Millisecond
+			}
 		case KindPGRestart, KindKafkaRestart:
 			f.Crash = r.IntN(2) == 0
 		case KindLockLoss:

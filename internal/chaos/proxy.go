@@ -55,6 +55,13 @@ func (p *proxy) SetTarget(target string) {
 	p.mu.Unlock()
 }
 
+// live is the number of links (client and server connection pairs) open now.
+func (p *proxy) live() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns) / 2
+}
+
 // Reset closes every live connection with an RST and returns how many there were.
 func (p *proxy) Reset() int {
 	p.mu.Lock()

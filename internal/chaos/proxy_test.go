@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -105,10 +106,7 @@ func isTimeout(err error) bool {
 // TestPlan: a plan holds every kind of fault on every class of target, and a seed draws
 // the same plan again.
 func TestPlan(t *testing.T) {
-	topo := topology{distributors: []string{"dist-a", "dist-b"}, players: []string{"player-1", "player-2"},
-		clients: []string{"client-0", "client-1"}, ackTimeout: 3 * time.Second, hops: map[string][]string{
-			"pg": {"pg/dist-a", "pg/dist-b"}, "kafka-dist": {"kafka/dist-a", "kafka/dist-b"},
-			"kafka-player": {"kafka/player-1", "kafka/player-2"}, "player": {"player-1/client-0", "player-2/client-1"}}}
+	topo := topology{players: []string{"player-1", "player-2"}, clients: []string{"client-0", "client-1"}, ackTimeout: 3 * time.Second}
 	a := plan(42, time.Minute, 17, topo)
 	if len(a) != 17 {
 		t.Fatalf("%d faults, want 17", len(a))
@@ -116,11 +114,17 @@ func TestPlan(t *testing.T) {
 	seen := map[string]bool{}
 	for _, f := range a {
 		class := f.Target
-		for _, p := range []string{"dist", "player", "client", "pg/", "kafka/dist", "kafka/player"} {
-			if len(f.Target) >= len(p) && f.Target[:len(p)] == p {
+		for _, p := range []string{"active", "standby", "player", "client", "pg/", "kafka/active", "kafka/standby", "kafka/player"} {
+			if strings.HasPrefix(f.Target, p) {
 				class = p
 				break
 			}
+		}
+		switch class {
+		case "standby":
+			class = "active"
+		case "kafka/standby":
+			class = "kafka/active"
 		}
 		seen[f.Kind+" "+class] = true
 		if f.Kind == KindPause && f.Hold <= topo.ackTimeout {

@@ -351,12 +351,23 @@ func (r *run) run(ctx context.Context, res *Result) error {
 	if err := r.compareViews(ctx); err != nil {
 		return err
 	}
+	for _, p := range r.clients {
+		if st, err := r.clientState(p.name); err == nil {
+			s := st.Stats
+			r.logf("%s: %d reconnects, %d resyncs, %d snapshots, %d epoch checks (%d mismatches), %d entries applied",
+				p.name, s.Reconnects, s.Resyncs, s.SnapshotsApplied, s.EpochChecks, s.EpochMismatches, s.EntriesApplied)
+		}
+	}
 	stopProbes()
 	probes.Wait()
 	for _, a := range r.atomics {
 		r.violate(Violation{Kind: "atomic", Where: a.client, View: "accounts", Want: fmt.Sprint(r.sums), Got: fmt.Sprint(a.got),
 			Detail: fmt.Sprintf("the sums of the writers' balances in one Cut (position %d) changed: part of a transaction is visible, or a wrong row; %s",
 				a.pos, r.tap.explainSums(a.pos, r.cfg.Writers, r.sums))})
+	}
+	if stale, n := r.tap.stale(maxListed); n > 0 {
+		r.violate(Violation{Kind: "stale-record", Detail: fmt.Sprintf("%d row records in the stream carry an older version of their row than an earlier record of their key (an old row landed after a newer one):\n      %s",
+			n, strings.Join(stale, "\n      "))})
 	}
 	if sums, err := partitionSums(ctx, r.pool, r.cfg.Writers); err == nil && !slices.Equal(sums, r.sums) {
 		return fmt.Errorf("chaos: the workload changed the writers' sums in PostgreSQL (%v, not %v): the atomicity probe is void", sums, r.sums)
@@ -699,26 +710,61 @@ func playerConf(grpcAddr, httpAddr, broker, id string) string {
 }
 
 func (r *run) topology() topology {
-	t := topology{hops: map[string][]string{}, ackTimeout: ackTimeout}
-	for _, p := range r.dists {
-		t.distributors = append(t.distributors, p.name)
-		t.hops["pg"] = append(t.hops["pg"], "pg/"+p.name)
-		t.hops["kafka-dist"] = append(t.hops["kafka-dist"], "kafka/"+p.name)
-	}
+	t := topology{ackTimeout: ackTimeout}
 	for _, p := range r.players {
 		t.players = append(t.players, p.name)
-		t.hops["kafka-player"] = append(t.hops["kafka-player"], "kafka/"+p.name)
 	}
 	for _, p := range r.clients {
 		t.clients = append(t.clients, p.name)
 	}
-	for name := range r.proxies {
-		if strings.HasPrefix(name, "player-") {
-			t.hops["player"] = append(t.hops["player"], name)
-		}
-	}
-	slices.Sort(t.hops["player"])
 	return t
+}
+
+// resolve turns a fault's target into what it hits now: the distributor of a role, the
+// player hops a client uses (its proxies with live connections; all of them when none has
+// one), a process or a hop by name.
+func (r *run) resolve(f fault) []string {
+	name := f.Target
+	hop, role, isHop := strings.Cut(name, "/")
+	if !isHop {
+		role, hop = name, ""
+	}
+	if role == "active" || role == "standby" {
+		var act, stb []string
+		for _, p := range r.dists {
+			if r.distActive(p.name) {
+				act = append(act, p.name)
+			} else {
+				stb = append(stb, p.name)
+			}
+		}
+		pool := act
+		if role == "standby" || len(act) == 0 {
+			pool = append(stb, act...)
+		}
+		if len(pool) == 0 {
+			return nil
+		}
+		role = pool[0]
+	}
+	if hop != "" {
+		return []string{hop + "/" + role}
+	}
+	if strings.HasPrefix(role, "client-") && (f.Kind == KindReset || f.Kind == KindBlackhole) {
+		var live, all []string
+		for _, p := range r.players {
+			h := p.name + "/" + role
+			all = append(all, h)
+			if r.proxies[h].live() > 0 {
+				live = append(live, h)
+			}
+		}
+		if len(live) > 0 {
+			return live
+		}
+		return all
+	}
+	return []string{role}
 }
 
 func (r *run) waitFor(ctx context.Context, d time.Duration, what string, ok func() bool) error {
@@ -970,24 +1016,41 @@ func (r *run) atomicProbe(ctx context.Context) {
 
 // inject applies one fault and heals it.
 func (r *run) inject(ctx context.Context, f fault) error {
+	targets := r.resolve(f)
+	if f.Target != "" && (len(targets) != 1 || targets[0] != f.Target) {
+		r.logf("  %s: %s", f.Target, strings.Join(targets, ", "))
+	}
 	switch f.Kind {
 	case KindKill:
-		p := r.procs[f.Target]
-		p.kill()
+		for _, t := range targets {
+			r.procs[t].kill()
+		}
 		sleep(ctx, f.Hold)
-		return p.restart()
+		for _, t := range targets {
+			if err := r.procs[t].restart(); err != nil {
+				return err
+			}
+		}
 	case KindPause:
-		p := r.procs[f.Target]
-		p.pause()
+		for _, t := range targets {
+			r.procs[t].pause()
+		}
 		sleep(ctx, f.Hold)
-		p.resume()
+		for _, t := range targets {
+			r.procs[t].resume()
+		}
 	case KindReset:
-		r.logf("  reset %d connections", r.proxies[f.Target].Reset())
+		for _, t := range targets {
+			r.logf("  %s: %d connections reset", t, r.proxies[t].Reset())
+		}
 	case KindBlackhole:
-		p := r.proxies[f.Target]
-		p.Blackhole()
+		for _, t := range targets {
+			r.proxies[t].Blackhole()
+		}
 		sleep(ctx, f.Hold)
-		p.Heal()
+		for _, t := range targets {
+			r.proxies[t].Heal()
+		}
 	case KindPGRestart:
 		if f.Crash {
 			return r.pg.Crash(ctx)

@@ -194,3 +194,33 @@ func (t *tap) explainSums(pos int64, writers int, want []int64) string {
 	}
 	return s
 }
+
+// stale lists the row records whose version is below that of an earlier record of the
+// same key: an old row that landed after a newer one, so that the stream went back in
+// time for that key (a second writer of the stream, or a reordering).
+func (t *tap) stale(limit int) (out []string, n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	type seen struct {
+		v     int64
+		index int64
+	}
+	top := map[string]seen{}
+	for _, r := range t.recs {
+		if r.Kind != string(record.KindRow) || r.Value == nil {
+			continue
+		}
+		v := rowVersion(r.Value)
+		s := top[r.Key]
+		if v < s.v {
+			n++
+			if len(out) < limit {
+				out = append(out, fmt.Sprintf("%s %s (read %s) after @%d with version %d",
+					r.Key, r, r.At.Format("15:04:05.000"), s.index, s.v))
+			}
+			continue
+		}
+		top[r.Key] = seen{v, r.Index}
+	}
+	return out, n
+}

@@ -211,13 +211,13 @@ func (p *partition) draw(r *rand.Rand, w, writers int, mix bool) txn {
 			}
 			x := 1 + r.IntN(600)
 			return txn{name: "transfer", stmts: []string{
-				fmt.Sprintf("UPDATE accounts SET balance = balance - %d WHERE id = %d", x, a),
-				fmt.Sprintf("UPDATE accounts SET balance = balance + %d WHERE id = %d", x, b)},
+				fmt.Sprintf("UPDATE accounts SET balance = balance - %d, v = nextval('chaos_v') WHERE id = %d", x, a),
+				fmt.Sprintf("UPDATE accounts SET balance = balance + %d, v = nextval('chaos_v') WHERE id = %d", x, b)},
 				touched: append(acct(a), acct(b)...)}
 		case n < 32 && len(p.accounts) >= 1: // open an account with money from another
 			a, id, x := pick(r, p.accounts), p.newID(writers), 1+r.IntN(900)
 			return txn{name: "open", stmts: []string{
-				fmt.Sprintf("UPDATE accounts SET balance = balance - %d WHERE id = %d", x, a),
+				fmt.Sprintf("UPDATE accounts SET balance = balance - %d, v = nextval('chaos_v') WHERE id = %d", x, a),
 				fmt.Sprintf("INSERT INTO accounts VALUES (%d, 'owner%d', %d, true)", id, r.IntN(7), x)},
 				touched: append(acct(a), acct(id)...), after: func() { p.accounts = append(p.accounts, id) }}
 		case n < 35 && len(p.accounts) >= 3: // close an account, its money to another
@@ -226,20 +226,20 @@ func (p *partition) draw(r *rand.Rand, w, writers int, mix bool) txn {
 				continue
 			}
 			return txn{name: "close", stmts: []string{
-				fmt.Sprintf("UPDATE accounts SET balance = balance + (SELECT balance FROM accounts WHERE id = %d) WHERE id = %d", d, a),
+				fmt.Sprintf("UPDATE accounts SET balance = balance + (SELECT balance FROM accounts WHERE id = %d), v = nextval('chaos_v') WHERE id = %d", d, a),
 				fmt.Sprintf("DELETE FROM accounts WHERE id = %d", d)},
 				touched: append(acct(a), acct(d)...), after: func() { p.accounts = slices.DeleteFunc(p.accounts, func(x int) bool { return x == d }) }}
 		case n < 41 && len(p.accounts) >= 1: // toggle active or rename the owner
 			a := pick(r, p.accounts)
-			s := fmt.Sprintf("UPDATE accounts SET active = NOT active WHERE id = %d", a)
+			s := fmt.Sprintf("UPDATE accounts SET active = NOT active, v = nextval('chaos_v') WHERE id = %d", a)
 			if r.IntN(2) == 0 {
-				s = fmt.Sprintf("UPDATE accounts SET owner = 'owner%d' WHERE id = %d", r.IntN(7), a)
+				s = fmt.Sprintf("UPDATE accounts SET owner = 'owner%d', v = nextval('chaos_v') WHERE id = %d", r.IntN(7), a)
 			}
 			return txn{name: "account", stmts: []string{s}, touched: acct(a)}
 		case n < 45 && len(p.categories) >= 1: // a category changes: every item row of it changes
 			c := pick(r, p.categories)
 			return txn{name: "category", stmts: []string{
-				fmt.Sprintf("UPDATE categories SET name = 'cat%d-%d', discount = %d WHERE id = %d", c, r.IntN(1000), r.IntN(50), c)},
+				fmt.Sprintf("UPDATE categories SET name = 'cat%d-%d', discount = %d, v = nextval('chaos_v') WHERE id = %d", c, r.IntN(1000), r.IntN(50), c)},
 				touched: p.itemsOf(c)}
 		case n < 46 && len(p.categories) >= 2: // a category goes: its items leave the join
 			c := pick(r, p.categories)
@@ -266,7 +266,7 @@ func (p *partition) draw(r *rand.Rand, w, writers int, mix bool) txn {
 				continue
 			}
 			return txn{name: "item-update", stmts: []string{
-				fmt.Sprintf("UPDATE items SET price = %d, stock = stock + %d WHERE id = %d", 50+r.IntN(500), r.IntN(5)-2, id)},
+				fmt.Sprintf("UPDATE items SET price = %d, stock = stock + %d, v = nextval('chaos_v') WHERE id = %d", 50+r.IntN(500), r.IntN(5)-2, id)},
 				touched: []viewKey{{"items", []any{id}}}}
 		case n < 68 && len(p.categories) >= 2: // an item moves to another category
 			id, ok := anyKey(r, p.items)
@@ -274,7 +274,7 @@ func (p *partition) draw(r *rand.Rand, w, writers int, mix bool) txn {
 				continue
 			}
 			c := pick(r, p.categories)
-			return txn{name: "item-move", stmts: []string{fmt.Sprintf("UPDATE items SET category_id = %d WHERE id = %d", c, id)},
+			return txn{name: "item-move", stmts: []string{fmt.Sprintf("UPDATE items SET category_id = %d, v = nextval('chaos_v') WHERE id = %d", c, id)},
 				touched: []viewKey{{"items", []any{id}}}, after: func() { p.items[id] = c }}
 		case n < 71 && len(p.items) > 20: // an item goes (its order lines leave the priced join)
 			id, _ := anyKey(r, p.items)
@@ -302,7 +302,7 @@ func (p *partition) draw(r *rand.Rand, w, writers int, mix bool) txn {
 			}
 			l := 1 + r.IntN(p.orders[o])
 			return txn{name: "line-update", stmts: []string{
-				fmt.Sprintf("UPDATE order_lines SET qty = qty + 1 WHERE order_id = %d AND line = %d", o, l)},
+				fmt.Sprintf("UPDATE order_lines SET qty = qty + 1, v = nextval('chaos_v') WHERE order_id = %d AND line = %d", o, l)},
 				touched: []viewKey{{"lines", []any{o, l}}, {"priced_lines", []any{o, l}}}}
 		case n < 93: // an order goes, all its lines
 			o, ok := anyKey(r, p.orders)
