@@ -102,7 +102,7 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	if c.opts.now == nil {
 		c.opts.now = time.Now
 	}
-	c.log = c.opts.logger.With("component", "cacheclient", "stream", cfg.Stream, "client_id", cfg.ClientID)
+	c.log = c.opts.logger.With("component", "cacheclient", "stream", cfg.Stream, "service", cfg.Service, "instance", cfg.InstanceID)
 	c.keepRaw = cfg.StateDir != ""
 	c.applied.Store(-1)
 	c.cut.Store(&Cut{c: c, position: -1, next: make(chan struct{})}) // no view yet: see View.In

@@ -32,10 +32,26 @@ type Config struct {
 	Addresses []string
 	// Stream is the stream (Kafka topic) to subscribe to. Required.
 	Stream string
-	// ClientID names this client at the player (logs, metrics). Required.
+	// Service names the service this client belongs to, the same for all its replicas:
+	// the player labels its metrics with it. Required (ClientID is its former name).
+	Service string
+	// InstanceID names this process among the player's clients: only a reconnect with the
+	// same instance id (and the same credentials) replaces its connection at the player,
+	// so two replicas of a service must not share one. Default: DefaultInstanceID() at New
+	// (hostname, pid and a random suffix).
+	InstanceID string
+	// ClientID is Service under its former name, used when Service is empty.
+	//
+	// Deprecated: set Service; an instance id is generated (InstanceID).
 	ClientID string
-	// TLS, when set, secures the connections; nil means plaintext.
+	// TLS, when set, secures the connections; nil means plaintext. For mutual TLS it
+	// carries the client certificate (Certificates or GetClientCertificate; TLSFiles
+	// builds one from PEM files).
 	TLS *tls.Config
+	// Token, when set, is called for every subscription and sent as its bearer token
+	// (authorization: Bearer <token>); StaticToken and TokenFile make one. It needs TLS:
+	// a token is never sent in plaintext.
+	Token TokenSource
 	// StateDir, when set, is where the client persists its views and stream position, so
 	// that a restart resumes from the saved position instead of a full snapshot. The raw values are
 	// then kept in memory beside the decoded objects.
@@ -76,8 +92,17 @@ func (c *Config) validate() error {
 	if c.Stream == "" {
 		errs = append(errs, "empty Stream")
 	}
-	if c.ClientID == "" {
-		errs = append(errs, "empty ClientID")
+	if c.Service == "" {
+		c.Service = c.ClientID
+	}
+	if c.Service == "" {
+		errs = append(errs, "empty Service")
+	}
+	if len(c.Service) > maxIdentityLen || len(c.InstanceID) > maxIdentityLen {
+		errs = append(errs, fmt.Sprintf("Service and InstanceID: at most %d bytes", maxIdentityLen))
+	}
+	if c.Token != nil && c.TLS == nil {
+		errs = append(errs, "a Token needs TLS (it is never sent in plaintext)")
 	}
 	if c.PersistInterval < 0 || c.BackoffMin < 0 || c.BackoffMax < 0 || c.ReadyIdle < 0 {
 		errs = append(errs, "negative duration")
@@ -106,12 +131,18 @@ func (c *Config) validate() error {
 	if c.RecvWindow == 0 {
 		c.RecvWindow = DefaultRecvWindow
 	}
+	if c.InstanceID == "" {
+		c.InstanceID = DefaultInstanceID()
+	}
 	return nil
 }
 
 // isTarget reports whether an Addresses entry is a gRPC target URI (dns:///host:port)
 // rather than one player's host:port.
 func isTarget(a string) bool { return strings.Contains(a, "://") }
+
+// maxIdentityLen is the player's bound on the service name and the instance id.
+const maxIdentityLen = 256
 
 // Option customises a Client.
 type Option func(*options)

@@ -10,11 +10,22 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+)
+
+// KeepaliveTime and KeepaliveTimeout: a connection idle for KeepaliveTime is pinged, and
+// dropped (then failed over) when the ping gets no answer within KeepaliveTimeout. The
+// player accepts pings at most every 10s by default.
+const (
+	KeepaliveTime    = 30 * time.Second
+	KeepaliveTimeout = 10 * time.Second
 )
 
 // connect is the connection goroutine: it keeps one Subscribe stream open to one of the
@@ -42,9 +53,12 @@ func (c *Client) connect(ctx context.Context) error {
 		var progressed bool
 		var err error
 		if conns[n] == nil {
-			opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+			opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout})}
 			if isTarget(addr) {
 				opts = append(opts, grpc.WithDefaultServiceConfig(roundRobin))
+			}
+			if c.cfg.Token != nil {
+				opts = append(opts, grpc.WithPerRPCCredentials(tokenCredentials{c.cfg.Token}))
 			}
 			opts = append(opts, c.dialOptions()...)
 			conns[n], err = grpc.NewClient(addr, opts...)
@@ -65,7 +79,14 @@ func (c *Client) connect(ctx context.Context) error {
 		}
 		// Full jitter over [backoff/2, backoff].
 		d := backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
-		c.log.Warn("stream ended; reconnecting", "addr", addr, "err", err, "in", d)
+		switch status.Code(err) {
+		case codes.Unauthenticated, codes.PermissionDenied, codes.NotFound:
+			// A refusal that retrying does not fix until a token, a grant or the config
+			// changes (or an unknown view is published): loud, and still retried.
+			c.log.Error("the player refused the subscription; retrying", "addr", addr, "err", err, "in", d)
+		default:
+			c.log.Warn("stream ended; reconnecting", "addr", addr, "err", err, "in", d)
+		}
 		backoff = min(backoff*2, c.cfg.BackoffMax)
 		t := time.NewTimer(d)
 		select {
@@ -106,7 +127,7 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 	}
 	stream := &grpc.GenericClientStream[statecastv1.SubscribeRequest, frame]{ClientStream: cs}
 	hello := &statecastv1.Hello{
-		ClientId: c.cfg.ClientID, Stream: c.cfg.Stream,
+		ClientId: c.cfg.InstanceID, Service: c.cfg.Service, Stream: c.cfg.Stream,
 		MaxBatchEntries: c.cfg.MaxBatchEntries, MaxBatchBytes: c.cfg.MaxBatchBytes,
 	}
 	for _, v := range c.views {

@@ -53,7 +53,7 @@ func TestDecodeFailureIsLoud(t *testing.T) {
 		return s.batch(ent(30, "snap-bad", evJSON(2, "a")), ent(31, "ka", ""))
 	})
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))
-	c, err := New(Config{Addresses: []string{fp.addr}, Stream: "s", ClientID: "t"}, WithLogger(logger),
+	c, err := New(Config{Addresses: []string{fp.addr}, Stream: "s", Service: "t"}, WithLogger(logger),
 		WithHooks(Hooks{OnDecodeError: func(view, key string, err error) {
 			mu.Lock()
 			hooked = append(hooked, view+"|"+key)

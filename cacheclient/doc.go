@@ -6,13 +6,29 @@
 //
 // # Use
 //
-//  1. [New] with a [Config] (player addresses, stream, client id; the rest has documented
+//  1. [New] with a [Config] (player addresses, stream, service name; the rest has documented
 //     defaults) and options ([WithLogger], [WithHooks], [WithDialOptions]).
 //  2. [Register] each view with a [Decoder] that turns a row's JSON into the service's own
 //     type, decoding only the fields it needs.
 //  3. Optionally [View.AddIndex] secondary indexes and [OnChange] handlers.
 //  4. [Client.Start] (or [Client.Run]), then [Client.WaitReady] before serving reads;
 //     [Client.Close] at the end.
+//
+// # Identity and security
+//
+// [Config].Service names the service (every replica uses the same); [Config].InstanceID
+// names the process and is generated unless set ([DefaultInstanceID]: hostname, pid, a
+// random suffix). The player knows a connection by its principal and instance id: only a
+// reconnect of the same instance replaces it, so replicas never evict each other, and its
+// metrics are labelled by service.
+//
+// [Config].TLS secures the connection ([TLSFiles] builds one from PEM files, with a client
+// certificate for mutual TLS read again at each connection); [Config].Token sends a bearer
+// token with each subscription ([StaticToken], [TokenFile], or a function of your own for
+// tokens that rotate), over TLS only. A player that refuses the subscription
+// (Unauthenticated, PermissionDenied naming the view, NotFound for a view the stream does
+// not carry) is logged at Error level and retried with backoff: a grant, a token or a view
+// published later makes it succeed. See docs/security.md.
 //
 // # Keys
 //

@@ -27,13 +27,21 @@ func decodeEvent(_ string, value []byte) (Event, error) {
 }
 
 // A service keeps the events view in memory, indexed by status and tag, logs changes, and
-// serves reads from memory once the initial state is complete.
+// serves reads from memory once the initial state is complete. Every replica of the
+// service runs the same code: they share the service name, and each gets an instance id
+// of its own, so that none takes another's place at the player.
 func Example() {
+	tlsConfig, err := cacheclient.TLSFiles("/etc/pricing/players-ca.pem", "", "") // or a client certificate for mTLS
+	if err != nil {
+		panic(err)
+	}
 	client, err := cacheclient.New(cacheclient.Config{
 		Addresses: []string{"player-1:7070", "player-2:7070"}, // failover in this order
 		Stream:    "sportsbook",
-		ClientID:  "pricing-service",
-		StateDir:  "/var/lib/pricing/cache", // optional: restart from the saved position
+		Service:   "pricing-service", // shared by the replicas; InstanceID is generated
+		TLS:       tlsConfig,
+		Token:     cacheclient.TokenFile("/var/run/secrets/statecast/token"), // read at every subscription
+		StateDir:  "/var/lib/pricing/cache",                                  // optional: restart from the saved position
 	}, cacheclient.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))))
 	if err != nil {
 		panic(err)
@@ -80,7 +88,7 @@ func ExampleKey() {
 
 // Several reads that must agree use one Version (one published version of the view).
 func ExampleView_Version() {
-	c, _ := cacheclient.New(cacheclient.Config{Addresses: []string{"p:7070"}, Stream: "s", ClientID: "c"})
+	c, _ := cacheclient.New(cacheclient.Config{Addresses: []string{"p:7070"}, Stream: "s", Service: "c"})
 	events, _ := cacheclient.Register(c, "events", decodeEvent)
 	s := events.Version()
 	fmt.Println(s.Len(), s.Position())
@@ -96,7 +104,7 @@ type Market struct {
 // Reads of several views that must agree use one Cut: a source transaction that changed
 // an event and its markets is in all of them or in none.
 func ExampleClient_Read() {
-	c, _ := cacheclient.New(cacheclient.Config{Addresses: []string{"p:7070"}, Stream: "s", ClientID: "c"})
+	c, _ := cacheclient.New(cacheclient.Config{Addresses: []string{"p:7070"}, Stream: "s", Service: "c"})
 	events, _ := cacheclient.Register(c, "events", decodeEvent)
 	markets, _ := cacheclient.Register(c, "markets", func(_ string, v []byte) (Market, error) {
 		var m Market

@@ -185,7 +185,7 @@ func startClient(t *testing.T, cfg Config, setup func(c *Client, v *View[event])
 	for _, fp := range fps {
 		cfg.Addresses = append(cfg.Addresses, fp.addr)
 	}
-	cfg.Stream, cfg.ClientID = "s", "t"
+	cfg.Stream, cfg.Service = "s", "t"
 	if cfg.BackoffMin == 0 {
 		cfg.BackoffMin, cfg.BackoffMax = time.Millisecond, 10*time.Millisecond
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -80,7 +81,7 @@ func TestHandlerErrorRetriedThenReported(t *testing.T) {
 	good := make(chan struct{})
 	reported := make(chan error, 1)
 	release := make(chan struct{})
-	c, err := New(Config{Addresses: []string{fp.addr}, Stream: "s", ClientID: "t"}, WithHooks(Hooks{
+	c, err := New(Config{Addresses: []string{fp.addr}, Stream: "s", Service: "t"}, WithHooks(Hooks{
 		OnHandlerError: func(err error) { reported <- err },
 	}))
 	if err != nil {
@@ -162,13 +163,15 @@ func TestNewValidates(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"no addresses", Config{Stream: "s", ClientID: "c"}},
-		{"bad address", Config{Addresses: []string{"nohostport"}, Stream: "s", ClientID: "c"}},
-		{"no stream", Config{Addresses: []string{"h:1"}, ClientID: "c"}},
-		{"no client id", Config{Addresses: []string{"h:1"}, Stream: "s"}},
-		{"negative duration", Config{Addresses: []string{"h:1"}, Stream: "s", ClientID: "c", PersistInterval: -1}},
-		{"tiny window", Config{Addresses: []string{"h:1"}, Stream: "s", ClientID: "c", RecvWindow: 1000}},
-		{"huge window", Config{Addresses: []string{"h:1"}, Stream: "s", ClientID: "c", RecvWindow: 1<<30 + 1}},
+		{"no addresses", Config{Stream: "s", Service: "c"}},
+		{"bad address", Config{Addresses: []string{"nohostport"}, Stream: "s", Service: "c"}},
+		{"no stream", Config{Addresses: []string{"h:1"}, Service: "c"}},
+		{"no service", Config{Addresses: []string{"h:1"}, Stream: "s"}},
+		{"token without TLS", Config{Addresses: []string{"h:1"}, Stream: "s", Service: "c", Token: StaticToken("t")}},
+		{"service too long", Config{Addresses: []string{"h:1"}, Stream: "s", Service: strings.Repeat("x", 257)}},
+		{"negative duration", Config{Addresses: []string{"h:1"}, Stream: "s", Service: "c", PersistInterval: -1}},
+		{"tiny window", Config{Addresses: []string{"h:1"}, Stream: "s", Service: "c", RecvWindow: 1000}},
+		{"huge window", Config{Addresses: []string{"h:1"}, Stream: "s", Service: "c", RecvWindow: 1<<30 + 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

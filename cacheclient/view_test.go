@@ -26,7 +26,7 @@ func decodeEvent(key string, b []byte) (event, error) {
 
 func newTestClient(t testing.TB, opts ...Option) *Client {
 	t.Helper()
-	c, err := New(Config{Addresses: []string{"127.0.0.1:1"}, Stream: "s", ClientID: "t"}, opts...)
+	c, err := New(Config{Addresses: []string{"127.0.0.1:1"}, Stream: "s", Service: "t"}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,11 +71,21 @@ const (
 type Config struct {
 	Postgres PostgresConfig `yaml:"postgres"`
 	Kafka    KafkaConfig    `yaml:"kafka"`
-	// HTTPAddr is the address Run serves HTTP on (Handler: /healthz, /metrics,
-	// POST /reconcile?view=NAME). Empty: not served.
-	HTTPAddr string         `yaml:"http_addr"`
-	Streams  []StreamConfig `yaml:"streams"`
+	// HTTPAddr is the address Run serves the read-only HTTP endpoint on (Handler:
+	// /healthz, /metrics). Empty: not served.
+	HTTPAddr string `yaml:"http_addr"`
+	// Admin is the admin HTTP endpoint (AdminHandler: GET /status, POST
+	// /reconcile?view=NAME): not served when Admin.Addr is empty; it needs Admin.Tokens
+	// unless it listens on a loopback address.
+	Admin   AdminConfig    `yaml:"admin"`
+	Streams []StreamConfig `yaml:"streams"`
 }
+
+// AdminConfig is the admin HTTP endpoint (Config.Admin): addr (empty: not served), tokens
+// (bearer tokens, name=token lines from a file read again when it changes, or from an
+// environment variable; required on every request when set, and required when addr is not
+// a loopback address), tls (cert_file, key_file: HTTPS, reloaded like the tokens).
+type AdminConfig = daemon.Admin
 
 // PostgresConfig says how to reach the database.
 type PostgresConfig struct {
@@ -286,6 +296,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Kafka.MaxMessageBytes < 0 {
 		bad("kafka.max_message_bytes: must not be negative")
+	}
+	if err := c.Admin.Check("admin"); err != nil {
+		errs = append(errs, err)
 	}
 	if len(c.Streams) == 0 {
 		bad("streams: at least one stream is required")

@@ -39,6 +39,7 @@ type Distributor struct {
 	gather prometheus.Gatherer // what /metrics serves; nil: not served
 	m      *metrics
 	pool   *pgxpool.Pool
+	admin  *daemon.AdminServer // nil: Config.Admin.Addr empty
 
 	streams []*stream
 	byView  map[string]*stream
@@ -64,6 +65,12 @@ func New(cfg Config, opts ...Option) (*Distributor, error) {
 		o.reg = prometheus.NewRegistry()
 	}
 	d := &Distributor{cfg: cfg, log: o.log, byView: map[string]*stream{}, done: make(chan struct{})}
+	if cfg.Admin.Addr != "" {
+		var err error
+		if d.admin, err = daemon.LoadAdmin(cfg.Admin, "admin"); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
 	d.gather, _ = o.reg.(prometheus.Gatherer)
 	m, err := newMetrics(o.reg)
 	if err != nil {
@@ -73,7 +80,8 @@ func New(cfg Config, opts ...Option) (*Distributor, error) {
 	return d, nil
 }
 
-// Run serves HTTP on Config.HTTPAddr when it is set (Handler's endpoints), connects to
+// Run serves HTTP on Config.HTTPAddr when it is set (Handler's endpoints) and on
+// Config.Admin.Addr (AdminHandler's, behind its tokens), connects to
 // PostgreSQL and Kafka, makes sure every stream's topic exists (created compacted with one
 // partition; an unusable one is refused), and runs every stream until ctx ends: each waits
 // for its advisory lock (standby), restores its state from the topic, publishes its start-up
@@ -103,6 +111,13 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("distributor: %w", err)
 		}
 		defer hs.Close() // when Run fails before serving
+	}
+	var as *daemon.HTTPServer
+	if d.admin != nil {
+		if as, err = d.admin.Listen(d.AdminHandler()); err != nil {
+			return fmt.Errorf("distributor: %w", err)
+		}
+		defer as.Close()
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
@@ -143,13 +158,18 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, len(streams)+1)
-	if hs != nil {
-		wg.Go(func() {
-			if err := hs.Serve(ctx); err != nil {
-				errc <- fmt.Errorf("distributor: %w", err)
-			}
-		})
+	errc := make(chan error, len(streams)+2)
+	for _, s := range []*daemon.HTTPServer{hs, as} {
+		if s != nil {
+			wg.Go(func() {
+				if err := s.Serve(ctx); err != nil {
+					errc <- fmt.Errorf("distributor: %w", err)
+				}
+			})
+		}
+	}
+	if d.admin != nil {
+		wg.Go(func() { daemon.Watch(ctx, daemon.DefaultReloadInterval, d.log, d.admin.Reloadables()...) })
 	}
 	for _, g := range groupsOf(d, streams) {
 		wg.Go(func() {

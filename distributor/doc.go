@@ -25,8 +25,9 @@
 // ParseConfig read YAML with unknown fields rejected and ${NAME} expanded from the
 // environment in values.
 //
-// Run serves HTTP on Config.HTTPAddr when it is set (Handler: /healthz, /metrics,
-// POST /reconcile?view=NAME), connects, creates every missing topic (compacted, one
+// Run serves HTTP on Config.HTTPAddr when it is set (Handler: /healthz, /metrics) and on
+// Config.Admin.Addr (AdminHandler: /status, POST /reconcile?view=NAME, behind its tokens;
+// without tokens only on a loopback address), connects, creates every missing topic (compacted, one
 // partition; an unusable existing one is refused), and runs every stream until ctx ends.
 // WaitReady returns once every stream has published its start-up epochs; Reconcile asks
 // for an epoch of one view now; Active reports whether this process holds every stream.

@@ -7,12 +7,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Handler serves what Run serves on Config.HTTPAddr:
+// Handler serves what Run serves on Config.HTTPAddr, the read-only endpoint:
 //
 //	GET  /healthz            200 with {"streams":{topic:"active"|"standby"}} (a standby is healthy)
 //	GET  /metrics            Prometheus metrics (see WithRegisterer)
-//	GET  /status             Status as JSON: streams, views, stopped views and why, positions
-//	POST /reconcile?view=V   runs Reconcile(V); 200, 404 unknown view, 503 not active, 500
 func (d *Distributor) Handler() http.Handler {
 	mux := http.NewServeMux()
 	if d.gather != nil {
@@ -33,6 +31,18 @@ func (d *Distributor) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"streams": st})
 	})
+	return mux
+}
+
+// AdminHandler serves what Run serves on Config.Admin.Addr (behind its tokens when set):
+//
+//	GET  /status             Status as JSON: streams, views, stopped views and why, positions
+//	POST /reconcile?view=V   runs Reconcile(V); 200, 404 unknown view, 503 not active, 500
+//
+// A reconcile reads the whole view (in rewrite mode every row is published again to every
+// cache): keep this endpoint off the network, or behind tokens.
+func (d *Distributor) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)

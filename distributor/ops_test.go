@@ -6,12 +6,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/statecast/statecast/internal/daemon"
 	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/kafkaconn"
 )
@@ -60,33 +63,55 @@ func TestCronRewrite(t *testing.T) {
 	}
 }
 
-// TestHTTP: Run serves /healthz, /metrics and POST /reconcile on http_addr.
+// TestHTTP: Run serves /healthz and /metrics on http_addr, and GET /status and POST
+// /reconcile on the admin address, behind its token; http_addr does not serve them.
 func TestHTTP(t *testing.T) {
 	e := newEnv(t)
 	e.createItems()
 	cfg := e.config(itemsView())
 	cfg.HTTPAddr = testenv.FreeAddr(t)
+	tokens := filepath.Join(t.TempDir(), "admin-tokens")
+	if err := os.WriteFile(tokens, []byte("ops=admin-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Admin = AdminConfig{Addr: testenv.FreeAddr(t), Tokens: daemon.Tokens{File: tokens}}
 	r := start(t, cfg)
 	r.waitReady(t)
-	get := func(method, path string, want int) string {
-		t.Helper()
-		req, _ := http.NewRequest(method, "http://"+cfg.HTTPAddr+path, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+	token := "admin-secret"
+	at := func(addr string) func(method, path string, want int) string {
+		return func(method, path string, want int) string {
+			t.Helper()
+			req, _ := http.NewRequest(method, "http://"+addr+path, nil)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != want {
+				t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
+			}
+			return string(b)
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != want {
-			t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
-		}
-		return string(b)
 	}
+	get, admin := at(cfg.HTTPAddr), at(cfg.Admin.Addr)
+	admin("POST", "/reconcile?view=items", 200)
+	admin("POST", "/reconcile?view=nope", 404)
+	if b := admin("GET", "/status", 200); !strings.Contains(b, e.topic) {
+		t.Errorf("status: %s", b)
+	}
+	get("POST", "/reconcile?view=items", 404)
+	get("GET", "/status", 404)
+	token = "wrong"
+	admin("POST", "/reconcile?view=items", 401)
+	token = ""
+	admin("GET", "/status", 401)
 	if b := get("GET", "/healthz", 200); !strings.Contains(b, `"`+e.topic+`":"active"`) {
 		t.Errorf("healthz: %s", b)
 	}
-	get("POST", "/reconcile?view=items", 200)
-	get("POST", "/reconcile?view=nope", 404)
 	m := get("GET", "/metrics", 200)
 	for _, want := range []string{
 		`statecast_distributor_rows_published_total{stream="` + e.topic + `",view="items"} 3`,
@@ -98,9 +123,11 @@ func TestHTTP(t *testing.T) {
 		}
 	}
 	r.stop(t)
-	if c, err := net.Dial("tcp", cfg.HTTPAddr); err == nil {
-		_ = c.Close()
-		t.Error("http_addr still served after Run returned")
+	for _, addr := range []string{cfg.HTTPAddr, cfg.Admin.Addr} {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			_ = c.Close()
+			t.Errorf("%s still served after Run returned", addr)
+		}
 	}
 }
 

@@ -2,6 +2,8 @@ package kafkaconn_test
 
 import (
 	"bytes"
+	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,5 +161,53 @@ func TestApplyWithoutValidate(t *testing.T) {
 	}
 	if sc.Version != kafkaconn.Version {
 		t.Fatalf("version %v, want the pinned %v", sc.Version, kafkaconn.Version)
+	}
+}
+
+// TestFlags: the flags fill a Config as its YAML does; the password comes from a file or
+// a variable, never from a flag of its own.
+func TestFlags(t *testing.T) {
+	pki := testenv.NewPKI(t)
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := kafkaconn.Config{Brokers: []string{"default:9092"}, ClientID: "tool"}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.RegisterFlags(fs, "kafka-")
+	if fs.Lookup("kafka-sasl-password") != nil {
+		t.Fatal("a password flag exists")
+	}
+	err := fs.Parse([]string{"-kafka-brokers", "a:1, b:2", "-kafka-tls", "-kafka-ca-file", pki.CAFile, "-kafka-timeout", "3s",
+		"-kafka-sasl-mechanism", "SCRAM-SHA-512", "-kafka-sasl-user", "u", "-kafka-sasl-password-file", pw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.Brokers, ",") != "a:1,b:2" || !c.TLS.Enabled || c.TLS.CAFile != pki.CAFile || c.Timeout != 3*time.Second ||
+		c.SASL.Mechanism != "SCRAM-SHA-512" || c.SASL.User != "u" || c.SASL.Password != "s3cret" || c.ClientID != "tool" {
+		t.Fatalf("flags gave %+v (password %q)", c, c.SASL.Password)
+	}
+	t.Setenv("TEST_KAFKA_PW", "from-env")
+	if err := fs.Parse([]string{"-kafka-sasl-password-env", "TEST_KAFKA_PW"}); err != nil || c.SASL.Password != "from-env" {
+		t.Fatalf("password from env: %v %q", err, c.SASL.Password)
+	}
+	if err := fs.Parse([]string{"-kafka-sasl-password-env", "TEST_KAFKA_PW_UNSET"}); err == nil {
+		t.Fatal("an unset variable was accepted")
+	}
+}
+
+// TestRedacted: a Config printed with %v, %+v or %#v never shows the password.
+func TestRedacted(t *testing.T) {
+	c := kafkaconn.Config{Brokers: []string{"b:1"}, SASL: kafkaconn.SASL{Mechanism: "PLAIN", User: "u", Password: "s3cret-pw"}}
+	for _, f := range []string{"%v", "%+v", "%s", "%#v"} {
+		if s := fmt.Sprintf(f, c); strings.Contains(s, "s3cret-pw") || !strings.Contains(s, "u") {
+			t.Errorf("%s: %s", f, s)
+		}
+		if s := fmt.Sprintf(f, c.SASL); strings.Contains(s, "s3cret-pw") {
+			t.Errorf("%s of SASL: %s", f, s)
+		}
 	}
 }

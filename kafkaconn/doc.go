@@ -10,6 +10,10 @@
 //	if err := kc.Validate(); err != nil { … }
 //	client, err := sarama.NewClient(kc.Brokers, kc.SaramaConfig())
 //
+// The distributor's and the player's files hold one (a `kafka:` block), saramapc.Config
+// has one, and a command's flags fill one (RegisterFlags: the same fields, the password
+// from a file or a variable only). A Config never prints its password (String).
+//
 // In YAML a Config is a `kafka:` block, as in the distributor's file (docs/operations.md):
 //
 //	kafka:

@@ -44,6 +44,27 @@
 // After a restart, pass the decoded [Checkpoint] as Config.Resume: submitted records below
 // its watermark or inside its completed set are marked complete without running.
 //
+// # Commit modes
+//
+// The engine decides what may be committed (Progress: the watermark and the encoded
+// completed set); a consumer decides when and how. The Kafka consumer in parallel/saramapc
+// has the three commit modes of Confluent's Parallel Consumer, side by side (each one has an
+// example at saramapc.New):
+//
+//   - CommitAsync (default): a committer goroutine commits the offset and metadata every
+//     interval; a failed commit is retried at the next tick. At least once; a crash repeats
+//     up to one interval of completed records. Costs nothing on the processing path.
+//   - CommitSync: the commit runs between submissions, and a failed commit ends the
+//     consumer. At least once, never more than one interval ahead of a confirmed commit.
+//     Costs an intake pause of one round trip per interval, and a stop on a transient
+//     coordinator failure.
+//   - CommitTransactional: the handler's output records and the offset and metadata that
+//     mark their inputs complete are committed in one Kafka transaction. Exactly once for
+//     outputs read with read_committed, across crashes, rebalances and zombies (KIP-447
+//     fencing). Costs memory for the outputs until their transaction, output latency of up
+//     to one interval, and a bounded number of transactions per second; processing does not
+//     wait.
+//
 // # Retries and failures
 //
 // A handler error is retried up to Config.MaxAttempts attempts in total, waiting
@@ -51,7 +72,8 @@
 // later record of that key overtakes it), but the worker is free for other keys. When the
 // attempts are exhausted, Config.OnFailure decides: [FailStop] stops the engine ([Engine.Err]
 // returns a *[RecordError]); [FailSkip] hands the record to Config.DeadLetter and marks it
-// complete, so other keys — and later records of the same key — continue.
+// complete, so other keys — and later records of the same key — continue. A record reaches
+// DeadLetter after exactly MaxAttempts attempts.
 //
 // # Goroutines and concurrency rules
 //
@@ -67,7 +89,10 @@
 //     shutdown times out or the engine stops on a failure. Handlers must not call Submit or
 //     Shutdown of their own engine.
 //   - DeadLetter runs on the worker goroutine that exhausted the attempts, before the record
-//     is marked complete.
+//     is marked complete; it may block (to produce the record somewhere durable, say):
+//     the record is marked complete when it returns, unless a shutdown timed out meanwhile
+//     (its context is then cancelled, and the completion is ignored like any other after
+//     the timeout), so a record whose dead letter never got out is never committed.
 //   - Progress and Stats are safe at any time from any goroutine; they take the engine lock
 //     briefly. Progress encodes the metadata (O(records in flight and queued)).
 //   - Shutdown(ctx, Drain) stops intake and waits for every queued record; Shutdown(ctx,

@@ -27,6 +27,8 @@ type Handler[T any] func(ctx context.Context, r Record[T]) error
 // records that must be ordered relative to each other. An error retries the whole batch.
 type BatchHandler[T any] func(ctx context.Context, rs []Record[T]) error
 
-// DeadLetter receives a record whose attempts are exhausted under FailSkip, with the last
-// error. It runs on a worker goroutine; the record is marked complete when it returns.
+// DeadLetter receives a record whose attempts are exhausted under FailSkip (after exactly
+// Config.MaxAttempts attempts), with the last error. It runs on a worker goroutine; the
+// record is marked complete when it returns, unless a shutdown timed out meanwhile (ctx is
+// then cancelled and the completion ignored).
 type DeadLetter[T any] func(ctx context.Context, r Record[T], err error)

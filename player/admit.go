@@ -18,8 +18,9 @@ import (
 //   - a resume index >= ci: straight to N;
 //   - else: a recovery of [resume+1, ci], in RF.
 //
-// The target gets a new term; an earlier connection of the same client is suspended.
-func (s *stream) admit(id string, h *statecastv1.Hello) (*target, error) {
+// The target gets a new term; an earlier connection of the same instance (the same
+// principal and instance id) is suspended, logged and counted as a replacement.
+func (s *stream) admit(id identity, h *statecastv1.Hello) (*target, error) {
 	logStart, logEnd, err := s.offsets()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStreamUnavailable, err)
@@ -31,35 +32,40 @@ func (s *stream) admit(id string, h *statecastv1.Hello) (*target, error) {
 	if resync == nil {
 		resync = s.resyncPastHorizonLocked(h, logStart)
 	}
-	old := s.byClient[id]
-	s.terms[id]++
-	term := s.terms[id]
+	key := id.key()
+	old := s.byClient[key]
+	s.terms[key]++
+	term := s.terms[key]
 	ci := s.current.Load()
 	var t *target
 	switch {
 	case h.ResumeIndex == nil || resync != nil:
-		t = newTarget(s, id, h.GetViews(), term, StateRF, maxEntries, maxBytes)
+		t = newTarget(s, id.instance, h.GetViews(), term, StateRF, maxEntries, maxBytes)
 		t.lastAck, t.sentUpTo = -1, -1
 		t.mu.Lock()
 		t.startSnapshotLocked(term, resync, logStart, ci)
 		t.mu.Unlock()
 	case h.GetResumeIndex() >= ci:
-		t = newTarget(s, id, h.GetViews(), term, StateN, maxEntries, maxBytes)
+		t = newTarget(s, id.instance, h.GetViews(), term, StateN, maxEntries, maxBytes)
 		t.lastAck, t.sentUpTo, t.recEnd = h.GetResumeIndex(), h.GetResumeIndex(), h.GetResumeIndex()
 	default:
 		r := h.GetResumeIndex()
-		t = newTarget(s, id, h.GetViews(), term, StateRF, maxEntries, maxBytes)
+		t = newTarget(s, id.instance, h.GetViews(), term, StateRF, maxEntries, maxBytes)
 		t.lastAck, t.sentUpTo = r, r
 		t.mu.Lock()
 		t.startRecoveryLocked(r+1, ci)
 		t.mu.Unlock()
 	}
-	s.byClient[id] = t
+	t.key, t.service, t.principal = key, id.service, id.principal
+	s.byClient[key] = t
 	s.register(t)
 	s.mu.Unlock()
 	if old != nil {
-		old.suspend(fmt.Errorf("%w: replaced by a new connection of the same client", ErrSuspended))
+		old.suspend(fmt.Errorf("%w: replaced by a new connection of the same instance", ErrSuspended))
 		s.remove(old)
+		s.p.metrics.replacements.WithLabelValues(s.cfg.Name).Inc()
+		s.log.Info("target replaced by a new connection of the same instance", "target", id.instance, "service", id.service,
+			"principal", id.principal.String(), "term", term)
 	}
 	if resync != nil {
 		s.p.metrics.resyncs.WithLabelValues(s.cfg.Name, resync.GetReason().String()).Inc()
@@ -67,7 +73,7 @@ func (s *stream) admit(id string, h *statecastv1.Hello) (*target, error) {
 	t.mu.Lock()
 	state := t.q.state
 	t.mu.Unlock()
-	s.log.Info("target admitted", "target", id, "views", h.GetViews(), "resume", h.ResumeIndex, "term", term, "state", state.String(), "current", ci, "resync", resync.GetReason().String())
+	s.log.Info("target admitted", "target", id.instance, "service", id.service, "principal", id.principal.String(), "views", h.GetViews(), "resume", h.ResumeIndex, "term", term, "state", state.String(), "current", ci, "resync", resync.GetReason().String())
 	return t, nil
 }
 
@@ -138,7 +144,7 @@ func (t *target) resync(term uint64, from int64) {
 		Detail: fmt.Sprintf("recovery from index %d: the log now starts at %d", from, logStart)}
 	s.mu.Lock()
 	t.mu.Lock()
-	if t.q.term != term || t.q.state != StateRF || s.byClient[t.id] != t {
+	if t.q.term != term || t.q.state != StateRF || s.byClient[t.key] != t {
 		t.mu.Unlock()
 		s.mu.Unlock()
 		return
@@ -151,8 +157,8 @@ func (t *target) resync(term uint64, from int64) {
 		t.fail(term, fmt.Errorf("%w: recovery from %d: log start moved past it during a snapshot; reconnect to resync", ErrStreamUnavailable, from))
 		return
 	}
-	s.terms[t.id]++
-	nterm := s.terms[t.id]
+	s.terms[t.key]++
+	nterm := s.terms[t.key]
 	t.q.restart(nterm)
 	ci := s.current.Load()
 	t.dropped = false

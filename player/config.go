@@ -3,6 +3,8 @@ package player
 import (
 	"errors"
 	"fmt"
+	"path"
+	"slices"
 	"time"
 
 	"github.com/statecast/statecast/internal/daemon"
@@ -25,6 +27,14 @@ const (
 	// in Go serves neither unless it sets them.
 	DefaultListen   = ":7070"
 	DefaultHTTPAddr = ":7071"
+	// DefaultAdminAddr is the admin endpoint's address in a file that does not set
+	// admin.addr: this host only, so that the status pages need no token.
+	DefaultAdminAddr = "127.0.0.1:7072"
+
+	DefaultMaxStreamsPerConn = 100
+	DefaultKeepaliveMinTime  = 10 * time.Second
+	DefaultKeepaliveTime     = 30 * time.Second
+	DefaultKeepaliveTimeout  = 10 * time.Second
 )
 
 // StreamConfig is one stream served by the player.
@@ -33,21 +43,71 @@ type StreamConfig struct {
 	Name string `yaml:"name"`
 	// Topic is the Kafka topic (one partition). Default: Name.
 	Topic string `yaml:"topic"`
+	// Views declares views of the stream (patterns in path.Match syntax allowed) that a
+	// client may subscribe to before any record of them is in the log. A Hello naming a
+	// view that is neither seen in the log nor declared here is refused (ErrUnknownView),
+	// so that a misspelt view is an error rather than an empty cache; "*" accepts any name.
+	Views []string `yaml:"views"`
+}
+
+// Keepalive is the gRPC server's keepalive (Config.Keepalive). Zero fields take the
+// defaults.
+type Keepalive struct {
+	// MinTime: a client that pings more often than this is disconnected (GOAWAY
+	// too_many_pings). Default 10s.
+	MinTime time.Duration `yaml:"min_time"`
+	// Time: an idle connection is pinged after this long; Timeout: it is closed when the
+	// ping is not answered within this. Defaults 30s and 10s.
+	Time    time.Duration `yaml:"time"`
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // Config of a Player. Zero values take the documented defaults.
 type Config struct {
-	// Listen is the address Run serves gRPC on (Player, health, reflection). Empty: Run
-	// does not serve gRPC; Serve does, on a listener of the caller's.
+	// Listen is the address Run serves gRPC on (Player, health, reflection when enabled).
+	// Empty: Run does not serve gRPC; Serve does, on a listener of the caller's.
 	Listen string `yaml:"listen"`
-	// HTTPAddr is the address Run serves HTTP on (Handler: /metrics, /healthz, /status,
-	// /status.json). Empty: not served.
+	// HTTPAddr is the address Run serves the read-only HTTP endpoint on (Handler:
+	// /metrics, /healthz). Empty: not served.
 	HTTPAddr string `yaml:"http_addr"`
-	// Brokers are the Kafka bootstrap addresses (required).
+	// Admin is the admin HTTP endpoint (AdminHandler: /status, /status.json, which show
+	// client identities): not served when Admin.Addr is empty; it needs Admin.Tokens
+	// unless it listens on a loopback address.
+	Admin AdminConfig `yaml:"admin"`
+
+	// Insecure serves gRPC in plaintext (no TLS); the player then logs a warning when it
+	// starts serving. Either Insecure or TLS is required.
+	Insecure bool `yaml:"insecure"`
+	// TLS is the gRPC server's certificate (and client CAs for mutual TLS).
+	TLS TLSConfig `yaml:"tls"`
+	// Tokens are the clients' bearer tokens. With tokens (or client CAs), every Subscribe
+	// must authenticate; without both, every client is the anonymous principal.
+	Tokens TokensConfig `yaml:"tokens"`
+	// Access grants principals streams and views. Empty: every authenticated principal may
+	// read every stream and view.
+	Access []Grant `yaml:"access"`
+	// ReloadInterval: how often the TLS and token files are read again to pick up a
+	// rotation (compared by content). Default 5s.
+	ReloadInterval time.Duration `yaml:"reload_interval"`
+	// Reflection registers the gRPC reflection service (authenticated like Subscribe).
+	// Off by default.
+	Reflection bool `yaml:"reflection"`
+	// MaxStreamsPerConn bounds the concurrent streams of one client connection (HTTP/2
+	// MAX_CONCURRENT_STREAMS). Default 100; a cacheclient uses one.
+	MaxStreamsPerConn uint32 `yaml:"max_streams_per_conn"`
+	// Keepalive: the server's pings and its limit on the clients' pings.
+	Keepalive Keepalive `yaml:"keepalive"`
+
+	// Kafka is the connection to Kafka: brokers, client_id, timeout, tls, sasl
+	// (kafkaconn.Config, as the distributor's kafka block). Its brokers and client_id may
+	// be given as the top-level Brokers and ClientID instead.
+	Kafka kafkaconn.Config `yaml:"kafka"`
+	// Brokers are the Kafka bootstrap addresses: Kafka.Brokers when that is empty (one of
+	// them is required).
 	Brokers []string `yaml:"brokers"`
 	// Streams served (at least one).
 	Streams []StreamConfig `yaml:"streams"`
-	// ClientID for Kafka. Default DefaultClientID.
+	// ClientID for Kafka: Kafka.ClientID when that is empty. Default DefaultClientID.
 	ClientID string `yaml:"client_id"`
 	// MaxBatchEntries bounds a batch's entry count (default 512); a client hint may lower it.
 	MaxBatchEntries int `yaml:"max_batch_entries"`
@@ -78,33 +138,36 @@ type Config struct {
 // LoadConfig reads a YAML file (a Config) and returns it validated. The file is read as
 // ParseConfig reads its bytes; errors wrap ErrConfig and name the file.
 func LoadConfig(path string) (*Config, error) {
-	c := Config{Listen: DefaultListen, HTTPAddr: DefaultHTTPAddr}
+	c := fileDefaults()
 	if err := daemon.Load(path, &c, ErrConfig); err != nil {
 		return nil, err
 	}
 	return &c, nil
 }
 
-// ParseConfig parses YAML bytes (a Config) and validates the result. listen and http_addr
-// default to DefaultListen and DefaultHTTPAddr (set them to "" to serve neither). Unknown
+// ParseConfig parses YAML bytes (a Config) and validates the result. listen, http_addr
+// and admin.addr default to DefaultListen, DefaultHTTPAddr and DefaultAdminAddr (set them
+// to "" to serve nothing there). Unknown
 // fields are rejected; ${NAME} in a value is replaced by the environment variable NAME
 // after the YAML is parsed (an unset variable is an error naming it and the field; $${ is
 // a literal ${; comments are not expanded), as in the distributor's files
 // (docs/operations.md).
 func ParseConfig(b []byte) (*Config, error) {
-	c := Config{Listen: DefaultListen, HTTPAddr: DefaultHTTPAddr}
+	c := fileDefaults()
 	if err := daemon.Parse(b, &c, ErrConfig); err != nil {
 		return nil, err
 	}
 	return &c, nil
 }
 
+// fileDefaults are the daemon's addresses, which a file starts from.
+func fileDefaults() Config {
+	return Config{Listen: DefaultListen, HTTPAddr: DefaultHTTPAddr, Admin: AdminConfig{Addr: DefaultAdminAddr}}
+}
+
 // Validate fills the defaults and checks the config. Errors wrap ErrConfig and name the
 // field. New calls it; calling it again changes nothing.
 func (c *Config) Validate() error {
-	if c.ClientID == "" {
-		c.ClientID = DefaultClientID
-	}
 	if c.MaxBatchEntries <= 0 {
 		c.MaxBatchEntries = DefaultMaxBatchEntries
 	}
@@ -126,11 +189,44 @@ func (c *Config) Validate() error {
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
 	}
+	if c.MaxStreamsPerConn == 0 {
+		c.MaxStreamsPerConn = DefaultMaxStreamsPerConn
+	}
+	if c.Keepalive.MinTime <= 0 {
+		c.Keepalive.MinTime = DefaultKeepaliveMinTime
+	}
+	if c.Keepalive.Time <= 0 {
+		c.Keepalive.Time = DefaultKeepaliveTime
+	}
+	if c.Keepalive.Timeout <= 0 {
+		c.Keepalive.Timeout = DefaultKeepaliveTimeout
+	}
+	if c.ReloadInterval <= 0 {
+		c.ReloadInterval = daemon.DefaultReloadInterval
+	}
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	if len(c.Brokers) == 0 {
-		bad("brokers: required")
+	switch {
+	case len(c.Kafka.Brokers) == 0:
+		c.Kafka.Brokers = c.Brokers
+	case len(c.Brokers) > 0 && !slices.Equal(c.Brokers, c.Kafka.Brokers):
+		bad("brokers and kafka.brokers: set one of them")
 	}
+	c.Brokers = c.Kafka.Brokers
+	switch {
+	case c.Kafka.ClientID == "":
+		c.Kafka.ClientID = c.ClientID
+	case c.ClientID != "" && c.ClientID != c.Kafka.ClientID:
+		bad("client_id and kafka.client_id: set one of them")
+	}
+	if c.Kafka.ClientID == "" {
+		c.Kafka.ClientID = DefaultClientID
+	}
+	c.ClientID = c.Kafka.ClientID
+	if err := c.Kafka.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, c.checkSecurity()...)
 	if len(c.Streams) == 0 {
 		bad("streams: at least one stream is required")
 	}
@@ -147,6 +243,11 @@ func (c *Config) Validate() error {
 			bad("stream %q: configured twice", s.Name)
 		}
 		seen[s.Name] = true
+		for _, v := range s.Views {
+			if _, err := path.Match(v, ""); err != nil || v == "" {
+				bad("stream %q: views: bad pattern %q", s.Name, v)
+			}
+		}
 	}
 	if c.TargetBudgetBytes < 2*c.MaxBatchBytes {
 		bad("target_budget_bytes (%d) must be at least twice max_batch_bytes (%d)", c.TargetBudgetBytes, c.MaxBatchBytes)
@@ -157,8 +258,25 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// checkSecurity checks the gRPC server's security settings and the admin endpoint's
+// (their files are loaded by New).
+func (c *Config) checkSecurity() []error {
+	var errs []error
+	switch {
+	case !c.Insecure && !c.TLS.Enabled():
+		errs = append(errs, errors.New("tls.cert_file: required, or insecure: true to serve gRPC in plaintext"))
+	case c.Insecure && c.TLS.Enabled():
+		errs = append(errs, errors.New("insecure: true and tls: set one of them"))
+	}
+	if err := c.TLS.Check("tls"); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Admin.Check("admin"); err != nil {
+		errs = append(errs, err)
+	}
+	return append(errs, c.checkAccess()...)
+}
+
 // kafka is the player's Kafka connection: every sarama config of the player is built from
 // it, so a connection setting (TLS, SASL, timeout) reaches every client from here.
-func (c *Config) kafka() kafkaconn.Config {
-	return kafkaconn.Config{Brokers: c.Brokers, ClientID: c.ClientID}
-}
+func (c *Config) kafka() kafkaconn.Config { return c.Kafka }

@@ -12,7 +12,7 @@ import (
 // TestParseConfig: a file gets the daemon's addresses unless it sets them ("" turns one
 // off), and every default of Validate.
 func TestParseConfig(t *testing.T) {
-	c, err := ParseConfig([]byte("brokers: [k:9092]\nstreams: [{name: s}]\n"))
+	c, err := ParseConfig([]byte("insecure: true\nbrokers: [k:9092]\nstreams: [{name: s}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,19 +21,19 @@ func TestParseConfig(t *testing.T) {
 		MaxBatchEntries: DefaultMaxBatchEntries, MaxBatchBytes: DefaultMaxBatchBytes, TargetBudgetBytes: DefaultTargetBudgetBytes,
 		AckTimeout: DefaultAckTimeout, ProgressInterval: DefaultProgressInterval, HistoryBytes: DefaultHistoryBytes,
 		ShutdownGrace: DefaultShutdownGrace}
-	if c.Listen != want.Listen || c.HTTPAddr != want.HTTPAddr || c.ClientID != want.ClientID || c.Streams[0] != want.Streams[0] ||
+	if c.Listen != want.Listen || c.HTTPAddr != want.HTTPAddr || c.ClientID != want.ClientID || c.Streams[0].Name != want.Streams[0].Name || c.Streams[0].Topic != want.Streams[0].Topic ||
 		c.MaxBatchEntries != want.MaxBatchEntries || c.MaxBatchBytes != want.MaxBatchBytes || c.TargetBudgetBytes != want.TargetBudgetBytes ||
 		c.AckTimeout != want.AckTimeout || c.ProgressInterval != want.ProgressInterval || c.HistoryBytes != want.HistoryBytes ||
 		c.ShutdownGrace != want.ShutdownGrace {
 		t.Errorf("got  %+v\nwant %+v", *c, want)
 	}
-	c, err = ParseConfig([]byte("listen: 127.0.0.1:9000\nhttp_addr: \"\"\nbrokers: [k:9092]\nstreams: [{name: s, topic: t}]\nack_timeout: 2s\n"))
+	c, err = ParseConfig([]byte("insecure: true\nlisten: 127.0.0.1:9000\nhttp_addr: \"\"\nbrokers: [k:9092]\nstreams: [{name: s, topic: t}]\nack_timeout: 2s\n"))
 	if err != nil || c.Listen != "127.0.0.1:9000" || c.HTTPAddr != "" || c.Streams[0].Topic != "t" || c.AckTimeout != 2*time.Second {
 		t.Errorf("%+v, %v", c, err)
 	}
 	// a Config built in Go serves nothing unless it says so
-	g := Config{Brokers: []string{"k"}, Streams: []StreamConfig{{Name: "s"}}}
-	if err := g.Validate(); err != nil || g.Listen != "" || g.HTTPAddr != "" {
+	g := Config{Insecure: true, Brokers: []string{"k"}, Streams: []StreamConfig{{Name: "s"}}}
+	if err := g.Validate(); err != nil || g.Listen != "" || g.HTTPAddr != "" || g.Admin.Addr != "" {
 		t.Errorf("%+v, %v", g, err)
 	}
 }
@@ -47,8 +47,8 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ yaml, want string }{
-		{"brokers: [k]\nstreams: [{name: s}]\nhttp: \":7071\"\n", "line 3: field http not found in type player.Config"},
-		{"brokers: [k]\nstreams: [{name: s, topik: t}]\n", "line 2: field topik not found in type player.StreamConfig"},
+		{"insecure: true\nbrokers: [k]\nstreams: [{name: s}]\nhttp: \":7071\"\n", "line 4: field http not found in type player.Config"},
+		{"insecure: true\nbrokers: [k]\nstreams: [{name: s, topik: t}]\n", "line 3: field topik not found in type player.StreamConfig"},
 		{"brokers: [\"${TEST_PLAYER_UNSET}\"]\nstreams: [{name: s}]\n", "line 1: brokers[0]: environment variable TEST_PLAYER_UNSET is not set"},
 		{"", "empty"},
 	} {
@@ -63,7 +63,7 @@ func TestConfigErrors(t *testing.T) {
 
 // TestNewCopiesConfig: New validates its own copy; the caller's config is never written.
 func TestNewCopiesConfig(t *testing.T) {
-	cfg := Config{Brokers: []string{"k"}, Streams: []StreamConfig{{Name: "s"}}}
+	cfg := Config{Insecure: true, Brokers: []string{"k"}, Streams: []StreamConfig{{Name: "s"}}}
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func TestNewCopiesConfig(t *testing.T) {
 func TestConfigEnv(t *testing.T) {
 	t.Setenv("TEST_PLAYER_ID", "player #1")
 	path := filepath.Join(t.TempDir(), "player.yaml")
-	body := "# client_id: ${TEST_PLAYER_COMMENTED_OUT}\nbrokers: [k]\nclient_id: ${TEST_PLAYER_ID}\nstreams: [{name: s}]\n"
+	body := "# client_id: ${TEST_PLAYER_COMMENTED_OUT}\ninsecure: true\nbrokers: [k]\nclient_id: ${TEST_PLAYER_ID}\nstreams: [{name: s}]\n"
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}

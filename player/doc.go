@@ -6,15 +6,29 @@
 //
 // # Use
 //
-//	p, err := player.New(player.Config{Brokers: b, Streams: []player.StreamConfig{{Name: "s", Topic: t}}},
+//	p, err := player.New(player.Config{Brokers: b, Streams: []player.StreamConfig{{Name: "s", Topic: t}},
+//		TLS: player.TLSConfig{CertFile: "tls.crt", KeyFile: "tls.key"}, Tokens: player.TokensConfig{File: "tokens"}},
 //		player.WithLogger(log), player.WithRegisterer(reg))
 //	go p.Run(ctx)      // Kafka fetchers; returns when ctx ends, Close is called or a fetcher fails
-//	go p.Serve(lis)    // gRPC: Player, health (SERVING once every stream is ready), reflection
+//	go p.Serve(lis)    // gRPC: Player, health (SERVING once every stream is ready), reflection if enabled
 //	p.WaitReady(ctx)   // optional: the materialized copies have caught up
 //	p.Close()          // targets end with Unavailable; waits for every goroutine
 //
 // Status reports every stream and target (state, acks, lag, queued bytes, recoveries);
 // the metrics are registered with WithRegisterer.
+//
+// # Security
+//
+// gRPC is served over TLS (Config.TLS, certificate files read again when they change) or,
+// only when Config.Insecure says so, in plaintext. A client authenticates with a bearer
+// token (Config.Tokens, kept as hashes) or a client certificate (mutual TLS, TLS's
+// client_ca_file); its principal is the token's name or the certificate's identity.
+// Config.Access grants principals streams and views (patterns); a Hello outside its grant
+// ends with PermissionDenied naming the view, one naming a view the stream does not carry
+// with NotFound (ErrUnknownView). A target is known by its principal and instance id
+// (Hello.client_id): only a reconnect of the same instance replaces it (logged, counted in
+// statecast_player_replacements_total). The metrics are labelled by service
+// (Hello.service), not by instance. docs/security.md has the whole model.
 //
 // # What a target gets
 //
@@ -40,9 +54,9 @@
 // whose views see no entry for Config.ProgressInterval gets a Progress message, so the
 // index it resumes from stays fresh; it gets one as soon as it has caught up, too. Every
 // message carries head_index, the player's main position, from which the client knows its
-// lag. A stream ends with the gRPC status of why (StatusTable): a bad Hello or Ack, an
-// unknown stream, an ack time-out (Config.AckTimeout), a newer connection of the same
-// client id, or Close.
+// lag. A stream ends with the gRPC status of why (StatusTable): no valid credentials, a
+// stream or view not granted, a bad Hello or Ack, an unknown stream or view, an ack
+// time-out (Config.AckTimeout), a newer connection of the same instance, or Close.
 //
 // # Guarantees
 //
@@ -56,8 +70,9 @@
 //
 // # Configuration
 //
-// Config lists the streams and the Kafka brokers; every other field has a documented
-// default: batch bounds, the per-target byte budget, the ack time-out, the progress
+// Config lists the streams, the Kafka connection (kafkaconn.Config: TLS, SASL) and how
+// gRPC is secured (TLS or Insecure); every other field has a documented default: batch
+// bounds, the per-target byte budget, the ack time-out, the progress
 // interval, the tombstone horizon (read from the topic unless set), the in-memory history
 // for recoveries, the shutdown grace.
 //

@@ -18,6 +18,13 @@ var (
 	ErrClosed            = errors.New("player: closed")
 	ErrStreamUnavailable = errors.New("player: stream unavailable")
 	ErrConfig            = errors.New("player: invalid config")
+	// ErrUnauthenticated: no valid bearer token or client certificate.
+	ErrUnauthenticated = errors.New("player: unauthenticated")
+	// ErrPermissionDenied: the principal is not granted the stream or a view (Config.Access).
+	ErrPermissionDenied = errors.New("player: permission denied")
+	// ErrUnknownView: a Hello names a view that the stream does not carry (neither seen in
+	// its log nor declared in StreamConfig.Views).
+	ErrUnknownView = errors.New("player: unknown view")
 )
 
 // StatusTable maps each sentinel to the gRPC code a Subscribe stream ends with
@@ -29,6 +36,9 @@ var StatusTable = []struct {
 	{ErrBadHello, codes.InvalidArgument},
 	{ErrBadAck, codes.InvalidArgument},
 	{ErrUnknownStream, codes.NotFound},
+	{ErrUnknownView, codes.NotFound},
+	{ErrUnauthenticated, codes.Unauthenticated},
+	{ErrPermissionDenied, codes.PermissionDenied},
 	{ErrAckTimeout, codes.DeadlineExceeded},
 	{ErrSuspended, codes.Aborted},
 	{ErrClosed, codes.Unavailable},

@@ -179,9 +179,10 @@ func startPlayerB(b *testing.B, e *env) *testPlayer { return startPlayerTB(b, e,
 
 func nopChecker() *checker.Checker { return checker.New() }
 
-func startPlayerTB(t testing.TB, e *env, mod func(*Config)) *testPlayer {
+func startPlayerTB(t testing.TB, e *env, mod func(*Config), opts ...Option) *testPlayer {
 	t.Helper()
 	cfg := Config{
+		Insecure:         true,
 		Brokers:          e.brokers,
 		Streams:          []StreamConfig{{Name: "s", Topic: e.topic}},
 		ProgressInterval: 50 * time.Millisecond,
@@ -191,7 +192,7 @@ func startPlayerTB(t testing.TB, e *env, mod func(*Config)) *testPlayer {
 	if mod != nil {
 		mod(&cfg)
 	}
-	p, err := New(cfg)
+	p, err := New(cfg, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -242,7 +243,9 @@ type client struct {
 	resyncs  []statecastv1.ResyncRequired_Reason
 	batch    int // max batch entries hint
 	stream   string
-	window   int32 // if > 0: the gRPC stream/conn window (no BDP growth), to stall for real
+	window   int32             // if > 0: the gRPC stream/conn window (no BDP growth), to stall for real
+	dial     []grpc.DialOption // when set: the transport (TLS) and credentials, instead of plaintext
+	service  string            // Hello.service
 	frames   int
 	maxHead  int64    // highest SubscribeResponse.head_index seen
 	headErrs []string // messages whose head_index was below an index they carried
@@ -282,6 +285,9 @@ func kindString(k statecastv1.Kind) string {
 // not nil, is called before each Recv (to stall the client).
 func (c *client) session(ctx context.Context, addr string, stopAfter int, pause func()) error {
 	dopts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if c.dial != nil {
+		dopts = c.dial
+	}
 	if c.window > 0 {
 		dopts = append(dopts, grpc.WithInitialWindowSize(c.window), grpc.WithInitialConnWindowSize(c.window))
 	}
@@ -297,7 +303,7 @@ func (c *client) session(ctx context.Context, addr string, stopAfter int, pause 
 		return err
 	}
 	c.mu.Lock()
-	hello := &statecastv1.Hello{ClientId: c.id, Stream: c.stream, Views: c.views, MaxBatchEntries: uint32(c.batch)}
+	hello := &statecastv1.Hello{ClientId: c.id, Service: c.service, Stream: c.stream, Views: c.views, MaxBatchEntries: uint32(c.batch)}
 	var resume *int64
 	if c.hasState {
 		r := c.applied

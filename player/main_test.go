@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 // runChild serves topic as stream "s" on a loopback port it prints on stdout, until killed.
 func runChild(topic string) {
 	p, err := New(Config{
+		Insecure:         true,
 		Brokers:          strings.Split(os.Getenv("STATECAST_KAFKA_BROKERS"), ","),
 		Streams:          []StreamConfig{{Name: "s", Topic: topic}},
 		ProgressInterval: 50 * time.Millisecond,

@@ -7,12 +7,13 @@ import (
 // metrics of a player. Per-target gauges are produced at scrape time by targetCollector,
 // so a gone target leaves no stale series.
 type metrics struct {
-	delay       *prometheus.HistogramVec
-	recoveries  *prometheus.CounterVec
-	overflows   *prometheus.CounterVec
-	suspensions *prometheus.CounterVec
-	resyncs     *prometheus.CounterVec
-	targets     *targetCollector
+	delay        *prometheus.HistogramVec
+	recoveries   *prometheus.CounterVec
+	overflows    *prometheus.CounterVec
+	suspensions  *prometheus.CounterVec
+	resyncs      *prometheus.CounterVec
+	replacements *prometheus.CounterVec
+	targets      *targetCollector
 }
 
 func newMetrics(p *Player) *metrics {
@@ -38,12 +39,16 @@ func newMetrics(p *Player) *metrics {
 			Namespace: "statecast", Subsystem: "player", Name: "resyncs_total",
 			Help: "Resync-required frames sent, by reason.",
 		}, []string{"stream", "reason"}),
+		replacements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "statecast", Subsystem: "player", Name: "replacements_total",
+			Help: "Targets replaced by a new connection of the same instance (same principal and instance id).",
+		}, []string{"stream"}),
 		targets: &targetCollector{p: p},
 	}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.targets} {
+	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.targets} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -51,36 +56,56 @@ func (m *metrics) register(r prometheus.Registerer) error {
 	return nil
 }
 
+// The per-target metrics are labelled by service, not by instance: the replicas of a
+// service share one series each, so that a thousand subscribers of a few services make a
+// few series, not thousands (per-instance detail is on the status page).
 var (
-	descState = prometheus.NewDesc("statecast_player_target_state", "Target queue state (1 for the current state).", []string{"stream", "target", "state"}, nil)
-	descTerm  = prometheus.NewDesc("statecast_player_target_term", "Target term.", []string{"stream", "target"}, nil)
-	descLag   = prometheus.NewDesc("statecast_player_target_lag_entries", "Main position minus the target's last ack (indexes; gaps included).", []string{"stream", "target"}, nil)
-	descLagS  = prometheus.NewDesc("statecast_player_target_lag_seconds", "Age of the oldest record after the target's last ack (0 when caught up; from the log timeline, within 1s).", []string{"stream", "target"}, nil)
-	descBytes = prometheus.NewDesc("statecast_player_target_queue_bytes", "Bytes held in the target's queues and unacked batches.", []string{"stream", "target"}, nil)
+	descTargets = prometheus.NewDesc("statecast_player_targets", "Targets of the service in each queue state.", []string{"stream", "service", "state"}, nil)
+	descLag     = prometheus.NewDesc("statecast_player_target_lag_entries", "Main position minus the last ack, the highest over the service's targets (indexes; gaps included).", []string{"stream", "service"}, nil)
+	descLagS    = prometheus.NewDesc("statecast_player_target_lag_seconds", "Age of the oldest record after a target's last ack, the highest over the service's targets (0 when caught up; from the log timeline, within 1s).", []string{"stream", "service"}, nil)
+	descBytes   = prometheus.NewDesc("statecast_player_target_queue_bytes", "Bytes held in the queues and unacked batches of the service's targets, summed.", []string{"stream", "service"}, nil)
 )
 
 type targetCollector struct{ p *Player }
 
 func (c *targetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descState, descTerm, descLag, descLagS, descBytes} {
+	for _, d := range []*prometheus.Desc{descTargets, descLag, descLagS, descBytes} {
 		ch <- d
 	}
 }
 
+// serviceStats aggregates the targets of one service of one stream.
+type serviceStats struct {
+	states     map[string]int
+	lag        int64
+	lagSeconds float64
+	bytes      int64
+}
+
 func (c *targetCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range c.p.Status().Streams {
+		by := map[string]*serviceStats{}
+		var order []string
 		for _, t := range st.Targets {
-			for _, s := range []State{StateN, StateRF, StateFC, StateS} {
-				v := 0.0
-				if s.String() == t.State {
-					v = 1
-				}
-				ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, v, st.Name, t.ID, s.String())
+			a := by[t.Service]
+			if a == nil {
+				a = &serviceStats{states: map[string]int{}}
+				by[t.Service] = a
+				order = append(order, t.Service)
 			}
-			ch <- prometheus.MustNewConstMetric(descTerm, prometheus.GaugeValue, float64(t.Term), st.Name, t.ID)
-			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(t.LagEntries), st.Name, t.ID)
-			ch <- prometheus.MustNewConstMetric(descLagS, prometheus.GaugeValue, t.LagSeconds, st.Name, t.ID)
-			ch <- prometheus.MustNewConstMetric(descBytes, prometheus.GaugeValue, float64(t.QueueBytes), st.Name, t.ID)
+			a.states[t.State]++
+			a.lag = max(a.lag, t.LagEntries)
+			a.lagSeconds = max(a.lagSeconds, t.LagSeconds)
+			a.bytes += t.QueueBytes
+		}
+		for _, svc := range order {
+			a := by[svc]
+			for _, s := range []State{StateN, StateRF, StateFC, StateS} {
+				ch <- prometheus.MustNewConstMetric(descTargets, prometheus.GaugeValue, float64(a.states[s.String()]), st.Name, svc, s.String())
+			}
+			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(a.lag), st.Name, svc)
+			ch <- prometheus.MustNewConstMetric(descLagS, prometheus.GaugeValue, a.lagSeconds, st.Name, svc)
+			ch <- prometheus.MustNewConstMetric(descBytes, prometheus.GaugeValue, float64(a.bytes), st.Name, svc)
 		}
 	}
 }

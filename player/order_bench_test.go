@@ -28,7 +28,7 @@ func BenchmarkSnapshotRows(b *testing.B) {
 	if n, err := strconv.Atoi(os.Getenv("PLAYER_BENCH_KEYS")); err == nil && n > 0 {
 		keys = n
 	}
-	p, err := New(Config{Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}}, HistoryBytes: 1})
+	p, err := New(Config{Insecure: true, Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}}, HistoryBytes: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -146,7 +146,7 @@ func TestRowOrderOutOfOrderPanics(t *testing.T) {
 // index; and stream.snapshotItems: the same plus the latest position record at its index,
 // for every subset.
 func TestSnapshotRowsFromApply(t *testing.T) {
-	p, err := New(Config{Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}}, HistoryBytes: 1 << 20})
+	p, err := New(Config{Insecure: true, Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}}, HistoryBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

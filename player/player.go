@@ -15,8 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/statecast/statecast/internal/daemon"
@@ -37,6 +39,11 @@ type Player struct {
 	grpc         *grpc.Server
 	health       *health.Server
 	dispatchHook func(stream string, index int64, at time.Time)
+	auth         *auth
+	access       *access
+	tls          *daemon.TLSFiles    // nil: plaintext (Config.Insecure)
+	admin        *daemon.AdminServer // nil: Config.Admin.Addr empty
+	serveOnce    sync.Once           // the first Serve (or Run) starts the file watchers
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -75,7 +82,9 @@ func WithDispatchHook(f func(stream string, index int64, at time.Time)) Option {
 // or listen: Run does.
 func New(cfg Config, opts ...Option) (*Player, error) {
 	cfg.Brokers = slices.Clone(cfg.Brokers)
+	cfg.Kafka.Brokers = slices.Clone(cfg.Kafka.Brokers)
 	cfg.Streams = slices.Clone(cfg.Streams)
+	cfg.Access = slices.Clone(cfg.Access)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -86,7 +95,11 @@ func New(cfg Config, opts ...Option) (*Player, error) {
 	if o.reg == nil {
 		o.reg = prometheus.NewRegistry()
 	}
-	p := &Player{cfg: cfg, log: o.log, streams: map[string]*stream{}, dispatchHook: o.dispatch}
+	p := &Player{cfg: cfg, log: o.log, streams: map[string]*stream{}, dispatchHook: o.dispatch,
+		access: &access{grants: cfg.Access}}
+	if err := p.loadSecurity(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	p.gather, _ = o.reg.(prometheus.Gatherer)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.metrics = newMetrics(p)
@@ -97,14 +110,92 @@ func New(cfg Config, opts ...Option) (*Player, error) {
 		p.streams[sc.Name] = newStream(p, sc)
 		p.streamNames = append(p.streamNames, sc.Name)
 	}
-	p.grpc = grpc.NewServer(grpc.ForceServerCodecV2(newCodec()))
+	p.grpc = grpc.NewServer(p.serverOptions()...)
 	statecastv1.RegisterPlayerServer(p.grpc, &service{p: p})
 	p.health = health.NewServer()
 	p.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	p.health.SetServingStatus(statecastv1.Player_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(p.grpc, p.health)
-	reflection.Register(p.grpc)
+	if cfg.Reflection {
+		reflection.Register(p.grpc)
+	}
 	return p, nil
+}
+
+// loadSecurity loads the TLS files, the tokens and the admin endpoint's files.
+func (p *Player) loadSecurity() error {
+	c := &p.cfg
+	p.auth = &auth{}
+	var err error
+	if c.TLS.Enabled() {
+		if p.tls, err = daemon.LoadTLS(c.TLS, "tls"); err != nil {
+			return err
+		}
+		p.auth.mtls = p.tls.MutualTLS()
+	}
+	if c.Tokens.Enabled() {
+		if p.auth.tokens, err = daemon.LoadTokens(c.Tokens, "tokens"); err != nil {
+			return err
+		}
+	}
+	p.auth.open = p.auth.tokens == nil && !p.auth.mtls
+	if c.Admin.Addr != "" {
+		if p.admin, err = daemon.LoadAdmin(c.Admin, "admin"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// serverOptions are the gRPC server's: the codec, TLS, authentication, and the limits on
+// what one connection may cost (streams, pings).
+func (p *Player) serverOptions() []grpc.ServerOption {
+	c := &p.cfg
+	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newCodec()),
+		grpc.MaxConcurrentStreams(c.MaxStreamsPerConn),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.Keepalive.MinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: c.Keepalive.Time, Timeout: c.Keepalive.Timeout}),
+		grpc.ChainStreamInterceptor(p.auth.authStream),
+		grpc.ChainUnaryInterceptor(p.auth.authUnary),
+	}
+	if p.tls != nil {
+		// With tokens too, a client certificate is the alternative to a token, not a must.
+		opts = append(opts, grpc.Creds(coalescingCreds{credentials.NewTLS(p.tls.ServerConfig(p.auth.tokens == nil, "h2"))}))
+	}
+	return opts
+}
+
+// startServing runs once, at the first Serve or Run: it says how the gRPC server is
+// secured and starts the goroutine that keeps the TLS and token files current.
+func (p *Player) startServing() {
+	c := &p.cfg
+	switch {
+	case c.Insecure:
+		p.log.Warn("gRPC is served in plaintext (insecure: true): anyone on the network can read the streams and, without tokens, subscribe to any of them",
+			"tokens", p.auth.tokens != nil)
+	default:
+		p.log.Info("gRPC is served over TLS", "mutual_tls", p.auth.mtls, "tokens", p.auth.tokens != nil)
+	}
+	if p.auth.open {
+		p.log.Warn("no client authentication (no tokens, no client CA): every client is the anonymous principal")
+	}
+	if len(c.Access) == 0 && !p.auth.open {
+		p.log.Info("no access rules: every authenticated principal may read every stream and view")
+	}
+	var rs []daemon.Reloadable
+	if p.tls != nil {
+		rs = append(rs, p.tls)
+	}
+	if p.auth.tokens != nil {
+		rs = append(rs, p.auth.tokens)
+	}
+	if p.admin != nil {
+		rs = append(rs, p.admin.Reloadables()...)
+	}
+	if len(rs) > 0 {
+		p.goTracked(func() { daemon.Watch(p.ctx, c.ReloadInterval, p.log, rs...) })
+	}
 }
 
 // goTracked runs f in a goroutine that Close waits for.
@@ -151,6 +242,16 @@ func (p *Player) Run(ctx context.Context) (err error) {
 		}
 		defer hs.Close()
 	}
+	// The file watchers (certificates, tokens) and the start-up log, also when Run serves
+	// only HTTP.
+	p.serveOnce.Do(p.startServing)
+	var as *daemon.HTTPServer
+	if p.admin != nil {
+		if as, err = p.admin.Listen(p.AdminHandler()); err != nil {
+			return fmt.Errorf("player: %w", err)
+		}
+		defer as.Close()
+	}
 
 	for _, name := range p.streamNames {
 		if err := p.streams[name].connect(); err != nil {
@@ -160,7 +261,7 @@ func (p *Player) Run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	errs := make(chan error, len(p.streamNames)+2)
+	errs := make(chan error, len(p.streamNames)+3)
 	var servers sync.WaitGroup
 	if lis != nil {
 		servers.Go(func() {
@@ -170,23 +271,28 @@ func (p *Player) Run(ctx context.Context) (err error) {
 			}
 		})
 	}
-	if hs != nil {
-		servers.Go(func() {
-			if err := hs.Serve(ctx); err != nil {
-				errs <- fmt.Errorf("player: %w", err)
-				cancel()
-			}
-		})
+	for _, s := range []*daemon.HTTPServer{hs, as} {
+		if s != nil {
+			servers.Go(func() {
+				if err := s.Serve(ctx); err != nil {
+					errs <- fmt.Errorf("player: %w", err)
+					cancel()
+				}
+			})
+		}
 	}
-	if lis != nil || hs != nil {
-		var grpcAddr, httpAddr string
+	if lis != nil || hs != nil || as != nil {
+		var grpcAddr, httpAddr, adminAddr string
 		if lis != nil {
 			grpcAddr = lis.Addr().String()
 		}
 		if hs != nil {
 			httpAddr = hs.Addr().String()
 		}
-		p.log.Info("player listening", "grpc", grpcAddr, "http", httpAddr)
+		if as != nil {
+			adminAddr = as.Addr().String()
+		}
+		p.log.Info("player listening", "grpc", grpcAddr, "http", httpAddr, "admin", adminAddr)
 	}
 	var wg sync.WaitGroup
 	for _, name := range p.streamNames {
@@ -245,10 +351,12 @@ func (p *Player) WaitReady(ctx context.Context) error {
 	return nil
 }
 
-// Serve serves the gRPC API (Player, health, reflection) on lis until Close (or until Run
-// returns, when Run serves Config.Listen). Subscribe calls wait for their stream to be
-// ready. Run calls it for Config.Listen; call it yourself to serve a listener of your own.
+// Serve serves the gRPC API (Player, health, reflection when enabled) on lis until Close
+// (or until Run returns, when Run serves Config.Listen), with the TLS and authentication
+// of the Config. Subscribe calls wait for their stream to be ready. Run calls it for
+// Config.Listen; call it yourself to serve a listener of your own.
 func (p *Player) Serve(lis net.Listener) error {
+	p.serveOnce.Do(p.startServing)
 	err := p.grpc.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
@@ -296,18 +404,28 @@ func (p *Player) stopGRPC() {
 	}
 }
 
-// Handler serves what Run serves on Config.HTTPAddr:
+// AdminHandler serves what Run serves on Config.Admin.Addr (behind its tokens when set):
+//
+//	GET /status        the status page (StatusHandler): HTML, or JSON at /status.json
+//
+// The page shows each target's principal, service and instance id: keep it off the
+// network, or behind tokens.
+func (p *Player) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /status", p.StatusHandler())
+	mux.Handle("GET /status.json", p.StatusHandler())
+	return mux
+}
+
+// Handler serves what Run serves on Config.HTTPAddr, the read-only endpoint:
 //
 //	GET /healthz       200 with {"streams":{name:"ready"|"starting"}} (ready: its materialized copy caught up)
 //	GET /metrics       Prometheus metrics (see WithRegisterer)
-//	GET /status        the status page (StatusHandler): HTML, or JSON at /status.json
 func (p *Player) Handler() http.Handler {
 	mux := http.NewServeMux()
 	if p.gather != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(p.gather, promhttp.HandlerOpts{}))
 	}
-	mux.Handle("GET /status", p.StatusHandler())
-	mux.Handle("GET /status.json", p.StatusHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		st := make(map[string]string, len(p.streamNames))
 		for _, name := range p.streamNames {

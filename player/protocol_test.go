@@ -39,11 +39,12 @@ func ackReq(i int64) *statecastv1.SubscribeRequest {
 }
 
 // TestProtocolErrors drives the error table through a real player: each bad conversation
-// ends with its documented gRPC code. Health reports SERVING.
+// ends with its documented gRPC code. Health reports SERVING; reflection, when enabled,
+// lists the services.
 func TestProtocolErrors(t *testing.T) {
 	e := newEnv(t, nil)
 	e.produce(10, []string{"a"}, 10, newRand(1))
-	tp := startPlayer(t, e, func(c *Config) { c.AckTimeout = 400 * time.Millisecond })
+	tp := startPlayer(t, e, func(c *Config) { c.AckTimeout = 400 * time.Millisecond; c.Reflection = true })
 	conn, err := grpc.NewClient(tp.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +88,7 @@ func TestProtocolErrors(t *testing.T) {
 		{"first message is an ack", []*statecastv1.SubscribeRequest{ackReq(1)}, false, codes.InvalidArgument},
 		{"unknown stream", []*statecastv1.SubscribeRequest{hello("nope", nil)}, false, codes.NotFound},
 		{"bad view name", []*statecastv1.SubscribeRequest{hello("s", nil, "a|b")}, false, codes.InvalidArgument},
+		{"unknown view", []*statecastv1.SubscribeRequest{hello("s", nil, "a", "nope")}, false, codes.NotFound},
 		{"negative resume", []*statecastv1.SubscribeRequest{hello("s", &neg)}, false, codes.InvalidArgument},
 		{"ack above what was sent", []*statecastv1.SubscribeRequest{hello("s", nil), ackReq(1 << 40)}, true, codes.InvalidArgument},
 		{"second hello", []*statecastv1.SubscribeRequest{hello("s", nil), hello("s", nil)}, true, codes.InvalidArgument},

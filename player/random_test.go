@@ -61,7 +61,8 @@ func TestTargetRandomized(t *testing.T) {
 func randomRun(t *testing.T, seed uint64) {
 	rnd := rand.New(rand.NewPCG(seed, 99))
 	p, err := New(Config{
-		Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}},
+		Insecure: true,
+		Brokers:  []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}},
 		TargetBudgetBytes: 8 << 10, MaxBatchBytes: 1 << 10, MaxBatchEntries: 4,
 		ProgressInterval: time.Millisecond, AckTimeout: time.Minute, HistoryBytes: 1 << 30,
 	})

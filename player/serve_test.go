@@ -21,8 +21,9 @@ import (
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
 
-// TestRunServes: Run serves gRPC on Listen and HTTP on HTTPAddr (/healthz, /metrics from
-// the given registry, /status, /status.json), and stops both when it returns.
+// TestRunServes: Run serves gRPC on Listen, HTTP on HTTPAddr (/healthz, /metrics from the
+// given registry) and the admin endpoint on Admin.Addr (/status, /status.json, which
+// HTTPAddr does not serve), and stops them when it returns.
 func TestRunServes(t *testing.T) {
 	brokers := testenv.KafkaBrokers(t)
 	topic := testenv.NewTopic(t, "player", map[string]string{"cleanup.policy": "compact"})
@@ -36,8 +37,8 @@ func TestRunServes(t *testing.T) {
 	}
 	_ = prod.Close()
 
-	cfg := Config{Listen: testenv.FreeAddr(t), HTTPAddr: testenv.FreeAddr(t), Brokers: brokers,
-		Streams: []StreamConfig{{Name: "s", Topic: topic}}, ShutdownGrace: 2 * time.Second}
+	cfg := Config{Insecure: true, Listen: testenv.FreeAddr(t), HTTPAddr: testenv.FreeAddr(t), Brokers: brokers,
+		Streams: []StreamConfig{{Name: "s", Topic: topic}}, ShutdownGrace: 2 * time.Second, Admin: AdminConfig{Addr: testenv.FreeAddr(t)}}
 	reg := prometheus.NewRegistry()
 	marker := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_marker_total", Help: "marker"})
 	reg.MustRegister(marker)
@@ -51,8 +52,8 @@ func TestRunServes(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + cfg.HTTPAddr + path)
+	getFrom := func(addr, path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
 		if err != nil {
 			return 0, err.Error()
 		}
@@ -60,6 +61,7 @@ func TestRunServes(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	get := func(path string) (int, string) { return getFrom(cfg.HTTPAddr, path) }
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		code, body := get("/healthz")
@@ -74,11 +76,16 @@ func TestRunServes(t *testing.T) {
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "test_marker_total 0") {
 		t.Errorf("/metrics: %d %s", code, body)
 	}
-	if code, body := get("/status.json"); code != 200 || !strings.Contains(body, `"topic": "`+topic+`"`) {
+	if code, body := getFrom(cfg.Admin.Addr, "/status.json"); code != 200 || !strings.Contains(body, `"topic": "`+topic+`"`) {
 		t.Errorf("/status.json: %d %s", code, body)
 	}
-	if code, body := get("/status"); code != 200 || !strings.Contains(body, "<html>") {
+	if code, body := getFrom(cfg.Admin.Addr, "/status"); code != 200 || !strings.Contains(body, "<html>") {
 		t.Errorf("/status: %d %s", code, body)
+	}
+	for _, path := range []string{"/status", "/status.json"} {
+		if code, _ := get(path); code != http.StatusNotFound {
+			t.Errorf("%s on the read-only endpoint: %d, want 404", path, code)
+		}
 	}
 
 	conn, err := grpc.NewClient(cfg.Listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -108,7 +115,7 @@ func TestRunServes(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return")
 	}
-	for _, addr := range []string{cfg.Listen, cfg.HTTPAddr} {
+	for _, addr := range []string{cfg.Listen, cfg.HTTPAddr, cfg.Admin.Addr} {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			_ = c.Close()
 			t.Errorf("%s still served after Run returned", addr)
@@ -131,7 +138,7 @@ func TestRunAddressTaken(t *testing.T) {
 		{func(c *Config) { c.HTTPAddr = ln.Addr().String() }, "player: http_addr:"},
 	} {
 		// no broker listens on port 1: connecting would fail with another error
-		cfg := Config{Brokers: []string{"127.0.0.1:1"}, Streams: []StreamConfig{{Name: "s"}}}
+		cfg := Config{Insecure: true, Brokers: []string{"127.0.0.1:1"}, Streams: []StreamConfig{{Name: "s"}}}
 		tc.mod(&cfg)
 		p, err := New(cfg)
 		if err != nil {

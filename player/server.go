@@ -3,7 +3,9 @@ package player
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
@@ -34,6 +36,13 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 	if err := validateHello(hello); err != nil {
 		return toStatus(err)
 	}
+	pr := principalFrom(srv.Context())
+	// Authorization first: a principal learns nothing of a stream or view it may not read,
+	// not even whether it exists.
+	if err := p.access.authorize(pr, hello.GetStream(), hello.GetViews()); err != nil {
+		p.log.Warn("subscribe refused", "principal", pr.String(), "stream", hello.GetStream(), "err", err)
+		return toStatus(err)
+	}
 	s := p.streams[hello.GetStream()]
 	if s == nil {
 		return toStatus(fmt.Errorf("%w: %q", ErrUnknownStream, hello.GetStream()))
@@ -45,9 +54,16 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 	case <-p.ctx.Done():
 		return toStatus(ErrClosed)
 	}
-	id := hello.GetClientId()
-	if id == "" {
-		id = "anonymous-" + strconv.FormatInt(sv.anon.Add(1), 10)
+	if err := s.checkViews(hello.GetViews()); err != nil {
+		return toStatus(err)
+	}
+	id := identity{principal: pr, instance: hello.GetClientId(), service: hello.GetService()}
+	if id.instance == "" {
+		id.instance = "anonymous-" + strconv.FormatInt(sv.anon.Add(1), 10)
+	}
+	if id.service == "" {
+		// A client that predates the service field names its service in client_id.
+		id.service = hello.GetClientId()
 	}
 	t, err := s.admit(id, hello)
 	if err != nil {
@@ -57,9 +73,30 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 	return toStatus(t.serve(srv))
 }
 
+// identity is who a target is: its principal, its service (shared by the replicas of a
+// service: the metrics' label) and its instance id (unique per process). A target is
+// known by its principal and instance id: only a reconnect of the same instance replaces
+// it, and a principal can never replace another's target.
+type identity struct {
+	principal Principal
+	service   string
+	instance  string
+}
+
+// key is the target's key in the stream's maps.
+func (id identity) key() string { return id.principal.Name + "\x00" + id.instance }
+
+// maxIdentityLen bounds the client id and the service name (they reach logs and labels).
+const maxIdentityLen = 256
+
 func validateHello(h *statecastv1.Hello) error {
 	if h.GetStream() == "" {
 		return fmt.Errorf("%w: empty stream", ErrBadHello)
+	}
+	for _, f := range []struct{ name, v string }{{"client_id", h.GetClientId()}, {"service", h.GetService()}} {
+		if len(f.v) > maxIdentityLen || strings.IndexFunc(f.v, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }) >= 0 {
+			return fmt.Errorf("%w: %s: at most %d printable characters", ErrBadHello, f.name, maxIdentityLen)
+		}
 	}
 	for _, v := range h.GetViews() {
 		if !record.ValidViewName(v) {

@@ -31,7 +31,8 @@ func TestSessionsRandomized(t *testing.T) {
 
 func sessionsRun(t *testing.T, seed uint64) {
 	p, err := New(Config{
-		Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}},
+		Insecure: true,
+		Brokers:  []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}},
 		TargetBudgetBytes: 16 << 10, MaxBatchBytes: 2 << 10, MaxBatchEntries: 8,
 		ProgressInterval: time.Millisecond, AckTimeout: time.Minute, HistoryBytes: 1 << 30,
 	})
@@ -111,7 +112,7 @@ func sessionsRun(t *testing.T, seed uint64) {
 				}
 				chk.Hello(c.id, c.views, resume)
 				c.sessions++
-				tg, err := s.admit(c.id, h)
+				tg, err := s.admit(identity{instance: c.id, service: c.id}, h)
 				if err != nil {
 					t.Errorf("admit: %v", err)
 					return

@@ -1,6 +1,7 @@
 package player
 
 import (
+	"cmp"
 	"encoding/json"
 	"html/template"
 	"net/http"
@@ -32,7 +33,11 @@ type StreamStatus struct {
 
 // TargetStatus describes one connected target.
 type TargetStatus struct {
+	// ID is the instance id (Hello.client_id); Service its service; Principal who it
+	// authenticated as ("" anonymous).
 	ID          string    `json:"id"`
+	Service     string    `json:"service"`
+	Principal   string    `json:"principal,omitempty"`
 	Views       []string  `json:"views"`
 	State       string    `json:"state"`
 	Term        uint64    `json:"term"`
@@ -66,7 +71,7 @@ func (p *Player) Status() Status {
 		for _, t := range s.targetsSnapshot() {
 			t.mu.Lock()
 			ts := TargetStatus{
-				ID: t.id, Views: t.viewList, State: t.q.state.String(), Term: t.q.term,
+				ID: t.id, Service: t.service, Principal: t.principal.Name, Views: t.viewList, State: t.q.state.String(), Term: t.q.term,
 				LastAck: t.lastAck, SentUpTo: t.sentUpTo, QueueBytes: t.q.queuedBytes() + t.q.poppedBytes,
 				Normal: t.q.normal.len(), Catchup: t.q.catchup.len(), Unacked: len(t.q.popped),
 				Recoveries: t.recoveries, Overflows: t.overflows, ConnectedAt: t.connected,
@@ -84,7 +89,9 @@ func (p *Player) Status() Status {
 			}
 			ss.Targets = append(ss.Targets, ts)
 		}
-		slices.SortFunc(ss.Targets, func(a, b TargetStatus) int { return strings.Compare(a.ID, b.ID) })
+		slices.SortFunc(ss.Targets, func(a, b TargetStatus) int {
+			return cmp.Or(strings.Compare(a.Service, b.Service), strings.Compare(a.ID, b.ID), strings.Compare(a.Principal, b.Principal))
+		})
 		out.Streams = append(out.Streams, ss)
 	}
 	return out
@@ -97,8 +104,8 @@ var statusPage = template.Must(template.New("status").Parse(`<!doctype html>
 {{range .Streams}}
 <h2>stream {{.Name}} (topic {{.Topic}})</h2>
 <p>ready: {{.Ready}} · main position: {{.Current}} · rows: {{.Rows}} {{if .SourcePosition}}· source position: {{.SourcePosition}} {{end}}· last log time: {{.LastLog}} · tombstone horizon: {{.Retention}} {{if .FetchError}}· <b>fetch error: {{.FetchError}}</b>{{end}}</p>
-<table><tr><th>target</th><th>views</th><th>state</th><th>term</th><th>last ack</th><th>sent</th><th>lag</th><th>lag s</th><th>queue bytes</th><th>normal</th><th>catch-up</th><th>unacked</th><th>recoveries</th><th>overflows</th></tr>
-{{range .Targets}}<tr><td>{{.ID}}</td><td>{{.Views}}</td><td>{{.State}}</td><td>{{.Term}}</td><td>{{.LastAck}}</td><td>{{.SentUpTo}}</td><td>{{.LagEntries}}</td><td>{{printf "%.1f" .LagSeconds}}</td><td>{{.QueueBytes}}</td><td>{{.Normal}}</td><td>{{.Catchup}}</td><td>{{.Unacked}}</td><td>{{.Recoveries}}</td><td>{{.Overflows}}</td></tr>
+<table><tr><th>service</th><th>instance</th><th>principal</th><th>views</th><th>state</th><th>term</th><th>last ack</th><th>sent</th><th>lag</th><th>lag s</th><th>queue bytes</th><th>normal</th><th>catch-up</th><th>unacked</th><th>recoveries</th><th>overflows</th></tr>
+{{range .Targets}}<tr><td>{{.Service}}</td><td>{{.ID}}</td><td>{{.Principal}}</td><td>{{.Views}}</td><td>{{.State}}</td><td>{{.Term}}</td><td>{{.LastAck}}</td><td>{{.SentUpTo}}</td><td>{{.LagEntries}}</td><td>{{printf "%.1f" .LagSeconds}}</td><td>{{.QueueBytes}}</td><td>{{.Normal}}</td><td>{{.Catchup}}</td><td>{{.Unacked}}</td><td>{{.Recoveries}}</td><td>{{.Overflows}}</td></tr>
 {{end}}</table>
 {{end}}
 </body></html>`))

@@ -16,7 +16,8 @@ import (
 func TestStatusAndMetrics(t *testing.T) {
 	e := newEnv(t, nil)
 	reg := prometheus.NewRegistry()
-	tp := startPlayerTB(t, e, nil)
+	// The view has no record yet when the watcher subscribes: declared, it is not unknown.
+	tp := startPlayerTB(t, e, func(c *Config) { c.Streams[0].Views = []string{"a"} })
 	if err := tp.p.metrics.register(reg); err != nil {
 		t.Fatal(err)
 	}
@@ -61,11 +62,17 @@ func TestStatusAndMetrics(t *testing.T) {
 				continue
 			}
 			found[f.GetName()] = true
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "target" || (l.GetName() == "service" && l.GetValue() != "watcher") {
+					t.Errorf("%s has label %s=%q", f.GetName(), l.GetName(), l.GetValue())
+				}
+			}
 		}
 	}
 	e.check()
-	for _, name := range []string{"statecast_player_delivery_delay_seconds", "statecast_player_target_state", "statecast_player_target_term",
-		"statecast_player_target_lag_entries", "statecast_player_target_queue_bytes"} {
+	// The per-target metrics are per service (a client without a service name is its own).
+	for _, name := range []string{"statecast_player_delivery_delay_seconds", "statecast_player_targets",
+		"statecast_player_target_lag_entries", "statecast_player_target_lag_seconds", "statecast_player_target_queue_bytes"} {
 		if !found[name] {
 			t.Errorf("metric %s missing (have %v)", name, found)
 		}

@@ -55,10 +55,11 @@ type stream struct {
 	timeline []tsMark
 	byView   map[string]map[*target]struct{}
 	allViews map[*target]struct{}
-	byClient map[string]*target
-	terms    map[string]uint64
-	lastLog  time.Time // log time of the last entry read
-	lastOff  int64     // offset of the last entry read (-1 none)
+	byClient map[string]*target // by identity.key: principal and instance id
+	terms    map[string]uint64  // by identity.key
+	known    map[string]bool    // views seen in the log (checkViews)
+	lastLog  time.Time          // log time of the last entry read
+	lastOff  int64              // offset of the last entry read (-1 none)
 	fetchErr string
 }
 
@@ -72,6 +73,7 @@ func newStream(p *Player, cfg StreamConfig) *stream {
 		allViews: map[*target]struct{}{},
 		byClient: map[string]*target{},
 		terms:    map[string]uint64{},
+		known:    map[string]bool{},
 		lastOff:  -1,
 		hist:     history{max: p.cfg.HistoryBytes, evicted: -1},
 	}
@@ -245,6 +247,9 @@ func (s *stream) markReady(start, end int64) {
 func (s *stream) apply(m *sarama.ConsumerMessage, live bool, woken map[*target]struct{}) {
 	it := itemOf(m)
 	s.mu.Lock()
+	if it.view != "" && !s.known[it.view] {
+		s.known[it.view] = true
+	}
 	if it.isRow() {
 		vm, vo := s.rows[it.view], s.order[it.view]
 		if it.tombstone {
@@ -391,8 +396,8 @@ func (s *stream) remove(t *target) {
 			delete(s.byView, v)
 		}
 	}
-	if s.byClient[t.id] == t {
-		delete(s.byClient, t.id)
+	if s.byClient[t.key] == t {
+		delete(s.byClient, t.key)
 	}
 	// Terms of gone clients are kept (a reconnect continues the count) but bounded.
 	if len(s.terms) > maxRememberedTerms {
@@ -402,6 +407,20 @@ func (s *stream) remove(t *target) {
 			}
 		}
 	}
+}
+
+// checkViews refuses a view the stream does not carry: neither seen in its log (rows,
+// tombstones, control records; compaction keeps each view's epoch records) nor declared
+// in StreamConfig.Views. The stream must be ready (its log read).
+func (s *stream) checkViews(views []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range views {
+		if !s.known[v] && !matchAny(s.cfg.Views, v) {
+			return fmt.Errorf("%w: %q is not a view of stream %q (a misspelt name, or a view not published yet)", ErrUnknownView, v, s.cfg.Name)
+		}
+	}
+	return nil
 }
 
 // progressLoop wakes the senders that owe their target a progress message (the paper's

@@ -29,7 +29,10 @@ import (
 // catch-up queue shrinks or the target is suspended.
 type target struct {
 	s          *stream
-	id         string
+	id         string          // the instance id (Hello.client_id)
+	key        string          // in the stream's maps: identity.key (admit), else id
+	service    string          // the metrics' label
+	principal  Principal       // who it authenticated as
 	views      map[string]bool // nil = all views
 	viewList   []string
 	maxEntries int
@@ -58,7 +61,7 @@ type target struct {
 
 func newTarget(s *stream, id string, views []string, term uint64, state State, maxEntries int, maxBytes int64) *target {
 	t := &target{
-		s: s, id: id, maxEntries: maxEntries, maxBytes: maxBytes, budget: s.p.cfg.TargetBudgetBytes,
+		s: s, id: id, key: id, service: id, maxEntries: maxEntries, maxBytes: maxBytes, budget: s.p.cfg.TargetBudgetBytes,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), connected: time.Now(),
 		q: newQueue(term, state), viewList: views,
 	}

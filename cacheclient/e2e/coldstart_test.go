@@ -127,7 +127,7 @@ func BenchmarkColdStart(b *testing.B) {
 	dir := b.TempDir()
 	client := func(stateDir string, window int32) (time.Duration, *cacheclient.Client) {
 		start := time.Now()
-		c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: "s", ClientID: "bench", StateDir: stateDir,
+		c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: "s", Service: "bench", StateDir: stateDir,
 			ReadyIdle: 100 * time.Millisecond, MaxBatchEntries: 4096, MaxBatchBytes: 4 << 20, RecvWindow: window},
 			cacheclient.WithLogger(benchLogger()))
 		if err != nil {

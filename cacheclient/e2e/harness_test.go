@@ -167,6 +167,7 @@ func startPlayerWith(t testing.TB, e *kafkaEnv, mod func(*player.Config)) (addr 
 func startPlayerP(t testing.TB, e *kafkaEnv, mod func(*player.Config)) (*player.Player, string, func()) {
 	t.Helper()
 	cfg := player.Config{
+		Insecure:         true,
 		Brokers:          e.brokers,
 		Streams:          []player.StreamConfig{{Name: "s", Topic: e.topic}},
 		ProgressInterval: 50 * time.Millisecond,
@@ -218,7 +219,7 @@ func (c *counting) hooks() cacheclient.Hooks {
 func newClient(t *testing.T, addrs []string, stateDir string, h cacheclient.Hooks) (*cacheclient.Client, *cacheclient.View[event]) {
 	t.Helper()
 	c, err := cacheclient.New(cacheclient.Config{
-		Addresses: addrs, Stream: "s", ClientID: t.Name(), StateDir: stateDir,
+		Addresses: addrs, Stream: "s", Service: t.Name(), StateDir: stateDir,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond, ReadyIdle: 300 * time.Millisecond,
 	}, cacheclient.WithHooks(h))
 	if err != nil {

@@ -81,7 +81,7 @@ func (l *ledger) nextLSN() string {
 // accounts is a client of the views a and b.
 func accounts(t *testing.T, addrs []string, cfg cacheclient.Config) (*cacheclient.Client, *cacheclient.View[acct], *cacheclient.View[acct]) {
 	t.Helper()
-	cfg.Addresses, cfg.Stream, cfg.ClientID = addrs, "s", t.Name()
+	cfg.Addresses, cfg.Stream, cfg.Service = addrs, "s", t.Name()
 	cfg.BackoffMin, cfg.BackoffMax = 10*time.Millisecond, 200*time.Millisecond
 	c, err := cacheclient.New(cfg)
 	if err != nil {
@@ -230,7 +230,7 @@ func TestTxnReconnectInTransactionThroughPlayer(t *testing.T) {
 	pA, addrA, stopA := startPlayerP(t, e, nil)
 	addrB, _ := startPlayerWith(t, e, nil)
 	var cnt counting
-	c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addrA, addrB}, Stream: "s", ClientID: t.Name(),
+	c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addrA, addrB}, Stream: "s", Service: t.Name(),
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond}, cacheclient.WithHooks(cnt.hooks()))
 	if err != nil {
 		t.Fatal(err)

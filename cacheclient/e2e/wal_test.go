@@ -92,7 +92,7 @@ func startWALPipeline(t *testing.T) *walPipeline {
 		t.Fatal(err)
 	}
 	addr, _ := startPlayer(t, e)
-	c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: "s", ClientID: t.Name(),
+	c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: "s", Service: t.Name(),
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

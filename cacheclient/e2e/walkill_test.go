@@ -87,7 +87,7 @@ streams:
 	if err := pr.Connect(bench.Targets{N: 2, Views: func(i int) []string { return [][]string{{"low"}, nil}[i] }}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := cacheclient.New(cacheclient.Config{Addresses: []string{pr.Addr()}, Stream: topic, ClientID: t.Name(),
+	c, err := cacheclient.New(cacheclient.Config{Addresses: []string{pr.Addr()}, Stream: topic, Service: t.Name(),
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -117,7 +117,8 @@ func commitLatency(ctx context.Context, env *bench.DistEnv, listen bool, n int, 
 	cfg := distributor.Config{
 		Postgres: distributor.PostgresConfig{DSN: env.DSN},
 		Kafka:    distributor.KafkaConfig{Config: kafkaconn.Config{Brokers: env.Brokers, ClientID: "cachebench"}},
-		Streams:  []distributor.StreamConfig{{Topic: topic, Views: []distributor.ViewConfig{v}}},
+		// This benchmark measures polling: the stream says so (WAL capture is the default).
+		Streams: []distributor.StreamConfig{{Topic: topic, Capture: distributor.CapturePoll, Views: []distributor.ViewConfig{v}}},
 	}
 	r, _, err := bench.StartDistributor(ctx, cfg)
 	if err != nil {

@@ -35,6 +35,7 @@ const syncChunk = 5000
 func runDistributorSnapshot(ctx context.Context, args *bench.Args, w io.Writer) error {
 	rows := args.Int("rows", 1_000_000, "rows in the table")
 	runs := args.Int("runs", 1, "measure every contender this many times (each run is printed)")
+	capture := args.String("capture", distributor.CaptureWAL, "the stream's capture mode, wal (the default: the slot is created first) or poll")
 	env, err := bench.NewDistEnv(ctx, args, snapshotSchema)
 	if err != nil {
 		return err
@@ -100,7 +101,7 @@ func runDistributorSnapshot(ctx context.Context, args *bench.Args, w io.Writer) 
 		}
 		fmt.Fprintln(w, async)
 
-		d, err := distributorSnapshot(ctx, env, int64(len(keys)))
+		d, err := distributorSnapshot(ctx, env, int64(len(keys)), *capture)
 		if err != nil {
 			return err
 		}
@@ -201,12 +202,12 @@ func rawProducer(env *bench.DistEnv, prefix, name string, keys, values [][]byte,
 
 // distributorSnapshot runs a distributor with one view over the table into a fresh topic
 // and times Run → WaitReady (topic creation, empty restore, the snapshot epoch).
-func distributorSnapshot(ctx context.Context, env *bench.DistEnv, rows int64) (bench.Rate, error) {
+func distributorSnapshot(ctx context.Context, env *bench.DistEnv, rows int64, capture string) (bench.Rate, error) {
 	topic := env.Topic("bench_dist")
 	cfg := distributor.Config{
 		Postgres: distributor.PostgresConfig{DSN: env.DSN},
 		Kafka:    distributor.KafkaConfig{Config: kafkaconn.Config{Brokers: env.Brokers, ClientID: "cachebench"}},
-		Streams: []distributor.StreamConfig{{Topic: topic, Views: []distributor.ViewConfig{
+		Streams: []distributor.StreamConfig{{Topic: topic, Capture: capture, Views: []distributor.ViewConfig{
 			{Name: "bench", SQL: snapshotQuery, Key: []string{"id"}},
 		}}},
 	}
@@ -215,6 +216,10 @@ func distributorSnapshot(ctx context.Context, env *bench.DistEnv, rows int64) (b
 		return bench.Rate{}, err
 	}
 	if err := r.Stop(); err != nil {
+		return bench.Rate{}, err
+	}
+	// Each run's wal stream has its own slot: drop it now, not with the database.
+	if err := bench.DropSlots(ctx, env.Conn, env.DB()); err != nil {
 		return bench.Rate{}, err
 	}
 	end, err := bench.EndOffset(env.Brokers, topic)

@@ -2,12 +2,17 @@
 //
 //	cachectl dev  [-for 15s] [-step 1s] [-kafka embedded|env] [-grpc addr] [-http addr] [-snapshot] [-idle] [-v]
 //	                                                                 the demo (make demo)
-//	cachectl tail -topic T [-brokers a,b] [-from N] [-follow] [-idle] print a stream's records
-//	cachectl get -players a,b -stream S -view V [-key K] [-wait-for LSN]
+//	cachectl tail -topic T [-kafka-brokers a,b] [-kafka-tls …] [-from N] [-follow] [-idle]
+//	                                                                 print a stream's records
+//	cachectl get -players a,b -stream S -view V [-key K] [-wait-for LSN] [-ca F] [-cert F -key F] [-token-file F]
 //	                                                                 read a view through a player
-//	cachectl stats -player HOST:PORT                                  a player's status (its http address)
+//	cachectl stats -player HOST:PORT [-token-file F] [-ca F]          a player's status (its admin address)
 //	cachectl validate -config distributor.yaml [-analyze]             check a distributor config
 //	cachectl version                                                  print the version (also -version)
+//
+// The Kafka flags of tail are kafkaconn.Config's (RegisterFlags): TLS, SASL PLAIN/SCRAM,
+// the password from a file or a variable. get and stats take TLS flags and a bearer token
+// from -token-file or $STATECAST_TOKEN (never from the command line).
 package main
 
 import (
@@ -30,6 +35,7 @@ import (
 	"github.com/statecast/statecast/internal/ctl"
 	"github.com/statecast/statecast/internal/devenv"
 	"github.com/statecast/statecast/internal/version"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 const usage = `usage: cachectl <command> [flags]
@@ -41,7 +47,7 @@ commands:
             idle ones counted)
   get       read a view (or one key) through a player, as a service's cache does, with the stream
             and source positions it reflects (-wait-for LSN: read your write)
-  stats     print a player's status (streams, source position, targets, states, lag) from its http address
+  stats     print a player's status (streams, source position, targets, states, lag) from its admin address
   validate  check a distributor config file (fields, cron, keys, Kafka settings);
             -analyze: ask PostgreSQL how each wal view's tables map to its rows
   version   print the version
@@ -119,18 +125,26 @@ func dev(ctx context.Context, args []string) error {
 
 func tail(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("tail", flag.ExitOnError)
-	brokers := fs.String("brokers", os.Getenv("STATECAST_KAFKA_BROKERS"), "Kafka brokers, comma-separated (default $STATECAST_KAFKA_BROKERS)")
+	kafka := kafkaconn.Config{ClientID: "statecast-tail"}
+	if b := os.Getenv("STATECAST_KAFKA_BROKERS"); b != "" {
+		kafka.Brokers = strings.Split(b, ",")
+	}
+	kafka.RegisterFlags(fs, "kafka-")
+	fs.Func("brokers", "the same as -kafka-brokers", func(v string) error { return fs.Set("kafka-brokers", v) })
 	topic := fs.String("topic", "", "stream topic (required)")
 	from := fs.Int64("from", sarama.OffsetOldest, "first offset (default: the oldest)")
 	follow := fs.Bool("follow", false, "keep printing new records until interrupted")
 	maxValue := fs.Int("max-value", 0, "cut printed values to this many bytes (0: never)")
 	idle := fs.Bool("idle", false, "print every position record (by default those that end no record are counted, not printed)")
 	_ = fs.Parse(args)
-	if *topic == "" || *brokers == "" {
-		return errors.New("tail needs -topic and -brokers (or STATECAST_KAFKA_BROKERS)")
+	if *topic == "" || len(kafka.Brokers) == 0 {
+		return errors.New("tail needs -topic and -kafka-brokers (or STATECAST_KAFKA_BROKERS)")
+	}
+	if err := kafka.Validate(); err != nil {
+		return err
 	}
 	p := &devenv.Printer{W: os.Stdout, MaxValue: *maxValue, Idle: *idle}
-	err := devenv.Tail(ctx, devenv.TailOptions{Brokers: strings.Split(*brokers, ","), Topic: *topic, From: *from, Follow: *follow}, p.Print)
+	err := devenv.Tail(ctx, devenv.TailOptions{Kafka: kafka, Topic: *topic, From: *from, Follow: *follow}, p.Print)
 	return errors.Join(err, p.Flush())
 }
 
@@ -142,20 +156,46 @@ func get(ctx context.Context, args []string) error {
 	key := fs.String("key", "", "key text (composite keys: parts joined by |, see schemas/README.md); empty: every row")
 	timeout := fs.Duration("timeout", time.Minute, "give up when the view is not complete by then")
 	waitFor := fs.String("wait-for", "", "a source position (LSN, e.g. from SELECT pg_current_wal_insert_lsn() after a write): read once the view reflects it")
+	service := fs.String("service", "cachectl", "service name given to the player")
+	instance := fs.String("instance", "", "instance id given to the player (default: generated)")
+	var auth ctl.Auth
+	auth.AddFlags(fs, "the players")
 	_ = fs.Parse(args)
 	if *stream == "" || *view == "" {
 		return errors.New("get needs -stream and -view")
 	}
+	tlsConfig, err := auth.TLSConfig()
+	if err != nil {
+		return err
+	}
+	token, err := auth.Token()
+	if err != nil {
+		return err
+	}
+	if token != "" && tlsConfig == nil {
+		return errors.New("get: a token is sent over TLS only: add -tls (and -ca)")
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	return ctl.Get(ctx, os.Stdout, ctl.GetOptions{Players: strings.Split(*players, ","), Stream: *stream, View: *view, Key: *key, WaitFor: *waitFor})
+	return ctl.Get(ctx, os.Stdout, ctl.GetOptions{Players: strings.Split(*players, ","), Stream: *stream, View: *view, Key: *key, WaitFor: *waitFor,
+		TLS: tlsConfig, Token: token, Service: *service, InstanceID: *instance})
 }
 
 func stats(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("stats", flag.ExitOnError)
-	addr := fs.String("player", "127.0.0.1:7071", "the player's HTTP address (its `http_addr` setting)")
+	addr := fs.String("player", "127.0.0.1:7072", "the player's admin address (its `admin.addr` setting)")
+	var auth ctl.Auth
+	auth.AddFlags(fs, "the player's admin endpoint")
 	_ = fs.Parse(args)
-	return ctl.Stats(ctx, os.Stdout, *addr)
+	tlsConfig, err := auth.TLSConfig()
+	if err != nil {
+		return err
+	}
+	token, err := auth.Token()
+	if err != nil {
+		return err
+	}
+	return ctl.Stats(ctx, os.Stdout, ctl.StatsOptions{Addr: *addr, TLS: tlsConfig, Token: token})
 }
 
 func validate(args []string) error {

@@ -4,8 +4,8 @@
 //	distributor -version
 //	distributor -probe http://127.0.0.1:9102/healthz
 //
-// The file is a distributor.Config (docs/operations.md); the library serves its HTTP
-// endpoints on http_addr. SIGINT/SIGTERM shut down gracefully; SIGHUP reconciles every
+// The file is a distributor.Config (docs/operations.md); the library serves /healthz and
+// /metrics on http_addr, /status and POST /reconcile on admin.addr. SIGINT/SIGTERM shut down gracefully; SIGHUP reconciles every
 // view now.
 package main
 

@@ -17,7 +17,10 @@ import (
 	"github.com/statecast/statecast/distributor"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// sarama (testenv's admin) starts one process-wide metrics goroutine that never ends.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
+}
 
 // TestBadConfig: a bad config file makes run fail (main exits 1) before connecting.
 func TestBadConfig(t *testing.T) {

@@ -5,8 +5,9 @@
 //	player -probe grpc://127.0.0.1:7070   # exit 0 once the gRPC health service is SERVING
 //
 // The file is a player.Config (player.example.yaml shows every field); the library serves
-// gRPC on listen (default :7070) and /metrics, /healthz, /status on http_addr (default
-// :7071). SIGINT/SIGTERM shut down gracefully.
+// gRPC on listen (default :7070; TLS, or insecure: true for plaintext), /metrics and
+// /healthz on http_addr (default :7071), and the status pages on admin.addr (default
+// 127.0.0.1:7072). SIGINT/SIGTERM shut down gracefully.
 package main
 
 import (

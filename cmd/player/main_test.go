@@ -18,7 +18,11 @@ import (
 	"github.com/statecast/statecast/player"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// sarama (the topics of TestSecretsNeverLogged) starts one process-wide metrics goroutine
+// that never ends.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
+}
 
 // TestExampleConfig: player.example.yaml loads, with ${ENV} expanded and the daemon's
 // addresses.
@@ -28,7 +32,8 @@ func TestExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listen != ":7070" || c.HTTPAddr != ":7071" || len(c.Brokers) != 1 || c.Brokers[0] != "k1:9092" ||
+	if c.Listen != ":7070" || c.HTTPAddr != ":7071" || c.Admin.Addr != "127.0.0.1:7072" || len(c.Brokers) != 1 || c.Brokers[0] != "k1:9092" ||
+		c.TLS.ClientCAFile == "" || c.Tokens.File == "" || len(c.Access) != 2 || c.Insecure ||
 		len(c.Streams) != 1 || c.Streams[0].Name != "sportsbook" || c.AckTimeout != 30*time.Second || c.HistoryBytes != 64<<20 {
 		t.Fatalf("decoded %+v", c)
 	}

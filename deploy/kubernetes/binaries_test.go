@@ -200,6 +200,7 @@ type pod struct {
 	container corev1.Container
 	ports     portMap
 	cmd       *exec.Cmd
+	exited    <-chan struct{} // closed when cmd.Wait returned
 	out       *syncBuffer
 }
 
@@ -262,6 +263,7 @@ func startPod(t *testing.T, exe string, o objects, d appsv1.Deployment, secrets 
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
+	p.exited = done
 	go func() { _ = p.cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
@@ -320,8 +322,10 @@ func (p *pod) waitProbe(t *testing.T, pr *corev1.Probe, within time.Duration) {
 		if err == nil {
 			return
 		}
-		if p.cmd.ProcessState != nil {
+		select {
+		case <-p.exited: // Wait has returned: ProcessState is set and no longer written
 			t.Fatalf("%s exited: %v", p.name, p.cmd.ProcessState)
+		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: probe %+v still failing after %v: %v", p.name, pr.ProbeHandler, within, err)

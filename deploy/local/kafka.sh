@@ -7,6 +7,14 @@
 # between runs), formats the storage in $RUN/kafka, starts the broker in the background on
 # free ports, logs to $RUN/kafka/server.log, and waits until it answers. Idempotent.
 #
+# The broker has two client listeners: PLAINTEXT (STATECAST_KAFKA_BROKERS) and SASL_SSL
+# (STATECAST_KAFKA_SASL_BROKERS): TLS with a certificate for 127.0.0.1 signed by a test CA
+# made at start with the JDK's keytool (its PEM: STATECAST_KAFKA_SASL_CA), and SASL
+# SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN for the user STATECAST_KAFKA_SASL_USER with a
+# random password (STATECAST_KAFKA_SASL_PASSWORD), its SCRAM credentials written by the
+# broker's own storage tool (format --add-scram). A broker started by an older version of
+# this script, without that listener, is restarted.
+#
 # A broker that was stopped (stop, or killed) starts again with its data, its config and its
 # ports: clients reconnect to the same addresses and find their topics. The storage is
 # formatted afresh only when there is none, when this script changed since it was written
@@ -25,10 +33,44 @@ LIBS=$CACHE/kafka-$VERSION/libs
 DIR=$RUN/kafka
 PIDFILE=$DIR/kafka.pid
 PORTFILE=$DIR/port
+SASLPORTFILE=$DIR/sasl.port
+TLSDIR=$DIR/tls
+SASL_USER=statecast
+SASL_MECHANISM=SCRAM-SHA-512
 
-env_out() { echo "export STATECAST_KAFKA_BROKERS='127.0.0.1:$(cat "$PORTFILE")'"; }
+env_out() {
+  echo "export STATECAST_KAFKA_BROKERS='127.0.0.1:$(cat "$PORTFILE")'"
+  echo "export STATECAST_KAFKA_SASL_BROKERS='127.0.0.1:$(cat "$SASLPORTFILE")'"
+  echo "export STATECAST_KAFKA_SASL_CA='$TLSDIR/ca.pem'"
+  echo "export STATECAST_KAFKA_SASL_MECHANISM='$SASL_MECHANISM'"
+  echo "export STATECAST_KAFKA_SASL_USER='$SASL_USER'"
+  echo "export STATECAST_KAFKA_SASL_PASSWORD='$(cat "$DIR/sasl.password")'"
+}
 
-running() { pid_alive "$PIDFILE" && [ -f "$PORTFILE" ] && port_open 127.0.0.1 "$(cat "$PORTFILE")"; }
+running() {
+  pid_alive "$PIDFILE" && [ -f "$PORTFILE" ] && port_open 127.0.0.1 "$(cat "$PORTFILE")" &&
+    [ -f "$SASLPORTFILE" ] && [ -f "$DIR/sasl.password" ] && [ -f "$TLSDIR/ca.pem" ] && port_open 127.0.0.1 "$(cat "$SASLPORTFILE")"
+}
+
+# make_tls writes a test CA (ca.pem) and the broker's PKCS12 keystore (a key and a
+# certificate for 127.0.0.1 and localhost signed by the CA) into $TLSDIR, with keytool: it
+# comes with the JDK that runs the broker, so nothing else is needed.
+make_tls() {
+  local pw=$1 kt=(keytool -noprompt -storetype PKCS12 -storepass "$1" -keypass "$1")
+  command -v keytool >/dev/null || die "keytool not found: it comes with the JDK (install a JDK 17+)"
+  mkdir -p "$TLSDIR"
+  "${kt[@]}" -genkeypair -alias ca -keyalg EC -groupname secp256r1 -dname "CN=statecast local test CA" \
+    -ext bc:c -validity 3650 -keystore "$TLSDIR/ca.p12" >/dev/null 2>&1 || die "keytool: CA"
+  "${kt[@]}" -exportcert -rfc -alias ca -keystore "$TLSDIR/ca.p12" -file "$TLSDIR/ca.pem" >/dev/null 2>&1 || die "keytool: CA export"
+  "${kt[@]}" -genkeypair -alias broker -keyalg EC -groupname secp256r1 -dname "CN=localhost" \
+    -validity 3650 -keystore "$TLSDIR/broker.p12" >/dev/null 2>&1 || die "keytool: broker key"
+  "${kt[@]}" -certreq -alias broker -keystore "$TLSDIR/broker.p12" -file "$TLSDIR/broker.csr" >/dev/null 2>&1 || die "keytool: broker request"
+  "${kt[@]}" -gencert -alias ca -keystore "$TLSDIR/ca.p12" -infile "$TLSDIR/broker.csr" -outfile "$TLSDIR/broker.pem" -rfc \
+    -ext SAN=ip:127.0.0.1,dns:localhost -ext EKU=serverAuth -validity 3650 >/dev/null 2>&1 || die "keytool: broker certificate"
+  "${kt[@]}" -importcert -alias ca -file "$TLSDIR/ca.pem" -keystore "$TLSDIR/broker.p12" >/dev/null 2>&1 || die "keytool: CA import"
+  "${kt[@]}" -importcert -alias broker -file "$TLSDIR/broker.pem" -keystore "$TLSDIR/broker.p12" >/dev/null 2>&1 || die "keytool: broker import"
+  rm -f "$TLSDIR/ca.p12" "$TLSDIR/broker.csr" # the CA's key is not needed any more
+}
 
 fetch() {
   [ -f "$LIBS/.complete" ] && return
@@ -46,11 +88,17 @@ java_run() { java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
 start() {
   fetch
   if running; then env_out; return; fi
-  pid_alive "$PIDFILE" && kill "$(cat "$PIDFILE")" 2>/dev/null && sleep 2 || true
+  stop
   if resumable; then launch; return; fi
   rm -rf "$DIR"; mkdir -p "$DIR/data"
-  local port cport; port=$(free_port); cport=$(free_port)
+  local port cport sport; port=$(free_port); cport=$(free_port); sport=$(free_port)
   while [ "$cport" = "$port" ]; do cport=$(free_port); done
+  while [ "$sport" = "$port" ] || [ "$sport" = "$cport" ]; do sport=$(free_port); done
+  local storepw saslpw
+  storepw=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
+  saslpw=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
+  (umask 077; echo "$saslpw" >"$DIR/sasl.password")
+  make_tls "$storepw"
   cat >"$DIR/log4j2.properties" <<CONF
 status = warn
 appender.file.type = File
@@ -69,11 +117,20 @@ CONF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER="$saslpw";
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$TLSDIR/broker.p12
+ssl.keystore.password=$storepw
+ssl.key.password=$storepw
+ssl.client.auth=none
 log.dirs=$DIR/data
 num.partitions=1
 auto.create.topics.enable=false
@@ -88,17 +145,22 @@ log.cleaner.backoff.ms=500
 log.retention.check.interval.ms=5000
 CONF
   add_listeners
+  chmod 600 "$DIR/server.properties"
   script_sum >"$DIR/script.sum"
   java_run kafka.tools.StorageTool format -t "$(java_run kafka.tools.StorageTool random-uuid)" \
-    -c "$DIR/server.properties" >"$DIR/format.log" 2>&1 || { cat "$DIR/format.log" >&2; die "storage format failed"; }
+    -c "$DIR/server.properties" \
+    --add-scram "SCRAM-SHA-256=[name=$SASL_USER,password=$saslpw]" \
+    --add-scram "SCRAM-SHA-512=[name=$SASL_USER,password=$saslpw]" \
+    >"$DIR/format.log" 2>&1 || { cat "$DIR/format.log" >&2; die "storage format failed"; }
   echo "$port" >"$PORTFILE"
+  echo "$sport" >"$SASLPORTFILE"
   nohup java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$DIR/log4j2.properties" -cp "$LIBS/*" \
     kafka.Kafka "$DIR/server.properties" >"$DIR/stdout.log" 2>&1 &
   echo $! >"$PIDFILE"
   for _ in $(seq 1 120); do
-    if port_open 127.0.0.1 "$port" && grep -q "Kafka Server started\|\[KafkaRaftServer nodeId=1\] Kafka Server started" "$DIR/server.log" 2>/dev/null; then
-      log "Kafka $VERSION ready on 127.0.0.1:$port (log $DIR/server.log)"; env_out; return
+    if port_open 127.0.0.1 "$port" && port_open 127.0.0.1 "$sport" && grep -q "Kafka Server started\|\[KafkaRaftServer nodeId=1\] Kafka Server started" "$DIR/server.log" 2>/dev/null; then
+      log "Kafka $VERSION ready on 127.0.0.1:$port, SASL_SSL on 127.0.0.1:$sport (log $DIR/server.log)"; env_out; return
     fi
     pid_alive "$PIDFILE" || { tail -30 "$DIR/stdout.log" "$DIR/server.log" >&2 2>/dev/null; die "kafka exited"; }
     sleep 0.5
@@ -127,7 +189,8 @@ ports() { sed -n 's|^listeners=||p' "$DIR/server.properties" | tr ',' '\n' | sed
 
 # resumable succeeds when the broker's storage, config and ports can be reused as they are.
 resumable() {
-  [ -f "$DIR/data/meta.properties" ] && [ -f "$DIR/server.properties" ] && [ -f "$PORTFILE" ] || return 1
+  [ -f "$DIR/data/meta.properties" ] && [ -f "$DIR/server.properties" ] && [ -f "$PORTFILE" ] &&
+    [ -f "$SASLPORTFILE" ] && [ -f "$DIR/sasl.password" ] && [ -f "$TLSDIR/ca.pem" ] || return 1
   [ "$(cat "$DIR/script.sum" 2>/dev/null)" = "$(script_sum)" ] || { log "config written by another version of this script: formatting afresh"; return 1; }
   local p
   for p in $(ports); do
@@ -165,10 +228,10 @@ stop() {
 case "${1:-start}" in
   start) start ;;
   stop) stop ;;
-  restart) stop; start ;;
-  wipe) stop; rm -rf "$DIR" ;;
   env) running || die "not running"; env_out ;;
   status) running && echo running || { echo stopped; exit 1; } ;;
+  restart) stop; start ;;
+  wipe) stop; rm -rf "$DIR" ;;
   fetch) fetch ;;
   *) die "usage: $0 start|stop|restart|wipe|env|status|fetch" ;;
 esac

@@ -35,7 +35,7 @@ func main() {
 	client, err := cacheclient.New(cacheclient.Config{
 		Addresses: []string{*players},
 		Stream:    "sportsbook",
-		ClientID:  "quickstart",
+		Service:   "quickstart",
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -93,7 +93,7 @@ func startStack(t *testing.T) *stack {
 	if err := d.WaitReady(wctx); err != nil {
 		t.Fatalf("distributor ready: %v", err)
 	}
-	p, err := player.New(player.Config{Brokers: brokers, Streams: []player.StreamConfig{{Name: "sportsbook", Topic: topic}},
+	p, err := player.New(player.Config{Insecure: true, Brokers: brokers, Streams: []player.StreamConfig{{Name: "sportsbook", Topic: topic}},
 		ProgressInterval: 100 * time.Millisecond, ShutdownGrace: time.Second}, player.WithLogger(logger()))
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +231,7 @@ func ids(es []Event) []int64 {
 // equals its SQL query; the epoch checks against the distributor's hashes pass.
 func TestEndToEnd(t *testing.T) {
 	st := startStack(t)
-	s, err := New(Config{Client: cacheclient.Config{Addresses: []string{st.addr}, Stream: "sportsbook", ClientID: "sportsbook-test"}}, logger())
+	s, err := New(Config{Client: cacheclient.Config{Addresses: []string{st.addr}, Stream: "sportsbook", Service: "sportsbook-test"}}, logger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func post(h http.Handler, path, body string) (int, string) {
 
 // TestWriteWithoutDatabase: without Config.DB the write endpoints answer 501.
 func TestWriteWithoutDatabase(t *testing.T) {
-	s, err := New(Config{Client: cacheclient.Config{Addresses: []string{"127.0.0.1:1"}, Stream: "sportsbook", ClientID: "no-db"}}, logger())
+	s, err := New(Config{Client: cacheclient.Config{Addresses: []string{"127.0.0.1:1"}, Stream: "sportsbook", Service: "no-db"}}, logger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestWriteWithoutDatabase(t *testing.T) {
 			t.Errorf("POST %s: %d %q, want 501", path, code, body)
 		}
 	}
-	if _, err := New(Config{Client: cacheclient.Config{Addresses: []string{"127.0.0.1:1"}, Stream: "s", ClientID: "x"}, WriteWait: -1}, logger()); err == nil {
+	if _, err := New(Config{Client: cacheclient.Config{Addresses: []string{"127.0.0.1:1"}, Stream: "s", Service: "x"}, WriteWait: -1}, logger()); err == nil {
 		t.Error("a negative WriteWait is accepted")
 	}
 }
@@ -52,7 +52,7 @@ func TestReadYourWrites(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	const wait = 3 * time.Second
-	s, err := New(Config{Client: cacheclient.Config{Addresses: []string{st.addr}, Stream: "sportsbook", ClientID: "sportsbook-ryw"},
+	s, err := New(Config{Client: cacheclient.Config{Addresses: []string{st.addr}, Stream: "sportsbook", Service: "sportsbook-ryw"},
 		DB: pool, WriteWait: wait}, logger())
 	if err != nil {
 		t.Fatal(err)

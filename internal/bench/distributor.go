@@ -73,7 +73,11 @@ func (e *DistEnv) CreateTopic(prefix string) (string, error) {
 	return t, createTopic(e.Brokers, t)
 }
 
-// Close drops the database and deletes the topics.
+// DB is the name of the benchmark's database.
+func (e *DistEnv) DB() string { return e.db }
+
+// Close drops the database's replication slots (a wal stream's, a floor's), the database
+// and the topics.
 func (e *DistEnv) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -81,6 +85,9 @@ func (e *DistEnv) Close() {
 		_ = e.Conn.Close(ctx)
 	}
 	if conn, err := pgx.Connect(ctx, e.adminDSN); err == nil {
+		// A database whose slot is in use cannot be dropped, and a slot left behind
+		// keeps the server's WAL forever: end its walsender and drop it first.
+		_ = DropSlots(ctx, conn, e.db)
 		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+e.db+" WITH (FORCE)")
 		_ = conn.Close(ctx)
 	}
@@ -94,10 +101,10 @@ type Distributor struct {
 	done   chan error
 }
 
-// StartDistributor runs a distributor with cfg and returns once it published its start-up
-// epochs, with the time that took (Run → WaitReady).
-func StartDistributor(ctx context.Context, cfg distributor.Config) (*Distributor, time.Duration, error) {
-	d, err := distributor.New(cfg)
+// StartDistributor runs a distributor with cfg and opts and returns once it published its
+// start-up epochs, with the time that took (Run → WaitReady).
+func StartDistributor(ctx context.Context, cfg distributor.Config, opts ...distributor.Option) (*Distributor, time.Duration, error) {
+	d, err := distributor.New(cfg, opts...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -124,8 +131,18 @@ func StartDistributor(ctx context.Context, cfg distributor.Config) (*Distributor
 	return r, time.Since(start), nil
 }
 
-// Stop stops the distributor and returns what Run returned.
+// stopTimeout bounds Stop: a distributor that does not stop must not keep a benchmark
+// from dropping its slot and database.
+const stopTimeout = 30 * time.Second
+
+// Stop stops the distributor and returns what Run returned, or an error when Run has not
+// returned within stopTimeout.
 func (r *Distributor) Stop() error {
 	r.cancel()
-	return <-r.done
+	select {
+	case err := <-r.done:
+		return err
+	case <-time.After(stopTimeout):
+		return fmt.Errorf("bench: the distributor did not stop within %v", stopTimeout)
+	}
 }

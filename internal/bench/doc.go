@@ -3,7 +3,12 @@
 // verdicts, timestamped payloads and pacing, a Kafka producer that logs when each record
 // was acknowledged, the in-process gRPC receivers, the bare gRPC fan-out and the plain
 // sarama consumers that serve as baselines, an in-process player and distributor, and
-// profiling.
+// profiling. For the WAL capture benchmarks: the writers (Workload: each transaction's xid
+// and commit times), the capture path in process (Pipeline: a wal distributor and a
+// player; Cache: a cacheclient with a Probe per view that records when a transaction
+// became visible), pg_recvlogical as the floor (RecvLogical, reading pgoutput), a Gate
+// that holds a distributor's replication stream so a backlog builds up in its slot, and
+// the slots' clean-up (a slot left behind keeps the server's WAL forever).
 //
 // Every benchmark prints the baseline it is compared with, measured in the same run: the
 // machine a benchmark runs on is rarely quiet, and only a ratio measured side by side

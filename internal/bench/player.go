@@ -45,7 +45,8 @@ type Player struct {
 // StartPlayer runs a player serving topic on loopback and waits until it is ready; tweak,
 // when not nil, adjusts its config.
 func StartPlayer(brokers []string, topic string, tweak func(*player.Config)) (*Player, error) {
-	cfg := player.Config{Brokers: brokers, Streams: []player.StreamConfig{{Name: topic}}}
+	// Views "*": the targets subscribe before their views have records in the topic.
+	cfg := player.Config{Insecure: true, Brokers: brokers, Streams: []player.StreamConfig{{Name: topic, Views: []string{"*"}}}}
 	if tweak != nil {
 		tweak(&cfg)
 	}

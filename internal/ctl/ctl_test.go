@@ -124,18 +124,26 @@ func TestStats(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
+		if r.Header.Get("Authorization") != "Bearer admin-tok" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
 		_, _ = w.Write([]byte(`{"streams":[{"name":"s","targets":2}]}`))
 	}))
 	defer srv.Close()
 	var out bytes.Buffer
-	if err := Stats(context.Background(), &out, strings.TrimPrefix(srv.URL, "http://")); err != nil {
+	o := StatsOptions{Addr: strings.TrimPrefix(srv.URL, "http://"), Token: "admin-tok"}
+	if err := Stats(context.Background(), &out, o); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "\"targets\": 2") {
 		t.Fatalf("Stats printed %q", out.String())
 	}
-	if err := Stats(context.Background(), &out, srv.URL+"/nothing-here"); err == nil || !strings.Contains(err.Error(), "404") {
+	if err := Stats(context.Background(), &out, StatsOptions{Addr: srv.URL + "/nothing-here", Token: "admin-tok"}); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("Stats on a wrong address: %v, want a 404 error", err)
+	}
+	if err := Stats(context.Background(), &out, StatsOptions{Addr: o.Addr}); err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "token") {
+		t.Fatalf("Stats without the token: %v, want a 401 error that says a token is needed", err)
 	}
 }
 
@@ -170,7 +178,7 @@ func TestGet(t *testing.T) {
 	}
 	_ = prod.Close()
 
-	p, err := player.New(player.Config{Brokers: brokers, Streams: []player.StreamConfig{{Name: "s", Topic: topic}}})
+	p, err := player.New(player.Config{Insecure: true, Brokers: brokers, Streams: []player.StreamConfig{{Name: "s", Topic: topic}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,5 +226,12 @@ func TestGet(t *testing.T) {
 	o.Key = "3"
 	if err := Get(ctx, &one, o); err == nil || !strings.Contains(err.Error(), `view items has no key "3"`) {
 		t.Fatalf("Get deleted key: %v, want an error naming the view and key", err)
+	}
+	// A view the stream does not carry is refused by the player: Get says so at once.
+	o.View, o.Key = "itemz", ""
+	start := time.Now()
+	if err := Get(ctx, &one, o); err == nil || !strings.Contains(err.Error(), "refused by the player") || !strings.Contains(err.Error(), `"itemz"`) ||
+		time.Since(start) > 10*time.Second {
+		t.Fatalf("Get of an unknown view: %v after %s, want the player's refusal at once", err, time.Since(start))
 	}
 }

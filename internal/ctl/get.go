@@ -2,11 +2,16 @@ package ctl
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sort"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/statecast/statecast/cacheclient"
 )
@@ -21,6 +26,13 @@ type GetOptions struct {
 	// once the cache reflects every commit up to it (cacheclient's WaitFor).
 	WaitFor string
 	Logger  *slog.Logger
+	// TLS and Token authenticate to the players (nil, "": plaintext, no token).
+	TLS   *tls.Config
+	Token string
+	// Service and InstanceID name the client at the player (defaults "cachectl" and a
+	// generated instance id, so that two cachectl runs never replace each other).
+	Service    string
+	InstanceID string
 }
 
 // Get subscribes to the view like a service's cache does (snapshot bootstrap from the
@@ -39,8 +51,24 @@ func Get(ctx context.Context, w io.Writer, o GetOptions) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c, err := cacheclient.New(cacheclient.Config{Addresses: o.Players, Stream: o.Stream, ClientID: "cachectl-get"},
-		cacheclient.WithLogger(log))
+	if o.Service == "" {
+		o.Service = "cachectl"
+	}
+	cfg := cacheclient.Config{Addresses: o.Players, Stream: o.Stream, Service: o.Service, InstanceID: o.InstanceID, TLS: o.TLS}
+	if o.Token != "" {
+		cfg.Token = cacheclient.StaticToken(o.Token)
+	}
+	// A refusal (credentials, grants, an unknown view or stream) ends Get at once with the
+	// player's reason, rather than when the timeout runs out.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hooks := cacheclient.Hooks{OnDisconnect: func(addr string, err error) {
+		switch status.Code(err) {
+		case codes.Unauthenticated, codes.PermissionDenied, codes.NotFound:
+			cancel(fmt.Errorf("refused by the player %s: %s", addr, status.Convert(err).Message()))
+		}
+	}}
+	c, err := cacheclient.New(cfg, cacheclient.WithLogger(log), cacheclient.WithHooks(hooks))
 	if err != nil {
 		return err
 	}
@@ -55,11 +83,11 @@ func Get(ctx context.Context, w io.Writer, o GetOptions) error {
 	}
 	defer c.Close()
 	if err := c.WaitReady(ctx); err != nil {
-		return fmt.Errorf("get: view %s of stream %s: %w", o.View, o.Stream, err)
+		return fmt.Errorf("get: view %s of stream %s: %w", o.View, o.Stream, causeOf(ctx, err))
 	}
 	if o.WaitFor != "" {
 		if err := c.WaitFor(ctx, waitFor); err != nil {
-			return fmt.Errorf("get: view %s of stream %s: waiting for source position %s: %w", o.View, o.Stream, waitFor, err)
+			return fmt.Errorf("get: view %s of stream %s: waiting for source position %s: %w", o.View, o.Stream, waitFor, causeOf(ctx, err))
 		}
 	}
 	cut := c.Read()
@@ -83,6 +111,14 @@ func Get(ctx context.Context, w io.Writer, o GetOptions) error {
 		fmt.Fprintf(w, "%s\t%s\n", r.k, r.v)
 	}
 	_, err = fmt.Fprintf(w, "-- view %s: %d row(s) at index %d%s\n", o.View, len(rows), cut.Position(), sourceText(cut))
+	return err
+}
+
+// causeOf is err, or the reason ctx was cancelled with when that is why it failed.
+func causeOf(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+		return cause
+	}
 	return err
 }
 

@@ -3,6 +3,7 @@ package ctl
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,11 +11,26 @@ import (
 	"strings"
 )
 
-// Stats fetches a player's status page as JSON (GET <base>/status.json, the address given
-// by the player's `http_addr` setting) and prints it indented.
-func Stats(ctx context.Context, w io.Writer, base string) error {
+// StatsOptions says which player's admin endpoint to ask, and how.
+type StatsOptions struct {
+	// Addr is the player's admin address (its admin.addr), host:port or a URL.
+	Addr string
+	// TLS, when set, makes it https (the player's admin.tls).
+	TLS *tls.Config
+	// Token is sent as the bearer token (the player's admin.tokens).
+	Token string
+}
+
+// Stats fetches a player's status page as JSON (GET <addr>/status.json on the player's
+// admin endpoint) and prints it indented.
+func Stats(ctx context.Context, w io.Writer, o StatsOptions) error {
+	base := o.Addr
 	if !strings.Contains(base, "://") {
-		base = "http://" + base
+		scheme := "http://"
+		if o.TLS != nil {
+			scheme = "https://"
+		}
+		base = scheme + base
 	}
 	url := strings.TrimSuffix(base, "/") + "/status.json"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -22,7 +38,14 @@ func Stats(ctx context.Context, w io.Writer, base string) error {
 		return fmt.Errorf("stats: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	if o.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+o.Token)
+	}
+	client := http.DefaultClient
+	if o.TLS != nil {
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: o.TLS}}
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("stats: %w", err)
 	}
@@ -32,7 +55,11 @@ func Stats(ctx context.Context, w io.Writer, base string) error {
 		return fmt.Errorf("stats: read %s: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("stats: %s: %s", url, resp.Status)
+		hint := ""
+		if resp.StatusCode == http.StatusUnauthorized {
+			hint = " (an admin token is required: -token-file or $" + EnvToken + ")"
+		}
+		return fmt.Errorf("stats: %s: %s%s", url, resp.Status, hint)
 	}
 	var out bytes.Buffer
 	if err := json.Indent(&out, body, "", "  "); err != nil {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -54,3 +55,6 @@ func (s *HTTPServer) Serve(ctx context.Context) error {
 
 // Close stops a server that will not be served (an error after ListenHTTP).
 func (s *HTTPServer) Close() error { return s.ln.Close() }
+
+// tlsListener serves TLS with cfg on ln.
+func tlsListener(ln net.Listener, cfg *tls.Config) net.Listener { return tls.NewListener(ln, cfg) }

@@ -53,7 +53,8 @@ type runningPlayer struct {
 // materialized copy caught up with the topic.
 func startPlayer(ctx context.Context, brokers []string, topic, addr string, log *slog.Logger) (*runningPlayer, bool, error) {
 	p, err := player.New(player.Config{
-		Brokers: brokers, Streams: []player.StreamConfig{{Name: StreamName, Topic: topic}},
+		Insecure: true, // the demo's player serves loopback only
+		Brokers:  brokers, Streams: []player.StreamConfig{{Name: StreamName, Topic: topic}},
 		ClientID: "statecast-dev-player", ShutdownGrace: time.Second,
 	}, player.WithLogger(log))
 	if err != nil {
@@ -103,7 +104,7 @@ func startService(ctx context.Context, playerAddr, httpAddr, dsn string, log *sl
 		return nil, false, fmt.Errorf("devenv: sportsbook database: %w", err)
 	}
 	s, err := sportsbook.New(sportsbook.Config{
-		Client: cacheclient.Config{Addresses: []string{playerAddr}, Stream: StreamName, ClientID: "sportsbook-demo"},
+		Client: cacheclient.Config{Addresses: []string{playerAddr}, Stream: StreamName, Service: "sportsbook-demo"},
 		DB:     pool,
 	}, log)
 	if err != nil {

@@ -27,8 +27,11 @@ type Record struct {
 // TailOptions says what Tail reads.
 type TailOptions struct {
 	Brokers []string
-	Topic   string
-	From    int64 // first offset; sarama.OffsetOldest (-2) for the beginning
+	// Kafka, when its Brokers are set, is the connection (TLS, SASL, timeout; validated
+	// by the caller) and Brokers is not used.
+	Kafka kafkaconn.Config
+	Topic string
+	From  int64 // first offset; sarama.OffsetOldest (-2) for the beginning
 	// Follow keeps reading new records until ctx ends; otherwise Tail returns once it
 	// reached the end offset taken when it started.
 	Follow bool
@@ -37,7 +40,14 @@ type TailOptions struct {
 // Tail reads partition 0 of a stream and calls fn with every record, in offset order, in
 // the caller's goroutine. It returns nil when ctx ends (Follow) or the end is reached.
 func Tail(ctx context.Context, o TailOptions, fn func(Record) error) error {
-	client, err := sarama.NewClient(o.Brokers, kafkaconn.NewConfig("statecast-tail"))
+	conn := o.Kafka
+	if len(conn.Brokers) == 0 {
+		conn = kafkaconn.Config{Brokers: o.Brokers}
+	}
+	if conn.ClientID == "" {
+		conn.ClientID = "statecast-tail"
+	}
+	client, err := sarama.NewClient(conn.Brokers, conn.SaramaConfig())
 	if err != nil {
 		return fmt.Errorf("devenv: kafka: %w", err)
 	}

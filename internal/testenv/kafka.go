@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // Kafka is a dedicated real broker started for one test by deploy/local/kafka.sh with its
@@ -20,11 +22,16 @@ import (
 // other packages' tests use. It is stopped (and resumed first, if paused) at the test's end.
 type Kafka struct {
 	Brokers []string
-	dir     string // $STATECAST_RUN of this broker
-	script  string
+	// SASL is the connection to its SASL_SSL listener (as KafkaSASL's).
+	SASL   kafkaconn.Config
+	dir    string // $STATECAST_RUN of this broker
+	script string
 }
 
-var brokersLine = regexp.MustCompile(`STATECAST_KAFKA_BROKERS='([^']+)'`)
+var (
+	brokersLine = regexp.MustCompile(`STATECAST_KAFKA_BROKERS='([^']+)'`)
+	envLine     = regexp.MustCompile(`export (STATECAST_KAFKA_SASL_[A-Z]+)='([^']*)'`)
+)
 
 // DedicatedKafka starts a private broker (about 10-20 s: a JVM start on cached jars). Outside
 // CI it skips when java, the script or the cached jars are missing; under CI it fails.
@@ -41,6 +48,14 @@ func DedicatedKafka(t testing.TB) *Kafka {
 		t.Fatalf("testenv: %s start printed no STATECAST_KAFKA_BROKERS:\n%s", k.script, out)
 	}
 	k.Brokers = strings.Split(m[1], ",")
+	vals := map[string]string{}
+	for _, m := range envLine.FindAllStringSubmatch(out, -1) {
+		vals[m[1]] = m[2]
+	}
+	if vals[EnvKafkaSASLBrokers] == "" {
+		t.Fatalf("testenv: %s start printed no %s:\n%s", k.script, EnvKafkaSASLBrokers, out)
+	}
+	k.SASL = saslConfig(t, vals[EnvKafkaSASLBrokers], vals[EnvKafkaSASLCA], vals[EnvKafkaSASLMechanism], vals[EnvKafkaSASLUser], vals[EnvKafkaSASLPassword])
 	return k
 }
 

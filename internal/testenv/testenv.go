@@ -25,6 +25,14 @@ import (
 const (
 	EnvPostgresDSN  = "STATECAST_PG_DSN"
 	EnvKafkaBrokers = "STATECAST_KAFKA_BROKERS"
+	// The broker's SASL_SSL listener: its address, the PEM of the CA that signed its
+	// certificate, the SASL mechanism to use (SCRAM-SHA-256 and PLAIN work too), the user
+	// and the password.
+	EnvKafkaSASLBrokers   = "STATECAST_KAFKA_SASL_BROKERS"
+	EnvKafkaSASLCA        = "STATECAST_KAFKA_SASL_CA"
+	EnvKafkaSASLMechanism = "STATECAST_KAFKA_SASL_MECHANISM"
+	EnvKafkaSASLUser      = "STATECAST_KAFKA_SASL_USER"
+	EnvKafkaSASLPassword  = "STATECAST_KAFKA_SASL_PASSWORD"
 )
 
 // InCI reports whether the tests run under CI, where missing servers are failures.
@@ -60,6 +68,32 @@ func KafkaBrokers(t testing.TB) []string {
 		missing(t, "Kafka", EnvKafkaBrokers)
 	}
 	return strings.Split(b, ",")
+}
+
+// KafkaSASL returns the connection to the local broker's SASL_SSL listener (TLS verified
+// with the test CA, SASL with the mechanism, user and password deploy/local exported),
+// validated, with client id "testenv". It is the same broker as KafkaBrokers': topics made
+// with NewTopic are there too.
+func KafkaSASL(t testing.TB) kafkaconn.Config {
+	t.Helper()
+	vals := map[string]string{}
+	for _, name := range []string{EnvKafkaSASLBrokers, EnvKafkaSASLCA, EnvKafkaSASLMechanism, EnvKafkaSASLUser, EnvKafkaSASLPassword} {
+		if vals[name] = os.Getenv(name); vals[name] == "" {
+			missing(t, "Kafka's SASL_SSL listener", name)
+		}
+	}
+	return saslConfig(t, vals[EnvKafkaSASLBrokers], vals[EnvKafkaSASLCA], vals[EnvKafkaSASLMechanism], vals[EnvKafkaSASLUser], vals[EnvKafkaSASLPassword])
+}
+
+func saslConfig(t testing.TB, brokers, ca, mechanism, user, password string) kafkaconn.Config {
+	t.Helper()
+	c := kafkaconn.Config{Brokers: strings.Split(brokers, ","), ClientID: "testenv", Timeout: 30 * time.Second,
+		TLS:  kafkaconn.TLS{Enabled: true, CAFile: ca},
+		SASL: kafkaconn.SASL{Mechanism: mechanism, User: user, Password: password}}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("testenv: the SASL_SSL listener's settings: %v", err)
+	}
+	return c
 }
 
 // UniqueName returns prefix plus a random suffix, usable as a database or topic name.
@@ -145,5 +179,23 @@ func NewTopic(t testing.TB, prefix string, configs map[string]string) string {
 		defer a.Close()
 		_ = a.DeleteTopic(name)
 	})
+	return name
+}
+
+// NewTopicPartitions is NewTopic with the given number of partitions (grown from one).
+func NewTopicPartitions(t testing.TB, prefix string, partitions int32, configs map[string]string) string {
+	t.Helper()
+	name := NewTopic(t, prefix, configs)
+	if partitions <= 1 {
+		return name
+	}
+	admin, err := sarama.NewClusterAdmin(KafkaBrokers(t), kafkaconn.NewConfig("testenv"))
+	if err != nil {
+		t.Fatalf("testenv: kafka admin: %v", err)
+	}
+	defer admin.Close()
+	if err := admin.CreatePartitions(name, partitions, nil, false); err != nil {
+		t.Fatalf("testenv: grow topic %s to %d partitions: %v", name, partitions, err)
+	}
 	return name
 }

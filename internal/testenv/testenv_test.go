@@ -150,3 +150,80 @@ func TestDedicatedPostgresRestartKeepsData(t *testing.T) {
 		t.Fatalf("after a restart: %d, want 7", v)
 	}
 }
+
+// TestKafkaSASL: the broker's SASL_SSL listener takes SCRAM-SHA-512, SCRAM-SHA-256 and
+// PLAIN over TLS verified with the test CA, carries the same topics as the plaintext one,
+// and refuses a wrong password, a client without TLS and a CA that did not sign it.
+func TestKafkaSASL(t *testing.T) {
+	conn := testenv.KafkaSASL(t)
+	topic := testenv.NewTopic(t, "sasl", nil)
+	roundTrip := func(c kafkaconn.Config) error {
+		c.Timeout = 10 * time.Second
+		sc := c.SaramaProducerConfig()
+		sc.Metadata.Retry.Max = 1
+		p, err := sarama.NewSyncProducer(c.Brokers, sc)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		_, off, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder(c.SASL.Mechanism)})
+		if err != nil {
+			return err
+		}
+		cons, err := sarama.NewConsumer(testenv.KafkaBrokers(t), kafkaconn.NewConfig("testenv")) // read back on the plaintext listener
+		if err != nil {
+			return err
+		}
+		defer cons.Close()
+		pc, err := cons.ConsumePartition(topic, 0, off)
+		if err != nil {
+			return err
+		}
+		defer pc.Close()
+		select {
+		case m := <-pc.Messages():
+			if string(m.Value) != c.SASL.Mechanism {
+				t.Errorf("read back %q", m.Value)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("nothing read back")
+		}
+		return nil
+	}
+	for _, mech := range []string{kafkaconn.SASLScramSHA512, kafkaconn.SASLScramSHA256, kafkaconn.SASLPlain} {
+		c := conn
+		c.SASL.Mechanism = mech
+		if err := roundTrip(c); err != nil {
+			t.Errorf("%s: %v", mech, err)
+		}
+	}
+	for name, edit := range map[string]func(*kafkaconn.Config){
+		"wrong password": func(c *kafkaconn.Config) { c.SASL.Password += "x" },
+		"no TLS":         func(c *kafkaconn.Config) { c.TLS = kafkaconn.TLS{} },
+		"another CA":     func(c *kafkaconn.Config) { c.TLS.CAFile = testenv.NewPKI(t).CAFile },
+	} {
+		c := conn
+		edit(&c)
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if err := roundTrip(c); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestNewTopicPartitions checks that the topic has the partitions asked for.
+func TestNewTopicPartitions(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.NewTopicPartitions(t, "env_parts", 3, nil)
+	cl, err := sarama.NewClient(brokers, kafkaconn.NewConfig("testenv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	parts, err := cl.Partitions(topic)
+	if err != nil || len(parts) != 3 {
+		t.Fatalf("partitions of %s: %v, %v; want 3", topic, parts, err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -42,6 +43,38 @@ type Consumer struct {
 	cancel  context.CancelFunc
 	runCtx  context.Context
 	engines map[string]*parallel.Engine[Message] // live engines by "topic/partition"
+
+	commits, commitFailures, outputs atomic.Int64
+	// onCommit, when set (tests, benchmarks), runs after every commit attempt.
+	onCommit func(topic string, partition int32, p parallel.Progress, outputs int, err error)
+}
+
+// CommitStats are the consumer's commit counters since New.
+type CommitStats struct {
+	// Commits counts successful commits: offset commits, or transactions under
+	// CommitTransactional (one per claimed partition and commit).
+	Commits int64
+	// Failed counts commits that failed (aborted transactions included).
+	Failed int64
+	// Outputs counts the output records committed in transactions (dead letters included).
+	Outputs int64
+}
+
+// CommitStats returns the commit counters.
+func (c *Consumer) CommitStats() CommitStats {
+	return CommitStats{Commits: c.commits.Load(), Failed: c.commitFailures.Load(), Outputs: c.outputs.Load()}
+}
+
+func (c *Consumer) committed(topic string, partition int32, p parallel.Progress, outputs int, err error) {
+	if err != nil {
+		c.commitFailures.Add(1)
+	} else {
+		c.commits.Add(1)
+		c.outputs.Add(int64(outputs))
+	}
+	if c.onCommit != nil {
+		c.onCommit(topic, partition, p, outputs, err)
+	}
 }
 
 // New validates cfg (Config.Validate) and returns a Consumer; Run starts it.
@@ -93,6 +126,31 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.mu.Lock()
 	c.runCtx, c.cancel = runCtx, cancel
 	c.mu.Unlock()
+	// Offset requests get their own connections: on the consumer's, the broker answers them
+	// only after the fetch in front of them, which it holds for up to
+	// Consumer.MaxWaitTime when the partition has no new records.
+	offsetClient, err := sarama.NewClient(c.cfg.Brokers, c.cfg.Sarama)
+	if err != nil {
+		_ = group.Close()
+		return fmt.Errorf("saramapc: client: %w", err)
+	}
+	defer offsetClient.Close()
+	h := &groupHandler{c: c, coord: &coordinator{client: offsetClient, conf: c.cfg.Sarama, group: c.cfg.Group}}
+	if c.cfg.needsProducer() {
+		// Created before the group is joined: a transactional producer's start aborts what
+		// an earlier instance with the same transactional id left open.
+		p, err := sarama.NewSyncProducer(c.cfg.Brokers, c.cfg.Producer)
+		if err != nil {
+			_ = group.Close()
+			return fmt.Errorf("saramapc: producer: %w", err)
+		}
+		defer p.Close() // after group.Close below: every claim has ended
+		if c.cfg.Commit == CommitTransactional {
+			h.txn = &txnProducer{p: p}
+		} else {
+			h.dlq = p
+		}
+	}
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -100,7 +158,6 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.log.Warn("saramapc: consumer error", "err", err)
 		}
 	})
-	h := &groupHandler{c: c, coord: &coordinator{client: client, conf: c.cfg.Sarama, group: c.cfg.Group}}
 	for runCtx.Err() == nil {
 		if err := group.Consume(runCtx, c.cfg.Topics, h); err != nil {
 			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
@@ -145,6 +202,8 @@ func (c *Consumer) closing() bool {
 type groupHandler struct {
 	c     *Consumer
 	coord *coordinator
+	txn   *txnProducer        // CommitTransactional
+	dlq   sarama.SyncProducer // dead letters outside CommitTransactional
 }
 
 func (h *groupHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }

@@ -3,6 +3,7 @@ package saramapc
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -22,15 +23,26 @@ func retriable(err error) bool {
 		errors.Is(err, sarama.ErrOffsetsLoadInProgress)
 }
 
-// Fetch returns the committed offset (-1 if none) and metadata of topic/partition.
+// unstableWait bounds how long Fetch waits for a transaction that is committing offsets of
+// the partition to end (at most the producer's transaction timeout, when it crashed).
+const unstableWait = 30 * time.Second
+
+// Fetch returns the committed offset (-1 if none) and metadata of topic/partition. Under
+// read_committed it asks for a stable offset (require_stable): while a transaction that
+// commits an offset of the partition is still open, the broker answers
+// UNSTABLE_OFFSET_COMMIT and Fetch waits, so a new owner never starts below offsets that a
+// transaction is about to commit.
 func (c *coordinator) Fetch(topic string, partition int32) (int64, string, error) {
 	var lastErr error
-	for range 3 {
+	start := time.Now()
+	backoff := 50 * time.Millisecond
+	for attempt := 0; attempt < 3; attempt++ {
 		b, err := c.client.Coordinator(c.group)
 		if err != nil {
 			return 0, "", err
 		}
 		req := sarama.NewOffsetFetchRequest(c.conf.Version, c.group, map[string][]int32{topic: {partition}})
+		req.RequireStable = c.conf.Consumer.IsolationLevel == sarama.ReadCommitted && req.Version >= 7
 		resp, err := b.FetchOffset(req)
 		if err != nil {
 			_ = b.Close()
@@ -52,6 +64,12 @@ func (c *coordinator) Fetch(topic string, partition int32) (int64, string, error
 		}
 		if err != nil {
 			lastErr = err
+			if errors.Is(err, sarama.ErrUnstableOffsetCommit) && time.Since(start) < unstableWait {
+				attempt-- // not the coordinator's fault: wait for the transaction to end
+				time.Sleep(backoff)
+				backoff = min(2*backoff, time.Second)
+				continue
+			}
 			if retriable(err) {
 				_ = c.client.RefreshCoordinator(c.group)
 				continue

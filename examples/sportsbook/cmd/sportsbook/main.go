@@ -27,7 +27,7 @@ import (
 func main() {
 	players := flag.String("players", "127.0.0.1:7070", "comma-separated player addresses")
 	stream := flag.String("stream", "sportsbook", "stream to subscribe to")
-	id := flag.String("client-id", "sportsbook-example", "client id")
+	id := flag.String("client-id", "sportsbook-example", "service name given to the player (each process gets an instance id of its own)")
 	listen := flag.String("listen", "127.0.0.1:8080", "HTTP listen address")
 	stateDir := flag.String("state-dir", "", "directory for the cache state file (optional)")
 	dsn := flag.String("db", "", "DSN of the demo database, for the write endpoints (optional; without it they answer 501)")
@@ -47,7 +47,7 @@ func main() {
 	defer stop()
 	cfg := sportsbook.Config{
 		Client: cacheclient.Config{
-			Addresses: strings.Split(*players, ","), Stream: *stream, ClientID: *id, StateDir: *stateDir,
+			Addresses: strings.Split(*players, ","), Stream: *stream, Service: *id, StateDir: *stateDir,
 		},
 		WriteWait: *writeWait,
 	}

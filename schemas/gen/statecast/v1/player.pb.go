@@ -226,9 +226,13 @@ func (*SubscribeRequest_Ack) isSubscribeRequest_Msg() {}
 
 // Hello is the first message of a Subscribe stream.
 type Hello struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	ClientId string                 `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	Stream   string                 `protobuf:"bytes,2,opt,name=stream,proto3" json:"stream,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The instance id: unique per client process (cacheclient's default: hostname, pid and a
+	// random suffix). A target is known by its principal and instance id: a new connection
+	// with both the same replaces the old one; another principal never does. Empty: a
+	// generated id.
+	ClientId string `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Stream   string `protobuf:"bytes,2,opt,name=stream,proto3" json:"stream,omitempty"`
 	// Views to receive; empty = all views.
 	Views []string `protobuf:"bytes,3,rep,name=views,proto3" json:"views,omitempty"`
 	// Last applied index; absent = new target -> snapshot bootstrap.
@@ -236,8 +240,12 @@ type Hello struct {
 	// Optional hints (0 = server default).
 	MaxBatchEntries uint32 `protobuf:"varint,5,opt,name=max_batch_entries,json=maxBatchEntries,proto3" json:"max_batch_entries,omitempty"`
 	MaxBatchBytes   uint32 `protobuf:"varint,6,opt,name=max_batch_bytes,json=maxBatchBytes,proto3" json:"max_batch_bytes,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The service the client belongs to, shared by its replicas: the player's metrics are
+	// labelled by it. Empty: client_id (clients that predate this field named their service
+	// there).
+	Service       string `protobuf:"bytes,7,opt,name=service,proto3" json:"service,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -310,6 +318,13 @@ func (x *Hello) GetMaxBatchBytes() uint32 {
 		return x.MaxBatchBytes
 	}
 	return 0
+}
+
+func (x *Hello) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
 }
 
 // Ack is cumulative: the highest index the client has applied.
@@ -881,14 +896,15 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\x10SubscribeRequest\x12+\n" +
 	"\x05hello\x18\x01 \x01(\v2\x13.statecast.v1.HelloH\x00R\x05hello\x12%\n" +
 	"\x03ack\x18\x02 \x01(\v2\x11.statecast.v1.AckH\x00R\x03ackB\x05\n" +
-	"\x03msg\"\xdf\x01\n" +
+	"\x03msg\"\xf9\x01\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x14\n" +
 	"\x05views\x18\x03 \x03(\tR\x05views\x12&\n" +
 	"\fresume_index\x18\x04 \x01(\x03H\x00R\vresumeIndex\x88\x01\x01\x12*\n" +
 	"\x11max_batch_entries\x18\x05 \x01(\rR\x0fmaxBatchEntries\x12&\n" +
-	"\x0fmax_batch_bytes\x18\x06 \x01(\rR\rmaxBatchBytesB\x0f\n" +
+	"\x0fmax_batch_bytes\x18\x06 \x01(\rR\rmaxBatchBytes\x12\x18\n" +
+	"\aservice\x18\a \x01(\tR\aserviceB\x0f\n" +
 	"\r_resume_index\"\x1b\n" +
 	"\x03Ack\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\"\xeb\x02\n" +

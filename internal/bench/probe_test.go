@@ -1,0 +1,97 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeCache is what a Probe reads: key → version, absent when missing.
+type fakeCache struct {
+	mu   sync.Mutex
+	rows map[string]int64
+}
+
+func (c *fakeCache) set(key string, v int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v == Absent {
+		delete(c.rows, key)
+	} else {
+		c.rows[key] = v
+	}
+}
+
+func (c *fakeCache) look(key string) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.rows[key]
+	return v, ok
+}
+
+func TestProbe(t *testing.T) {
+	cache := &fakeCache{rows: map[string]int64{"a": 1, "gone": 1}}
+	p := NewProbe(cache.look)
+	defer p.Close()
+	ctx := context.Background()
+
+	ins := &Txn{Seq: 0}
+	p.Expect(ins, "b", 5) // an insert
+	upd := &Txn{Seq: 1}
+	p.Expect(upd, "a", 6)
+	del := &Txn{Seq: 2}
+	p.Expect(del, "gone", Absent)
+	two := &Txn{Seq: 3} // a transaction of two rows
+	p.Expect(two, "a", 7)
+	p.Expect(two, "c", 8)
+	if n := p.Pending(); n != 5 {
+		t.Fatalf("%d pending, want 5", n)
+	}
+
+	p.Notify()
+	time.Sleep(20 * time.Millisecond)
+	if !ins.Visible.IsZero() || !upd.Visible.IsZero() || !del.Visible.IsZero() {
+		t.Fatal("visible before the cache shows anything")
+	}
+	cache.set("b", 5)
+	cache.set("gone", Absent)
+	before := time.Now()
+	p.Notify()
+	if err := waitUntil(func() bool { return p.Pending() == 3 }); err != nil {
+		t.Fatal(err)
+	}
+	if ins.Visible.Before(before) || del.Visible.Before(before) || !upd.Visible.IsZero() {
+		t.Fatalf("insert visible %v, delete %v, update %v", ins.Visible, del.Visible, upd.Visible)
+	}
+	// The cache jumps to a's later version: the earlier update is met with it; the
+	// transaction of two rows waits for its second one.
+	cache.set("a", 7)
+	p.Notify()
+	if err := waitUntil(func() bool { return p.Pending() == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	if upd.Visible.IsZero() || !two.Visible.IsZero() {
+		t.Fatalf("update visible %v, two-row transaction %v", upd.Visible, two.Visible)
+	}
+	if err := p.Wait(ctx, 50*time.Millisecond); err == nil || !strings.Contains(err.Error(), "key c: want version 8") {
+		t.Fatalf("Wait with c missing: %v", err)
+	}
+	// A later version than expected (versions grow) meets it, without a Notify: the
+	// probe also reads every ProbeFallback.
+	cache.set("c", 9)
+	if err := p.Wait(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if two.Visible.IsZero() {
+		t.Fatal("the two-row transaction is not visible")
+	}
+}
+
+func waitUntil(cond func() bool) error {
+	if WaitFor(5*time.Second, cond) {
+		return nil
+	}
+	return context.DeadlineExceeded
+}

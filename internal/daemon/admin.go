@@ -1,0 +1,120 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// Admin is a daemon's admin HTTP endpoint (pages that show client identities, actions
+// such as a reconcile), served apart from the read-only one (/metrics, /healthz). It
+// needs a token unless it listens on a loopback address only.
+type Admin struct {
+	// Addr is where the admin endpoint listens; empty: not served.
+	Addr string `yaml:"addr"`
+	// Tokens, when set, are required on every admin request (Authorization: Bearer).
+	// Required when Addr is not a loopback address.
+	Tokens Tokens `yaml:"tokens"`
+	// TLS serves the admin endpoint over HTTPS (cert_file, key_file; client_ca_file is
+	// not used here).
+	TLS ServerTLS `yaml:"tls"`
+}
+
+// Check checks a's fields (not the files); field is the config field (admin).
+func (a Admin) Check(field string) error {
+	var errs []error
+	if a.Addr != "" && !a.Tokens.Enabled() && !IsLoopback(a.Addr) {
+		errs = append(errs, fmt.Errorf("%s.addr: %q listens beyond this host: set %s.tokens, or a loopback address (127.0.0.1:port)", field, a.Addr, field))
+	}
+	if a.TLS.ClientCAFile != "" {
+		errs = append(errs, fmt.Errorf("%s.tls.client_ca_file: not supported on the admin endpoint (use %s.tokens)", field, field))
+	}
+	errs = append(errs, a.TLS.Check(field+".tls"))
+	return errors.Join(errs...)
+}
+
+// IsLoopback reports whether addr (host:port) listens on a loopback interface only: a
+// loopback IP or "localhost". An empty host (":7072") listens on every interface.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// AdminServer is a loaded Admin: its tokens and certificate, each reloadable.
+type AdminServer struct {
+	cfg    Admin
+	tokens *TokenSet // nil: no token required (loopback)
+	tls    *TLSFiles // nil: plain HTTP
+}
+
+// LoadAdmin checks a and loads its tokens and certificate.
+func LoadAdmin(a Admin, field string) (*AdminServer, error) {
+	if err := a.Check(field); err != nil {
+		return nil, err
+	}
+	s := &AdminServer{cfg: a}
+	var err error
+	if a.Tokens.Enabled() {
+		if s.tokens, err = LoadTokens(a.Tokens, field+".tokens"); err != nil {
+			return nil, err
+		}
+	}
+	if a.TLS.Enabled() {
+		if s.tls, err = LoadTLS(a.TLS, field+".tls"); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Reloadables are what Watch should keep current.
+func (s *AdminServer) Reloadables() []Reloadable {
+	var out []Reloadable
+	if s.tokens != nil {
+		out = append(out, s.tokens)
+	}
+	if s.tls != nil {
+		out = append(out, s.tls)
+	}
+	return out
+}
+
+// Guard wraps h: with tokens, a request without a valid bearer token gets 401 (the
+// response names neither the token nor the reason it was refused).
+func (s *AdminServer) Guard(h http.Handler) http.Handler { return GuardTokens(s.tokens, h) }
+
+// GuardTokens wraps h so that every request needs a token of tokens (nil: h as it is).
+func GuardTokens(tokens *TokenSet, h http.Handler) http.Handler {
+	if tokens == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := tokens.Lookup(BearerToken(r.Header.Get("Authorization"))); !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="statecast admin"`)
+			http.Error(w, "unauthorized: an admin bearer token is required", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Listen listens on the admin address for h (guarded), over TLS when configured.
+func (s *AdminServer) Listen(h http.Handler) (*HTTPServer, error) {
+	hs, err := ListenHTTP(s.cfg.Addr, s.Guard(h))
+	if err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	if s.tls != nil {
+		hs.ln = tlsListener(hs.ln, s.tls.ServerConfig(false, "h2", "http/1.1"))
+	}
+	return hs, nil
+}

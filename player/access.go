@@ -1,0 +1,110 @@
+package player
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Grant gives principals the right to read views of streams (Config.Access). Every field
+// is a list of patterns in path.Match syntax (`*`, `?`, `[a-z]`; `*` alone matches
+// everything): a principal may read view V of stream S when a grant whose Principals
+// match its name has a pattern of Streams matching S and one of Views matching V.
+type Grant struct {
+	// Principals are token names or certificate identities (Principal.Name).
+	Principals []string `yaml:"principals"`
+	Streams    []string `yaml:"streams"`
+	Views      []string `yaml:"views"`
+}
+
+// access is the authorization of a player: nil grants means every principal reads
+// everything (Config.Access empty).
+type access struct {
+	grants []Grant
+}
+
+func (c *Config) checkAccess() []error {
+	var errs []error
+	for i, g := range c.Access {
+		for _, f := range []struct {
+			name string
+			pats []string
+		}{{"principals", g.Principals}, {"streams", g.Streams}, {"views", g.Views}} {
+			if len(f.pats) == 0 {
+				errs = append(errs, fmt.Errorf("access[%d].%s: at least one pattern (\"*\" for every one)", i, f.name))
+			}
+			for _, p := range f.pats {
+				if _, err := path.Match(p, ""); err != nil || p == "" {
+					errs = append(errs, fmt.Errorf("access[%d].%s: bad pattern %q", i, f.name, p))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+func matchAny(pats []string, s string) bool {
+	for _, p := range pats {
+		if ok, _ := path.Match(p, s); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// grantsOf returns the grants of principal name for stream (nil access: nil, everything
+// allowed).
+func (a *access) grantsOf(name, stream string) (gs []Grant, restricted bool) {
+	if a == nil || len(a.grants) == 0 {
+		return nil, false
+	}
+	for _, g := range a.grants {
+		if matchAny(g.Principals, name) && matchAny(g.Streams, stream) {
+			gs = append(gs, g)
+		}
+	}
+	return gs, true
+}
+
+// authorize checks that pr may read views of stream (empty views: every view of the
+// stream, which needs a grant of "*"). The error names the first view refused.
+func (a *access) authorize(pr Principal, stream string, views []string) error {
+	gs, restricted := a.grantsOf(pr.Name, stream)
+	if !restricted {
+		return nil
+	}
+	if len(gs) == 0 {
+		return fmt.Errorf("%w: principal %q may not read stream %q", ErrPermissionDenied, pr, stream)
+	}
+	if len(views) == 0 {
+		for _, g := range gs {
+			if slices.Contains(g.Views, "*") {
+				return nil
+			}
+		}
+		return fmt.Errorf("%w: principal %q may not read every view of stream %q: name the views (granted: %s)",
+			ErrPermissionDenied, pr, stream, grantedViews(gs))
+	}
+	for _, v := range views {
+		ok := false
+		for _, g := range gs {
+			if matchAny(g.Views, v) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return fmt.Errorf("%w: principal %q may not read view %q of stream %q", ErrPermissionDenied, pr, v, stream)
+		}
+	}
+	return nil
+}
+
+func grantedViews(gs []Grant) string {
+	var vs []string
+	for _, g := range gs {
+		vs = append(vs, g.Views...)
+	}
+	return strings.Join(vs, ", ")
+}

@@ -1,0 +1,86 @@
+package player
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"testing"
+)
+
+// countingConn records each Write the socket receives.
+type countingConn struct {
+	net.Conn
+	writes [][]byte
+	err    error
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	c.writes = append(c.writes, bytes.Clone(b))
+	return len(b), nil
+}
+
+// recordsConn stands for the TLS connection: each Write becomes several records, each
+// written to the socket on its own.
+type recordsConn struct {
+	net.Conn
+	under net.Conn
+}
+
+func (r recordsConn) Write(b []byte) (int, error) {
+	for len(b) > 0 {
+		n := min(len(b), 4)
+		if _, err := r.under.Write(b[:n]); err != nil {
+			return 0, err
+		}
+		b = b[n:]
+	}
+	return 0, nil
+}
+
+// TestCoalescingConnOneWrite: the records of one Write reach the socket in one call, in
+// order; writes outside a Write (the handshake, alerts) pass through as they come.
+func TestCoalescingConnOneWrite(t *testing.T) {
+	sock := &countingConn{}
+	held := &heldConn{Conn: sock}
+	c := &coalescingConn{Conn: recordsConn{under: held}, held: held}
+	if _, err := held.Write([]byte("hs")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("0123456789")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("abcdef")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"hs", "0123456789", "abcdef"}
+	if len(sock.writes) != len(want) {
+		t.Fatalf("socket writes %q, want %q", sock.writes, want)
+	}
+	for i, w := range want {
+		if string(sock.writes[i]) != w {
+			t.Fatalf("socket writes %q, want %q", sock.writes, want)
+		}
+	}
+}
+
+// TestCoalescingConnError: a socket error is returned by the Write whose records failed,
+// and by every later one (the connection is broken; nothing is written after a gap).
+func TestCoalescingConnError(t *testing.T) {
+	boom := errors.New("boom")
+	sock := &countingConn{err: boom}
+	held := &heldConn{Conn: sock}
+	c := &coalescingConn{Conn: recordsConn{under: held}, held: held}
+	if _, err := c.Write([]byte("0123456789")); !errors.Is(err, boom) {
+		t.Fatalf("Write: %v, want %v", err, boom)
+	}
+	sock.err = nil
+	if _, err := c.Write([]byte("abc")); !errors.Is(err, boom) {
+		t.Fatalf("second Write: %v, want %v", err, boom)
+	}
+	if len(sock.writes) != 0 {
+		t.Fatalf("written after the error: %q", sock.writes)
+	}
+}
