@@ -129,9 +129,9 @@ func (r *run) compareViews(ctx context.Context) error {
 func (r *run) sqlRows(ctx context.Context, v viewDef) (map[string]string, error) {
 	cols := make([]string, len(v.Key))
 	for i, k := range v.Key {
-		cols[i] = "v." + k + "::text"
+		cols[i] = "chaos_row." + k + "::text"
 	}
-	rows, err := r.pool.Query(ctx, "SELECT "+strings.Join(cols, ", ")+", to_jsonb(v)::text FROM ("+v.SQL+") v")
+	rows, err := r.pool.Query(ctx, "SELECT "+strings.Join(cols, ", ")+", to_jsonb(chaos_row)::text FROM ("+v.SQL+") chaos_row")
 	if err != nil {
 		return nil, err
 	}

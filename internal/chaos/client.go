@@ -55,7 +55,7 @@ func RunClient(ctx context.Context, cfg ClientConfig, log *slog.Logger) error {
 	}
 	defer rec.close()
 	c, err := cacheclient.New(cacheclient.Config{
-		Addresses: cfg.Players, Stream: cfg.Stream, ClientID: cfg.ID, StateDir: cfg.StateDir,
+		Addresses: cfg.Players, Stream: cfg.Stream, Service: "chaos", InstanceID: cfg.ID, StateDir: cfg.StateDir,
 		PersistInterval: 2 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: time.Second,
 	}, cacheclient.WithLogger(log), cacheclient.WithDialOptions(grpc.WithStreamInterceptor(rec.intercept)))
 	if err != nil {

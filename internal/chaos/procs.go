@@ -31,9 +31,11 @@ type proc struct {
 	down     bool // killed or stopped by the run, not started again yet
 	starts   int
 	crashes  []string
-	maxRSS   int64 // bytes, over every incarnation
-	onCrash  func(p *proc, what string)
-	stopping bool // the run is over: no restart after a crash
+	// crashStarts are the start numbers (starts) of the crashed incarnations.
+	crashStarts []int
+	maxRSS      int64 // bytes, over every incarnation
+	onCrash     func(p *proc, what string)
+	stopping    bool // the run is over: no restart after a crash
 }
 
 func (p *proc) start() error {
@@ -76,6 +78,7 @@ func (p *proc) wait(cmd *exec.Cmd, exited chan struct{}) {
 	msg := fmt.Sprintf("%s (pid %d, start #%d) %s on its own; last log lines:\n%s", p.name, cmd.Process.Pid, p.starts, what,
 		indent(tailFile(p.log, 12)))
 	p.crashes = append(p.crashes, msg)
+	p.crashStarts = append(p.crashStarts, p.starts)
 	if p.onCrash != nil {
 		p.onCrash(p, msg)
 	}
@@ -90,6 +93,24 @@ func (p *proc) wait(cmd *exec.Cmd, exited chan struct{}) {
 			_ = p.startLocked()
 		}
 	}()
+}
+
+// crashLooping says whether n of the last n+1 starts of the process ended in a crash (the
+// one more: the start after the last crash may be running).
+func (p *proc) crashLooping(n int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.crashStarts) >= n && p.crashStarts[len(p.crashStarts)-n] >= p.starts-n
+}
+
+// lastCrash describes the last crash.
+func (p *proc) lastCrash() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.crashes) == 0 {
+		return ""
+	}
+	return p.crashes[len(p.crashes)-1]
 }
 
 // pid of the current process (0 when none runs).

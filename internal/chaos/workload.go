@@ -353,10 +353,10 @@ func expectRows(ctx context.Context, conn *pgxpool.Conn, keys []viewKey) (map[st
 		def := viewByName(k.view)
 		conds := make([]string, len(def.Key))
 		for i, c := range def.Key {
-			conds[i] = fmt.Sprintf("v.%s = $%d", c, i+1)
+			conds[i] = fmt.Sprintf("chaos_row.%s = $%d", c, i+1)
 		}
 		var js string
-		err := conn.QueryRow(ctx, "SELECT to_jsonb(v)::text FROM ("+def.SQL+") v WHERE "+strings.Join(conds, " AND "), k.key...).Scan(&js)
+		err := conn.QueryRow(ctx, "SELECT to_jsonb(chaos_row)::text FROM ("+def.SQL+") chaos_row WHERE "+strings.Join(conds, " AND "), k.key...).Scan(&js)
 		if err == pgx.ErrNoRows {
 			continue
 		}
