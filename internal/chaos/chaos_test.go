@@ -17,13 +17,18 @@ const EnvSeed = "STATECAST_CHAOS_SEED"
 
 // TestChaosShort is the short chaos run: every kind of fault once on every class of target
 // (17 faults), a few thousand changes, three clients. It needs java (the broker), the
-// PostgreSQL binaries and the go command; outside CI it skips without them. A failure
+// PostgreSQL binaries ($PGBIN, as deploy/local) and the go command: under CI=true their
+// absence fails the test, elsewhere it skips. A failure
 // prints the seed; STATECAST_CHAOS_SEED=<seed> replays its plan.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos run takes minutes")
 	}
-	for _, bin := range []string{"java", "go", "/usr/lib/postgresql/15/bin/postgres"} {
+	pgbin := os.Getenv("PGBIN") // deploy/local/postgres.sh's setting
+	if pgbin == "" {
+		pgbin = "/usr/lib/postgresql/15/bin"
+	}
+	for _, bin := range []string{"java", "go", pgbin + "/postgres"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			if testenv.InCI() {
 				t.Fatalf("chaos run: %s not found: %v", bin, err)
