@@ -41,7 +41,11 @@
 //
 // After the faults healed and the writers stopped: every client reflects the last commit
 // (time to converge), every client's every view equals the view's SQL row by row and its
-// indexes agree with its rows; with the distributors stopped and the clients caught up with
+// indexes agree with its rows, and no client's epoch-end hash check disagreed with its rows;
+// along the stream (followed by a tap of the run) no row record carries an older row
+// version than an earlier record of its key (every source row takes a version from one
+// sequence on every change: an old row landing after a newer one, as a second writer of the
+// stream after a lock loss would make, is a stale record); with the distributors stopped and the clients caught up with
 // the stream's end, the delivery checker (internal/checker) replays what each client
 // received — each client process appends every Hello it sends and every frame it receives
 // to a file, before handling it, so a kill loses nothing it applied — against the topic:

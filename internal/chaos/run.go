@@ -171,8 +171,10 @@ type Result struct {
 	Faults     map[string]int // by kind
 	Violations []Violation
 	// Converge is the time from the end of the last fault until every client reflected
-	// the last write (-1: some never did).
-	Converge time.Duration
+	// the last write (-1: some never did). The writers go on after the faults until they
+	// made Changes, so ConvergeAfterWrites, the time from the writers' stop, is the lag
+	// left at the end.
+	Converge, ConvergeAfterWrites time.Duration
 	// RYWChecks counts read-your-writes checks that compared (RYWSkipped: the client did
 	// not answer in time, a fault in the way); AtomicChecks the Cuts whose sums were checked.
 	RYWChecks, RYWSkipped, AtomicChecks int64
@@ -200,13 +202,14 @@ func (r *Result) Summary() string {
 	slices.Sort(vs)
 	conv := "never"
 	if r.Converge >= 0 {
-		conv = r.Converge.Round(100 * time.Millisecond).String()
+		conv = fmt.Sprintf("%v after the last fault (%v after the last write)",
+			r.Converge.Round(100*time.Millisecond), r.ConvergeAfterWrites.Round(100*time.Millisecond))
 	}
 	viol := fmt.Sprint(len(r.Violations))
 	if len(vs) > 0 {
 		viol += " (" + strings.Join(vs, ", ") + ")"
 	}
-	return fmt.Sprintf("chaos: seed %d, %d changes in %d transactions, %d faults (%s), %d read-your-writes checks (%d skipped), %d atomicity checks, violations %s, converged %s after the last fault",
+	return fmt.Sprintf("chaos: seed %d, %d changes in %d transactions, %d faults (%s), %d read-your-writes checks (%d skipped), %d atomicity checks, violations %s, converged %s",
 		r.Seed, r.Changes, r.Txns, n, strings.Join(fs, ", "), r.RYWChecks, r.RYWSkipped, r.AtomicChecks, viol, conv)
 }
 
@@ -340,6 +343,7 @@ func (r *run) run(ctx context.Context, res *Result) error {
 	}
 	stopWriters()
 	wg.Wait()
+	writersStopped := time.Now()
 	r.logf("writers stopped: %d changes in %d transactions (%d failed attempts)", r.ws.changes.Load(), r.ws.txns.Load(), r.ws.errors.Load())
 
 	// Converged: every client reflects the last commit, then equals the views' SQL.
@@ -348,6 +352,9 @@ func (r *run) run(ctx context.Context, res *Result) error {
 		return err
 	}
 	res.Converge = conv
+	if conv >= 0 {
+		res.ConvergeAfterWrites = max(conv-writersStopped.Sub(lastHeal), 0)
+	}
 	if err := r.compareViews(ctx); err != nil {
 		return err
 	}
@@ -356,6 +363,13 @@ func (r *run) run(ctx context.Context, res *Result) error {
 			s := st.Stats
 			r.logf("%s: %d reconnects, %d resyncs, %d snapshots, %d epoch checks (%d mismatches), %d entries applied",
 				p.name, s.Reconnects, s.Resyncs, s.SnapshotsApplied, s.EpochChecks, s.EpochMismatches, s.EntriesApplied)
+			if s.EpochMismatches > 0 {
+				// An epoch-end hash that disagrees with the client's rows means the stream
+				// and the distributor's content parted: a record lost, or a stale one that
+				// landed after the distributor moved on (a second writer after a lock loss).
+				r.violate(Violation{Kind: "epoch-mismatch", Where: p.name, Detail: fmt.Sprintf(
+					"%d of %d epoch-end checks disagreed with the client's rows (each one resyncs it)", s.EpochMismatches, s.EpochChecks)})
+			}
 		}
 	}
 	stopProbes()
