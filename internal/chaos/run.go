@@ -235,6 +235,9 @@ type run struct {
 	mu         sync.Mutex
 	violations []Violation
 	faults     map[string]int
+	// lockLosses are the lock-loss faults' windows, from the black hole to a few seconds
+	// after the heal: a stale record read in one is the old active's (stale).
+	lockLosses []window
 	ws         writerStats
 	httpc      *http.Client
 	ports      ports
@@ -379,9 +382,19 @@ func (r *run) run(ctx context.Context, res *Result) error {
 			Detail: fmt.Sprintf("the sums of the writers' balances in one Cut (position %d) changed: part of a transaction is visible, or a wrong row; %s",
 				a.pos, r.tap.explainSums(a.pos, r.cfg.Writers, r.sums))})
 	}
-	if stale, n := r.tap.stale(maxListed); n > 0 {
-		r.violate(Violation{Kind: "stale-record", Detail: fmt.Sprintf("%d row records in the stream carry an older version of their row than an earlier record of their key (an old row landed after a newer one):\n      %s",
-			n, strings.Join(stale, "\n      "))})
+	if stale, n, at := r.tap.stale(maxListed); n > 0 {
+		why := "a second writer of the stream, or a reordering"
+		r.mu.Lock()
+		for _, w := range r.lockLosses {
+			if !at[0].Before(w.from) && !at[1].After(w.to) {
+				why = fmt.Sprintf("they landed after the lock-loss fault of %s: %s's records in flight reached Kafka after %s had taken over "+
+					"(split brain after a lock loss: a former active is not fenced on the Kafka side)",
+					w.from.Format("15:04:05.000"), w.old, w.next)
+			}
+		}
+		r.mu.Unlock()
+		r.violate(Violation{Kind: "stale-record", Detail: fmt.Sprintf("%d row records in the stream, read from %s to %s, carry an older version of their row than an earlier record of their key (an old row landed after a newer one; %s):\n      %s",
+			n, at[0].Format("15:04:05.000"), at[1].Format("15:04:05.000"), why, strings.Join(stale, "\n      "))})
 	}
 	if sums, err := partitionSums(ctx, r.pool, r.cfg.Writers); err == nil && !slices.Equal(sums, r.sums) {
 		return fmt.Errorf("chaos: the workload changed the writers' sums in PostgreSQL (%v, not %v): the atomicity probe is void", sums, r.sums)
@@ -1106,6 +1119,13 @@ func (r *run) inject(ctx context.Context, f fault) error {
 	return nil
 }
 
+// window is a lock-loss fault's: the distributor that lost the lock, the one that took
+// over, and when a record of the old one may land.
+type window struct {
+	old, next string
+	from, to  time.Time
+}
+
 // lockLoss: the active distributor's Kafka hop becomes a black hole (what it sends waits
 // on the wire), then its lock session is ended in PostgreSQL; once the standby is active,
 // and hold later, the hole heals and whatever the old active had sent lands.
@@ -1123,7 +1143,14 @@ func (r *run) lockLoss(ctx context.Context, hold time.Duration) error {
 	}
 	hole := r.proxies["kafka/"+old.name]
 	hole.Blackhole()
-	defer hole.Heal()
+	start := time.Now()
+	defer func() {
+		hole.Heal()
+		r.mu.Lock()
+		// What the hole held lands at the heal; the producer's retries may take longer.
+		r.lockLosses = append(r.lockLosses, window{old.name, other.name, start, time.Now().Add(30 * time.Second)})
+		r.mu.Unlock()
+	}()
 	sleep(ctx, 500*time.Millisecond) // let it send into the hole
 	var ended int
 	err := r.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks

@@ -198,7 +198,8 @@ func (t *tap) explainSums(pos int64, writers int, want []int64) string {
 // stale lists the row records whose version is below that of an earlier record of the
 // same key: an old row that landed after a newer one, so that the stream went back in
 // time for that key (a second writer of the stream, or a reordering).
-func (t *tap) stale(limit int) (out []string, n int) {
+// at is when the tap read the first and the last of them.
+func (t *tap) stale(limit int) (out []string, n int, at [2]time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	type seen struct {
@@ -214,6 +215,10 @@ func (t *tap) stale(limit int) (out []string, n int) {
 		s := top[r.Key]
 		if v < s.v {
 			n++
+			if n == 1 {
+				at[0] = r.At
+			}
+			at[1] = r.At
 			if len(out) < limit {
 				out = append(out, fmt.Sprintf("%s %s (read %s) after @%d with version %d",
 					r.Key, r, r.At.Format("15:04:05.000"), s.index, s.v))
@@ -222,5 +227,5 @@ func (t *tap) stale(limit int) (out []string, n int) {
 		}
 		top[r.Key] = seen{v, r.Index}
 	}
-	return out, n
+	return out, n, at
 }

@@ -374,9 +374,9 @@ func expectRows(ctx context.Context, conn *pgxpool.Conn, keys []viewKey) (map[st
 
 // writerStats are counted by the writers.
 type writerStats struct {
-	changes, txns, errors  atomic.Int64
-	rywChecks, rywSkipped  atomic.Int64
-	atomicChecks, atomicNA atomic.Int64
+	changes, txns, errors atomic.Int64
+	rywChecks, rywSkipped atomic.Int64
+	atomicChecks          atomic.Int64
 }
 
 // pacer spaces a writer's changes at rate per second.
