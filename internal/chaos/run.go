@@ -1158,9 +1158,16 @@ func (r *run) lockLoss(ctx context.Context, hold time.Duration) error {
 	if err != nil {
 		return err
 	}
+	// The old active cannot reach Kafka: what lands from now on is the new active's.
+	end := r.tap.end()
 	r.logf("  %s's lock session ended (%d backend); waiting for %s", old.name, ended, other.name)
 	if err := r.waitFor(ctx, time.Minute, other.name+" active", func() bool { return r.distActive(other.name) }); err != nil {
 		return err
+	}
+	// The hole heals after the new active published (its start-up epoch), so that what
+	// the old one had in flight lands after the new active's records, not before them.
+	if err := r.waitFor(ctx, 30*time.Second, other.name+" publishing", func() bool { return r.tap.end() > end }); err != nil {
+		r.logf("  %v", err)
 	}
 	sleep(ctx, hold)
 	return nil

@@ -195,6 +195,13 @@ func (t *tap) explainSums(pos int64, writers int, want []int64) string {
 	return s
 }
 
+// end is the index after the last record the tap read.
+func (t *tap) end() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.next
+}
+
 // stale lists the row records whose version is below that of an earlier record of the
 // same key: an old row that landed after a newer one, so that the stream went back in
 // time for that key (a second writer of the stream, or a reordering).
