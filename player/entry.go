@@ -30,6 +30,7 @@ type item struct {
 	wire       []byte
 	single     []byte                         // entries: the one-entry batch frame (wire is its tail)
 	frame      *statecastv1.SubscribeResponse // non-nil for frames
+	stale      []string                       // position entries: the stale views the value names
 }
 
 // isRow reports whether the item is a row entry of the stream (a record without a kind is
@@ -85,6 +86,11 @@ func itemOf(m *sarama.ConsumerMessage) *item {
 	}
 	// proto3 strings must be valid UTF-8; a malformed header must not make the entry vanish.
 	e.View, e.SourceLsn = strings.ToValidUTF8(e.View, "\uFFFD"), strings.ToValidUTF8(e.SourceLsn, "\uFFFD")
+	return entryItem(e)
+}
+
+// entryItem marshals e once into an entry item.
+func entryItem(e *statecastv1.Entry) *item {
 	// One buffer holds the one-entry frame SubscribeResponse{batch{entries: [e]}}; the
 	// Entry bytes are its tail. A one-entry batch (the common case at low rates) is then
 	// sent to every target without any encoding or copy of ours.
@@ -97,14 +103,18 @@ func itemOf(m *sarama.ConsumerMessage) *item {
 	buf = protowire.AppendVarint(buf, uint64(inner))
 	buf = protowire.AppendTag(buf, wire.BatchEntries, protowire.BytesType)
 	buf = protowire.AppendVarint(buf, uint64(size))
-	buf, err = proto.MarshalOptions{}.MarshalAppend(buf, e)
+	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, e)
 	if err != nil || len(buf) != hdr+size {
 		panic(fmt.Sprintf("player: marshal entry: %v", err)) // unreachable: every field is valid
 	}
-	return &item{
-		index: m.Offset, view: e.View, key: string(m.Key), kind: e.Kind,
+	it := &item{
+		index: e.Index, view: e.View, key: string(e.Key), kind: e.Kind,
 		tombstone: e.Tombstone, txn: e.Txn, wire: buf[hdr:], single: buf,
 	}
+	if it.isPosition() {
+		it.stale = staleOf(e.Value)
+	}
+	return it
 }
 
 // frameItem wraps a non-batch response frame.

@@ -266,7 +266,7 @@ func (t *target) sendLoop(srv statecastv1.Player_SubscribeServer) error {
 			head := max(ci, t.sentUpTo) // the batch may hold entries dispatched after ci was read
 			t.mu.Unlock()
 			if len(batch) > 0 {
-				out = withHead(batchParts(batch), head) // items are immutable: framed outside the lock, not copied
+				out = withHead(batchParts(t.visibleTo(batch)), head) // items are immutable: framed outside the lock, not copied
 			} else {
 				out = withHead(append(make(rawParts, 0, 2), out.(rawFrame)), head)
 			}
