@@ -11,7 +11,7 @@ VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || 
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
 
-.PHONY: test demo infra down deps tools unit vet lint bench fuzz proto proto-check images
+.PHONY: test demo infra down deps tools unit vet lint bench fuzz chaos proto proto-check images
 
 ## test: start PostgreSQL and Kafka (idempotent), install tools, run the whole suite with -race.
 test: deps tools proto-check infra vet lint
@@ -67,6 +67,15 @@ bench: infra
 ## engine: .run/images/<name>.tar (docker load -i), static binaries in .run/images/bin.
 images: deps
 	$(GO) run ./deploy/images -out $(RUN)/images -version $(VERSION) -commit $(COMMIT) $(if $(CREATED),-created $(CREATED))
+
+## chaos: the chaos run (internal/chaos) with its own PostgreSQL and Kafka: random faults
+## for about DURATION while writers make at least CHANGES source changes, then every cache
+## is checked against PostgreSQL. SEED replays a run's fault plan; RACE=1 builds the
+## processes with the race detector. Exit status 1 when it finds a violation.
+DURATION ?= 10m
+CHANGES  ?= 100000
+chaos: deps
+	$(GO) run ./cmd/chaos -duration $(DURATION) -changes $(CHANGES) $(if $(SEED),-seed $(SEED)) $(if $(FAULTS),-faults $(FAULTS)) $(if $(RACE),-race)
 
 ## proto: regenerate schemas/gen from schemas/proto with buf (tools pinned in schemas/tools/go.mod).
 proto:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# kafka.sh start|stop|env|status — a real Apache Kafka 4.x broker (KRaft, one combined
-# broker/controller) for statecast.
+# kafka.sh start|stop|restart|wipe|env|status — a real Apache Kafka 4.x broker (KRaft, one
+# combined broker/controller) for statecast.
 #
 # start: fetches org.apache.kafka:kafka_2.13 and its runtime dependencies from Maven Central
 # with mvn (deploy/local/pom.xml) into $CACHE/kafka-<version>/libs (outside the repo, kept
@@ -14,6 +14,18 @@
 # random password (STATECAST_KAFKA_SASL_PASSWORD), its SCRAM credentials written by the
 # broker's own storage tool (format --add-scram). A broker started by an older version of
 # this script, without that listener, is restarted.
+#
+# A broker that was stopped (stop, or killed) starts again with its data, its config and its
+# ports: clients reconnect to the same addresses and find their topics. The storage is
+# formatted afresh only when there is none, when this script changed since it was written
+# (its settings may differ), or when another process took one of its ports (a warning says
+# so). restart = stop + start; wipe = stop and remove the data.
+#
+# STATECAST_KAFKA_LISTENERS adds client listeners when the storage is formatted: a
+# space-separated list of NAME:PORT:ADVERTISED_PORT, each a PLAINTEXT listener on
+# 127.0.0.1:PORT whose metadata advertises 127.0.0.1:ADVERTISED_PORT. A test puts a TCP
+# proxy on the advertised port: a client that bootstraps through it is sent back to it by
+# the metadata, so every connection of that client goes through its proxy.
 source "$(dirname "$0")/common.sh"
 POM=$REPO/deploy/local/pom.xml
 VERSION=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$POM")
@@ -77,6 +89,7 @@ start() {
   fetch
   if running; then env_out; return; fi
   stop
+  if resumable; then launch; return; fi
   rm -rf "$DIR"; mkdir -p "$DIR/data"
   local port cport sport; port=$(free_port); cport=$(free_port); sport=$(free_port)
   while [ "$cport" = "$port" ]; do cport=$(free_port); done
@@ -131,7 +144,9 @@ group.initial.rebalance.delay.ms=0
 log.cleaner.backoff.ms=500
 log.retention.check.interval.ms=5000
 CONF
+  add_listeners
   chmod 600 "$DIR/server.properties"
+  script_sum >"$DIR/script.sum"
   java_run kafka.tools.StorageTool format -t "$(java_run kafka.tools.StorageTool random-uuid)" \
     -c "$DIR/server.properties" \
     --add-scram "SCRAM-SHA-256=[name=$SASL_USER,password=$saslpw]" \
@@ -153,8 +168,58 @@ CONF
   die "kafka not ready after 60s (see $DIR/server.log)"
 }
 
+# script_sum identifies this version of the script: a config it did not write is not reused.
+script_sum() { md5sum <"${BASH_SOURCE[0]}" | cut -c1-32; }
+
+# add_listeners appends the listeners of STATECAST_KAFKA_LISTENERS to server.properties.
+add_listeners() {
+  local l name port adv props=$DIR/server.properties
+  for l in ${STATECAST_KAFKA_LISTENERS:-}; do
+    IFS=: read -r name port adv <<<"$l"
+    [[ $name =~ ^[A-Z][A-Z0-9_]*$ && $port =~ ^[0-9]+$ && $adv =~ ^[0-9]+$ ]] ||
+      die "STATECAST_KAFKA_LISTENERS: $l is not NAME:PORT:ADVERTISED_PORT"
+    sed -i -e "s|^listeners=.*|&,$name://127.0.0.1:$port|" \
+      -e "s|^advertised.listeners=.*|&,$name://127.0.0.1:$adv|" \
+      -e "s|^listener.security.protocol.map=.*|&,$name:PLAINTEXT|" "$props"
+  done
+}
+
+# ports lists the ports the broker listens on (from its config).
+ports() { sed -n 's|^listeners=||p' "$DIR/server.properties" | tr ',' '\n' | sed 's|.*:||'; }
+
+# resumable succeeds when the broker's storage, config and ports can be reused as they are.
+resumable() {
+  [ -f "$DIR/data/meta.properties" ] && [ -f "$DIR/server.properties" ] && [ -f "$PORTFILE" ] &&
+    [ -f "$SASLPORTFILE" ] && [ -f "$DIR/sasl.password" ] && [ -f "$TLSDIR/ca.pem" ] || return 1
+  [ "$(cat "$DIR/script.sum" 2>/dev/null)" = "$(script_sum)" ] || { log "config written by another version of this script: formatting afresh"; return 1; }
+  local p
+  for p in $(ports); do
+    if port_open 127.0.0.1 "$p"; then log "warning: port $p is taken by another process: formatting afresh on new ports"; return 1; fi
+  done
+}
+
+# launch starts the broker on its existing storage and config and waits until it answers.
+launch() {
+  local port from; port=$(cat "$PORTFILE")
+  from=$(stat -c %s "$DIR/server.log" 2>/dev/null || echo 0)
+  nohup java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$DIR/log4j2.properties" -cp "$LIBS/*" \
+    kafka.Kafka "$DIR/server.properties" >>"$DIR/stdout.log" 2>&1 &
+  echo $! >"$PIDFILE"
+  for _ in $(seq 1 120); do
+    # Only the lines written since this launch count: the log keeps the previous runs'.
+    if port_open 127.0.0.1 "$port" && tail -c +$((from + 1)) "$DIR/server.log" 2>/dev/null | grep -q "Kafka Server started"; then
+      log "Kafka $VERSION restarted on 127.0.0.1:$port with its data (log $DIR/server.log)"; env_out; return
+    fi
+    pid_alive "$PIDFILE" || { tail -30 "$DIR/stdout.log" "$DIR/server.log" >&2 2>/dev/null; die "kafka exited"; }
+    sleep 0.5
+  done
+  die "kafka not ready after 60s (see $DIR/server.log)"
+}
+
 stop() {
   pid_alive "$PIDFILE" || return 0
+  kill -CONT "$(cat "$PIDFILE")" 2>/dev/null || true # a paused JVM cannot handle SIGTERM
   kill "$(cat "$PIDFILE")"
   for _ in $(seq 1 40); do pid_alive "$PIDFILE" || return 0; sleep 0.5; done
   kill -9 "$(cat "$PIDFILE")" 2>/dev/null || true
@@ -165,6 +230,8 @@ case "${1:-start}" in
   stop) stop ;;
   env) running || die "not running"; env_out ;;
   status) running && echo running || { echo stopped; exit 1; } ;;
+  restart) stop; start ;;
+  wipe) stop; rm -rf "$DIR" ;;
   fetch) fetch ;;
-  *) die "usage: $0 start|stop|env|status|fetch" ;;
+  *) die "usage: $0 start|stop|restart|wipe|env|status|fetch" ;;
 esac

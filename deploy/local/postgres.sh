@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# postgres.sh start|stop|env|status — a private PostgreSQL 15 cluster for statecast.
+# postgres.sh start|stop [fast|immediate]|restart|env|status — a private PostgreSQL 15
+# cluster for statecast.
 #
 # start: installs the Debian package if the binaries are missing, runs initdb into
 # /tmp/statecast-pg-<checkout hash> (owned by the 'postgres' user: the server refuses to run as root), picks a free
 # port, sets wal_level=logical, starts the server and waits until it accepts connections.
 # Idempotent: a running cluster is reused. Prints the variables the tests read.
+# A stopped cluster starts again with its data on the port it had (a new one, with a
+# warning, only if another process took it). stop is a fast shutdown; stop immediate is a
+# crash (recovery from the WAL at the next start). restart = stop + start.
 # STATECAST_PG_EXTRA_CONF: more postgresql.conf lines (tests that need another setting).
 source "$(dirname "$0")/common.sh"
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
@@ -43,7 +47,7 @@ start() {
     as_pg "$PGBIN/initdb" -D "$DATA" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$DATA.initdb.log" 2>&1 \
       || { cat "$DATA.initdb.log" >&2; die "initdb failed"; }
   fi
-  local port; port=$(free_port); echo "$port" >"$PORTFILE"
+  local port; port=$(saved_port); echo "$port" >"$PORTFILE"
   cat >"$DATA/postgresql.auto.conf" <<CONF
 port = $port
 listen_addresses = '127.0.0.1'
@@ -65,14 +69,28 @@ CONF
   env_out
 }
 
+# saved_port prints the port of the cluster's previous start when it has one that is still
+# free, so that clients find the server where it was; a free port otherwise.
+saved_port() {
+  local p; p=$(cat "$PORTFILE" 2>/dev/null || true)
+  if [ -n "$p" ] && [ -f "$DATA/PG_VERSION" ]; then
+    port_open 127.0.0.1 "$p" || { echo "$p"; return; }
+    log "warning: port $p is taken by another process: starting on a new port"
+  fi
+  free_port
+}
+
 stop() {
-  running && as_pg "$PGBIN/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null || true
+  local mode=${1:-fast}
+  case "$mode" in fast|immediate) ;; *) die "stop mode: fast or immediate, not $mode" ;; esac
+  running && as_pg "$PGBIN/pg_ctl" -D "$DATA" -m "$mode" -w stop >/dev/null || true
 }
 
 case "${1:-start}" in
   start) start ;;
-  stop) stop ;;
+  stop) stop "${2:-fast}" ;;
+  restart) stop fast; start ;;
   env) running || die "not running"; env_out ;;
   status) running && echo running || { echo stopped; exit 1; } ;;
-  *) die "usage: $0 start|stop|env|status" ;;
+  *) die "usage: $0 start|stop [fast|immediate]|restart|env|status" ;;
 esac

@@ -121,6 +121,54 @@ func (k *Kafka) signal(t testing.TB, sig syscall.Signal) {
 	}
 }
 
+// Restart stops the broker gracefully and starts it again with its data, config and port
+// (deploy/local/kafka.sh restart); Brokers stay valid.
+func (k *Kafka) Restart(t testing.TB) {
+	t.Helper()
+	k.script1(t, "restart")
+}
+
+// Kill ends the broker with SIGKILL (a crash); Start brings it back with its data.
+func (k *Kafka) Kill(t testing.TB) {
+	t.Helper()
+	k.signal(t, syscall.SIGKILL)
+	for range 100 {
+		if pid, err := k.PID(); err != nil || syscall.Kill(pid, 0) != nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("testenv: kafka still running after SIGKILL")
+}
+
+// Start starts a stopped or killed broker again with its data, config and port.
+func (k *Kafka) Start(t testing.TB) {
+	t.Helper()
+	out := k.script1(t, "start")
+	if m := brokersLine.FindStringSubmatch(out); m == nil || strings.Join(k.Brokers, ",") != m[1] {
+		t.Fatalf("testenv: kafka started on other addresses than %v:\n%s", k.Brokers, out)
+	}
+}
+
+func (k *Kafka) script1(t testing.TB, command string) string {
+	t.Helper()
+	return runScript(t, k.script, command, "STATECAST_RUN="+k.dir)
+}
+
+// runScript runs a deploy/local script's command with env added and returns its output.
+func runScript(t testing.TB, script, command string, env ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", script, command)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("testenv: %s %s: %v\n%s", script, command, err, out)
+	}
+	return string(out)
+}
+
 func (k *Kafka) stop() {
 	if pid, err := k.PID(); err == nil {
 		_ = syscall.Kill(pid, syscall.SIGCONT) // a paused JVM cannot handle SIGTERM
@@ -176,6 +224,20 @@ func DedicatedPostgres(t testing.TB, conf ...string) *Postgres {
 	}
 	p.DSN = m[1]
 	return p
+}
+
+// Restart stops the cluster (a fast shutdown) and starts it again with its data on the same
+// port (deploy/local/postgres.sh restart); DSN stays valid.
+func (p *Postgres) Restart(t testing.TB) {
+	t.Helper()
+	out := runScript(t, p.script, "restart", p.env()...)
+	if m := dsnLine.FindStringSubmatch(out); m == nil || m[1] != p.DSN {
+		t.Fatalf("testenv: postgres restarted with another DSN than %s:\n%s", p.DSN, out)
+	}
+}
+
+func (p *Postgres) env() []string {
+	return []string{"STATECAST_RUN=" + p.dir, "STATECAST_PGDATA=" + p.data}
 }
 
 func (p *Postgres) stop() {

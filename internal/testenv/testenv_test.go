@@ -2,6 +2,7 @@ package testenv_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +62,92 @@ func TestPostgresDatabase(t *testing.T) {
 	}
 	if level != "logical" {
 		t.Fatalf("wal_level = %q, want logical", level)
+	}
+}
+
+// TestDedicatedKafkaRestartKeepsData: a broker restarted by deploy/local/kafka.sh (a graceful
+// restart, and a start after SIGKILL) answers on the same address with its topics and
+// records.
+func TestDedicatedKafkaRestartKeepsData(t *testing.T) {
+	k := testenv.DedicatedKafka(t)
+	admin, err := sarama.NewClusterAdmin(k.Brokers, kafkaconn.NewConfig("testenv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CreateTopic("kept", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close()
+	produce := func(v string) {
+		t.Helper()
+		p, err := sarama.NewSyncProducer(k.Brokers, kafkaconn.ProducerConfig("testenv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: "kept", Value: sarama.StringEncoder(v)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() []string {
+		t.Helper()
+		c, err := sarama.NewConsumer(k.Brokers, kafkaconn.NewConfig("testenv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		pc, err := c.ConsumePartition("kept", 0, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		var out []string
+		for {
+			select {
+			case m := <-pc.Messages():
+				out = append(out, string(m.Value))
+			case <-time.After(3 * time.Second):
+				return out
+			}
+		}
+	}
+	produce("a")
+	k.Restart(t)
+	produce("b")
+	k.Kill(t)
+	k.Start(t)
+	if got := strings.Join(read(), ","); got != "a,b" {
+		t.Fatalf("after a restart and a kill: records %q, want a,b", got)
+	}
+}
+
+// TestDedicatedPostgresRestartKeepsData: a cluster restarted by deploy/local/postgres.sh
+// answers on the same DSN with its data.
+func TestDedicatedPostgresRestartKeepsData(t *testing.T) {
+	p := testenv.DedicatedPostgres(t)
+	ctx := context.Background()
+	exec := func(sql string, out ...any) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, p.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if len(out) > 0 {
+			err = conn.QueryRow(ctx, sql).Scan(out...)
+		} else {
+			_, err = conn.Exec(ctx, sql)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec("CREATE TABLE kept (v int); INSERT INTO kept VALUES (7)")
+	p.Restart(t)
+	var v int
+	exec("SELECT v FROM kept", &v)
+	if v != 7 {
+		t.Fatalf("after a restart: %d, want 7", v)
 	}
 }
 

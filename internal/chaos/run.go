@@ -1,0 +1,1174 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/statecast/statecast/kafkaconn"
+)
+
+// Config of a run. Zero values take the defaults.
+type Config struct {
+	// Seed draws the fault plan and the workload; 0 draws one from the clock. The run
+	// prints it: the same seed replays the same plan.
+	Seed uint64
+	// Duration is about how long the faults last (default 2m).
+	Duration time.Duration
+	// Changes is the number of source row changes to make at least (default 5000): the
+	// writers pace themselves to make them within Duration, and go on after the faults
+	// when they are behind.
+	Changes int64
+	// Faults is the number of faults (default: one per 8 s of Duration, at least 17: one
+	// of each kind on each class of target).
+	Faults int
+	// Writers and Clients: writer goroutines and client processes (defaults 3 and 4).
+	Writers, Clients int
+	// Dir keeps the run's binaries, configs, logs and state; default a new temporary
+	// directory, removed after a run without violations.
+	Dir string
+	// Repo is the module's root (default: found above the working directory).
+	Repo string
+	// Race builds the processes with the race detector (a race is then a violation).
+	Race bool
+	// PlayerRSS and ClientRSS are the memory budgets (resident set) of a player and of a
+	// client process; defaults DefaultPlayerRSS and DefaultClientRSS (four times that with
+	// Race).
+	PlayerRSS, ClientRSS int64
+	// ConvergeTimeout bounds the wait for every client to reflect the last write after the
+	// faults (default 3m).
+	ConvergeTimeout time.Duration
+	// Log receives the run's progress lines (default: discarded).
+	Log io.Writer
+}
+
+// Default memory budgets. A player holds the materialized copy of the stream (a few
+// thousand rows here), its history (history_bytes) and the targets' queues
+// (target_budget_bytes each); a client holds its views twice at most (a snapshot being
+// built beside the live version) plus the raw values kept for its state file.
+const (
+	DefaultPlayerRSS = 256 << 20
+	DefaultClientRSS = 160 << 20
+)
+
+// The players' settings that the faults play against.
+const (
+	ackTimeout   = 3 * time.Second
+	historyBytes = 4 << 20
+	targetBudget = 4 << 20
+	streamName   = "chaos"
+)
+
+func (c *Config) defaults() error {
+	if c.Seed == 0 {
+		c.Seed = uint64(time.Now().UnixNano())
+	}
+	if c.Duration <= 0 {
+		c.Duration = 2 * time.Minute
+	}
+	if c.Changes <= 0 {
+		c.Changes = 5000
+	}
+	if c.Faults <= 0 {
+		c.Faults = max(17, int(c.Duration/(8*time.Second)))
+	}
+	if c.Writers <= 0 {
+		c.Writers = 3
+	}
+	if c.Clients <= 0 {
+		c.Clients = 4
+	}
+	mul := int64(1)
+	if c.Race {
+		mul = 4
+	}
+	if c.PlayerRSS <= 0 {
+		c.PlayerRSS = DefaultPlayerRSS * mul
+	}
+	if c.ClientRSS <= 0 {
+		c.ClientRSS = DefaultClientRSS * mul
+	}
+	if c.ConvergeTimeout <= 0 {
+		c.ConvergeTimeout = 3 * time.Minute
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	if c.Repo == "" {
+		root, err := findRepo()
+		if err != nil {
+			return err
+		}
+		c.Repo = root
+	}
+	return nil
+}
+
+// Violation is one thing the run found wrong.
+type Violation struct {
+	Kind   string // view, read-your-writes, atomic, index, delivery/<guarantee>, crash, panic, memory, converge
+	Where  string // the client or process
+	View   string
+	Key    string
+	Want   string
+	Got    string
+	Detail string
+}
+
+func (v Violation) String() string {
+	var b strings.Builder
+	b.WriteString(v.Kind + ":")
+	if v.Where != "" {
+		b.WriteString(" " + v.Where)
+	}
+	if v.View != "" {
+		b.WriteString(" view " + v.View)
+	}
+	if v.Key != "" {
+		b.WriteString(" key " + v.Key)
+	}
+	switch {
+	case v.Key != "": // a row: absent, or its canonical text
+		fmt.Fprintf(&b, ": want %s, got %s", orNone(v.Want), orNone(v.Got))
+	case v.Want != "" || v.Got != "":
+		fmt.Fprintf(&b, ": want %s, got %s", v.Want, v.Got)
+	}
+	if v.Detail != "" {
+		b.WriteString(": " + v.Detail)
+	}
+	return b.String()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(no row)"
+	}
+	return "{" + s + "}"
+}
+
+// Result is what a run found.
+type Result struct {
+	Seed       uint64
+	Changes    int64 // source row changes committed
+	Txns       int64
+	Faults     map[string]int // by kind
+	Violations []Violation
+	// Converge is the time from the end of the last fault until every client reflected
+	// the last write (-1: some never did). The writers go on after the faults until they
+	// made Changes, so ConvergeAfterWrites, the time from the writers' stop, is the lag
+	// left at the end.
+	Converge, ConvergeAfterWrites time.Duration
+	// RYWChecks counts read-your-writes checks that compared (RYWSkipped: the client did
+	// not answer in time, a fault in the way); AtomicChecks the Cuts whose sums were checked.
+	RYWChecks, RYWSkipped, AtomicChecks int64
+	MaxRSS                              map[string]int64 // by process
+	Dir                                 string           // kept when there are violations
+}
+
+// Summary is the run's one-line summary.
+func (r *Result) Summary() string {
+	kinds := []string{KindKill, KindPause, KindReset, KindBlackhole, KindPGRestart, KindKafkaRestart, KindLockLoss}
+	var fs []string
+	n := 0
+	for _, k := range kinds {
+		fs = append(fs, fmt.Sprintf("%s %d", k, r.Faults[k]))
+		n += r.Faults[k]
+	}
+	vk := map[string]int{}
+	for _, v := range r.Violations {
+		vk[v.Kind]++
+	}
+	var vs []string
+	for k, c := range vk {
+		vs = append(vs, fmt.Sprintf("%s %d", k, c))
+	}
+	slices.Sort(vs)
+	conv := "never"
+	if r.Converge >= 0 {
+		conv = fmt.Sprintf("%v after the last fault (%v after the last write)",
+			r.Converge.Round(100*time.Millisecond), r.ConvergeAfterWrites.Round(100*time.Millisecond))
+	}
+	viol := fmt.Sprint(len(r.Violations))
+	if len(vs) > 0 {
+		viol += " (" + strings.Join(vs, ", ") + ")"
+	}
+	return fmt.Sprintf("chaos: seed %d, %d changes in %d transactions, %d faults (%s), %d read-your-writes checks (%d skipped), %d atomicity checks, violations %s, converged %s",
+		r.Seed, r.Changes, r.Txns, n, strings.Join(fs, ", "), r.RYWChecks, r.RYWSkipped, r.AtomicChecks, viol, conv)
+}
+
+type run struct {
+	cfg   Config
+	start time.Time
+	dir   string
+
+	pg    *pgServer
+	kafka *kafkaServer
+	dbDSN string // the run's database, direct
+	pool  *pgxpool.Pool
+
+	procs   map[string]*proc
+	dists   []*proc
+	players []*proc
+	clients []*proc
+	proxies map[string]*proxy
+	http    map[string]string // distributor, player, client → its HTTP address
+	views   map[string][]string
+	sums    []int64
+
+	mu         sync.Mutex
+	violations []Violation
+	faults     map[string]int
+	// lockLosses are the lock-loss faults' windows, from the black hole to a few seconds
+	// after the heal: a stale record read in one is the old active's (stale).
+	lockLosses []window
+	ws         writerStats
+	httpc      *http.Client
+	ports      ports
+	tap        *tap
+	tapCtx     context.Context
+	stopTap    context.CancelFunc
+	atomics    []atomicCase
+}
+
+// atomicCase is a Cut whose sums were wrong, explained at the end (with the tap).
+type atomicCase struct {
+	client string
+	pos    int64
+	got    []int64
+}
+
+func (r *run) logf(format string, args ...any) {
+	fmt.Fprintf(r.cfg.Log, "chaos %7.1fs  %s\n", time.Since(r.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (r *run) violate(v Violation) {
+	r.mu.Lock()
+	r.violations = append(r.violations, v)
+	r.mu.Unlock()
+	r.logf("VIOLATION %s", v)
+}
+
+// Run runs the chaos run of cfg and returns what it found. An error means the run could
+// not be made (a build, a server that did not start); what it found wrong is in
+// Result.Violations.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	r := &run{cfg: cfg, start: time.Now(), procs: map[string]*proc{}, proxies: map[string]*proxy{}, http: map[string]string{},
+		views: map[string][]string{}, faults: map[string]int{}, httpc: &http.Client{Timeout: 10 * time.Second}}
+	r.tapCtx, r.stopTap = context.WithCancel(context.Background())
+	r.logf("seed %d (replay: make chaos SEED=%d DURATION=%v CHANGES=%d)", cfg.Seed, cfg.Seed, cfg.Duration, cfg.Changes)
+	r.dir = cfg.Dir
+	if r.dir == "" {
+		d, err := os.MkdirTemp("", "statecast-chaos-")
+		if err != nil {
+			return nil, err
+		}
+		r.dir = d
+	}
+	res := &Result{Seed: cfg.Seed, Faults: r.faults, MaxRSS: map[string]int64{}, Converge: -1}
+	err := r.run(ctx, res)
+	r.teardown()
+	res.Violations = r.violations
+	res.Changes, res.Txns = r.ws.changes.Load(), r.ws.txns.Load()
+	res.RYWChecks, res.RYWSkipped, res.AtomicChecks = r.ws.rywChecks.Load(), r.ws.rywSkipped.Load(), r.ws.atomicChecks.Load()
+	for name, p := range r.procs {
+		res.MaxRSS[name] = p.maxRSS
+	}
+	if err == nil && len(res.Violations) == 0 && cfg.Dir == "" {
+		_ = os.RemoveAll(r.dir)
+	} else {
+		res.Dir = r.dir
+	}
+	return res, err
+}
+
+func (r *run) run(ctx context.Context, res *Result) error {
+	if err := r.build(ctx); err != nil {
+		return err
+	}
+	if err := r.setup(ctx); err != nil {
+		return err
+	}
+	topo := r.topology()
+	faults := plan(r.cfg.Seed, r.cfg.Duration, r.cfg.Faults, topo)
+	r.logf("plan: %d faults", len(faults))
+
+	// The workload, the atomicity probe and the memory sampler run through the faults.
+	wctx, stopWriters := context.WithCancel(ctx)
+	defer stopWriters()
+	var wg sync.WaitGroup
+	rate := float64(r.cfg.Changes) / r.cfg.Duration.Seconds() / float64(r.cfg.Writers)
+	for w := range r.cfg.Writers {
+		wg.Go(func() { r.writer(wctx, w, rate) })
+	}
+	pctx, stopProbes := context.WithCancel(ctx)
+	defer stopProbes()
+	var probes sync.WaitGroup
+	probes.Go(func() { r.atomicProbe(pctx) })
+	probes.Go(func() { r.sampleMemory(pctx) })
+
+	for i, f := range faults {
+		if !sleep(ctx, f.Gap) {
+			return ctx.Err()
+		}
+		r.logf("fault %d/%d: %s", i+1, len(faults), f)
+		if err := r.inject(ctx, f); err != nil {
+			r.logf("fault %s: %v", f, err)
+		}
+		r.mu.Lock()
+		r.faults[f.Kind]++
+		r.mu.Unlock()
+	}
+	r.healAll(ctx)
+	lastHeal := time.Now()
+	r.logf("faults over; %d changes so far", r.ws.changes.Load())
+	for r.ws.changes.Load() < r.cfg.Changes && ctx.Err() == nil {
+		time.Sleep(200 * time.Millisecond)
+	}
+	stopWriters()
+	wg.Wait()
+	writersStopped := time.Now()
+	r.logf("writers stopped: %d changes in %d transactions (%d failed attempts)", r.ws.changes.Load(), r.ws.txns.Load(), r.ws.errors.Load())
+
+	// Converged: every client reflects the last commit, then equals the views' SQL.
+	conv, err := r.converge(ctx, lastHeal)
+	if err != nil {
+		return err
+	}
+	res.Converge = conv
+	if conv >= 0 {
+		res.ConvergeAfterWrites = max(conv-writersStopped.Sub(lastHeal), 0)
+	}
+	if err := r.compareViews(ctx); err != nil {
+		return err
+	}
+	for _, p := range r.clients {
+		if st, err := r.clientState(p.name); err == nil {
+			s := st.Stats
+			r.logf("%s: %d reconnects, %d resyncs, %d snapshots, %d epoch checks (%d mismatches), %d entries applied",
+				p.name, s.Reconnects, s.Resyncs, s.SnapshotsApplied, s.EpochChecks, s.EpochMismatches, s.EntriesApplied)
+			if s.EpochMismatches > 0 {
+				// An epoch-end hash that disagrees with the client's rows means the stream
+				// and the distributor's content parted: a record lost, or a stale one that
+				// landed after the distributor moved on (a second writer after a lock loss).
+				r.violate(Violation{Kind: "epoch-mismatch", Where: p.name, Detail: fmt.Sprintf(
+					"%d of %d epoch-end checks disagreed with the client's rows (each one resyncs it)", s.EpochMismatches, s.EpochChecks)})
+			}
+		}
+	}
+	stopProbes()
+	probes.Wait()
+	for _, a := range r.atomics {
+		r.violate(Violation{Kind: "atomic", Where: a.client, View: "accounts", Want: fmt.Sprint(r.sums), Got: fmt.Sprint(a.got),
+			Detail: fmt.Sprintf("the sums of the writers' balances in one Cut (position %d) changed: part of a transaction is visible, or a wrong row; %s",
+				a.pos, r.tap.explainSums(a.pos, r.cfg.Writers, r.sums))})
+	}
+	if stale, n, at := r.tap.stale(maxListed); n > 0 {
+		why := "a second writer of the stream, or a reordering"
+		r.mu.Lock()
+		for _, w := range r.lockLosses {
+			if !at[0].Before(w.from) && !at[1].After(w.to) {
+				why = fmt.Sprintf("they landed after the lock-loss fault of %s: %s's records in flight reached Kafka after %s had taken over "+
+					"(split brain after a lock loss: a former active is not fenced on the Kafka side)",
+					w.from.Format("15:04:05.000"), w.old, w.next)
+			}
+		}
+		r.mu.Unlock()
+		r.violate(Violation{Kind: "stale-record", Detail: fmt.Sprintf("%d row records in the stream, read from %s to %s, carry an older version of their row than an earlier record of their key (an old row landed after a newer one; %s):\n      %s",
+			n, at[0].Format("15:04:05.000"), at[1].Format("15:04:05.000"), why, strings.Join(stale, "\n      "))})
+	}
+	if sums, err := partitionSums(ctx, r.pool, r.cfg.Writers); err == nil && !slices.Equal(sums, r.sums) {
+		return fmt.Errorf("chaos: the workload changed the writers' sums in PostgreSQL (%v, not %v): the atomicity probe is void", sums, r.sums)
+	}
+	// Delivery: with the distributors stopped the stream ends; once every client caught up
+	// with its end, what each received is checked against the topic.
+	if err := r.checkDelivery(ctx); err != nil {
+		return err
+	}
+	r.checkProcesses()
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// findRepo walks up from the working directory to the module root.
+func findRepo() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/statecast/statecast\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("chaos: no statecast go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// build compiles the distributor, the player and this harness's client program.
+func (r *run) build(ctx context.Context) error {
+	bin := filepath.Join(r.dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return err
+	}
+	args := []string{"build", "-o", bin + string(filepath.Separator)}
+	if r.cfg.Race {
+		args = append(args, "-race")
+	}
+	args = append(args, "./cmd/distributor", "./cmd/player", "./cmd/chaos")
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = r.cfg.Repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("chaos: go build: %v\n%s", err, out)
+	}
+	r.logf("built the distributor, the player and the client program (race detector: %v)", r.cfg.Race)
+	return nil
+}
+
+// ports hands out the fixed ports of the run's servers (a process restarted by a fault
+// listens where it did: its clients and proxies know only that address). They are taken
+// below the kernel's ephemeral range, where no outgoing connection takes its local port:
+// a port from the range, free when chosen, may be an outgoing connection's by the time
+// its server restarts.
+type ports struct {
+	mu   sync.Mutex
+	used map[int]bool
+}
+
+func (p *ports) port() (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.used == nil {
+		p.used = map[int]bool{}
+	}
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			_, _ = fmt.Sscan(f[0], &lo)
+		}
+	}
+	for range 1000 {
+		n := 10000 + rand.IntN(max(lo-10000, 1))
+		if p.used[n] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", n))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		p.used[n] = true
+		return n, nil
+	}
+	return 0, errors.New("chaos: no free port below the ephemeral range")
+}
+
+func (p *ports) addr() (string, error) {
+	n, err := p.port()
+	return fmt.Sprintf("127.0.0.1:%d", n), err
+}
+
+// clientViews are the subscriptions of the clients, in turn: all views, two subsets, all
+// views again. Every other client has no state directory (a snapshot at every start).
+var clientViews = [][]string{
+	{"accounts", "rich", "items", "lines", "priced_lines"},
+	{"accounts", "rich", "items"},
+	{"items", "lines", "priced_lines"},
+	{"accounts", "rich", "items", "lines", "priced_lines"},
+}
+
+func (r *run) addProxy(name, target string) (*proxy, error) {
+	p, err := newProxy(name, target)
+	if err != nil {
+		return nil, err
+	}
+	r.proxies[name] = p
+	return p, nil
+}
+
+// setup starts the servers, seeds the database and starts every process, each one
+// reaching its server through its own proxy.
+func (r *run) setup(ctx context.Context) error {
+	for _, d := range []string{"logs", "conf", "state", "events"} {
+		if err := os.MkdirAll(filepath.Join(r.dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	distNames, playerNames := []string{"dist-a", "dist-b"}, []string{"player-1", "player-2"}
+	var listeners []kafkaListener
+	for _, n := range append(slices.Clone(distNames), playerNames...) {
+		p, err := r.addProxy("kafka/"+n, "")
+		if err != nil {
+			return err
+		}
+		port, err := r.ports.port()
+		if err != nil {
+			return err
+		}
+		listeners = append(listeners, kafkaListener{name: strings.ToUpper(strings.ReplaceAll(n, "-", "_")), port: port, proxy: p})
+	}
+	var err error
+	r.logf("starting PostgreSQL and Kafka (private state in %s)", r.dir)
+	if r.pg, err = startPostgres(ctx, r.cfg.Repo, r.dir); err != nil {
+		return err
+	}
+	if r.kafka, err = startKafka(ctx, r.cfg.Repo, r.dir, listeners); err != nil {
+		return err
+	}
+	r.tap = startTap(r.tapCtx, r.kafka.Brokers)
+	pgURL, err := url.Parse(r.pg.DSN)
+	if err != nil {
+		return err
+	}
+	admin, err := pgx.Connect(ctx, r.pg.DSN)
+	if err != nil {
+		return err
+	}
+	_, err = admin.Exec(ctx, "CREATE DATABASE chaos")
+	admin.Close(ctx)
+	if err != nil {
+		return err
+	}
+	db := *pgURL
+	db.Path = "/chaos"
+	r.dbDSN = db.String()
+	if r.pool, err = pgxpool.New(ctx, r.dbDSN); err != nil {
+		return err
+	}
+	if err := seedData(ctx, r.pool, r.cfg.Writers); err != nil {
+		return err
+	}
+	if r.sums, err = partitionSums(ctx, r.pool, r.cfg.Writers); err != nil {
+		return err
+	}
+
+	// Distributors: the first becomes active, the second waits on the lock.
+	for _, n := range distNames {
+		pp, err := r.addProxy("pg/"+n, pgURL.Host)
+		if err != nil {
+			return err
+		}
+		dsn := db
+		dsn.Host = pp.Addr()
+		httpAddr, err := r.ports.addr()
+		if err != nil {
+			return err
+		}
+		r.http[n] = httpAddr
+		conf, err := r.writeConf(n+".yaml", distributorConf(dsn.String(), r.proxies["kafka/"+n].Addr(), n, httpAddr))
+		if err != nil {
+			return err
+		}
+		p := r.newProc(n, "distributor", filepath.Join(r.dir, "bin", "distributor"), "-config", conf)
+		r.dists = append(r.dists, p)
+		if err := p.start(); err != nil {
+			return err
+		}
+		if n == distNames[0] {
+			if err := r.waitFor(ctx, 3*time.Minute, n+" active and the stream's first epoch published", func() bool {
+				return r.distActive(n) && r.endOffset() > 0
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	// Players.
+	for _, n := range playerNames {
+		grpcAddr, err := r.ports.addr()
+		if err != nil {
+			return err
+		}
+		httpAddr, err := r.ports.addr()
+		if err != nil {
+			return err
+		}
+		r.http[n] = httpAddr
+		r.http[n+"/grpc"] = grpcAddr
+		conf, err := r.writeConf(n+".yaml", playerConf(grpcAddr, httpAddr, r.proxies["kafka/"+n].Addr(), n))
+		if err != nil {
+			return err
+		}
+		p := r.newProc(n, "player", filepath.Join(r.dir, "bin", "player"), "-config", conf)
+		r.players = append(r.players, p)
+		if err := p.start(); err != nil {
+			return err
+		}
+	}
+	for _, n := range playerNames {
+		if err := r.waitFor(ctx, 2*time.Minute, n+" ready", func() bool { return r.playerReady(n) }); err != nil {
+			return err
+		}
+	}
+	// Clients: each one reaches each player through a proxy of its own, the players in
+	// another order for every other client.
+	for i := range r.cfg.Clients {
+		n := fmt.Sprintf("client-%d", i)
+		var addrs []string
+		for j := range playerNames {
+			pn := playerNames[(i+j)%len(playerNames)]
+			pp, err := r.addProxy(pn+"/"+n, r.http[pn+"/grpc"])
+			if err != nil {
+				return err
+			}
+			addrs = append(addrs, pp.Addr())
+		}
+		ctl, err := r.ports.addr()
+		if err != nil {
+			return err
+		}
+		r.http[n] = ctl
+		cc := ClientConfig{ID: n, Stream: streamName, Players: addrs, Views: clientViews[i%len(clientViews)],
+			Control: ctl, Events: filepath.Join(r.dir, "events", n+".jsonl")}
+		if i%2 == 0 {
+			cc.StateDir = filepath.Join(r.dir, "state", n)
+		}
+		r.views[n] = cc.Views
+		b, _ := json.MarshalIndent(cc, "", "  ")
+		conf, err := r.writeConf(n+".json", string(b))
+		if err != nil {
+			return err
+		}
+		p := r.newProc(n, "client", filepath.Join(r.dir, "bin", "chaos"), "client", "-config", conf)
+		r.clients = append(r.clients, p)
+		if err := p.start(); err != nil {
+			return err
+		}
+	}
+	for _, p := range r.clients {
+		if err := r.waitFor(ctx, 2*time.Minute, p.name+" ready", func() bool {
+			st, err := r.clientState(p.name)
+			return err == nil && st.Stats.Ready
+		}); err != nil {
+			return err
+		}
+	}
+	r.logf("all processes ready: 2 distributors, 2 players, %d clients; %d writers", len(r.clients), r.cfg.Writers)
+	return nil
+}
+
+func (r *run) newProc(name, kind, bin string, args ...string) *proc {
+	p := &proc{name: name, kind: kind, bin: bin, args: args, log: filepath.Join(r.dir, "logs", name+".log")}
+	p.onCrash = func(p *proc, msg string) {
+		// The first few of a process; a crash loop is counted at the end.
+		if len(p.crashes) <= maxCrashesListed {
+			r.violate(Violation{Kind: "crash", Where: p.name, Detail: msg})
+		} else {
+			r.logf("%s crashed again (%d times)", p.name, len(p.crashes))
+		}
+	}
+	r.procs[name] = p
+	return p
+}
+
+func (r *run) writeConf(name, content string) (string, error) {
+	path := filepath.Join(r.dir, "conf", name)
+	return path, os.WriteFile(path, []byte(content), 0o600)
+}
+
+// distributorConf is a distributor's config (JSON is YAML).
+func distributorConf(dsn, broker, id, httpAddr string) string {
+	var vs []map[string]any
+	for _, v := range views {
+		m := map[string]any{"name": v.Name, "sql": v.SQL, "key": v.Key}
+		if v.Depends != nil {
+			m["depends"] = v.Depends
+		}
+		vs = append(vs, m)
+	}
+	b, _ := json.MarshalIndent(map[string]any{
+		"postgres":  map[string]any{"dsn": dsn},
+		"kafka":     map[string]any{"brokers": []string{broker}, "client_id": id},
+		"http_addr": httpAddr,
+		"streams": []map[string]any{{
+			"topic": streamName,
+			// Short segments and an eager cleaner: compaction runs during the run, so
+			// resumes and snapshots meet a compacted log.
+			"segment":          "30s",
+			"delete_retention": "1h",
+			"topic_configs":    map[string]string{"min.cleanable.dirty.ratio": "0.1"},
+			"views":            vs,
+		}},
+	}, "", "  ")
+	return string(b)
+}
+
+// playerConf is a player's config: an ack timeout that a pause exceeds, and history and
+// target budgets small enough that recoveries read from Kafka.
+func playerConf(grpcAddr, httpAddr, broker, id string) string {
+	b, _ := json.MarshalIndent(map[string]any{
+		"listen": grpcAddr, "http_addr": httpAddr, "brokers": []string{broker}, "client_id": id,
+		"streams":     []map[string]any{{"name": streamName}},
+		"ack_timeout": ackTimeout.String(), "history_bytes": historyBytes, "target_budget_bytes": targetBudget,
+		"shutdown_grace": "2s", "insecure": true,
+		"admin": map[string]any{"addr": ""}, // two players on one host: no admin endpoint
+	}, "", "  ")
+	return string(b)
+}
+
+func (r *run) topology() topology {
+	t := topology{ackTimeout: ackTimeout}
+	for _, p := range r.players {
+		t.players = append(t.players, p.name)
+	}
+	for _, p := range r.clients {
+		t.clients = append(t.clients, p.name)
+	}
+	return t
+}
+
+// resolve turns a fault's target into what it hits now: the distributor of a role, the
+// player hops a client uses (its proxies with live connections; all of them when none has
+// one), a process or a hop by name.
+func (r *run) resolve(f fault) []string {
+	name := f.Target
+	hop, role, isHop := strings.Cut(name, "/")
+	if !isHop {
+		role, hop = name, ""
+	}
+	if role == "active" || role == "standby" {
+		var act, stb []string
+		for _, p := range r.dists {
+			if r.distActive(p.name) {
+				act = append(act, p.name)
+			} else {
+				stb = append(stb, p.name)
+			}
+		}
+		pool := act
+		if role == "standby" || len(act) == 0 {
+			pool = append(stb, act...)
+		}
+		if len(pool) == 0 {
+			return nil
+		}
+		role = pool[0]
+	}
+	if hop != "" {
+		return []string{hop + "/" + role}
+	}
+	if strings.HasPrefix(role, "client-") && (f.Kind == KindReset || f.Kind == KindBlackhole) {
+		var live, all []string
+		for _, p := range r.players {
+			h := p.name + "/" + role
+			all = append(all, h)
+			if r.proxies[h].live() > 0 {
+				live = append(live, h)
+			}
+		}
+		if len(live) > 0 {
+			return live
+		}
+		return all
+	}
+	return []string{role}
+}
+
+func (r *run) waitFor(ctx context.Context, d time.Duration, what string, ok func() bool) error {
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("chaos: %s: not after %v", what, d)
+		}
+		if name := r.crashLooping(); name != "" {
+			// A process that cannot stay up (a bad config, a crash at start-up) would
+			// otherwise keep the run waiting until the deadline.
+			return fmt.Errorf("chaos: %s: %s crashes again and again (%d times); its last crash: %s", what, name, crashLoop, r.procs[name].lastCrash())
+		}
+		if !sleep(ctx, 200*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// crashLoop is the number of crashes in a row that make a process crash-looping.
+const crashLoop = 10
+
+// crashLooping names a process whose last crashLoop starts all ended in a crash.
+func (r *run) crashLooping() string {
+	for name, p := range r.procs {
+		if p.crashLooping(crashLoop) {
+			return name
+		}
+	}
+	return ""
+}
+
+func (r *run) getJSON(addr, path string, out any) error {
+	resp, err := r.httpc.Get("http://" + addr + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s%s: %s: %s", addr, path, resp.Status, b)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func (r *run) distActive(name string) bool {
+	var h struct {
+		Streams map[string]string `json:"streams"`
+	}
+	return r.getJSON(r.http[name], "/healthz", &h) == nil && h.Streams[streamName] == "active"
+}
+
+func (r *run) playerReady(name string) bool {
+	var h struct {
+		Streams map[string]string `json:"streams"`
+	}
+	return r.getJSON(r.http[name], "/healthz", &h) == nil && h.Streams[streamName] == "ready"
+}
+
+func (r *run) clientState(name string) (ClientState, error) {
+	var st ClientState
+	err := r.getJSON(r.http[name], "/state", &st)
+	return st, err
+}
+
+// endOffset is the stream's end offset (0 when unknown).
+func (r *run) endOffset() int64 {
+	cl, err := sarama.NewClient(r.kafka.Brokers, kafkaconn.NewConfig("statecast-chaos"))
+	if err != nil {
+		return 0
+	}
+	defer cl.Close()
+	n, err := cl.GetOffset(streamName, 0, sarama.OffsetNewest)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// healAll ends every fault still in effect: proxies forward, paused processes continue,
+// stopped ones start.
+func (r *run) healAll(ctx context.Context) {
+	for _, p := range r.proxies {
+		p.Heal()
+	}
+	for _, p := range r.procs {
+		p.resume()
+		if err := p.restart(); err != nil {
+			r.logf("restart %s: %v", p.name, err)
+		}
+	}
+	_ = r.pg.Start(ctx)
+	_ = r.kafka.Start(ctx)
+}
+
+// teardown stops every process, proxy and server.
+func (r *run) teardown() {
+	r.stopTap()
+	if r.tap != nil {
+		<-r.tap.done
+	}
+	var wg sync.WaitGroup
+	for _, p := range r.procs {
+		p.mu.Lock()
+		p.stopping = true
+		p.mu.Unlock()
+		wg.Go(func() { p.stop(10 * time.Second) })
+	}
+	wg.Wait()
+	for _, p := range r.proxies {
+		p.Close()
+	}
+	r.httpc.CloseIdleConnections()
+	if r.pool != nil {
+		r.pool.Close()
+	}
+	if r.kafka != nil {
+		r.kafka.Stop()
+	}
+	if r.pg != nil {
+		r.pg.Stop()
+	}
+}
+
+// sampleMemory keeps each process's largest resident set.
+func (r *run) sampleMemory(ctx context.Context) {
+	for sleep(ctx, 500*time.Millisecond) {
+		for _, p := range r.procs {
+			p.sampleRSS()
+		}
+	}
+}
+
+// writer runs writer w until ctx ends, pacing its changes at rate per second.
+func (r *run) writer(ctx context.Context, w int, rate float64) {
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(w)+1))
+	var p *partition
+	pc := &pacer{start: time.Now(), rate: rate}
+	for ctx.Err() == nil {
+		if p == nil {
+			var err error
+			if p, err = loadPartition(ctx, r.pool, w, r.cfg.Writers); err != nil {
+				p = nil
+				sleep(ctx, 500*time.Millisecond)
+				continue
+			}
+		}
+		t := p.nextTxn(rng, w, r.cfg.Writers)
+		n, err := r.exec(ctx, t, rng.IntN(8) == 0)
+		if err != nil {
+			r.ws.errors.Add(1)
+			p = nil // the commit's outcome may be unknown: read the partition again
+			sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		if t.after != nil {
+			t.after()
+		}
+		r.ws.changes.Add(n)
+		r.ws.txns.Add(1)
+		pc.wait(ctx, n)
+	}
+}
+
+// exec runs one transaction and, when ryw, checks read-your-writes on a client.
+func (r *run) exec(ctx context.Context, t txn, ryw bool) (int64, error) {
+	conn, err := r.pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, s := range t.stmts {
+		tag, err := tx.Exec(ctx, s)
+		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			return 0, fmt.Errorf("%s: %w", s, err)
+		}
+		n += tag.RowsAffected()
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, err
+	}
+	if ryw && len(t.touched) > 0 {
+		r.checkRYW(ctx, conn, t)
+	}
+	return n, nil
+}
+
+// checkRYW takes the WAL insert position after the commit (same connection), reads the
+// rows the transaction touched (nobody else changes them), and asks a client that holds
+// their views to WaitFor the position and read them from one Cut.
+func (r *run) checkRYW(ctx context.Context, conn *pgxpool.Conn, t txn) {
+	var lsn string
+	err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn)
+	var want map[string]string
+	if err == nil {
+		want, err = expectRows(ctx, conn, t.touched)
+	}
+	if err != nil {
+		// A fault may cut the connection after the commit; any other error is the
+		// harness's own and must not pass unseen: the first few are logged.
+		if n := r.ws.rywSkipped.Add(1); n <= 3 {
+			r.logf("read-your-writes check skipped: reading the expected rows: %v", err)
+		}
+		return
+	}
+	var cands []string
+	for _, p := range r.clients {
+		if slices.ContainsFunc(t.touched, func(k viewKey) bool { return !slices.Contains(r.views[p.name], k.view) }) {
+			continue
+		}
+		cands = append(cands, p.name)
+	}
+	if len(cands) == 0 {
+		return
+	}
+	client := cands[rand.IntN(len(cands))]
+	q := url.Values{"lsn": {lsn}, "timeout": {"5s"}}
+	seen := map[string]bool{}
+	for _, k := range t.touched {
+		if vk := k.view + " " + k.text(); !seen[vk] {
+			seen[vk] = true
+			q.Add("row", vk)
+		}
+	}
+	var res WaitResult
+	if err := r.getJSON(r.http[client], "/wait?"+q.Encode(), &res); err != nil || res.Err != "" {
+		r.ws.rywSkipped.Add(1)
+		return
+	}
+	r.ws.rywChecks.Add(1)
+	for vk := range seen {
+		if want[vk] != res.Rows[vk] {
+			view, key, _ := strings.Cut(vk, " ")
+			r.violate(Violation{Kind: "read-your-writes", Where: client, View: view, Key: key, Want: want[vk], Got: res.Rows[vk],
+				Detail: fmt.Sprintf("after WaitFor(%s) returned (client at position %d, source %s), following a %s transaction", lsn, res.Position, res.Source, t.name)})
+		}
+	}
+}
+
+// atomicProbe reads, from one Cut of a client at a time, the sum of each writer's account
+// balances: transfers keep it, so any other sum is a Cut showing part of a transaction.
+func (r *run) atomicProbe(ctx context.Context) {
+	var cands []string
+	for _, p := range r.clients {
+		if slices.Contains(r.views[p.name], "accounts") {
+			cands = append(cands, p.name)
+		}
+	}
+	reported := map[string]bool{}
+	for sleep(ctx, 250*time.Millisecond) {
+		c := cands[rand.IntN(len(cands))]
+		var s Sums
+		if err := r.getJSON(r.http[c], fmt.Sprintf("/sums?view=accounts&mod=%d", r.cfg.Writers), &s); err != nil || !s.Ready {
+			continue
+		}
+		r.ws.atomicChecks.Add(1)
+		if !slices.Equal(s.Sums, r.sums) && !reported[c] {
+			reported[c] = true // once per client: a broken Cut repeats until the next write
+			r.logf("%s: a Cut at position %d shows the writers' balances summing to %v, not %v (explained at the end)", c, s.Position, s.Sums, r.sums)
+			r.mu.Lock()
+			r.atomics = append(r.atomics, atomicCase{client: c, pos: s.Position, got: s.Sums})
+			r.mu.Unlock()
+		}
+	}
+}
+
+// inject applies one fault and heals it.
+func (r *run) inject(ctx context.Context, f fault) error {
+	targets := r.resolve(f)
+	if f.Target != "" && (len(targets) != 1 || targets[0] != f.Target) {
+		r.logf("  %s: %s", f.Target, strings.Join(targets, ", "))
+	}
+	switch f.Kind {
+	case KindKill:
+		for _, t := range targets {
+			r.procs[t].kill()
+		}
+		sleep(ctx, f.Hold)
+		for _, t := range targets {
+			if err := r.procs[t].restart(); err != nil {
+				return err
+			}
+		}
+	case KindPause:
+		for _, t := range targets {
+			r.procs[t].pause()
+		}
+		sleep(ctx, f.Hold)
+		for _, t := range targets {
+			r.procs[t].resume()
+		}
+	case KindReset:
+		for _, t := range targets {
+			r.logf("  %s: %d connections reset", t, r.proxies[t].Reset())
+		}
+	case KindBlackhole:
+		for _, t := range targets {
+			r.proxies[t].Blackhole()
+		}
+		sleep(ctx, f.Hold)
+		for _, t := range targets {
+			r.proxies[t].Heal()
+		}
+	case KindPGRestart:
+		if f.Crash {
+			return r.pg.Crash(ctx)
+		}
+		return r.pg.Restart(ctx)
+	case KindKafkaRestart:
+		if f.Crash {
+			return r.kafka.Kill(ctx)
+		}
+		return r.kafka.Restart(ctx)
+	case KindLockLoss:
+		return r.lockLoss(ctx, f.Hold)
+	}
+	return nil
+}
+
+// window is a lock-loss fault's: the distributor that lost the lock, the one that took
+// over, and when a record of the old one may land.
+type window struct {
+	old, next string
+	from, to  time.Time
+}
+
+// lockLoss: the active distributor's Kafka hop becomes a black hole (what it sends waits
+// on the wire), then its lock session is ended in PostgreSQL; once the standby is active,
+// and hold later, the hole heals and whatever the old active had sent lands.
+func (r *run) lockLoss(ctx context.Context, hold time.Duration) error {
+	var old, other *proc
+	for _, p := range r.dists {
+		if r.distActive(p.name) {
+			old = p
+		} else {
+			other = p
+		}
+	}
+	if old == nil || other == nil {
+		return errors.New("no active distributor with a standby")
+	}
+	hole := r.proxies["kafka/"+old.name]
+	hole.Blackhole()
+	start := time.Now()
+	defer func() {
+		hole.Heal()
+		r.mu.Lock()
+		// What the hole held lands at the heal; the producer's retries may take longer.
+		r.lockLosses = append(r.lockLosses, window{old.name, other.name, start, time.Now().Add(30 * time.Second)})
+		r.mu.Unlock()
+	}()
+	sleep(ctx, 500*time.Millisecond) // let it send into the hole
+	var ended int
+	err := r.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&ended)
+	if err != nil {
+		return err
+	}
+	// The old active cannot reach Kafka: what lands from now on is the new active's.
+	end := r.tap.end()
+	r.logf("  %s's lock session ended (%d backend); waiting for %s", old.name, ended, other.name)
+	if err := r.waitFor(ctx, time.Minute, other.name+" active", func() bool { return r.distActive(other.name) }); err != nil {
+		return err
+	}
+	// The hole heals after the new active published (its start-up epoch), so that what
+	// the old one had in flight lands after the new active's records, not before them.
+	if err := r.waitFor(ctx, 30*time.Second, other.name+" publishing", func() bool { return r.tap.end() > end }); err != nil {
+		r.logf("  %v", err)
+	}
+	sleep(ctx, hold)
+	return nil
+}

@@ -1,0 +1,176 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The run's own PostgreSQL and Kafka, started by deploy/local's scripts with private state
+// directories: restarting them disturbs nobody else. The scripts keep a server's data and
+// port across stop/start, so the run's components reconnect to the same addresses.
+
+var (
+	dsnLine     = regexp.MustCompile(`STATECAST_PG_DSN='([^']+)'`)
+	brokersLine = regexp.MustCompile(`STATECAST_KAFKA_BROKERS='([^']+)'`)
+)
+
+// script runs deploy/local/<name> with args and env added, returns what it printed.
+func script(ctx context.Context, repo, name string, env []string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(repo, "deploy", "local", name)}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out.String())
+	}
+	return out.String(), nil
+}
+
+// pgServer is the run's PostgreSQL cluster.
+type pgServer struct {
+	repo string
+	env  []string
+	data string
+	DSN  string // the postgres database, direct
+}
+
+func startPostgres(ctx context.Context, repo, dir string) (*pgServer, error) {
+	// The server runs as the 'postgres' user, which may not enter the run's directory.
+	data := filepath.Join(os.TempDir(), fmt.Sprintf("statecast-chaos-pg-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	p := &pgServer{repo: repo, data: data, env: []string{"STATECAST_RUN=" + filepath.Join(dir, "pg"), "STATECAST_PGDATA=" + data,
+		// The writers, two distributors (pool, lock, replication, listen) and the checks.
+		"STATECAST_PG_EXTRA_CONF=max_connections = 300"}}
+	out, err := script(ctx, repo, "postgres.sh", p.env, "start")
+	if err != nil {
+		return nil, err
+	}
+	m := dsnLine.FindStringSubmatch(out)
+	if m == nil {
+		return nil, fmt.Errorf("postgres.sh start printed no DSN:\n%s", out)
+	}
+	p.DSN = m[1]
+	return p, nil
+}
+
+// Restart is a fast shutdown and a start on the same port.
+func (p *pgServer) Restart(ctx context.Context) error { return p.cycle(ctx, "fast") }
+
+// Crash is an immediate shutdown (no checkpoint: WAL recovery at start) and a start.
+func (p *pgServer) Crash(ctx context.Context) error { return p.cycle(ctx, "immediate") }
+
+func (p *pgServer) cycle(ctx context.Context, mode string) error {
+	if _, err := script(ctx, p.repo, "postgres.sh", p.env, "stop", mode); err != nil {
+		return err
+	}
+	return p.Start(ctx)
+}
+
+// Start starts the stopped cluster; an address change is an error (the components would
+// not find it).
+func (p *pgServer) Start(ctx context.Context) error {
+	out, err := script(ctx, p.repo, "postgres.sh", p.env, "start")
+	if err != nil {
+		return err
+	}
+	if m := dsnLine.FindStringSubmatch(out); m == nil || m[1] != p.DSN {
+		return fmt.Errorf("postgres.sh start: the server moved (was %s):\n%s", p.DSN, out)
+	}
+	return nil
+}
+
+// Stop stops the cluster and removes its data.
+func (p *pgServer) Stop() {
+	_, _ = script(context.Background(), p.repo, "postgres.sh", p.env, "stop", "fast")
+	_ = os.RemoveAll(p.data)
+	_ = os.Remove(p.data + ".initdb.log")
+}
+
+// kafkaListener is a broker listener for one component, advertised as its proxy's port.
+type kafkaListener struct {
+	name  string // KAFKA_LISTENER_NAME
+	port  int    // where the broker listens
+	proxy *proxy // where the component connects, and what the metadata says
+}
+
+// kafkaServer is the run's broker.
+type kafkaServer struct {
+	repo    string
+	dir     string
+	env     []string
+	Brokers []string // the direct PLAINTEXT listener (the harness's own clients)
+}
+
+func startKafka(ctx context.Context, repo, dir string, listeners []kafkaListener) (*kafkaServer, error) {
+	var spec []string
+	for _, l := range listeners {
+		spec = append(spec, fmt.Sprintf("%s:%d:%d", l.name, l.port, l.proxy.Port()))
+	}
+	k := &kafkaServer{repo: repo, dir: filepath.Join(dir, "kafka"),
+		env: []string{"STATECAST_RUN=" + filepath.Join(dir, "kafka"), "STATECAST_KAFKA_LISTENERS=" + strings.Join(spec, " ")}}
+	out, err := script(ctx, repo, "kafka.sh", k.env, "start")
+	if err != nil {
+		return nil, err
+	}
+	m := brokersLine.FindStringSubmatch(out)
+	if m == nil {
+		return nil, fmt.Errorf("kafka.sh start printed no brokers:\n%s", out)
+	}
+	k.Brokers = strings.Split(m[1], ",")
+	for _, l := range listeners {
+		l.proxy.SetTarget(fmt.Sprintf("127.0.0.1:%d", l.port))
+	}
+	return k, nil
+}
+
+// Restart is a graceful stop and a start with the same data and ports.
+func (k *kafkaServer) Restart(ctx context.Context) error {
+	if _, err := script(ctx, k.repo, "kafka.sh", k.env, "stop"); err != nil {
+		return err
+	}
+	return k.Start(ctx)
+}
+
+// Kill ends the broker with SIGKILL (a crash) and starts it again with its data.
+func (k *kafkaServer) Kill(ctx context.Context) error {
+	b, err := os.ReadFile(filepath.Join(k.dir, "kafka", "kafka.pid"))
+	if err != nil {
+		return err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return err
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; i < 200 && syscall.Kill(pid, 0) == nil; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return k.Start(ctx)
+}
+
+// Start starts the stopped broker; an address change is an error.
+func (k *kafkaServer) Start(ctx context.Context) error {
+	out, err := script(ctx, k.repo, "kafka.sh", k.env, "start")
+	if err != nil {
+		return err
+	}
+	if m := brokersLine.FindStringSubmatch(out); m == nil || m[1] != strings.Join(k.Brokers, ",") {
+		return fmt.Errorf("kafka.sh start: the broker moved (was %v):\n%s", k.Brokers, out)
+	}
+	return nil
+}
+
+// Stop stops the broker; its data goes with the run's directory.
+func (k *kafkaServer) Stop() {
+	_, _ = script(context.Background(), k.repo, "kafka.sh", k.env, "stop")
+}
