@@ -44,6 +44,8 @@ type stream struct {
 	active atomic.Bool
 	ready  chan struct{} // closed after the first start-up epoch
 	once   sync.Once
+	// serving: active and past this activation's start-up epochs (/readyz)
+	serving atomic.Bool
 
 	// owned by the publisher loop while active
 	prod     *producer
@@ -108,7 +110,7 @@ func (s *stream) runPoll(ctx context.Context, wg *sync.WaitGroup) error {
 	}); err != nil {
 		return err
 	}
-	s.once.Do(func() { close(s.ready) })
+	s.markServing()
 
 	wg.Go(func() { s.listen(ctx) })
 	stopCron, err := s.startCron(ctx)
@@ -117,6 +119,12 @@ func (s *stream) runPoll(ctx context.Context, wg *sync.WaitGroup) error {
 	}
 	defer stopCron()
 	return s.loop(ctx)
+}
+
+// markServing records that this activation published its start-up epochs.
+func (s *stream) markServing() {
+	s.serving.Store(true)
+	s.once.Do(func() { close(s.ready) })
 }
 
 // startCron sends a reconcile request for each view at its refresh_cron schedule until

@@ -185,7 +185,7 @@ func (w *walSession) run(ctx context.Context, first *capture.Snapshot, recvDone 
 	if err := w.runCycle(ctx, first); err != nil {
 		return err
 	}
-	w.s.once.Do(func() { close(w.s.ready) })
+	w.s.markServing()
 	return w.loop(ctx, recvDone)
 }
 
