@@ -67,8 +67,8 @@ func (c *DatabaseCheck) OK() bool {
 	return true
 }
 
-// CheckDatabase checks cfg against PostgreSQL (cfg's DSN), in a READ ONLY transaction that
-// it rolls back: each view's SQL is prepared and run with LIMIT 0 (permissions included),
+// CheckDatabase checks cfg against PostgreSQL (cfg's DSN), in transactions that it rolls
+// back: each view's SQL is prepared and run with LIMIT 0 (permissions included),
 // its key columns and column types are checked with the encoder Run uses, and for wal
 // streams the capture prerequisites: wal_level=logical, a role that may replicate, each
 // base table's replica identity, the publication's tables, the slot. It changes nothing.
@@ -118,11 +118,12 @@ func CheckDatabase(ctx context.Context, cfg Config) (*DatabaseCheck, error) {
 	return out, nil
 }
 
-// checkView runs one view's checks in a READ ONLY transaction of its own (an error aborts
-// a transaction; the next view starts clean).
+// checkView runs one view's checks in a transaction of its own, rolled back (an error
+// aborts a transaction; the next view starts clean). It is not READ ONLY: the analysis of
+// a wal view defines a temporary view.
 func checkView(ctx context.Context, conn *pgx.Conn, s *StreamConfig, v *ViewConfig) (ViewCheck, []*capture.Table) {
 	vc := ViewCheck{View: v.Name}
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		vc.Problems = append(vc.Problems, err.Error())
 		return vc, nil
