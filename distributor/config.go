@@ -56,6 +56,9 @@ const (
 	// DefaultHealthInterval is how often Run checks that PostgreSQL and Kafka answer, for
 	// /readyz.
 	DefaultHealthInterval = 5 * time.Second
+	// DefaultProgressInterval is how often a long read (a snapshot, a reconcile, the
+	// restore from the topic) logs its progress.
+	DefaultProgressInterval = 10 * time.Second
 )
 
 // Capture modes of a stream.
@@ -90,6 +93,10 @@ type Config struct {
 	// HealthInterval is how often Run checks that PostgreSQL and Kafka answer (/readyz).
 	// Default DefaultHealthInterval.
 	HealthInterval time.Duration `yaml:"health_interval"`
+	// ProgressInterval is how often a long read (a view's snapshot or reconcile, the
+	// restore from the topic) logs rows, rows/s, view and phase; a read shorter than it
+	// logs nothing. Default DefaultProgressInterval.
+	ProgressInterval time.Duration `yaml:"progress_interval"`
 	// Admin is the admin HTTP endpoint (AdminHandler: GET /status, POST
 	// /reconcile?view=NAME): not served when Admin.Addr is empty; it needs Admin.Tokens
 	// unless it listens on a loopback address.
@@ -310,8 +317,11 @@ func (c *Config) Validate() error {
 	if c.HealthInterval == 0 {
 		c.HealthInterval = DefaultHealthInterval
 	}
-	if c.StartupTimeout < 0 || c.HealthInterval < 0 {
-		bad("startup_timeout, health_interval: must not be negative")
+	if c.ProgressInterval == 0 {
+		c.ProgressInterval = DefaultProgressInterval
+	}
+	if c.StartupTimeout < 0 || c.HealthInterval < 0 || c.ProgressInterval < 0 {
+		bad("startup_timeout, health_interval, progress_interval: must not be negative")
 	}
 	if err := c.Kafka.Config.Validate(); err != nil {
 		errs = append(errs, err)

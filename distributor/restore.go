@@ -16,8 +16,8 @@ import (
 // the last position record. Records of views that are not configured any more are skipped.
 // It is the only state store: no other is needed. A restored watermark beyond the database
 // clock (written by an older version) is dropped by the start-up epoch, which knows the
-// column's type and the clock.
-func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[string]*viewState, pos *string, log *slog.Logger) (n int64, err error) {
+// column's type and the clock. prog counts the records read.
+func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[string]*viewState, pos *string, log *slog.Logger, prog *progress) (n int64, err error) {
 	cfg := kc.clientConfig("-restore")
 	cfg.Consumer.Fetch.Default = 4 << 20
 	client, err := sarama.NewClient(kc.Brokers, cfg)
@@ -36,6 +36,7 @@ func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[strin
 	if end <= oldest {
 		return 0, nil
 	}
+	prog.expect(end - oldest)
 	consumer, err := sarama.NewConsumerFromClient(client)
 	if err != nil {
 		return 0, fmt.Errorf("distributor: restore %q: %w", topic, err)
@@ -55,6 +56,7 @@ func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[strin
 			return n, fmt.Errorf("distributor: restore %q: %w", topic, cerr)
 		case m := <-pc.Messages():
 			n++
+			prog.row()
 			if err := applyRestored(m, views, pos); err != nil {
 				skipped++
 				if skipped <= 10 {

@@ -156,7 +156,9 @@ func (s *stream) startCron(ctx context.Context) (stop func(), err error) {
 // unreachable) fail the start-up, which is retried.
 func (s *stream) startup(ctx context.Context) error {
 	var pos string
-	n, err := restore(ctx, &s.d.cfg.Kafka, s.cfg.Topic, s.views, &pos, s.log)
+	prog := s.startProgress("", "restore")
+	n, err := restore(ctx, &s.d.cfg.Kafka, s.cfg.Topic, s.views, &pos, s.log, prog)
+	prog.end()
 	if err != nil {
 		return err
 	}
@@ -170,7 +172,9 @@ func (s *stream) startup(ctx context.Context) error {
 	var failed []func()
 	reads := 0
 	for _, st := range s.order {
-		r, err := readView(ctx, tx, st, true, false, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
+		prog := s.startProgress(st.cfg.Name, "snapshot")
+		r, err := readView(ctx, tx, st, true, false, src, s.cfg.maxBytes, headerBytes(st.cfg.Name), prog)
+		prog.end()
 		if isErr(err, ErrView) {
 			failed = append(failed, func() { s.failView(st, err, "snapshot") })
 			continue
@@ -255,7 +259,7 @@ func (s *stream) poll(ctx context.Context, st *viewState) {
 		if err != nil {
 			return err
 		}
-		r, err := readView(ctx, tx, st, false, false, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
+		r, err := readView(ctx, tx, st, false, false, src, s.cfg.maxBytes, headerBytes(st.cfg.Name), nil)
 		_ = tx.Rollback(ctx)
 		if err != nil {
 			return err
@@ -289,7 +293,9 @@ func (s *stream) reconcile(ctx context.Context, st *viewState) error {
 			return err
 		}
 		rewrite := st.cfg.RefreshMode == ModeRewrite
-		r, err := readView(ctx, tx, st, true, rewrite, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
+		prog := s.startProgress(st.cfg.Name, "reconcile")
+		r, err := readView(ctx, tx, st, true, rewrite, src, s.cfg.maxBytes, headerBytes(st.cfg.Name), prog)
+		prog.end()
 		_ = tx.Rollback(context.WithoutCancel(ctx)) // read only: r holds everything to publish
 		if err != nil {
 			return err
