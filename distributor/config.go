@@ -83,7 +83,7 @@ type Config struct {
 	Postgres PostgresConfig `yaml:"postgres"`
 	Kafka    KafkaConfig    `yaml:"kafka"`
 	// HTTPAddr is the address Run serves the read-only HTTP endpoint on (Handler:
-	// /healthz, /metrics). Empty: not served.
+	// /livez, /readyz, /healthz, /metrics). Empty: not served.
 	HTTPAddr string `yaml:"http_addr"`
 	// StartupTimeout bounds how long Run retries, with backoff, creating and checking the
 	// topics when Kafka does not answer yet; then Run fails. Default DefaultStartupTimeout.

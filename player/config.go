@@ -69,7 +69,7 @@ type Config struct {
 	// Empty: Run does not serve gRPC; Serve does, on a listener of the caller's.
 	Listen string `yaml:"listen"`
 	// HTTPAddr is the address Run serves the read-only HTTP endpoint on (Handler:
-	// /metrics, /healthz). Empty: not served.
+	// /metrics, /livez, /readyz, /healthz). Empty: not served.
 	HTTPAddr string `yaml:"http_addr"`
 	// Admin is the admin HTTP endpoint (AdminHandler: /status, /status.json, which show
 	// client identities): not served when Admin.Addr is empty; it needs Admin.Tokens
