@@ -2,9 +2,12 @@ package distributor
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -217,6 +220,9 @@ func (d *Distributor) startTopics(ctx context.Context) (sarama.ClusterAdmin, []*
 		if errors.Is(err, ErrTopic) || ctx.Err() != nil {
 			return nil, nil, err
 		}
+		if refusedByKafka(err) {
+			return nil, nil, fmt.Errorf("%w (a refusal: not retried)", err)
+		}
 		wait := backoff(attempt + 3) // from 800ms, doubling up to 30s
 		if left := time.Until(deadline); left <= 0 {
 			return nil, nil, fmt.Errorf("distributor: Kafka unreachable for startup_timeout (%s): %w", d.cfg.StartupTimeout, err)
@@ -229,6 +235,28 @@ func (d *Distributor) startTopics(ctx context.Context) (sarama.ClusterAdmin, []*
 			return nil, nil, ctx.Err()
 		}
 	}
+}
+
+// refusedByKafka reports whether err is a refusal that retrying does not change: the
+// broker's certificate does not verify, the broker refused ours (a TLS alert), or SASL
+// authentication failed. Anything else (a broker not up yet, a connection reset) is
+// retried.
+func refusedByKafka(err error) bool {
+	var kerr sarama.KError
+	if errors.As(err, &kerr) {
+		switch kerr {
+		case sarama.ErrSASLAuthenticationFailed, sarama.ErrUnsupportedSASLMechanism, sarama.ErrIllegalSASLState,
+			sarama.ErrClusterAuthorizationFailed, sarama.ErrTopicAuthorizationFailed:
+			return true
+		}
+	}
+	var unknownCA x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var host x509.HostnameError
+	var verify *tls.CertificateVerificationError
+	var op *net.OpError
+	return errors.As(err, &unknownCA) || errors.As(err, &invalid) || errors.As(err, &host) || errors.As(err, &verify) ||
+		(errors.As(err, &op) && op.Op == "remote error") // a TLS alert from the broker
 }
 
 // checkTopics is one try of startTopics.
