@@ -90,6 +90,8 @@ type counters struct {
 	lastSourceTime                                                                  atomic.Int64 // unix nanos of the last applied row
 	lastLagNanos                                                                    atomic.Int64
 	snapshotTarget                                                                  atomic.Int64
+	snapRows                                                                        atomic.Int64 // rows of the snapshot being received
+	snapStartNanos                                                                  atomic.Int64 // when it began (unix nanos); 0: none
 	head                                                                            atomic.Int64 // the player's head_index in the last frame
 	connected                                                                       atomic.Bool
 }

@@ -81,7 +81,14 @@ type Config struct {
 	// the first byte lets a snapshot stream at full speed at once, instead of at the pace
 	// of the estimator growing the window; its cost is the memory above.
 	RecvWindow int32
+	// ProgressInterval: while a snapshot is received (a bootstrap, a resync), every
+	// ProgressInterval the client logs its rows, rows/s and elapsed time and calls
+	// Hooks.OnSnapshotProgress (default DefaultProgressInterval; negative: never).
+	ProgressInterval time.Duration
 }
+
+// DefaultProgressInterval is Config.ProgressInterval's default.
+const DefaultProgressInterval = 10 * time.Second
 
 func (c *Config) validate() error {
 	var errs []string
@@ -123,6 +130,9 @@ func (c *Config) validate() error {
 	}
 	if c.PersistInterval == 0 {
 		c.PersistInterval = DefaultPersistInterval
+	}
+	if c.ProgressInterval == 0 {
+		c.ProgressInterval = DefaultProgressInterval
 	}
 	if c.BackoffMin == 0 {
 		c.BackoffMin = DefaultBackoffMin
@@ -195,6 +205,10 @@ type Hooks struct {
 	// OnSnapshot: a snapshot of views at position was published (at its end, or with the
 	// source transaction open at its position).
 	OnSnapshot func(position int64, rows int)
+	// OnSnapshotProgress: a snapshot at position is being received: rows so far, for
+	// elapsed since it began (every Config.ProgressInterval, from the connection's
+	// goroutine: return quickly).
+	OnSnapshotProgress func(position int64, rows int64, elapsed time.Duration)
 	// OnEpochCheck: an epoch-end check of view passed (err nil) or failed.
 	OnEpochCheck func(view string, epoch int64, err error)
 	// OnDecodeError: the decoder refused a row; the key is absent from the view until a

@@ -49,6 +49,8 @@ type receiver struct {
 	snapViews    []viewCore
 	snapRows     int
 	snapStart    time.Time
+	snapLogAt    time.Time // the last progress report of the snapshot (its start at first)
+	snapLogRows  int       // snapRows at snapLogAt
 	subscribed   time.Time // Hello sent
 	resyncReason string
 	// topic is the topic ID of what this stream delivers: the one resumed from, else the
@@ -418,6 +420,9 @@ func (r *receiver) snapshotBegin(index int64, names []string) error {
 		return orderErr("snapshot begin inside a snapshot")
 	}
 	r.inSnapshot, r.snapIndex, r.snapLast, r.snapRows, r.snapStart, r.snapOpen = true, index, -1, 0, time.Now(), false
+	r.snapLogAt, r.snapLogRows = r.snapStart, 0
+	r.c.st.snapRows.Store(0)
+	r.c.st.snapStartNanos.Store(r.snapStart.UnixNano())
 	r.snapViews = r.snapViews[:0]
 	if len(names) == 0 {
 		r.snapViews = append(r.snapViews, r.c.views...)
@@ -473,7 +478,27 @@ func (r *receiver) snapshotBatch(es []entry) error {
 			r.pendingSource = ts
 		}
 	}
+	r.c.st.snapRows.Store(int64(r.snapRows))
+	r.snapProgress()
 	return nil
+}
+
+// snapProgress reports the snapshot being received, every Config.ProgressInterval: a log
+// line and Hooks.OnSnapshotProgress.
+func (r *receiver) snapProgress() {
+	every := r.c.cfg.ProgressInterval
+	now := time.Now()
+	if every <= 0 || now.Sub(r.snapLogAt) < every {
+		return
+	}
+	elapsed := now.Sub(r.snapStart)
+	r.c.log.Info("snapshot progress", "index", r.snapIndex, "rows", r.snapRows,
+		"rows_per_s", int64(float64(r.snapRows-r.snapLogRows)/now.Sub(r.snapLogAt).Seconds()),
+		"elapsed", elapsed.Round(time.Millisecond), "views", len(r.snapViews))
+	r.snapLogAt, r.snapLogRows = now, r.snapRows
+	if h := r.c.opts.hooks.OnSnapshotProgress; h != nil {
+		h(r.snapIndex, int64(r.snapRows), elapsed)
+	}
 }
 
 // snapshotEnd builds the snapshot's views and publishes them — unless the snapshot holds
@@ -498,6 +523,8 @@ func (r *receiver) snapshotEnd(ctx context.Context, index int64) error {
 	}
 	r.c.applyMu.Unlock()
 	r.inSnapshot = false
+	r.c.st.snapStartNanos.Store(0)
+	r.c.st.snapRows.Store(0)
 	if r.snapOpen {
 		r.c.log.Info("snapshot received inside a source transaction; applied at its end", "index", index, "rows", r.snapRows)
 	}
@@ -526,6 +553,8 @@ func (r *receiver) abort() {
 			v.abortReplace()
 		}
 		r.inSnapshot = false
+		r.c.st.snapStartNanos.Store(0)
+		r.c.st.snapRows.Store(0)
 	}
 	r.c.rollback()
 	r.open, r.staged, r.pendingEntries, r.pendingSnap = false, -1, 0, nil

@@ -100,8 +100,18 @@ type Stats struct {
 	LagEntries int64
 	// Head is the player's head_index in the last frame received: the stream position of
 	// its main fetcher (0: none yet).
-	Head  int64
-	Views []ViewStats
+	Head int64
+	// Snapshot is the snapshot being received (a bootstrap or a resync), if any.
+	Snapshot SnapshotProgress
+	Views    []ViewStats
+}
+
+// SnapshotProgress is the progress of a snapshot being received.
+type SnapshotProgress struct {
+	InProgress bool
+	Position   int64         // the snapshot's stream position
+	Rows       int64         // rows received so far
+	Elapsed    time.Duration // since it began
 }
 
 // trieOverheadPerEntry is the average cost per entry beyond the item itself (the key string
@@ -133,6 +143,10 @@ func (c *Client) Stats() Stats {
 		s.Staleness = c.opts.now().Sub(s.LastSourceTime)
 	}
 	s.Head = c.st.head.Load()
+	if ns := c.st.snapStartNanos.Load(); ns != 0 {
+		s.Snapshot = SnapshotProgress{InProgress: true, Position: c.st.snapshotTarget.Load(), Rows: c.st.snapRows.Load(),
+			Elapsed: c.opts.now().Sub(time.Unix(0, ns))}
+	}
 	if t := max(c.st.snapshotTarget.Load(), s.Head); t > s.Position {
 		s.LagEntries = t - max(s.Position, 0)
 	}

@@ -3,6 +3,7 @@ package distributor
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"reflect"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
 
@@ -56,6 +58,15 @@ const (
 	// transaction.max.timeout.ms (15 minutes), far above a cycle or a poll, and enough for an
 	// epoch of tens of millions of rows in one transaction.
 	DefaultTransactionTimeout = 5 * time.Minute
+	// DefaultStartupTimeout bounds how long Run retries reaching Kafka at start-up (a
+	// broker that starts after the distributor, as in a compose file or a fresh cluster).
+	DefaultStartupTimeout = 2 * time.Minute
+	// DefaultHealthInterval is how often Run checks that PostgreSQL and Kafka answer, for
+	// /readyz.
+	DefaultHealthInterval = 5 * time.Second
+	// DefaultProgressInterval is how often a long read (a snapshot, a reconcile, the
+	// restore from the topic) logs its progress.
+	DefaultProgressInterval = 10 * time.Second
 )
 
 // Capture modes of a stream.
@@ -80,8 +91,20 @@ type Config struct {
 	Postgres PostgresConfig `yaml:"postgres"`
 	Kafka    KafkaConfig    `yaml:"kafka"`
 	// HTTPAddr is the address Run serves the read-only HTTP endpoint on (Handler:
-	// /healthz, /metrics). Empty: not served.
+	// /livez, /readyz, /healthz, /metrics). Empty: not served.
 	HTTPAddr string `yaml:"http_addr"`
+	// StartupTimeout bounds how long Run retries, with backoff, creating and checking the
+	// topics when Kafka does not answer yet; then Run fails. Default DefaultStartupTimeout.
+	// (PostgreSQL is retried without bound: until it answers, each stream waits as a
+	// standby.)
+	StartupTimeout time.Duration `yaml:"startup_timeout"`
+	// HealthInterval is how often Run checks that PostgreSQL and Kafka answer (/readyz).
+	// Default DefaultHealthInterval.
+	HealthInterval time.Duration `yaml:"health_interval"`
+	// ProgressInterval is how often a long read (a view's snapshot or reconcile, the
+	// restore from the topic) logs rows, rows/s, view and phase; a read shorter than it
+	// logs nothing. Default DefaultProgressInterval.
+	ProgressInterval time.Duration `yaml:"progress_interval"`
 	// Admin is the admin HTTP endpoint (AdminHandler: GET /status, POST
 	// /reconcile?view=NAME): not served when Admin.Addr is empty; it needs Admin.Tokens
 	// unless it listens on a loopback address.
@@ -321,6 +344,18 @@ func (c *Config) Validate() error {
 	}
 	if c.Kafka.ClientID == "" {
 		c.Kafka.ClientID = DefaultClientID
+	}
+	if c.StartupTimeout == 0 {
+		c.StartupTimeout = DefaultStartupTimeout
+	}
+	if c.HealthInterval == 0 {
+		c.HealthInterval = DefaultHealthInterval
+	}
+	if c.ProgressInterval == 0 {
+		c.ProgressInterval = DefaultProgressInterval
+	}
+	if c.StartupTimeout < 0 || c.HealthInterval < 0 || c.ProgressInterval < 0 {
+		bad("startup_timeout, health_interval, progress_interval: must not be negative")
 	}
 	if err := c.Kafka.Config.Validate(); err != nil {
 		errs = append(errs, err)
@@ -609,4 +644,35 @@ func (c *Config) view(name string) (*StreamConfig, *ViewConfig) {
 var compressions = map[string]sarama.CompressionCodec{
 	"": sarama.CompressionLZ4, "lz4": sarama.CompressionLZ4, "zstd": sarama.CompressionZSTD,
 	"snappy": sarama.CompressionSnappy, "gzip": sarama.CompressionGZIP, "none": sarama.CompressionNone,
+}
+
+// Summary is the config as log attributes for the start-up line, without its secrets:
+// PostgreSQL's host, port, database and user (never the password or the DSN itself),
+// Kafka's brokers, TLS and SASL mechanism and user, the endpoints, and each stream's
+// capture mode and views.
+func (c *Config) Summary() []any {
+	pg := []any{}
+	if pc, err := pgconn.ParseConfig(c.Postgres.DSN); err == nil {
+		pg = append(pg, "host", pc.Host, "port", pc.Port, "database", pc.Database, "user", pc.User, "tls", pc.TLSConfig != nil)
+	} else {
+		pg = append(pg, "dsn", "unparsable")
+	}
+	streams := make([]string, 0, len(c.Streams))
+	for _, s := range c.Streams {
+		views := make([]string, len(s.Views))
+		for i, v := range s.Views {
+			views[i] = v.Name
+		}
+		capture := s.Capture
+		if capture == "" {
+			capture = CaptureWAL
+		}
+		streams = append(streams, fmt.Sprintf("%s (%s: %s)", s.Topic, capture, strings.Join(views, ", ")))
+	}
+	return []any{
+		slog.Group("postgres", pg...),
+		slog.Group("kafka", c.Kafka.Summary()...),
+		"http_addr", c.HTTPAddr, "admin_addr", c.Admin.Addr, "admin_tokens", c.Admin.Tokens.Enabled(),
+		"startup_timeout", c.StartupTimeout.String(), "streams", streams,
+	}
 }

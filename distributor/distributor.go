@@ -2,9 +2,12 @@ package distributor
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -40,6 +43,7 @@ type Distributor struct {
 	m      *metrics
 	pool   *pgxpool.Pool
 	admin  *daemon.AdminServer // nil: Config.Admin.Addr empty
+	health health
 
 	streams []*stream
 	byView  map[string]*stream
@@ -70,6 +74,7 @@ func New(cfg Config, opts ...Option) (*Distributor, error) {
 		o.reg = prometheus.NewRegistry()
 	}
 	d := &Distributor{cfg: cfg, log: o.log, byView: map[string]*stream{}, done: make(chan struct{})}
+	d.health.phase = "starting"
 	if cfg.Admin.Addr != "" {
 		var err error
 		if d.admin, err = daemon.LoadAdmin(cfg.Admin, "admin"); err != nil {
@@ -86,13 +91,16 @@ func New(cfg Config, opts ...Option) (*Distributor, error) {
 }
 
 // Run serves HTTP on Config.HTTPAddr when it is set (Handler's endpoints) and on
-// Config.Admin.Addr (AdminHandler's, behind its tokens), connects to
+// Config.Admin.Addr (AdminHandler's, behind its tokens) from its start, connects to
 // PostgreSQL and Kafka, makes sure every stream's topic exists (created compacted with one
 // partition; an unusable one is refused), and runs every stream until ctx ends: each waits
 // for its advisory lock (standby), restores its state from the topic, publishes its start-up
-// epochs, then polls and reconciles. It returns nil after ctx ends (graceful shutdown), or
-// the first fatal error: a taken HTTP address, a bad topic or a view that cannot be
-// published (*ViewError; nothing of that view was published). Run may be called once.
+// epochs, then polls and reconciles. While Kafka does not answer at start-up, Run retries
+// with backoff for Config.StartupTimeout; PostgreSQL is waited for by each stream as a
+// standby. Every Config.HealthInterval it checks both (Readiness). It returns nil after ctx
+// ends (graceful shutdown), or the first fatal error: a taken HTTP address, Kafka still
+// unreachable after the start-up timeout, a bad topic or a view that cannot be published
+// (*ViewError; nothing of that view was published). Run may be called once.
 func (d *Distributor) Run(ctx context.Context) (err error) {
 	d.mu.Lock()
 	if d.running {
@@ -102,6 +110,7 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 	d.running = true
 	d.mu.Unlock()
 	defer func() {
+		d.health.setPhase("stopped")
 		d.runErr = err
 		close(d.done)
 	}()
@@ -124,40 +133,14 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 		}
 		defer as.Close()
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fmt.Errorf("distributor: postgres: %w", err)
-	}
-	defer pool.Close()
-	d.pool = pool
-
-	admin, err := sarama.NewClusterAdmin(d.cfg.Kafka.Brokers, d.cfg.Kafka.clientConfig("-admin"))
-	if err != nil {
-		return fmt.Errorf("distributor: kafka admin: %w", err)
-	}
-	streams := make([]*stream, 0, len(d.cfg.Streams))
-	for i := range d.cfg.Streams {
-		s := newStream(d, &d.cfg.Streams[i])
-		if err := s.ensureTopic(admin); err != nil {
-			_ = admin.Close()
-			return err
-		}
-		streams = append(streams, s)
-	}
-	_ = admin.Close()
-	d.mu.Lock()
-	d.streams = streams
-	for _, s := range streams {
-		for _, v := range s.cfg.Views {
-			d.byView[v.Name] = s
-		}
-	}
-	d.mu.Unlock()
 
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, len(streams)+2)
+	defer wg.Wait() // a failed start-up: the servers end after cancel
+	defer cancel()
+	errc := make(chan error, len(d.cfg.Streams)+2)
+	// The endpoints answer from here on: /livez while the start-up retries, /readyz
+	// saying why it is not ready yet.
 	for _, s := range []*daemon.HTTPServer{hs, as} {
 		if s != nil {
 			wg.Go(func() {
@@ -167,9 +150,46 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 			})
 		}
 	}
+	if hs != nil || as != nil {
+		var httpAddr, adminAddr string
+		if hs != nil {
+			httpAddr = hs.Addr().String()
+		}
+		if as != nil {
+			adminAddr = as.Addr().String()
+		}
+		d.log.Info("distributor listening", "http", httpAddr, "admin", adminAddr)
+	}
 	if d.admin != nil {
 		wg.Go(func() { daemon.Watch(ctx, daemon.DefaultReloadInterval, d.log, d.admin.Reloadables()...) })
 	}
+
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("distributor: postgres: %w", err)
+	}
+	defer pool.Close()
+	d.pool = pool
+
+	admin, streams, err := d.startTopics(ctx)
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, ErrTopic) {
+			return nil
+		}
+		return err
+	}
+	defer func() { _ = admin.Close() }()
+	d.mu.Lock()
+	d.streams = streams
+	for _, s := range streams {
+		for _, v := range s.cfg.Views {
+			d.byView[v.Name] = s
+		}
+	}
+	d.mu.Unlock()
+	d.health.setPhase("running")
+	wg.Go(func() { d.watchDeps(ctx, pool, admin, d.cfg.HealthInterval) })
+
 	for _, g := range groupsOf(d, streams) {
 		wg.Go(func() {
 			if err := g.run(ctx); err != nil {
@@ -184,8 +204,82 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 		d.log.Error("distributor stopping", "err", first)
 	}
 	cancel()
-	wg.Wait()
+	wg.Wait() // before the pool and the admin client close
 	return first
+}
+
+// startTopics connects the Kafka admin client and checks every stream's topic (creating
+// missing ones), retrying with backoff while Kafka does not answer, for at most
+// Config.StartupTimeout. An unusable topic (ErrTopic) fails at once. It returns the admin
+// client (for the health checks) and the streams.
+func (d *Distributor) startTopics(ctx context.Context) (sarama.ClusterAdmin, []*stream, error) {
+	deadline := time.Now().Add(d.cfg.StartupTimeout)
+	for attempt := 0; ; attempt++ {
+		admin, streams, err := d.checkTopics()
+		if err == nil {
+			if attempt > 0 {
+				d.log.Info("start-up: Kafka answers", "attempts", attempt+1)
+			}
+			return admin, streams, nil
+		}
+		if errors.Is(err, ErrTopic) || ctx.Err() != nil {
+			return nil, nil, err
+		}
+		if refusedByKafka(err) {
+			return nil, nil, fmt.Errorf("%w (a refusal: not retried)", err)
+		}
+		wait := backoff(attempt + 3) // from 800ms, doubling up to 30s
+		if left := time.Until(deadline); left <= 0 {
+			return nil, nil, fmt.Errorf("distributor: Kafka unreachable for startup_timeout (%s): %w", d.cfg.StartupTimeout, err)
+		} else if wait > left {
+			wait = left
+		}
+		d.log.Warn("start-up: Kafka does not answer; retrying", "err", err, "attempt", attempt+1, "retry_in", wait,
+			"gives_up_in", time.Until(deadline).Round(time.Second))
+		if !sleepCtx(ctx, wait) {
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+// refusedByKafka reports whether err is a refusal that retrying does not change: the
+// broker's certificate does not verify, the broker refused ours (a TLS alert), or SASL
+// authentication failed. Anything else (a broker not up yet, a connection reset) is
+// retried.
+func refusedByKafka(err error) bool {
+	var kerr sarama.KError
+	if errors.As(err, &kerr) {
+		switch kerr {
+		case sarama.ErrSASLAuthenticationFailed, sarama.ErrUnsupportedSASLMechanism, sarama.ErrIllegalSASLState,
+			sarama.ErrClusterAuthorizationFailed, sarama.ErrTopicAuthorizationFailed:
+			return true
+		}
+	}
+	var unknownCA x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var host x509.HostnameError
+	var verify *tls.CertificateVerificationError
+	var op *net.OpError
+	return errors.As(err, &unknownCA) || errors.As(err, &invalid) || errors.As(err, &host) || errors.As(err, &verify) ||
+		(errors.As(err, &op) && op.Op == "remote error") // a TLS alert from the broker
+}
+
+// checkTopics is one try of startTopics.
+func (d *Distributor) checkTopics() (sarama.ClusterAdmin, []*stream, error) {
+	admin, err := sarama.NewClusterAdmin(d.cfg.Kafka.Brokers, d.cfg.Kafka.clientConfig("-admin"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("distributor: kafka admin: %w", err)
+	}
+	streams := make([]*stream, 0, len(d.cfg.Streams))
+	for i := range d.cfg.Streams {
+		s := newStream(d, &d.cfg.Streams[i])
+		if err := s.ensureTopic(admin); err != nil {
+			_ = admin.Close()
+			return nil, nil, err
+		}
+		streams = append(streams, s)
+	}
+	return admin, streams, nil
 }
 
 // Reconcile publishes a new epoch of the named view now, in its refresh mode (reconcile:

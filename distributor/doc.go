@@ -25,7 +25,7 @@
 // ParseConfig read YAML with unknown fields rejected and ${NAME} expanded from the
 // environment in values.
 //
-// Run serves HTTP on Config.HTTPAddr when it is set (Handler: /healthz, /metrics) and on
+// Run serves HTTP on Config.HTTPAddr when it is set (Handler: /livez, /readyz, /healthz, /metrics) and on
 // Config.Admin.Addr (AdminHandler: /status, POST /reconcile?view=NAME, behind its tokens;
 // without tokens only on a loopback address), connects, creates every missing topic (compacted, one
 // partition; an unusable existing one is refused), and runs every stream until ctx ends.

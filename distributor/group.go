@@ -57,6 +57,7 @@ func (g *group) setActive(on bool) {
 	}
 	for _, s := range g.streams {
 		s.active.Store(on)
+		s.serving.Store(false)
 		s.m.active.WithLabelValues(s.cfg.Topic).Set(v)
 	}
 }

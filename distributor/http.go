@@ -9,13 +9,23 @@ import (
 
 // Handler serves what Run serves on Config.HTTPAddr, the read-only endpoint:
 //
-//	GET  /healthz            200 with {"streams":{topic:"active"|"standby"}} (a standby is healthy)
+//	GET  /livez              200 while the process serves: restart it when this fails
+//	GET  /readyz             200 for a healthy active or standby, else 503; JSON Readiness
+//	GET  /healthz            the same as /livez, with {"streams":{topic:"active"|"standby"}}
 //	GET  /metrics            Prometheus metrics (see WithRegisterer)
+//
+// Run serves it from its start, before it reaches Kafka: /livez answers while Run still
+// retries its start-up, /readyz says why it is not ready.
 func (d *Distributor) Handler() http.Handler {
 	mux := http.NewServeMux()
 	if d.gather != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(d.gather, promhttp.HandlerOpts{}))
 	}
+	mux.HandleFunc("GET /readyz", d.serveReadyz)
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"live":true}` + "\n"))
+	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		d.mu.Lock()
 		streams := d.streams

@@ -34,6 +34,9 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 		cfg.Kafka.TLS = kafkaconn.TLS{Enabled: true, CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}
 		cfg.Kafka.SASL = kafkaconn.SASL{Mechanism: kafkaconn.SASLPlain, User: "statecast", Password: "right"}
 		cfg.Kafka.Timeout = 5 * time.Second
+		// A refusal is not retried at start-up; kfake answers a wrong PLAIN password by
+		// closing the connection, which is retried (it looks like a broker going away).
+		cfg.StartupTimeout = 5 * time.Second
 		return cfg
 	}
 
@@ -100,6 +103,7 @@ func TestKafkaSCRAM(t *testing.T) {
 			bad := e.config(itemsView())
 			bad.Kafka.SASL = kafkaconn.SASL{Mechanism: mech, User: "statecast", Password: "wrong"}
 			bad.Kafka.Timeout = 5 * time.Second
+			bad.StartupTimeout = 5 * time.Second
 			d, err := New(bad, WithLogger(testLogger(t)))
 			if err != nil {
 				t.Fatal(err)

@@ -26,6 +26,10 @@ type metrics struct {
 	slotLost   *prometheus.CounterVec   // stream
 	slotRetain *prometheus.GaugeVec     // stream: bytes of WAL the slot retains
 	slotBehind *prometheus.GaugeVec     // stream: bytes from the slot's confirmed position to the WAL's end
+	// long work
+	readRows   *prometheus.CounterVec   // stream, view, phase: rows read by full reads, records by restores
+	epochTime  *prometheus.HistogramVec // stream, view: full read start to broker ack of an epoch
+	captureLag *prometheus.GaugeVec     // stream: age of the newest published source commit at its ack
 }
 
 // newMetrics creates the metrics and registers them with reg.
@@ -105,8 +109,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "statecast_distributor_slot_behind_bytes",
 			Help: "Bytes from the slot's confirmed position to the WAL's current position.",
 		}, []string{"stream"}),
+		readRows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "statecast_distributor_read_total",
+			Help: "Rows read by full reads of a view (phase snapshot: start-up or re-read; reconcile), counted while the read runs; records read back from the topic at start-up (phase restore, view empty).",
+		}, []string{"stream", "view", "phase"}),
+		epochTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "statecast_distributor_epoch_duration_seconds",
+			Help:    "Duration of an epoch, from the start of its full read to the broker's ack of its end.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 18),
+		}, []string{"stream", "view"}),
+		captureLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "statecast_distributor_capture_lag_seconds",
+			Help: "wal streams: at each published cycle, the time from the commit of the newest source transaction it published (with none: from its snapshot) to the broker's ack.",
+		}, []string{"stream"}),
 	}
-	for _, c := range []prometheus.Collector{m.rows, m.tombstones, m.pollTime, m.epoch, m.errors, m.active, m.watermarkT, m.incBeyond, m.incNulls, m.produceRetries, m.viewFailed,
+	for _, c := range []prometheus.Collector{m.readRows, m.epochTime, m.captureLag, m.rows, m.tombstones, m.pollTime, m.epoch, m.errors, m.active, m.watermarkT, m.incBeyond, m.incNulls, m.produceRetries, m.viewFailed,
 		m.position, m.cycleTime, m.cycleTxns, m.rereads, m.slotLost, m.slotRetain, m.slotBehind} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -66,7 +66,8 @@ type viewRead struct {
 	tombs   int64             // tombstones in publish
 	maxInc  string            // highest incremental key text that may be the watermark ("" = none)
 	src     source
-	bound   incBound // what may be the watermark (polled views)
+	started time.Time // when the read began (an epoch's duration)
+	bound   incBound  // what may be the watermark (polled views)
 	// beyond counts the published rows whose incremental value is above bound; beyondKeys
 	// names the first of them ("key = value") for the log.
 	beyond     int64
@@ -88,7 +89,10 @@ func (r *viewRead) published() int64 { return int64(len(r.publish)) - r.tombs }
 // watermark − overlap. The rows to publish are kept in memory (about key + value + 40
 // bytes each) so that the whole view is validated before its first record is sent. Nothing
 // in st changes.
-func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool, src source, maxBytes int, hdrBytes int) (*viewRead, error) {
+//
+// prog, when not nil, counts the rows as they are read (the progress of a long read).
+func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool, src source, maxBytes int, hdrBytes int, prog *progress) (*viewRead, error) {
+	started := time.Now()
 	v := st.cfg
 	query, args := v.SQL, []any(nil)
 	if full || st.enc == nil {
@@ -113,6 +117,7 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 	if full && size == 0 {
 		size = estimateRows(ctx, tx, v.SQL) // before the query: one statement at a time
 	}
+	prog.expect(int64(size))
 	rows, err := tx.Query(ctx, query, append([]any{pgjson.ResultFormats}, args...)...)
 	if err != nil {
 		return nil, sqlError(v, err)
@@ -122,7 +127,7 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		st.enc = nil
 		return nil, fmt.Errorf("distributor: view %q: the query's columns changed; retrying", v.Name)
 	}
-	r := &viewRead{view: st, full: full, src: src, hashes: make(map[string]uint64)}
+	r := &viewRead{view: st, full: full, src: src, hashes: make(map[string]uint64), started: started}
 	if full {
 		r.hashes = make(map[string]uint64, size)
 		if rewrite || len(st.hashes) == 0 {
@@ -138,6 +143,7 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		inc.bound = r.bound
 	}
 	for rows.Next() {
+		prog.row()
 		raw := rows.RawValues()
 		key, value, err := codec.encode(raw)
 		if err != nil {

@@ -19,8 +19,8 @@ import (
 // the only state store: no other is needed. It runs after the stream's producer was opened,
 // which fenced every earlier producer and ended their transactions: what it reads is final.
 // A restored watermark beyond the database clock (written by an older version) is dropped
-// by the start-up epoch, which knows the column's type and the clock.
-func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[string]*viewState, pos *string, log *slog.Logger) (n int64, err error) {
+// by the start-up epoch, which knows the column's type and the clock. prog counts the records read.
+func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[string]*viewState, pos *string, log *slog.Logger, prog *progress) (n int64, err error) {
 	cfg := kc.clientConfig("-restore")
 	cfg.Consumer.Fetch.Default = 4 << 20
 	client, err := sarama.NewClient(kc.Brokers, cfg)
@@ -32,9 +32,11 @@ func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[strin
 	if err != nil {
 		return 0, fmt.Errorf("distributor: restore %q: offsets: %w", topic, err)
 	}
+	prog.expect(end - oldest)
 	skipped := 0
 	err = kafkaconn.ReadCommitted(ctx, client, topic, 0, oldest, end, func(m *sarama.ConsumerMessage) error {
 		n++
+		prog.row()
 		if err := applyRestored(m, views, pos); err != nil {
 			skipped++
 			if skipped <= 10 {

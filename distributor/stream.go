@@ -45,6 +45,8 @@ type stream struct {
 	active atomic.Bool
 	ready  chan struct{} // closed after the first start-up epoch
 	once   sync.Once
+	// serving: active and past this activation's start-up epochs (/readyz)
+	serving atomic.Bool
 
 	// owned by the publisher loop while active
 	prod     *producer
@@ -126,7 +128,7 @@ func (s *stream) runPoll(ctx context.Context, wg *sync.WaitGroup) error {
 	}); err != nil {
 		return err
 	}
-	s.once.Do(func() { close(s.ready) })
+	s.markServing()
 
 	wg.Go(func() { s.listen(ctx) })
 	stopCron, err := s.startCron(ctx)
@@ -135,6 +137,12 @@ func (s *stream) runPoll(ctx context.Context, wg *sync.WaitGroup) error {
 	}
 	defer stopCron()
 	return s.loop(ctx)
+}
+
+// markServing records that this activation published its start-up epochs.
+func (s *stream) markServing() {
+	s.serving.Store(true)
+	s.once.Do(func() { close(s.ready) })
 }
 
 // startCron sends a reconcile request for each view at its refresh_cron schedule until
@@ -166,7 +174,9 @@ func (s *stream) startCron(ctx context.Context) (stop func(), err error) {
 // unreachable) fail the start-up, which is retried.
 func (s *stream) startup(ctx context.Context) error {
 	var pos string
-	n, err := restore(ctx, &s.d.cfg.Kafka, s.cfg.Topic, s.views, &pos, s.log)
+	prog := s.startProgress("", "restore")
+	n, err := restore(ctx, &s.d.cfg.Kafka, s.cfg.Topic, s.views, &pos, s.log, prog)
+	prog.end()
 	if err != nil {
 		return err
 	}
@@ -180,7 +190,9 @@ func (s *stream) startup(ctx context.Context) error {
 	var failed []func()
 	reads := 0
 	for _, st := range s.order {
-		r, err := readView(ctx, tx, st, true, false, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
+		prog := s.startProgress(st.cfg.Name, "snapshot")
+		r, err := readView(ctx, tx, st, true, false, src, s.cfg.maxBytes, headerBytes(st.cfg.Name), prog)
+		prog.end()
 		if isErr(err, ErrView) {
 			failed = append(failed, func() { s.failView(st, err, "snapshot") })
 			continue
@@ -265,7 +277,7 @@ func (s *stream) poll(ctx context.Context, st *viewState) {
 		if err != nil {
 			return err
 		}
-		r, err := readView(ctx, tx, st, false, false, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
+		r, err := readView(ctx, tx, st, false, false, src, s.cfg.maxBytes, headerBytes(st.cfg.Name), nil)
 		_ = tx.Rollback(ctx)
 		if err != nil {
 			return err
@@ -299,7 +311,9 @@ func (s *stream) reconcile(ctx context.Context, st *viewState) error {
 			return err
 		}
 		rewrite := st.cfg.RefreshMode == ModeRewrite
-		r, err := readView(ctx, tx, st, true, rewrite, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
+		prog := s.startProgress(st.cfg.Name, "reconcile")
+		r, err := readView(ctx, tx, st, true, rewrite, src, s.cfg.maxBytes, headerBytes(st.cfg.Name), prog)
+		prog.end()
 		_ = tx.Rollback(context.WithoutCancel(ctx)) // read only: r holds everything to publish
 		if err != nil {
 			return err

@@ -125,6 +125,7 @@ func (s *stream) epochOut(t *txnOut, r *viewRead, mode string) {
 		s.m.rows.WithLabelValues(s.cfg.Topic, name).Add(float64(published))
 		s.m.tombstones.WithLabelValues(s.cfg.Topic, name).Add(float64(r.tombs))
 		s.m.epoch.WithLabelValues(s.cfg.Topic, name).Set(float64(epoch))
+		s.m.epochTime.WithLabelValues(s.cfg.Topic, name).Observe(time.Since(r.started).Seconds())
 		if st.polled() {
 			s.noteBeyond(st, r)
 			s.noteNulls(st, r)

@@ -59,7 +59,9 @@ func (s *stream) restoreWAL(ctx context.Context) error {
 	return s.retry(ctx, "restore", "restore failed; retrying", func() error {
 		s.resetState()
 		var pos string
-		n, err := restore(ctx, &s.d.cfg.Kafka, s.cfg.Topic, s.views, &pos, s.log)
+		prog := s.startProgress("", "restore")
+		n, err := restore(ctx, &s.d.cfg.Kafka, s.cfg.Topic, s.views, &pos, s.log, prog)
+		prog.end()
 		if err == nil && pos != "" {
 			if s.position, err = capture.ParseLSN(pos); err != nil {
 				err = fmt.Errorf("distributor: the topic's last position record: %w", err)
@@ -185,7 +187,7 @@ func (w *walSession) run(ctx context.Context, first *capture.Snapshot, recvDone 
 	if err := w.runCycle(ctx, first); err != nil {
 		return err
 	}
-	w.s.once.Do(func() { close(w.s.ready) })
+	w.s.markServing()
 	return w.loop(ctx, recvDone)
 }
 

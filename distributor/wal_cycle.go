@@ -113,7 +113,9 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 				continue // stopped: its retry reads it in full
 			}
 			rewrite := st.cfg.RefreshMode == ModeRewrite && reason == "reconcile"
-			r, err := readView(ctx, snap.Tx, st, true, rewrite, src, s.cfg.maxBytes, headerBytes(st.cfg.Name))
+			prog := s.startProgress(st.cfg.Name, phaseOf(reason))
+			r, err := readView(ctx, snap.Tx, st, true, rewrite, src, s.cfg.maxBytes, headerBytes(st.cfg.Name), prog)
+			prog.end()
 			if isErr(err, ErrView) {
 				s.failView(st, err, "snapshot")
 				readViews = append(readViews, st)
@@ -168,8 +170,20 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 	w.pending = rest
 	w.published(pos, confirm)
 	s.m.cycleTime.WithLabelValues(s.cfg.Topic).Observe(time.Since(start).Seconds())
+	s.m.captureLag.WithLabelValues(s.cfg.Topic).Set(max(0, time.Since(commitTime).Seconds()))
 	s.m.cycleTxns.WithLabelValues(s.cfg.Topic).Add(float64(len(shown)))
 	return nil
+}
+
+// phaseOf is the progress phase of a full read done for reason.
+func phaseOf(reason string) string {
+	switch reason {
+	case "start-up":
+		return "snapshot"
+	case "reconcile":
+		return "reconcile"
+	}
+	return "reread"
 }
 
 // reasonLabel keeps the metric's label values few.

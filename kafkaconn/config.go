@@ -175,3 +175,9 @@ func (c *Config) SaramaProducerConfig() *sarama.Config {
 	c.Apply(sc)
 	return sc
 }
+
+// Summary is the connection as log attributes, without the password: brokers, client id,
+// TLS, SASL mechanism and user.
+func (c *Config) Summary() []any {
+	return []any{"brokers", c.Brokers, "client_id", c.ClientID, "tls", c.TLS.Enabled, "sasl", c.SASL.Mechanism, "sasl_user", c.SASL.User}
+}

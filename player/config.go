@@ -3,6 +3,7 @@ package player
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"slices"
 	"time"
@@ -74,7 +75,7 @@ type Config struct {
 	// Empty: Run does not serve gRPC; Serve does, on a listener of the caller's.
 	Listen string `yaml:"listen"`
 	// HTTPAddr is the address Run serves the read-only HTTP endpoint on (Handler:
-	// /metrics, /healthz). Empty: not served.
+	// /metrics, /livez, /readyz, /healthz). Empty: not served.
 	HTTPAddr string `yaml:"http_addr"`
 	// Admin is the admin HTTP endpoint (AdminHandler: /status, /status.json, which show
 	// client identities): not served when Admin.Addr is empty; it needs Admin.Tokens
@@ -318,3 +319,23 @@ func (c *Config) checkSecurity() []error {
 // kafka is the player's Kafka connection: every sarama config of the player is built from
 // it, so a connection setting (TLS, SASL, timeout) reaches every client from here.
 func (c *Config) kafka() kafkaconn.Config { return c.Kafka }
+
+// Summary is the config as log attributes for the start-up line, without its secrets:
+// the addresses, how gRPC is secured (file names, never their contents), where the tokens
+// come from, Kafka's brokers, TLS and SASL mechanism and user, and the streams.
+func (c *Config) Summary() []any {
+	streams := make([]string, len(c.Streams))
+	for i, s := range c.Streams {
+		topic := s.Topic
+		if topic == "" {
+			topic = s.Name
+		}
+		streams[i] = s.Name + " (topic " + topic + ")"
+	}
+	return []any{
+		"listen", c.Listen, "http_addr", c.HTTPAddr, "admin_addr", c.Admin.Addr, "admin_tokens", c.Admin.Tokens.Enabled(),
+		"insecure", c.Insecure, "tls_cert_file", c.TLS.CertFile, "client_ca_file", c.TLS.ClientCAFile,
+		"tokens_file", c.Tokens.File, "tokens_env", c.Tokens.Env, "access_rules", len(c.Access),
+		slog.Group("kafka", c.Kafka.Summary()...), "streams", streams,
+	}
+}

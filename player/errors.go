@@ -65,3 +65,7 @@ func toStatus(err error) error {
 	}
 	return status.Error(codes.Internal, err.Error())
 }
+
+// ErrCheck is Check's error: a problem it found (the message lists them all). It is not a
+// Subscribe error.
+var ErrCheck = errors.New("player: check failed")

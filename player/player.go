@@ -422,25 +422,52 @@ func (p *Player) AdminHandler() http.Handler {
 
 // Handler serves what Run serves on Config.HTTPAddr, the read-only endpoint:
 //
-//	GET /healthz       200 with {"streams":{name:"ready"|"starting"}} (ready: its materialized copy caught up)
+//	GET /livez         200 while the process serves: restart it when this fails
+//	GET /readyz        200 once every stream's materialized copy caught up (as gRPC health
+//	                   SERVING), 503 before and after shutdown began; JSON
+//	                   {"ready":bool,"streams":{name:"ready"|"starting"}}
+//	GET /healthz       the same as /livez, with {"streams":{name:"ready"|"starting"}}
 //	GET /metrics       Prometheus metrics (see WithRegisterer)
 func (p *Player) Handler() http.Handler {
 	mux := http.NewServeMux()
 	if p.gather != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(p.gather, promhttp.HandlerOpts{}))
 	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		st := make(map[string]string, len(p.streamNames))
-		for _, name := range p.streamNames {
-			st[name] = "starting"
-			select {
-			case <-p.streams[name].ready:
-				st[name] = "ready"
-			default:
-			}
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		st, ready := p.streamStates()
+		if p.ctx.Err() != nil {
+			ready = false
 		}
+		w.Header().Set("Content-Type", "application/json")
+		if !ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ready, "streams": st})
+	})
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"live":true}` + "\n"))
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		st, _ := p.streamStates()
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"streams": st})
 	})
 	return mux
+}
+
+// streamStates says which streams have caught up, and whether all have.
+func (p *Player) streamStates() (map[string]string, bool) {
+	st := make(map[string]string, len(p.streamNames))
+	all := true
+	for _, name := range p.streamNames {
+		st[name] = "starting"
+		select {
+		case <-p.streams[name].ready:
+			st[name] = "ready"
+		default:
+			all = false
+		}
+	}
+	return st, all
 }

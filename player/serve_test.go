@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ import (
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
 
-// TestRunServes: Run serves gRPC on Listen, HTTP on HTTPAddr (/healthz, /metrics from the
+// TestRunServes: Run serves gRPC on Listen, HTTP on HTTPAddr (/livez, /readyz: 503 until
+// the stream is ready, /healthz, /metrics from the
 // given registry) and the admin endpoint on Admin.Addr (/status, /status.json, which
 // HTTPAddr does not serve), and stops them when it returns.
 func TestRunServes(t *testing.T) {
@@ -47,6 +49,20 @@ func TestRunServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
+	// Before Run: live, not ready.
+	pre := httptest.NewServer(p.Handler())
+	for path, want := range map[string]int{"/livez": 200, "/readyz": 503, "/healthz": 200} {
+		resp, err := http.Get(pre.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (path == "/readyz" && !strings.Contains(string(b), `"s":"starting"`)) {
+			t.Errorf("%s before Run: %d %s, want %d", path, resp.StatusCode, b, want)
+		}
+	}
+	pre.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -72,6 +88,12 @@ func TestRunServes(t *testing.T) {
 			t.Fatalf("/healthz: %d %s", code, body)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, `"ready":true`) {
+		t.Errorf("/readyz once the stream is ready: %d %s", code, body)
+	}
+	if code, _ := get("/livez"); code != 200 {
+		t.Errorf("/livez: %d", code)
 	}
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "test_marker_total 0") {
 		t.Errorf("/metrics: %d %s", code, body)

@@ -23,6 +23,7 @@ type Collector struct {
 	handlerErrs, persists, persistErrs, panics           *prometheus.Desc
 	viewLen, viewPosition, viewMemory                    *prometheus.Desc
 	viewDecodeErrs, viewHidden                           *prometheus.Desc
+	snapActive, snapRows, snapSeconds                    *prometheus.Desc
 }
 
 // NewCollector returns a collector for c; constLabels are added to every metric (for
@@ -64,6 +65,9 @@ func newCollector(stats func() cacheclient.Stats, constLabels prometheus.Labels)
 		viewMemory:      d("view_memory_bytes", "Estimated memory of the view.", "view"),
 		viewDecodeErrs:  d("view_decode_errors_total", "Rows of the view its decoder refused (each kept out of the view until a later version decodes).", "view"),
 		viewHidden:      d("view_hidden_rows", "Rows of the view its decoder refused that are kept out of it now.", "view"),
+		snapActive:      d("snapshot_in_progress", "1 while a snapshot (bootstrap or resync) is being received."),
+		snapRows:        d("snapshot_rows_received", "Rows received of the snapshot in progress (0: none)."),
+		snapSeconds:     d("snapshot_elapsed_seconds", "Time since the snapshot in progress began (0: none)."),
 	}
 }
 
@@ -72,7 +76,7 @@ func (k *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{k.position, k.sourcePosition, k.lag, k.lagEntries, k.staleness, k.connected, k.ready,
 		k.entries, k.batches, k.snapshots, k.resyncs, k.reconnects, k.epochChecks, k.epochMismatches,
 		k.decodeErrs, k.handlerErrs, k.panics, k.persists, k.persistErrs, k.viewLen, k.viewPosition, k.viewMemory,
-		k.viewDecodeErrs, k.viewHidden} {
+		k.viewDecodeErrs, k.viewHidden, k.snapActive, k.snapRows, k.snapSeconds} {
 		ch <- d
 	}
 }
@@ -112,6 +116,9 @@ func (k *Collector) Collect(ch chan<- prometheus.Metric) {
 	cnt(k.panics, s.Panics)
 	cnt(k.persists, s.Persists)
 	cnt(k.persistErrs, s.PersistErrors)
+	g(k.snapActive, b2f(s.Snapshot.InProgress))
+	g(k.snapRows, float64(s.Snapshot.Rows))
+	g(k.snapSeconds, s.Snapshot.Elapsed.Seconds())
 	for _, v := range s.Views {
 		g(k.viewLen, float64(v.Len), v.Name)
 		g(k.viewPosition, float64(v.Position), v.Name)

@@ -4,15 +4,20 @@
 //	                                                                 the demo (make demo)
 //	cachectl tail -topic T [-kafka-brokers a,b] [-kafka-tls …] [-from N] [-follow] [-idle]
 //	                                                                 print a stream's records
-//	cachectl get -players a,b -stream S -view V [-key K] [-wait-for LSN] [-ca F] [-cert F -key F] [-token-file F]
+//	cachectl get -players a,b -stream S -view V [-key K] [-wait-for LSN] [-o table|json] [-ca F] [-cert F -cert-key F] [-token-file F]
 //	                                                                 read a view through a player
-//	cachectl stats -player HOST:PORT [-token-file F] [-ca F]          a player's status (its admin address)
-//	cachectl validate -config distributor.yaml [-analyze]             check a distributor config
+//	cachectl stats -player HOST:PORT [-o table|json] [-token-file F] [-ca F]
+//	                                                                 a player's status (its admin address)
+//	cachectl validate -config distributor.yaml [-connect] [-analyze] check a distributor config (-connect: against PostgreSQL)
 //	cachectl version                                                  print the version (also -version)
 //
 // The Kafka flags of tail are kafkaconn.Config's (RegisterFlags): TLS, SASL PLAIN/SCRAM,
 // the password from a file or a variable. get and stats take TLS flags and a bearer token
 // from -token-file or $STATECAST_TOKEN (never from the command line).
+//
+// Exit status: 0 success, 1 a failure (an unreachable server, a refused request, a check
+// that found problems), 2 a bad command line (unknown command or flag, a missing required
+// flag, a stray argument).
 package main
 
 import (
@@ -49,6 +54,8 @@ commands:
             and source positions it reflects (-wait-for LSN: read your write)
   stats     print a player's status (streams, source position, targets, states, lag) from its admin address
   validate  check a distributor config file (fields, cron, keys, Kafka settings);
+            -connect: check it against PostgreSQL (each view's SQL with LIMIT 0, key columns,
+            types, wal_level, replica identities, publication, slot);
             -analyze: ask PostgreSQL how each wal view's tables map to its rows
   version   print the version
 `
@@ -71,7 +78,7 @@ func main() {
 	case "stats":
 		err = stats(ctx, os.Args[2:])
 	case "validate":
-		err = validate(os.Args[2:])
+		err = validate(ctx, os.Args[2:])
 	case "version", "-version", "--version":
 		fmt.Println(version.Get().Line("cachectl"))
 		return
@@ -82,10 +89,30 @@ func main() {
 		fmt.Fprintf(os.Stderr, "cachectl: unknown command %q\n%s", os.Args[1], usage)
 		os.Exit(2)
 	}
-	if err != nil && !errors.Is(err, context.Canceled) {
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintf(os.Stderr, "cachectl %s: %v (cachectl %s -h lists the flags)\n", os.Args[1], ue.error, os.Args[1])
+		os.Exit(2)
+	case err != nil && !errors.Is(err, context.Canceled):
 		fmt.Fprintln(os.Stderr, "cachectl:", err)
 		os.Exit(1)
 	}
+}
+
+// usageError is a bad command line: cachectl exits with 2 (a failure exits with 1).
+type usageError struct{ error }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// parse parses a command's flags; a stray argument is a usage error. (A bad flag exits
+// with 2 in fs.Parse: flag.ExitOnError.)
+func parse(fs *flag.FlagSet, args []string) error {
+	_ = fs.Parse(args)
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
 }
 
 func dev(ctx context.Context, args []string) error {
@@ -100,9 +127,11 @@ func dev(ctx context.Context, args []string) error {
 	snapshot := fs.Bool("snapshot", false, "print the rows of the start-up epochs too")
 	grpcAddr := fs.String("grpc", "127.0.0.1:7070", "where the player serves gRPC (a taken port falls back to a free one)")
 	httpAddr := fs.String("http", "127.0.0.1:8080", "where the sportsbook service serves HTTP (a taken port falls back to a free one)")
-	_ = fs.Parse(args)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
 	if *dsn == "" {
-		return errors.New("no PostgreSQL: set STATECAST_PG_DSN (deploy/local/postgres.sh start prints it) or -pg")
+		return usagef("no PostgreSQL: set STATECAST_PG_DSN (deploy/local/postgres.sh start prints it) or -pg")
 	}
 	o := devenv.DevOptions{AdminDSN: *dsn, Out: os.Stdout, Duration: *dur, Step: *step, MaxValue: *maxValue,
 		ShowIdle: *idle, ShowSnapshot: *snapshot, GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr}
@@ -111,11 +140,11 @@ func dev(ctx context.Context, args []string) error {
 	case "env":
 		b := os.Getenv("STATECAST_KAFKA_BROKERS")
 		if b == "" {
-			return errors.New("-kafka env: STATECAST_KAFKA_BROKERS is empty")
+			return usagef("-kafka env: STATECAST_KAFKA_BROKERS is empty")
 		}
 		o.Brokers = strings.Split(b, ",")
 	default:
-		return fmt.Errorf("-kafka: %q is neither embedded nor env", *kafka)
+		return usagef("-kafka: %q is neither embedded nor env", *kafka)
 	}
 	if *verbose {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil)) // distributor and player
@@ -136,12 +165,14 @@ func tail(ctx context.Context, args []string) error {
 	follow := fs.Bool("follow", false, "keep printing new records until interrupted")
 	maxValue := fs.Int("max-value", 0, "cut printed values to this many bytes (0: never)")
 	idle := fs.Bool("idle", false, "print every position record (by default those that end no record are counted, not printed)")
-	_ = fs.Parse(args)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
 	if *topic == "" || len(kafka.Brokers) == 0 {
-		return errors.New("tail needs -topic and -kafka-brokers (or STATECAST_KAFKA_BROKERS)")
+		return usagef("tail needs -topic and -kafka-brokers (or STATECAST_KAFKA_BROKERS)")
 	}
 	if err := kafka.Validate(); err != nil {
-		return err
+		return usageError{err}
 	}
 	p := &devenv.Printer{W: os.Stdout, MaxValue: *maxValue, Idle: *idle}
 	err := devenv.Tail(ctx, devenv.TailOptions{Kafka: kafka, Topic: *topic, From: *from, Follow: *follow}, p.Print)
@@ -158,11 +189,17 @@ func get(ctx context.Context, args []string) error {
 	waitFor := fs.String("wait-for", "", "a source position (LSN, e.g. from SELECT pg_current_wal_insert_lsn() after a write): read once the view reflects it")
 	service := fs.String("service", "cachectl", "service name given to the player")
 	instance := fs.String("instance", "", "instance id given to the player (default: generated)")
+	output := fs.String("o", ctl.OutputTable, "output: table (key, tab, value lines; one key: its value) or json")
 	var auth ctl.Auth
 	auth.AddFlags(fs, "the players")
-	_ = fs.Parse(args)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
 	if *stream == "" || *view == "" {
-		return errors.New("get needs -stream and -view")
+		return usagef("get needs -stream and -view")
+	}
+	if err := ctl.CheckOutput(*output); err != nil {
+		return usageError{err}
 	}
 	tlsConfig, err := auth.TLSConfig()
 	if err != nil {
@@ -173,20 +210,26 @@ func get(ctx context.Context, args []string) error {
 		return err
 	}
 	if token != "" && tlsConfig == nil {
-		return errors.New("get: a token is sent over TLS only: add -tls (and -ca)")
+		return usagef("a token is sent over TLS only: add -tls (and -ca)")
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	return ctl.Get(ctx, os.Stdout, ctl.GetOptions{Players: strings.Split(*players, ","), Stream: *stream, View: *view, Key: *key, WaitFor: *waitFor,
-		TLS: tlsConfig, Token: token, Service: *service, InstanceID: *instance})
+		TLS: tlsConfig, Token: token, Service: *service, InstanceID: *instance, Output: *output})
 }
 
 func stats(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("stats", flag.ExitOnError)
 	addr := fs.String("player", "127.0.0.1:7072", "the player's admin address (its `admin.addr` setting)")
+	output := fs.String("o", ctl.OutputTable, "output: table or json (the status as the player sends it)")
 	var auth ctl.Auth
 	auth.AddFlags(fs, "the player's admin endpoint")
-	_ = fs.Parse(args)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := ctl.CheckOutput(*output); err != nil {
+		return usageError{err}
+	}
 	tlsConfig, err := auth.TLSConfig()
 	if err != nil {
 		return err
@@ -195,16 +238,24 @@ func stats(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return ctl.Stats(ctx, os.Stdout, ctl.StatsOptions{Addr: *addr, TLS: tlsConfig, Token: token})
+	return ctl.Stats(ctx, os.Stdout, ctl.StatsOptions{Addr: *addr, TLS: tlsConfig, Token: token, Output: *output})
 }
 
-func validate(args []string) error {
+func validate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("validate", flag.ExitOnError)
 	path := fs.String("config", "distributor.yaml", "distributor config file")
+	connect := fs.Bool("connect", false, "also check the config against PostgreSQL (postgres.dsn): each view's SQL run with LIMIT 0, key columns, types, wal_level, replica identities, publication, slot")
 	analyze := fs.Bool("analyze", false, "also ask PostgreSQL (postgres.dsn) how each wal view's tables map to its rows")
-	_ = fs.Parse(args)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *connect {
+		if err := ctl.Connect(ctx, os.Stdout, *path); err != nil || !*analyze {
+			return err
+		}
+	}
 	if *analyze {
-		return ctl.Analyze(context.Background(), os.Stdout, *path)
+		return ctl.Analyze(ctx, os.Stdout, *path)
 	}
 	return ctl.Validate(os.Stdout, *path)
 }

@@ -15,7 +15,8 @@ import (
 // TestSecretsNeverLogged runs the distributor command with secrets in its configuration —
 // the PostgreSQL password in the DSN, a Kafka SASL password, an admin token — makes it
 // fail in the usual ways (a server that does not answer, a role or a SASL password the
-// server refuses, bad config files) and checks that no line it writes holds a secret.
+// server refuses, bad config files), and runs -check on it, and checks that no line it
+// writes holds a secret: the start-up line with its config summary included.
 func TestSecretsNeverLogged(t *testing.T) {
 	bin := testenv.BuildCommand(t, "github.com/statecast/statecast/cmd/distributor")
 	dir := t.TempDir()
@@ -34,6 +35,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		return fmt.Sprintf(`postgres: {dsn: %q}
 kafka: %s
 http_addr: "127.0.0.1:0"
+startup_timeout: 3s
 admin: {addr: "127.0.0.1:0", tokens: {file: %q}}
 streams:
   - topic: %s
@@ -43,13 +45,13 @@ streams:
 	}
 	// run starts the command; a case that keeps running (a standby retrying PostgreSQL) is
 	// stopped after a while and its log checked the same.
-	run := func(name, cfg string, mustFail bool) string {
+	run := func(name, cfg string, mustFail bool, flags ...string) string {
 		t.Helper()
 		path := filepath.Join(dir, name+".yaml")
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		p := testenv.StartCommand(t, bin, []string{"-config", path, "-debug"}, env...)
+		p := testenv.StartCommand(t, bin, append([]string{"-config", path, "-debug"}, flags...), env...)
 		wait := 5 * time.Second // a standby's retries: a few of them
 		if mustFail {
 			wait = time.Minute
@@ -65,7 +67,13 @@ streams:
 	badKafka := `{brokers: ["127.0.0.1:1"], timeout: 2s, sasl: {mechanism: PLAIN, user: dist, password: "${TEST_SASL_PASSWORD}"}}`
 	goodPG := "postgres://nobody:${TEST_PG_PASSWORD}@127.0.0.1:1/db"
 
-	run("unreachable broker", config(goodPG, badKafka), true)
+	out := run("unreachable broker", config(goodPG, badKafka), true)
+	for _, want := range []string{`"msg":"distributor starting"`, `"user":"nobody"`, `"sasl_user":"dist"`, `"msg":"start-up: Kafka does not answer; retrying"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("unreachable broker: no %s in the log:\n%s", want, out)
+		}
+	}
+	run("check", config(goodPG, badKafka), true, "-check")
 	run("dsn that does not parse", config("postgres://nobody:${TEST_PG_PASSWORD}@127.0.0.1:notaport/db", badKafka), true)
 	run("key=value dsn that does not parse", config("host=127.0.0.1 password=${TEST_PG_PASSWORD} port=notaport", badKafka), true)
 	run("unknown field", config(goodPG, `{brokers: ["127.0.0.1:1"], sasl: {mechanism: PLAIN, user: dist, password: "${TEST_SASL_PASSWORD}", pasword: x}}`), true)

@@ -85,18 +85,30 @@ kafka: %s
 streams: [{name: s, topic: %s, views: ["*"]}]
 `, adminTokens, pki.ServerCert, pki.ServerKey, tokens, kafka, topic)
 	}
-	runFail := func(name, cfg string) {
+	runFail := func(name, cfg string, flags ...string) string {
 		t.Helper()
 		path := filepath.Join(dir, name+".yaml")
 		write(path, cfg)
-		p := testenv.StartCommand(t, bin, []string{"-config", path, "-debug"}, env...)
+		p := testenv.StartCommand(t, bin, append([]string{"-config", path, "-debug"}, flags...), env...)
 		if exited, err := p.Wait(90 * time.Second); !exited || err == nil {
 			t.Errorf("%s: exited %v (%v), want a failure\n%s", name, exited, err, p.Output())
 		}
 		testenv.NoSecrets(t, name, p.Output(), secrets...)
+		return p.Output()
 	}
 
-	runFail("unreachable broker", config(`{brokers: ["127.0.0.1:1"], timeout: 2s, sasl: {mechanism: PLAIN, user: player, password: "${TEST_SASL_PASSWORD}"}}`, ""))
+	out := runFail("unreachable broker", config(`{brokers: ["127.0.0.1:1"], timeout: 2s, sasl: {mechanism: PLAIN, user: player, password: "${TEST_SASL_PASSWORD}"}}`, ""))
+	for _, want := range []string{`"msg":"player starting"`, `"sasl_user":"player"`, `"tokens_file":"` + tokens + `"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("unreachable broker: no %s in the log:\n%s", want, out)
+		}
+	}
+	out = runFail("check", config(`{brokers: ["127.0.0.1:1"], timeout: 2s, sasl: {mechanism: PLAIN, user: player, password: "${TEST_SASL_PASSWORD}"}}`, ""), "-check")
+	for _, want := range []string{"ok    tls: ", "ok    tokens: 2 client token(s)", "FAIL  kafka: 127.0.0.1:1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check: no %q in its output:\n%s", want, out)
+		}
+	}
 	runFail("unknown field", config(`{brokers: ["127.0.0.1:1"], sasl: {mechanism: PLAIN, user: player, password: "${TEST_SASL_PASSWORD}", passwort: "${TEST_SASL_PASSWORD}"}}`, ""))
 	runFail("bad mechanism", config(`{brokers: ["127.0.0.1:1"], sasl: {mechanism: plain, user: player, password: "${TEST_SASL_PASSWORD}"}}`, ""))
 	runFail("public admin without tokens", strings.Replace(config(`{brokers: ["127.0.0.1:1"], sasl: {mechanism: PLAIN, user: player, password: "${TEST_SASL_PASSWORD}"}}`, ""),

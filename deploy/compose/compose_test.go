@@ -227,7 +227,7 @@ func TestConfigs(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if u := probeURL(t, s); u.Port() != port(t, c.HTTPAddr) || u.Path != "/healthz" {
+		if u := probeURL(t, s); u.Port() != port(t, c.HTTPAddr) || u.Path != "/readyz" {
 			t.Errorf("%s: probes %s, serves http on %s", name, u, c.HTTPAddr)
 		}
 		if !exposes(s, port(t, c.HTTPAddr)) {

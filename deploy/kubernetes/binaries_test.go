@@ -36,9 +36,10 @@ import (
 // run them — the Deployment's args, its mounted config file, its environment (the
 // PostgreSQL and Kafka of the test environment standing in for the Secret and the Strimzi
 // cluster), the topic as its KafkaTopic describes it — and calls the probes the manifests
-// name, on the ports they name: both distributor replicas become ready, one active and
-// one standby; the player becomes ready on its gRPC health once it caught up, and live on
-// GET /healthz. The images' -probe health checks (docker compose) pass too.
+// name, on the ports they name: both distributor replicas become ready (GET /readyz), one
+// active and one standby; the player becomes ready (its gRPC health, or GET /readyz where
+// it serves TLS from its Secret) once it caught up, and live on GET /livez. The images'
+// -probe health checks (docker compose) pass too.
 //
 // As a container runtime maps a pod's ports, each container port is mapped to a free port
 // on 127.0.0.1 (TestOverlays checks that the container ports are the configs' ports).
@@ -110,13 +111,23 @@ func TestProbesAgainstBinaries(t *testing.T) {
 			pl.name = "player"
 			pl.waitProbe(t, pl.container.ReadinessProbe, 2*time.Minute)
 			pl.waitProbe(t, pl.container.LivenessProbe, 10*time.Second)
+			if secret, _ := secretFile(o.Deployments["player"], "/var/run/secrets/statecast/tls/tls.crt"); secret != "" &&
+				!strings.Contains(pl.out.String(), `"msg":"gRPC is served over TLS","mutual_tls":false,"tokens":true`) {
+				t.Errorf("the player does not serve TLS with tokens from its Secrets:\n%s", pl.out.String())
+			}
 
-			// docker compose's health checks: the binaries probing themselves
+			// docker compose's health checks: the binaries probing themselves (gRPC health
+			// where the player serves plaintext)
 			grpcPort := pl.ports[containerPort(t, pl.container, intstr.FromString("grpc"))]
-			for _, cmd := range [][]string{
-				{filepath.Join(bin, "player"), "-probe", "grpc://127.0.0.1:" + strconv.Itoa(grpcPort)},
-				{filepath.Join(bin, "distributor"), "-probe", "http://127.0.0.1:" + strconv.Itoa(dist[0].ports[containerPort(t, dist[0].container, intstr.FromString("http"))]) + "/healthz"},
-			} {
+			httpPort := pl.ports[containerPort(t, pl.container, intstr.FromString("http"))]
+			cmds := [][]string{
+				{filepath.Join(bin, "player"), "-probe", "http://127.0.0.1:" + strconv.Itoa(httpPort) + "/readyz"},
+				{filepath.Join(bin, "distributor"), "-probe", "http://127.0.0.1:" + strconv.Itoa(dist[0].ports[containerPort(t, dist[0].container, intstr.FromString("http"))]) + "/readyz"},
+			}
+			if pl.container.ReadinessProbe.GRPC != nil {
+				cmds = append(cmds, []string{filepath.Join(bin, "player"), "-probe", "grpc://127.0.0.1:" + strconv.Itoa(grpcPort)})
+			}
+			for _, cmd := range cmds {
 				if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
 					t.Errorf("%q: %v\n%s", cmd, err, out)
 				}
@@ -235,17 +246,43 @@ func startPod(t *testing.T, exe string, o objects, d appsv1.Deployment, secrets 
 		p.ports[cp.ContainerPort] = n
 	}
 	cm, key, mount := configOf(t, o, d)
+	// The Secret volumes: a directory each, holding the files the test has for them; the
+	// config's paths under the mount point are moved there.
+	text := cm.Data[key]
+	for _, m := range c.VolumeMounts {
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name != m.Name || v.Secret == nil {
+				continue
+			}
+			dir := t.TempDir()
+			for k, body := range secretFiles(t) {
+				if name, file, _ := strings.Cut(k, "/"); name == v.Secret.SecretName {
+					if err := os.WriteFile(filepath.Join(dir, file), []byte(body), 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			text = strings.ReplaceAll(text, m.MountPath+"/", dir+"/")
+		}
+	}
 	var cfg map[string]any
-	if err := yaml.Unmarshal([]byte(cm.Data[key]), &cfg); err != nil {
+	if err := yaml.Unmarshal([]byte(text), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	rewrite(cfg, p.ports)
-	text, err := yaml.Marshal(cfg)
+	// The admin endpoint listens on the pod's loopback: here, any free port of this host.
+	admin, _ := cfg["admin"].(map[string]any)
+	if admin == nil {
+		admin = map[string]any{}
+	}
+	admin["addr"] = "127.0.0.1:0"
+	cfg["admin"] = admin
+	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, key), text, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, key), out, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var args []string
@@ -350,4 +387,31 @@ func (p *pod) healthz(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	return h.Streams
+}
+
+var (
+	pkiOnce sync.Once
+	pki     map[string]string
+)
+
+// secretFiles stand for the files of the Secrets an operator creates (secret/key: body):
+// cert-manager's player-tls, the clients' tokens.
+func secretFiles(t *testing.T) map[string]string {
+	t.Helper()
+	pkiOnce.Do(func() {
+		p := testenv.NewPKI(t)
+		read := func(path string) string {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+		pki = map[string]string{
+			"player-tls/tls.crt":   read(p.ServerCert),
+			"player-tls/tls.key":   read(p.ServerKey),
+			"player-tokens/tokens": "sportsbook=a-token-of-the-sportsbook-service\n",
+		}
+	})
+	return pki
 }

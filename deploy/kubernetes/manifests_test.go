@@ -313,13 +313,33 @@ func checkPlayer(t *testing.T, overlay string, o objects) {
 	if p := containerPort(t, c, intstr.FromString("http")); p != httpPort {
 		t.Errorf("container port http %d, the config serves http on %d", p, httpPort)
 	}
+	// Readiness: the gRPC health of the server (the kubelet's gRPC probe is plaintext
+	// only), or GET /readyz on the http port, which answers the same.
 	rp := c.ReadinessProbe
-	if rp == nil || rp.GRPC == nil || rp.GRPC.Port != grpcPort || (rp.GRPC.Service != nil && *rp.GRPC.Service != "") {
-		t.Errorf("player readiness %+v: want the gRPC health of the server on %d", rp, grpcPort)
+	grpcReady := rp != nil && rp.GRPC != nil && rp.GRPC.Port == grpcPort && (rp.GRPC.Service == nil || *rp.GRPC.Service == "")
+	httpReady := rp != nil && rp.HTTPGet != nil && rp.HTTPGet.Path == "/readyz" && containerPort(t, c, rp.HTTPGet.Port) == httpPort
+	switch {
+	case grpcReady && !cfg.Insecure:
+		t.Errorf("player readiness %+v: the kubelet's gRPC probe cannot reach a TLS server: want GET /readyz on the http port", rp)
+	case !grpcReady && !httpReady:
+		t.Errorf("player readiness %+v: want the gRPC health of the server on %d or GET /readyz on the http port", rp, grpcPort)
 	}
 	lp := c.LivenessProbe
-	if lp == nil || lp.HTTPGet == nil || lp.HTTPGet.Path != "/healthz" || containerPort(t, c, lp.HTTPGet.Port) != httpPort {
-		t.Errorf("player liveness %+v: want GET /healthz on the http port", lp)
+	if lp == nil || lp.HTTPGet == nil || lp.HTTPGet.Path != "/livez" || containerPort(t, c, lp.HTTPGet.Port) != httpPort {
+		t.Errorf("player liveness %+v: want GET /livez on the http port", lp)
+	}
+	if overlay == "production" {
+		// TLS and the clients' tokens, each file from a mounted Secret.
+		if cfg.Insecure || !cfg.TLS.Enabled() || !cfg.Tokens.Enabled() || cfg.Tokens.File == "" {
+			t.Errorf("production player: insecure %v, tls %+v, tokens %+v: want TLS and a tokens file", cfg.Insecure, cfg.TLS, cfg.Tokens)
+		}
+		for _, f := range []string{cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.Tokens.File} {
+			if secret, key := secretFile(d, f); secret == "" {
+				t.Errorf("production player: %s is not in a mounted Secret", f)
+			} else if f == cfg.TLS.CertFile && key != corev1.TLSCertKey || f == cfg.TLS.KeyFile && key != corev1.TLSPrivateKeyKey {
+				t.Errorf("production player: %s is key %s of Secret %s: want a kubernetes.io/tls Secret's %s and %s (cert-manager's)", f, key, secret, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
+			}
+		}
 	}
 	checkMemory(t, d, playerLive(sizing(t, d), len(cfg.Streams), cfg))
 
@@ -346,7 +366,22 @@ func checkPlayer(t *testing.T, overlay string, o objects) {
 	if slices.Sort(allowed); !slices.Equal(allowed, []int32{grpcPort, httpPort}) {
 		t.Errorf("player NetworkPolicy allows ports %v, want %d and %d", allowed, grpcPort, httpPort)
 	}
-	_ = overlay
+}
+
+// secretFile returns the Secret and its key that the player's container sees at path
+// (a Secret volume mounted read-only at the path's directory), or "", "".
+func secretFile(d appsv1.Deployment, path string) (secret, key string) {
+	for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
+		if !m.ReadOnly || !strings.HasPrefix(path, m.MountPath+"/") {
+			continue
+		}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.Secret != nil {
+				return v.Secret.SecretName, strings.TrimPrefix(path, m.MountPath+"/")
+			}
+		}
+	}
+	return "", ""
 }
 
 func checkDistributor(t *testing.T, overlay string, o objects) {
@@ -364,9 +399,9 @@ func checkDistributor(t *testing.T, overlay string, o objects) {
 	if p := containerPort(t, c, intstr.FromString("http")); p != httpPort {
 		t.Errorf("container port http %d, the config serves http on %d", p, httpPort)
 	}
-	for name, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
-		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || containerPort(t, c, p.HTTPGet.Port) != httpPort {
-			t.Errorf("distributor %s %+v: want GET /healthz on the http port", name, p)
+	for name, p := range map[string]*corev1.Probe{"/readyz": c.ReadinessProbe, "/livez": c.LivenessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != name || containerPort(t, c, p.HTTPGet.Port) != httpPort {
+			t.Errorf("distributor probe %+v: want GET %s on the http port", p, name)
 		}
 	}
 	checkMemory(t, d, distributorLive(sizing(t, d)))

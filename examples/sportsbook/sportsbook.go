@@ -7,7 +7,7 @@
 //
 // Endpoints (JSON): /sports, /sports/{id}/events, /events/{id} (with its markets and their
 // selections), /competitions/{id}/events, /tags/{tag}/events, /status/{status}/events,
-// /stats, /metrics (Prometheus), /readyz.
+// /stats, /metrics (Prometheus), /readyz, /livez.
 //
 // With a database (Config.DB), two endpoints write to PostgreSQL and answer from the cache
 // with the row as written (read-your-writes, write.go): POST /selections/{id}/price and
@@ -170,6 +170,10 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 	return s, nil
 }
 
+// Registry is the registry /metrics serves: the cache's metrics; a program adds its own
+// (the build info) here.
+func (s *Service) Registry() *prometheus.Registry { return s.reg }
+
 func (s *Service) logChange(_ context.Context, ch cacheclient.Change[Event]) error {
 	switch ch.Op {
 	case cacheclient.OpDelete:
@@ -249,6 +253,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("POST /markets/{id}/suspend", func(w http.ResponseWriter, r *http.Request) { s.setSuspended(w, r, true) })
 	mux.HandleFunc("POST /markets/{id}/resume", func(w http.ResponseWriter, r *http.Request) { s.setSuspended(w, r, false) })
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.Client.Stats()) })
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if !s.Client.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)

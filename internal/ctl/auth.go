@@ -32,8 +32,8 @@ type Auth struct {
 func (a *Auth) AddFlags(fs *flag.FlagSet, what string) {
 	fs.BoolVar(&a.TLS, "tls", false, "connect over TLS (implied by -ca, -cert)")
 	fs.StringVar(&a.CAFile, "ca", "", "PEM file of the CAs that verify "+what+" (default: the system's)")
-	fs.StringVar(&a.CertFile, "cert", "", "PEM client certificate (mutual TLS), with -key")
-	fs.StringVar(&a.KeyFile, "key", "", "PEM key of -cert")
+	fs.StringVar(&a.CertFile, "cert", "", "PEM client certificate (mutual TLS), with -cert-key")
+	fs.StringVar(&a.KeyFile, "cert-key", "", "PEM key of -cert (not -key: get names the row to read with it)")
 	fs.StringVar(&a.TokenFile, "token-file", "", "file holding the bearer token for "+what)
 	fs.StringVar(&a.TokenEnv, "token-env", EnvToken, "environment variable holding the bearer token for "+what+" (used when set and -token-file is not)")
 	fs.BoolVar(&a.Insecure, "insecure-skip-verify", false, "do not verify the certificate of "+what+" (tests only)")
@@ -46,7 +46,7 @@ func (a *Auth) TLSConfig() (*tls.Config, error) {
 	}
 	c, err := cacheclient.TLSFiles(a.CAFile, a.CertFile, a.KeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("-ca/-cert/-key: %w", err)
+		return nil, fmt.Errorf("-ca/-cert/-cert-key: %w", err)
 	}
 	c.InsecureSkipVerify = a.Insecure //nolint:gosec // opt-in, for tests
 	return c, nil

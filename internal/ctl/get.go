@@ -33,6 +33,25 @@ type GetOptions struct {
 	// generated instance id, so that two cachectl runs never replace each other).
 	Service    string
 	InstanceID string
+	// Output is "table" (the default: key, tab, value lines and a summary line; one key:
+	// its value) or "json" (one object: view, index, source position, rows or row).
+	Output string
+}
+
+// getJSON is what Get prints with Output "json".
+type getJSON struct {
+	Stream         string          `json:"stream"`
+	View           string          `json:"view"`
+	Index          int64           `json:"index"`
+	SourcePosition string          `json:"source_position,omitempty"`
+	Key            string          `json:"key,omitempty"`
+	Value          json.RawMessage `json:"value,omitempty"`
+	Rows           *[]getRow       `json:"rows,omitempty"` // set, possibly empty, without Key
+}
+
+type getRow struct {
+	Key   string          `json:"key"`
+	Value json.RawMessage `json:"value"`
 }
 
 // Get subscribes to the view like a service's cache does (snapshot bootstrap from the
@@ -40,6 +59,9 @@ type GetOptions struct {
 // — or every row, sorted by key, and a summary with the stream position and the source
 // position the rows reflect. A missing key is an error naming the view and the key.
 func Get(ctx context.Context, w io.Writer, o GetOptions) error {
+	if err := CheckOutput(o.Output); err != nil {
+		return err
+	}
 	var waitFor cacheclient.LSN
 	if o.WaitFor != "" {
 		var err error
@@ -92,23 +114,31 @@ func Get(ctx context.Context, w io.Writer, o GetOptions) error {
 	}
 	cut := c.Read()
 	ver := view.In(cut)
+	out := getJSON{Stream: o.Stream, View: o.View, Index: cut.Position()}
+	if p := cut.SourcePosition(); p != 0 {
+		out.SourcePosition = p.String()
+	}
 	if o.Key != "" {
 		v, ok := ver.Get(o.Key)
 		if !ok {
 			return fmt.Errorf("get: view %s has no key %q (at index %d%s)", o.View, o.Key, cut.Position(), sourceText(cut))
 		}
+		if o.Output == OutputJSON {
+			out.Key, out.Value = o.Key, v
+			return writeJSON(w, out)
+		}
 		_, err := fmt.Fprintf(w, "%s\n", v)
 		return err
 	}
-	type row struct {
-		k string
-		v json.RawMessage
+	rows := []getRow{}
+	ver.Range(func(k string, v json.RawMessage) bool { rows = append(rows, getRow{k, v}); return true })
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Key < rows[j].Key })
+	if o.Output == OutputJSON {
+		out.Rows = &rows
+		return writeJSON(w, out)
 	}
-	var rows []row
-	ver.Range(func(k string, v json.RawMessage) bool { rows = append(rows, row{k, v}); return true })
-	sort.Slice(rows, func(i, j int) bool { return rows[i].k < rows[j].k })
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%s\n", r.k, r.v)
+		fmt.Fprintf(w, "%s\t%s\n", r.Key, r.Value)
 	}
 	_, err = fmt.Fprintf(w, "-- view %s: %d row(s) at index %d%s\n", o.View, len(rows), cut.Position(), sourceText(cut))
 	return err
@@ -128,4 +158,10 @@ func sourceText(cut *cacheclient.Cut) string {
 		return ", source position " + p.String()
 	}
 	return ""
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -9,6 +9,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"text/tabwriter"
+
+	"github.com/statecast/statecast/player"
 )
 
 // StatsOptions says which player's admin endpoint to ask, and how.
@@ -19,11 +22,33 @@ type StatsOptions struct {
 	TLS *tls.Config
 	// Token is sent as the bearer token (the player's admin.tokens).
 	Token string
+	// Output is "json" (the default: the status as the player sends it, indented) or
+	// "table" (one line per stream and per target).
+	Output string
+}
+
+// Output formats of get and stats.
+const (
+	OutputJSON  = "json"
+	OutputTable = "table"
+)
+
+// CheckOutput returns an error for an output format that is neither OutputJSON nor
+// OutputTable ("" is the default).
+func CheckOutput(o string) error {
+	switch o {
+	case "", OutputJSON, OutputTable:
+		return nil
+	}
+	return fmt.Errorf("-o %q: want table or json", o)
 }
 
 // Stats fetches a player's status page as JSON (GET <addr>/status.json on the player's
-// admin endpoint) and prints it indented.
+// admin endpoint) and prints it indented, or as a table.
 func Stats(ctx context.Context, w io.Writer, o StatsOptions) error {
+	if err := CheckOutput(o.Output); err != nil {
+		return err
+	}
 	base := o.Addr
 	if !strings.Contains(base, "://") {
 		scheme := "http://"
@@ -61,6 +86,13 @@ func Stats(ctx context.Context, w io.Writer, o StatsOptions) error {
 		}
 		return fmt.Errorf("stats: %s: %s%s", url, resp.Status, hint)
 	}
+	if o.Output == OutputTable {
+		var st player.Status
+		if err := json.Unmarshal(body, &st); err != nil {
+			return fmt.Errorf("stats: %s did not answer a player's status: %w", url, err)
+		}
+		return statsTable(w, &st)
+	}
 	var out bytes.Buffer
 	if err := json.Indent(&out, body, "", "  "); err != nil {
 		return fmt.Errorf("stats: %s did not answer JSON: %w", url, err)
@@ -68,4 +100,38 @@ func Stats(ctx context.Context, w io.Writer, o StatsOptions) error {
 	out.WriteByte('\n')
 	_, err = out.WriteTo(w)
 	return err
+}
+
+// statsTable prints a player's status: one line per stream, then one per target.
+func statsTable(w io.Writer, st *player.Status) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STREAM\tTOPIC\tREADY\tINDEX\tROWS\tSOURCE POSITION\tTARGETS\tFETCH ERROR")
+	for _, s := range st.Streams {
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%s\t%d\t%s\n", s.Name, s.Topic, s.Ready, s.Current, s.Rows, dash(s.SourcePosition), len(s.Targets), dash(s.FetchError))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	targets := 0
+	for _, s := range st.Streams {
+		targets += len(s.Targets)
+	}
+	if targets == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(tw, "STREAM\tTARGET\tSERVICE\tSTATE\tTERM\tACKED\tLAG\tLAG SECONDS\tQUEUE BYTES\tRECOVERIES")
+	for _, s := range st.Streams {
+		for _, t := range s.Targets {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.1f\t%d\t%d\n", s.Name, t.ID, t.Service, t.State, t.Term, t.LastAck, t.LagEntries, t.LagSeconds, t.QueueBytes, t.Recoveries)
+		}
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -74,6 +75,29 @@ func Analyze(ctx context.Context, w io.Writer, path string) error {
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("view(s) %s cannot be captured from the WAL", strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// Connect is Validate plus what PostgreSQL says of the config (distributor.CheckDatabase:
+// each view's SQL run with LIMIT 0, its columns and key, and for wal streams wal_level,
+// the role, each table's replica identity, the publication and the slot). It prints what
+// it found, problems marked FAIL, and fails when there is one.
+func Connect(ctx context.Context, w io.Writer, path string) error {
+	if err := Validate(w, path); err != nil {
+		return err
+	}
+	cfg, err := distributor.LoadConfig(path)
+	if err != nil {
+		return err
+	}
+	c, err := distributor.CheckDatabase(ctx, *cfg)
+	if err != nil {
+		return err
+	}
+	c.Print(w)
+	if !c.OK() {
+		return errors.New("the database does not meet the config (FAIL lines above)")
 	}
 	return nil
 }

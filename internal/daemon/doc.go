@@ -4,7 +4,7 @@
 //   - LoadYAML/DecodeYAML: the config file loader behind distributor.LoadConfig and
 //     player.LoadConfig (strict fields, ${VAR} expansion in values after parsing);
 //   - ListenHTTP/HTTPServer.Serve: the HTTP endpoint that each daemon's Run serves
-//     (/metrics, /healthz and the daemon's own pages) on its Config.HTTPAddr;
+//     (/metrics, /livez, /readyz, /healthz and the daemon's own pages) on its Config.HTTPAddr;
 //   - Main/OnSignal: the commands' main (flags, logger, registry, signals, exit status);
 //   - the security both share: bearer tokens kept as hashes and compared in constant time
 //     (Tokens, TokenSet), TLS certificates from PEM files (ServerTLS, TLSFiles), both read

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -16,17 +17,40 @@ import (
 	"github.com/statecast/statecast/internal/version"
 )
 
-// Env is what Main hands a daemon's run function: its config file, a JSON logger on
-// stderr and a registry with the Go and process collectors.
+// Env is what Main hands a daemon's run function: its name, config file, a JSON logger on
+// stderr, a registry with the Go and process collectors and statecast_build_info, the
+// binary's version, and whether -check asked for a check instead of a run.
 type Env struct {
-	Config string
-	Log    *slog.Logger
-	Reg    *prometheus.Registry
+	Name    string
+	Config  string
+	Log     *slog.Logger
+	Reg     *prometheus.Registry
+	Version version.Info
+	// Check: validate the config and reach what it names, print what was found on Out,
+	// and return (nil: all good) instead of running.
+	Check bool
+	Out   io.Writer
 }
 
-// Main is the main of the daemon called name: it parses -config (default name.yaml) and
-// -debug, and calls run with a context that SIGINT and SIGTERM cancel (a graceful stop).
-// An error is logged and the process exits with status 1.
+// LogStart writes the start-up line: the version and a summary of the config (attributes
+// under "config"; the caller passes nothing secret: no passwords, tokens or keys).
+func (e Env) LogStart(config ...any) {
+	attrs := append(e.Version.Attrs(), slog.Group("config", config...))
+	e.Log.Info(e.Name+" starting", attrs...)
+}
+
+// Exit statuses of the commands: ExitUsage for a bad command line, ExitFailure for
+// everything else that stops a command (a bad config file, an unreachable dependency, a
+// failed check).
+const (
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+// Main is the main of the daemon called name: it parses -config (default name.yaml),
+// -debug and -check, and calls run with a context that SIGINT and SIGTERM cancel (a
+// graceful stop). run's error is logged once and the process exits with ExitFailure; a bad
+// command line exits with ExitUsage.
 //
 // Two flags do something else and exit: -version prints the version; -probe URL checks a
 // running instance (package probe: the health check command of an image without a shell),
@@ -34,11 +58,18 @@ type Env struct {
 func Main(name string, run func(ctx context.Context, env Env) error, probes ...Probe) {
 	path := flag.String("config", name+".yaml", "YAML configuration file")
 	debug := flag.Bool("debug", false, "debug logging")
+	check := flag.Bool("check", false, "validate the config file, reach what it names, print what was found and exit: 0 good, 1 not")
 	showVersion := flag.Bool("version", false, "print the version and exit")
-	probeURL := flag.String("probe", "", "check a running instance's endpoint (e.g. http://127.0.0.1:7071/healthz) and exit: 0 healthy, 1 not")
+	probeURL := flag.String("probe", "", "check a running instance's endpoint (e.g. http://127.0.0.1:7071/readyz) and exit: 0 healthy, 1 not")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "%s: unexpected argument %q\n", name, flag.Arg(0))
+		flag.Usage()
+		os.Exit(ExitUsage)
+	}
+	info := version.Get()
 	if *showVersion {
-		fmt.Println(version.Get().Line(name))
+		fmt.Println(info.Line(name))
 		return
 	}
 	if *probeURL != "" {
@@ -52,15 +83,17 @@ func Main(name string, run func(ctx context.Context, env Env) error, probes ...P
 	if *debug {
 		level = slog.LevelDebug
 	}
-	env := Env{Config: *path, Log: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})), Reg: prometheus.NewRegistry()}
-	env.Reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	env := Env{Name: name, Config: *path, Reg: prometheus.NewRegistry(), Version: info, Check: *check, Out: os.Stdout,
+		Log: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
+	env.Reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info.Collector())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, env)
 	stop()
 	if err != nil {
-		env.Log.Error(name+" failed", "err", err)
-		fmt.Fprintln(os.Stderr, name+":", err)
-		os.Exit(1)
+		// Once, on the log the operator already reads: the error's own text names the
+		// package it came from.
+		env.Log.Error(name+" stopped", "err", err)
+		os.Exit(ExitFailure)
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package probe checks a running statecast process from inside its container. The images
 // hold a binary and nothing else (no shell, no curl), so each binary is its own health
 // check command: `player -probe grpc://127.0.0.1:7070`, `distributor -probe
-// http://127.0.0.1:9102/healthz` (docker compose healthchecks run these).
+// http://127.0.0.1:9102/readyz` (docker compose healthchecks run these).
 package probe
 
 import (

@@ -35,8 +35,14 @@ func main() {
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	probeURL := flag.String("probe", "", "check a running service (e.g. http://127.0.0.1:8080/readyz) and exit: 0 healthy, 1 not")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "sportsbook: unexpected argument %q\n", flag.Arg(0))
+		flag.Usage()
+		os.Exit(2)
+	}
+	info := version.Get()
 	if *showVersion {
-		fmt.Println(version.Get().Line("sportsbook"))
+		fmt.Println(info.Line("sportsbook"))
 		return
 	}
 	if *probeURL != "" {
@@ -65,7 +71,9 @@ func main() {
 		log.Error("config", "err", err)
 		os.Exit(2)
 	}
-	log.Info("serving", "listen", *listen, "players", *players, "writes", cfg.DB != nil)
+	s.Registry().MustRegister(info.Collector())
+	log.Info("sportsbook starting", append(info.Attrs(), slog.Group("config", "listen", *listen, "players", *players, "stream", *stream,
+		"service", *id, "state_dir", *stateDir, "writes", cfg.DB != nil))...)
 	if err := s.Run(ctx, *listen); err != nil {
 		log.Error("stopped", "err", err)
 		os.Exit(1)

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+
+	"github.com/statecast/statecast/internal/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestExitStatus runs the binary: a bad command line exits 2, a failure 1, each error
+// written once.
+func TestExitStatus(t *testing.T) {
+	bin := testenv.BuildCommand(t, "github.com/statecast/statecast/cmd/cachectl")
+	missing := filepath.Join(t.TempDir(), "none.yaml")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		once string
+	}{
+		{"no command", nil, 2, "usage: cachectl"},
+		{"unknown command", []string{"frob"}, 2, `unknown command "frob"`},
+		{"unknown flag", []string{"validate", "-bogus"}, 2, "flag provided but not defined: -bogus"},
+		{"stray argument", []string{"validate", "extra"}, 2, `unexpected argument "extra"`},
+		{"get without a view", []string{"get", "-stream", "s"}, 2, "get needs -stream and -view"},
+		{"get -o yaml", []string{"get", "-stream", "s", "-view", "v", "-o", "yaml"}, 2, `-o "yaml"`},
+		{"stats -o yaml", []string{"stats", "-o", "yaml"}, 2, `-o "yaml"`},
+		{"tail without a topic", []string{"tail"}, 2, "tail needs -topic"},
+		{"validate a missing file", []string{"validate", "-config", missing}, 1, "none.yaml"},
+		{"stats of nothing", []string{"stats", "-player", "127.0.0.1:1"}, 1, "connection refused"},
+		{"version", []string{"version"}, 0, "cachectl "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, code := testenv.RunCommand(t, bin, tc.args)
+			if code != tc.code || strings.Count(out, tc.once) != 1 {
+				t.Errorf("exit %d, want %d; %q %d times, want once:\n%s", code, tc.code, tc.once, strings.Count(out, tc.once), out)
+			}
+		})
+	}
+}
+
+// TestValidateConnect runs validate -connect against the real PostgreSQL: a good wal
+// view is described (columns, key, replica identity, publication, slot; exit 0); a view
+// whose key is not in its result and one over a table without a key fail (exit 1) and say
+// why.
+func TestValidateConnect(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{
+		"CREATE TABLE items (id int PRIMARY KEY, name text, updated_at timestamptz NOT NULL DEFAULT now())",
+		"CREATE TABLE logs (at timestamptz, line text)",
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = conn.Close(ctx)
+	bin := testenv.BuildCommand(t, "github.com/statecast/statecast/cmd/cachectl")
+	dir := t.TempDir()
+	write := func(name, streams string) string {
+		path := filepath.Join(dir, name+".yaml")
+		body := fmt.Sprintf("postgres: {dsn: %q}\nkafka: {brokers: [\"127.0.0.1:1\"]}\nstreams:\n%s", dsn, streams)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	topic := testenv.UniqueName("validate")
+	good := write("good", fmt.Sprintf(`  - topic: %s
+    views: [{name: items, sql: "SELECT id, name FROM items", key: [id]}]
+  - topic: %s-poll
+    capture: poll
+    views: [{name: items_polled, sql: "SELECT id, name, updated_at FROM items", key: [id], incremental: updated_at}]
+`, topic, topic))
+	out, code := testenv.RunCommand(t, bin, []string{"validate", "-connect", "-config", good})
+	for _, want := range []string{
+		"wal_level logical",
+		"view items: ok", "columns: id integer (key), name text",
+		"items: replica identity default (id)",
+		"does not exist: the distributor creates it",
+		"view items_polled: ok", "updated_at timestamp with time zone (incremental)",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("validate -connect of a good config: exit %d, want 0 and %q:\n%s", code, want, out)
+		}
+	}
+	if strings.Contains(out, "FAIL") {
+		t.Errorf("a FAIL line for a good config:\n%s", out)
+	}
+
+	bad := write("bad", fmt.Sprintf(`  - topic: %s
+    views:
+      - {name: wrong_key, sql: "SELECT id, name FROM items", key: [item_id]}
+      - {name: keyless, sql: "SELECT at, line FROM logs", key: [at]}
+      - {name: no_table, sql: "SELECT id FROM nowhere", key: [id]}
+`, topic))
+	out, code = testenv.RunCommand(t, bin, []string{"validate", "-connect", "-config", bad})
+	for _, want := range []string{"view wrong_key: FAIL", "item_id", "view keyless: FAIL", "no primary key", "view no_table: FAIL", `"nowhere" does not exist`} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Errorf("validate -connect of a bad config: exit %d, want 1 and %q:\n%s", code, want, out)
+		}
+	}
+	// Without -connect, the file alone is valid.
+	if out, code := testenv.RunCommand(t, bin, []string{"validate", "-config", bad}); code != 0 {
+		t.Errorf("validate without -connect: exit %d\n%s", code, out)
+	}
+}
