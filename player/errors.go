@@ -25,6 +25,9 @@ var (
 	// ErrUnknownView: a Hello names a view that the stream does not carry (neither seen in
 	// its log nor declared in StreamConfig.Views).
 	ErrUnknownView = errors.New("player: unknown view")
+	// ErrProtocolVersion: the client speaks a newer protocol version than the player
+	// (Hello.protocol_version above wire.ProtocolVersion): upgrade the player.
+	ErrProtocolVersion = errors.New("player: client protocol version newer than the player's")
 )
 
 // StatusTable maps each sentinel to the gRPC code a Subscribe stream ends with
@@ -37,6 +40,7 @@ var StatusTable = []struct {
 	{ErrBadAck, codes.InvalidArgument},
 	{ErrUnknownStream, codes.NotFound},
 	{ErrUnknownView, codes.NotFound},
+	{ErrProtocolVersion, codes.FailedPrecondition},
 	{ErrUnauthenticated, codes.Unauthenticated},
 	{ErrPermissionDenied, codes.PermissionDenied},
 	{ErrAckTimeout, codes.DeadlineExceeded},

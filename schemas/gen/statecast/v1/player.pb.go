@@ -243,9 +243,14 @@ type Hello struct {
 	// The service the client belongs to, shared by its replicas: the player's metrics are
 	// labelled by it. Empty: client_id (clients that predate this field named their service
 	// there).
-	Service       string `protobuf:"bytes,7,opt,name=service,proto3" json:"service,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Service string `protobuf:"bytes,7,opt,name=service,proto3" json:"service,omitempty"`
+	// The protocol version the client speaks (schemas/wire.ProtocolVersion of its build; 0:
+	// a client that predates this field, version 1). A player refuses a client newer than
+	// itself with FAILED_PRECONDITION naming both versions: such a client may rely on
+	// behaviour the player does not have. An older client is always served.
+	ProtocolVersion uint32 `protobuf:"varint,8,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -325,6 +330,13 @@ func (x *Hello) GetService() string {
 		return x.Service
 	}
 	return ""
+}
+
+func (x *Hello) GetProtocolVersion() uint32 {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return 0
 }
 
 // Ack is cumulative: the highest index the client has applied.
@@ -896,7 +908,7 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\x10SubscribeRequest\x12+\n" +
 	"\x05hello\x18\x01 \x01(\v2\x13.statecast.v1.HelloH\x00R\x05hello\x12%\n" +
 	"\x03ack\x18\x02 \x01(\v2\x11.statecast.v1.AckH\x00R\x03ackB\x05\n" +
-	"\x03msg\"\xf9\x01\n" +
+	"\x03msg\"\xa4\x02\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x14\n" +
@@ -904,7 +916,8 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\fresume_index\x18\x04 \x01(\x03H\x00R\vresumeIndex\x88\x01\x01\x12*\n" +
 	"\x11max_batch_entries\x18\x05 \x01(\rR\x0fmaxBatchEntries\x12&\n" +
 	"\x0fmax_batch_bytes\x18\x06 \x01(\rR\rmaxBatchBytes\x12\x18\n" +
-	"\aservice\x18\a \x01(\tR\aserviceB\x0f\n" +
+	"\aservice\x18\a \x01(\tR\aservice\x12)\n" +
+	"\x10protocol_version\x18\b \x01(\rR\x0fprotocolVersionB\x0f\n" +
 	"\r_resume_index\"\x1b\n" +
 	"\x03Ack\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\"\xeb\x02\n" +
