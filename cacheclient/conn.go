@@ -72,6 +72,9 @@ func (c *Client) connect(ctx context.Context) error {
 			return nil
 		}
 		c.st.reconnects.Add(1)
+		if err != nil {
+			c.st.lastErr.Store(&errorAt{err: err.Error(), at: time.Now()})
+		}
 		if h := c.opts.hooks.OnDisconnect; h != nil {
 			h(addr, err)
 		}

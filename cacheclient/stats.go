@@ -97,8 +97,11 @@ type Stats struct {
 	LagEntries int64
 	// Head is the player's head_index in the last frame received: the stream position of
 	// its main fetcher (0: none yet).
-	Head  int64
-	Views []ViewStats
+	Head int64
+	// LastError is why the last subscription stream ended ("" none yet), at LastErrorAt.
+	LastError   string
+	LastErrorAt time.Time
+	Views       []ViewStats
 }
 
 // trieOverheadPerEntry is the average cost per entry beyond the item itself (the key string
@@ -130,6 +133,9 @@ func (c *Client) Stats() Stats {
 		s.Staleness = c.opts.now().Sub(s.LastSourceTime)
 	}
 	s.Head = c.st.head.Load()
+	if e := c.st.lastErr.Load(); e != nil {
+		s.LastError, s.LastErrorAt = e.err, e.at
+	}
 	if t := max(c.st.snapshotTarget.Load(), s.Head); t > s.Position {
 		s.LagEntries = t - max(s.Position, 0)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/statecast/statecast/internal/daemon"
+	"github.com/statecast/statecast/internal/statuspage"
 )
 
 // Option configures a Distributor.
@@ -48,6 +49,9 @@ type Distributor struct {
 	running bool
 	done    chan struct{} // closed when Run returns; runErr is then set
 	runErr  error
+
+	started time.Time           // New: the status page's uptime
+	hist    *statuspage.History // the status page's charts
 }
 
 // New validates a copy of cfg (Config.Validate) and returns a Distributor. It does not
@@ -64,7 +68,8 @@ func New(cfg Config, opts ...Option) (*Distributor, error) {
 	if o.reg == nil {
 		o.reg = prometheus.NewRegistry()
 	}
-	d := &Distributor{cfg: cfg, log: o.log, byView: map[string]*stream{}, done: make(chan struct{})}
+	d := &Distributor{cfg: cfg, log: o.log, byView: map[string]*stream{}, done: make(chan struct{}),
+		started: time.Now(), hist: statuspage.NewHistory()}
 	if cfg.Admin.Addr != "" {
 		var err error
 		if d.admin, err = daemon.LoadAdmin(cfg.Admin, "admin"); err != nil {

@@ -129,7 +129,7 @@ var statusPage = statuspage.New("statecast player", `{{define "body"}}{{$h := .H
 <dt>tombstone horizon</dt><dd>{{.Retention}}</dd>
 <dt>records/s</dt><dd>{{spark (index $h.Rates .Name)}} {{num (index $h.LastRate .Name)}}</dd>
 <dt>max target lag</dt><dd>{{spark (index $h.Lags .Name)}} {{index $h.LastLag .Name}}</dd>
-<dt>last error</dt><dd class="err">{{if .FetchError}}{{.FetchError}}{{else}}none{{end}}</dd>
+<dt>last error</dt><dd>{{if .FetchError}}<span class="err">{{.FetchError}}</span>{{else}}none{{end}}</dd>
 </dl>
 <table class="targets"><tr><th>service</th><th>instance</th><th>principal</th><th>views</th><th>state</th><th>term</th><th>last ack</th><th>lag (entries)</th><th>lag</th><th>lag history</th><th>queue</th><th>unacked</th><th>recoveries</th><th>overflows</th><th>connected</th></tr>
 {{range .Targets}}<tr><td>{{.Service}}</td><td>{{.ID}}</td><td>{{.Principal}}</td><td>{{.Views}}</td><td class="{{stateClass .State}}">{{.State}}</td><td class="num">{{.Term}}</td><td class="num">{{.LastAck}}</td><td class="num">{{.LagEntries}}</td><td class="num">{{secs .LagSeconds}}</td><td>{{spark (index $h.TargetLags (print $s.Name "/" .ID))}}</td><td class="num">{{bytes .QueueBytes}}</td><td class="num">{{.Unacked}}</td><td class="num">{{.Recoveries}}</td><td class="num">{{.Overflows}}</td><td>{{ago .ConnectedAt}}</td></tr>
@@ -161,7 +161,7 @@ type pageHistory struct {
 // "Accept: application/json", HTML otherwise. The page's charts sample the player every
 // few seconds from the first call on, until the player is closed.
 func (p *Player) StatusHandler() http.Handler {
-	p.hist.Start(p.ctx, p.sample)
+	p.hist.Start(p.ctx.Done(), p.sample)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := p.Status()
 		if strings.HasSuffix(r.URL.Path, ".json") || strings.Contains(r.Header.Get("Accept"), "application/json") {

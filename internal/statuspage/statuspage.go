@@ -6,7 +6,6 @@
 package statuspage
 
 import (
-	"context"
 	"fmt"
 	"html/template"
 	"math"
@@ -123,9 +122,10 @@ func (h *History) Sample(take func(*History)) {
 	h.mu.Unlock()
 }
 
-// Start samples with take now and then every Interval until ctx ends, in a goroutine. Only
-// the first call starts it: a page may be asked for its handler more than once.
-func (h *History) Start(ctx context.Context, take func(*History)) {
+// Start samples with take now and then every Interval until done is closed, in a
+// goroutine. Only the first call starts it: a page may be asked for its handler more than
+// once.
+func (h *History) Start(done <-chan struct{}, take func(*History)) {
 	h.start.Do(func() {
 		h.Sample(take)
 		go func() {
@@ -133,7 +133,7 @@ func (h *History) Start(ctx context.Context, take func(*History)) {
 			defer t.Stop()
 			for {
 				select {
-				case <-ctx.Done():
+				case <-done:
 					return
 				case <-t.C:
 					h.Sample(take)
@@ -161,13 +161,15 @@ func Spark(values []float64) template.HTML {
 		}
 		fmt.Fprintf(&b, `<title>min %s, max %s over %d samples</title><polyline fill="none" stroke="#2563eb" stroke-width="1.5" points="`,
 			Num(lo), Num(hi), len(values))
-		step := w / float64(Samples-1)
-		x0 := w - step*float64(len(values)-1)
+		step := (w - 3) / float64(Samples-1)
+		x0 := w - 2 - step*float64(len(values)-1)
+		var x, y float64
 		for i, v := range values {
-			y := hgt - 1 - (v-lo)/span*(hgt-2)
-			fmt.Fprintf(&b, "%.1f,%.1f ", x0+step*float64(i), y)
+			x, y = x0+step*float64(i), hgt-2-(v-lo)/span*(hgt-4)
+			fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
 		}
-		b.WriteString(`"/>`)
+		// The last value as a dot: a series of one sample is visible too.
+		fmt.Fprintf(&b, `"/><circle cx="%.1f" cy="%.1f" r="1.8" fill="#2563eb"/>`, x, y)
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
