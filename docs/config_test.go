@@ -108,13 +108,12 @@ func TestYAMLKeys(t *testing.T) {
 		A string `yaml:"a"`
 	}
 	type cfg struct {
-		X     int              `yaml:"x"`
-		In    inner            `yaml:",inline"`
-		L     []inner          `yaml:"l"`
-		M     map[string]inner `yaml:"m"`
-		D     time.Duration    `yaml:"d"`
-		Skip  int              `yaml:"-"`
-		lower int
+		X    int              `yaml:"x"`
+		In   inner            `yaml:",inline"`
+		L    []inner          `yaml:"l"`
+		M    map[string]inner `yaml:"m"`
+		D    time.Duration    `yaml:"d"`
+		Skip int              `yaml:"-"`
 	}
 	got := strings.Join(yamlKeys(reflect.TypeFor[cfg](), ""), " ")
 	if want := "x a l[].a m d"; got != want {

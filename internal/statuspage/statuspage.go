@@ -27,7 +27,6 @@ const (
 type series struct {
 	vals []float64
 	next int
-	full bool
 	last uint64 // the sample round it was last written in
 	// rate: the counter and the time of the previous sample.
 	prev   float64
