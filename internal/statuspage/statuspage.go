@@ -227,7 +227,7 @@ var Funcs = template.FuncMap{
 // every Interval, and the CSS. Classes: ok, warn, bad (a state cell), num (right-aligned),
 // err (an error text).
 const layout = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
+<html><head><meta charset="utf-8">
 <meta http-equiv="refresh" content="{{.Refresh}}">
 <title>{{.Title}}</title>
 <style>
