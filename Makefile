@@ -26,9 +26,11 @@ demo: deps
 deps:
 	$(GO) mod download
 
-## tools: what the model check needs (spin, from Debian).
+## tools: what the model check needs (spin) and the status pages' browser test (chromium),
+## from Debian.
 tools:
 	@command -v spin >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spin >/dev/null; }
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 infra:
 	@mkdir -p $(RUN)

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/statecast/statecast/internal/statuspage"
 	"github.com/statecast/statecast/schemas/record"
 )
 
@@ -82,6 +83,8 @@ type Client struct {
 	marks    []handledMark
 
 	st counters
+	// hist is StatusHandler's charts.
+	hist *statuspage.History
 }
 
 type counters struct {
@@ -94,6 +97,14 @@ type counters struct {
 	snapStartNanos                                                                  atomic.Int64 // when it began (unix nanos); 0: none
 	head                                                                            atomic.Int64 // the player's head_index in the last frame
 	connected                                                                       atomic.Bool
+	lastErr                                                                         atomic.Pointer[errorAt] // why the last stream ended
+	created                                                                         time.Time               // New: the status page's uptime
+}
+
+// errorAt is an error and when it happened (Stats.LastError).
+type errorAt struct {
+	err string
+	at  time.Time
 }
 
 // New validates cfg and returns a client that is not running yet: register views, indexes
@@ -104,6 +115,8 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, byName: map[string]viewCore{}, ready: make(chan struct{}), stopped: make(chan struct{}),
 		closing: make(chan struct{})}
+	c.st.created = time.Now()
+	c.hist = statuspage.NewHistory()
 	for _, o := range opts {
 		o(&c.opts)
 	}

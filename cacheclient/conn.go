@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+	"github.com/statecast/statecast/schemas/wire"
 )
 
 // KeepaliveTime and KeepaliveTimeout: a connection idle for KeepaliveTime is pinged, and
@@ -71,6 +72,9 @@ func (c *Client) connect(ctx context.Context) error {
 			return nil
 		}
 		c.st.reconnects.Add(1)
+		if err != nil {
+			c.st.lastErr.Store(&errorAt{err: err.Error(), at: time.Now()})
+		}
 		if h := c.opts.hooks.OnDisconnect; h != nil {
 			h(addr, err)
 		}
@@ -80,9 +84,10 @@ func (c *Client) connect(ctx context.Context) error {
 		// Full jitter over [backoff/2, backoff].
 		d := backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
 		switch status.Code(err) {
-		case codes.Unauthenticated, codes.PermissionDenied, codes.NotFound:
+		case codes.Unauthenticated, codes.PermissionDenied, codes.NotFound, codes.FailedPrecondition:
 			// A refusal that retrying does not fix until a token, a grant or the config
-			// changes (or an unknown view is published): loud, and still retried.
+			// changes (or an unknown view is published, or the player is upgraded to this
+			// client's protocol version): loud, and still retried.
 			c.log.Error("the player refused the subscription; retrying", "addr", addr, "err", err, "in", d)
 		default:
 			c.log.Warn("stream ended; reconnecting", "addr", addr, "err", err, "in", d)
@@ -129,6 +134,7 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 	hello := &statecastv1.Hello{
 		ClientId: c.cfg.InstanceID, Service: c.cfg.Service, Stream: c.cfg.Stream,
 		MaxBatchEntries: c.cfg.MaxBatchEntries, MaxBatchBytes: c.cfg.MaxBatchBytes,
+		ProtocolVersion: wire.ProtocolVersion,
 	}
 	for _, v := range c.views {
 		hello.Views = append(hello.Views, v.viewName())

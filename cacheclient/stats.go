@@ -103,7 +103,10 @@ type Stats struct {
 	Head int64
 	// Snapshot is the snapshot being received (a bootstrap or a resync), if any.
 	Snapshot SnapshotProgress
-	Views    []ViewStats
+	// LastError is why the last subscription stream ended ("" none yet), at LastErrorAt.
+	LastError   string
+	LastErrorAt time.Time
+	Views       []ViewStats
 }
 
 // SnapshotProgress is the progress of a snapshot being received.
@@ -146,6 +149,9 @@ func (c *Client) Stats() Stats {
 	if ns := c.st.snapStartNanos.Load(); ns != 0 {
 		s.Snapshot = SnapshotProgress{InProgress: true, Position: c.st.snapshotTarget.Load(), Rows: c.st.snapRows.Load(),
 			Elapsed: c.opts.now().Sub(time.Unix(0, ns))}
+	}
+	if e := c.st.lastErr.Load(); e != nil {
+		s.LastError, s.LastErrorAt = e.err, e.at
 	}
 	if t := max(c.st.snapshotTarget.Load(), s.Head); t > s.Position {
 		s.LagEntries = t - max(s.Position, 0)

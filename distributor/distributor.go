@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/statecast/statecast/internal/daemon"
+	"github.com/statecast/statecast/internal/statuspage"
 )
 
 // Option configures a Distributor.
@@ -57,6 +58,9 @@ type Distributor struct {
 	// each record to the producer, with the send's context (tests that stop the
 	// distributor at a chosen point of an epoch).
 	sendHook func(ctx context.Context, topic string)
+
+	started time.Time           // New: the status page's uptime
+	hist    *statuspage.History // the status page's charts
 }
 
 // New validates a copy of cfg (Config.Validate) and returns a Distributor. It does not
@@ -73,7 +77,8 @@ func New(cfg Config, opts ...Option) (*Distributor, error) {
 	if o.reg == nil {
 		o.reg = prometheus.NewRegistry()
 	}
-	d := &Distributor{cfg: cfg, log: o.log, byView: map[string]*stream{}, done: make(chan struct{})}
+	d := &Distributor{cfg: cfg, log: o.log, byView: map[string]*stream{}, done: make(chan struct{}),
+		started: time.Now(), hist: statuspage.NewHistory()}
 	d.health.phase = "starting"
 	if cfg.Admin.Addr != "" {
 		var err error

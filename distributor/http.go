@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/statecast/statecast/internal/statuspage"
 )
 
 // Handler serves what Run serves on Config.HTTPAddr, the read-only endpoint:
@@ -46,14 +48,27 @@ func (d *Distributor) Handler() http.Handler {
 
 // AdminHandler serves what Run serves on Config.Admin.Addr (behind its tokens when set):
 //
-//	GET  /status             Status as JSON: streams, views, stopped views and why, positions
+//	GET  /status             Status: an HTML page for a browser (Accept: text/html), JSON
+//	                         otherwise: streams, views, stopped views and why, positions
+//	GET  /status.json        Status as JSON
 //	POST /reconcile?view=V   runs Reconcile(V); 200, 404 unknown view, 503 not active, 500
 //
 // A reconcile reads the whole view (in rewrite mode every row is published again to every
 // cache): keep this endpoint off the network, or behind tokens.
 func (d *Distributor) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
+	d.hist.Start(d.done, d.sample)
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		if statuspage.WantsHTML(r) {
+			d.statusPage(w)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(map[string]any{"streams": d.Status()})
+	})
+	mux.HandleFunc("GET /status.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

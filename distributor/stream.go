@@ -57,6 +57,8 @@ type stream struct {
 	status         map[string]*ViewStatus // by view (status.go)
 	statusPos      string
 	statusRetained int64
+	statusBehind   int64
+	statusPosAt    time.Time
 }
 
 func newStream(d *Distributor, sc *StreamConfig) *stream {

@@ -414,7 +414,7 @@ func (w *walSession) checkSlot(ctx context.Context) {
 	}
 	s.m.slotRetain.WithLabelValues(s.cfg.Topic).Set(float64(retained))
 	s.m.slotBehind.WithLabelValues(s.cfg.Topic).Set(float64(behind))
-	s.setStreamStatus("", retained)
+	s.setStreamStatus("", retained, behind)
 }
 
 // take moves the received transactions to pending.

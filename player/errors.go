@@ -28,6 +28,9 @@ var (
 	// ErrSnapshotBudget: the snapshot a subscription needs does not fit in what pending
 	// snapshots may pin (Config.MaxSnapshotBytes) now; the client retries later.
 	ErrSnapshotBudget = errors.New("player: snapshot budget exhausted")
+	// ErrProtocolVersion: the client speaks a newer protocol version than the player
+	// (Hello.protocol_version above wire.ProtocolVersion): upgrade the player.
+	ErrProtocolVersion = errors.New("player: client protocol version newer than the player's")
 )
 
 // StatusTable maps each sentinel to the gRPC code a Subscribe stream ends with
@@ -40,6 +43,7 @@ var StatusTable = []struct {
 	{ErrBadAck, codes.InvalidArgument},
 	{ErrUnknownStream, codes.NotFound},
 	{ErrUnknownView, codes.NotFound},
+	{ErrProtocolVersion, codes.FailedPrecondition},
 	{ErrUnauthenticated, codes.Unauthenticated},
 	{ErrPermissionDenied, codes.PermissionDenied},
 	{ErrAckTimeout, codes.DeadlineExceeded},

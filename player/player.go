@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/statecast/statecast/internal/daemon"
+	"github.com/statecast/statecast/internal/statuspage"
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 
@@ -54,6 +55,9 @@ type Player struct {
 	mu      sync.Mutex
 	running bool
 	closed  bool
+
+	started time.Time           // New: the status page's uptime
+	hist    *statuspage.History // the status page's charts
 }
 
 // Option configures a Player.
@@ -98,7 +102,7 @@ func New(cfg Config, opts ...Option) (*Player, error) {
 		o.reg = prometheus.NewRegistry()
 	}
 	p := &Player{cfg: cfg, log: o.log, streams: map[string]*stream{}, dispatchHook: o.dispatch,
-		access: &access{grants: cfg.Access}}
+		access: &access{grants: cfg.Access}, started: time.Now(), hist: statuspage.NewHistory()}
 	if err := p.loadSecurity(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

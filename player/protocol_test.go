@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
+	"github.com/statecast/statecast/schemas/wire"
 )
 
 func TestStatusTable(t *testing.T) {
@@ -79,6 +81,9 @@ func TestProtocolErrors(t *testing.T) {
 	_ = rc.CloseSend()
 
 	neg := int64(-5)
+	newer, current := hello("s", nil), hello("s", nil)
+	newer.GetHello().ProtocolVersion = wire.ProtocolVersion + 1
+	current.GetHello().ProtocolVersion = wire.ProtocolVersion
 	tests := []struct {
 		name string
 		send []*statecastv1.SubscribeRequest
@@ -93,6 +98,8 @@ func TestProtocolErrors(t *testing.T) {
 		{"ack above what was sent", []*statecastv1.SubscribeRequest{hello("s", nil), ackReq(1 << 40)}, true, codes.InvalidArgument},
 		{"second hello", []*statecastv1.SubscribeRequest{hello("s", nil), hello("s", nil)}, true, codes.InvalidArgument},
 		{"never acks", []*statecastv1.SubscribeRequest{hello("s", nil)}, true, codes.DeadlineExceeded},
+		{"client newer than the player", []*statecastv1.SubscribeRequest{newer}, false, codes.FailedPrecondition},
+		{"client of this version", []*statecastv1.SubscribeRequest{current, ackReq(1 << 40)}, true, codes.InvalidArgument},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -113,6 +120,9 @@ func TestProtocolErrors(t *testing.T) {
 			}
 			if got := status.Code(err); got != tc.want {
 				t.Fatalf("ended with %v (%v), want %v", got, err, tc.want)
+			}
+			if tc.want == codes.FailedPrecondition && !strings.Contains(err.Error(), fmt.Sprintf("protocol version %d, this player at most %d", wire.ProtocolVersion+1, wire.ProtocolVersion)) {
+				t.Fatalf("the refusal does not name both versions: %v", err)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
+	"github.com/statecast/statecast/schemas/wire"
 )
 
 // service implements statecastv1.PlayerServer.
@@ -92,6 +93,10 @@ func (id identity) key() string { return id.principal.Name + "\x00" + id.instanc
 const maxIdentityLen = 256
 
 func validateHello(h *statecastv1.Hello, maxViews int) error {
+	if v := h.GetProtocolVersion(); v > wire.ProtocolVersion {
+		return fmt.Errorf("%w: the client speaks protocol version %d, this player at most %d: upgrade the players before the clients",
+			ErrProtocolVersion, v, wire.ProtocolVersion)
+	}
 	if h.GetStream() == "" {
 		return fmt.Errorf("%w: empty stream", ErrBadHello)
 	}

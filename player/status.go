@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/statecast/statecast/internal/statuspage"
 )
 
 // Status is a point-in-time view of the player (the status page and the metrics).
@@ -97,22 +99,69 @@ func (p *Player) Status() Status {
 	return out
 }
 
-var statusPage = template.Must(template.New("status").Parse(`<!doctype html>
-<html><head><title>statecast player</title>
-<style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:left}table{border-collapse:collapse}tr:nth-child(even){background:#eee}</style>
-</head><body><h1>statecast player</h1>
-{{range .Streams}}
-<h2>stream {{.Name}} (topic {{.Topic}})</h2>
-<p>ready: {{.Ready}} · main position: {{.Current}} · rows: {{.Rows}} {{if .SourcePosition}}· source position: {{.SourcePosition}} {{end}}· last log time: {{.LastLog}} · tombstone horizon: {{.Retention}} {{if .FetchError}}· <b>fetch error: {{.FetchError}}</b>{{end}}</p>
-<table><tr><th>service</th><th>instance</th><th>principal</th><th>views</th><th>state</th><th>term</th><th>last ack</th><th>sent</th><th>lag</th><th>lag s</th><th>queue bytes</th><th>normal</th><th>catch-up</th><th>unacked</th><th>recoveries</th><th>overflows</th></tr>
-{{range .Targets}}<tr><td>{{.Service}}</td><td>{{.ID}}</td><td>{{.Principal}}</td><td>{{.Views}}</td><td>{{.State}}</td><td>{{.Term}}</td><td>{{.LastAck}}</td><td>{{.SentUpTo}}</td><td>{{.LagEntries}}</td><td>{{printf "%.1f" .LagSeconds}}</td><td>{{.QueueBytes}}</td><td>{{.Normal}}</td><td>{{.Catchup}}</td><td>{{.Unacked}}</td><td>{{.Recoveries}}</td><td>{{.Overflows}}</td></tr>
-{{end}}</table>
-{{end}}
-</body></html>`))
+// sample records the status page's charts: per stream the records dispatched per second
+// and the highest target lag, per target its lag.
+func (p *Player) sample(h *statuspage.History) {
+	now := time.Now()
+	for _, ss := range p.Status().Streams {
+		h.Rate("rate/"+ss.Name, float64(ss.Current), now)
+		var lag float64
+		for _, t := range ss.Targets {
+			lag = max(lag, t.LagSeconds)
+			h.Gauge("tlag/"+ss.Name+"/"+t.ID, float64(t.LagEntries))
+		}
+		h.Gauge("lag/"+ss.Name, lag)
+	}
+}
+
+// statusPage is the body of the player's page: per stream its state, position, rows, the
+// source position, the last error and charts; per target its state, term, lag and queue.
+var statusPage = statuspage.New("statecast player", `{{define "body"}}{{$h := .Hist}}
+{{range .Streams}}{{$s := .}}
+<h2 id="stream-{{.Name}}">stream {{.Name}}</h2>
+<dl class="kv">
+<dt>state</dt><dd>{{if .FetchError}}<span class="bad state">error</span>{{else if .Ready}}<span class="ok state">ready</span>{{else}}<span class="warn state">starting</span>{{end}}</dd>
+<dt>topic</dt><dd>{{.Topic}}</dd>
+<dt>main position</dt><dd class="position">{{.Current}}</dd>
+<dt>rows</dt><dd class="rows">{{.Rows}}</dd>
+<dt>source position</dt><dd class="source-position">{{if .SourcePosition}}{{.SourcePosition}}{{else}}—{{end}}</dd>
+<dt>last record</dt><dd>{{ago .LastLog}}</dd>
+<dt>tombstone horizon</dt><dd>{{.Retention}}</dd>
+<dt>records/s</dt><dd>{{spark (index $h.Rates .Name)}} {{num (index $h.LastRate .Name)}}</dd>
+<dt>max target lag</dt><dd>{{spark (index $h.Lags .Name)}} {{index $h.LastLag .Name}}</dd>
+<dt>last error</dt><dd>{{if .FetchError}}<span class="err">{{.FetchError}}</span>{{else}}none{{end}}</dd>
+</dl>
+<table class="targets"><tr><th>service</th><th>instance</th><th>principal</th><th>views</th><th>state</th><th>term</th><th>last ack</th><th>lag (entries)</th><th>lag</th><th>lag history</th><th>queue</th><th>unacked</th><th>recoveries</th><th>overflows</th><th>connected</th></tr>
+{{range .Targets}}<tr><td>{{.Service}}</td><td>{{.ID}}</td><td>{{.Principal}}</td><td>{{.Views}}</td><td class="{{stateClass .State}}">{{.State}}</td><td class="num">{{.Term}}</td><td class="num">{{.LastAck}}</td><td class="num">{{.LagEntries}}</td><td class="num">{{secs .LagSeconds}}</td><td>{{spark (index $h.TargetLags (print $s.Name "/" .ID))}}</td><td class="num">{{bytes .QueueBytes}}</td><td class="num">{{.Unacked}}</td><td class="num">{{.Recoveries}}</td><td class="num">{{.Overflows}}</td><td>{{ago .ConnectedAt}}</td></tr>
+{{else}}<tr><td colspan="15">no targets</td></tr>{{end}}</table>
+{{end}}{{end}}`, template.FuncMap{"stateClass": stateClass})
+
+// stateClass colours a target's queue state: N is healthy, recovering states are on their
+// way, S is suspended.
+func stateClass(state string) string {
+	switch state {
+	case "N":
+		return "ok"
+	case "S":
+		return "bad"
+	default:
+		return "warn"
+	}
+}
+
+// pageHistory is what the page's charts read of the history, keyed by stream (and
+// stream/target).
+type pageHistory struct {
+	Rates, Lags, TargetLags map[string][]float64
+	LastRate                map[string]float64
+	LastLag                 map[string]string
+}
 
 // StatusHandler serves the status page: JSON at any path ending in ".json" or with
-// "Accept: application/json", HTML otherwise.
+// "Accept: application/json", HTML otherwise. The page's charts sample the player every
+// few seconds from the first call on, until the player is closed.
 func (p *Player) StatusHandler() http.Handler {
+	p.hist.Start(p.ctx.Done(), p.sample)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := p.Status()
 		if strings.HasSuffix(r.URL.Path, ".json") || strings.Contains(r.Header.Get("Accept"), "application/json") {
@@ -122,7 +171,24 @@ func (p *Player) StatusHandler() http.Handler {
 			_ = enc.Encode(st)
 			return
 		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_ = statusPage.Execute(w, st)
+		ph := pageHistory{Rates: map[string][]float64{}, Lags: map[string][]float64{}, TargetLags: map[string][]float64{},
+			LastRate: map[string]float64{}, LastLag: map[string]string{}}
+		for _, ss := range st.Streams {
+			ph.Rates[ss.Name] = p.hist.Values("rate/" + ss.Name)
+			if r := ph.Rates[ss.Name]; len(r) > 0 {
+				ph.LastRate[ss.Name] = r[len(r)-1]
+			}
+			ph.Lags[ss.Name] = p.hist.Values("lag/" + ss.Name)
+			var lag float64
+			for _, t := range ss.Targets {
+				lag = max(lag, t.LagSeconds)
+				ph.TargetLags[ss.Name+"/"+t.ID] = p.hist.Values("tlag/" + ss.Name + "/" + t.ID)
+			}
+			ph.LastLag[ss.Name] = statuspage.Duration(time.Duration(lag * float64(time.Second)))
+		}
+		statusPage.Render(w, struct {
+			Streams []StreamStatus
+			Hist    pageHistory
+		}{st.Streams, ph}, p.started)
 	})
 }

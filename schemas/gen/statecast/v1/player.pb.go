@@ -249,6 +249,11 @@ type Hello struct {
 	// labelled by it. Empty: client_id (clients that predate this field named their service
 	// there).
 	Service string `protobuf:"bytes,7,opt,name=service,proto3" json:"service,omitempty"`
+	// The protocol version the client speaks (schemas/wire.ProtocolVersion of its build; 0:
+	// a client that predates this field, version 1). A player refuses a client newer than
+	// itself with FAILED_PRECONDITION naming both versions: such a client may rely on
+	// behaviour the player does not have. An older client is always served.
+	ProtocolVersion uint32 `protobuf:"varint,8,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// The Kafka topic ID (16 bytes) of the topic resume_index was read from, as the player
 	// sent it (SubscribeResponse.topic_id); empty = unknown. A player whose topic has another
 	// ID (the topic was deleted and created again) answers ResyncRequired
@@ -335,6 +340,13 @@ func (x *Hello) GetService() string {
 		return x.Service
 	}
 	return ""
+}
+
+func (x *Hello) GetProtocolVersion() uint32 {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return 0
 }
 
 func (x *Hello) GetTopicId() []byte {
@@ -926,7 +938,7 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\x10SubscribeRequest\x12+\n" +
 	"\x05hello\x18\x01 \x01(\v2\x13.statecast.v1.HelloH\x00R\x05hello\x12%\n" +
 	"\x03ack\x18\x02 \x01(\v2\x11.statecast.v1.AckH\x00R\x03ackB\x05\n" +
-	"\x03msg\"\x94\x02\n" +
+	"\x03msg\"\xbf\x02\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x14\n" +
@@ -934,7 +946,8 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\fresume_index\x18\x04 \x01(\x03H\x00R\vresumeIndex\x88\x01\x01\x12*\n" +
 	"\x11max_batch_entries\x18\x05 \x01(\rR\x0fmaxBatchEntries\x12&\n" +
 	"\x0fmax_batch_bytes\x18\x06 \x01(\rR\rmaxBatchBytes\x12\x18\n" +
-	"\aservice\x18\a \x01(\tR\aservice\x12\x19\n" +
+	"\aservice\x18\a \x01(\tR\aservice\x12)\n" +
+	"\x10protocol_version\x18\b \x01(\rR\x0fprotocolVersion\x12\x19\n" +
 	"\btopic_id\x18\t \x01(\fR\atopicIdB\x0f\n" +
 	"\r_resume_index\"\x1b\n" +
 	"\x03Ack\x12\x14\n" +

@@ -1,0 +1,76 @@
+package cacheclient
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/statecast/statecast/internal/statuspage"
+)
+
+// StatusHandler returns a status page of c that a service can mount on its own HTTP server
+// (mux.Handle("/cache/status", cacheclient.StatusHandler(c))): the connection, readiness,
+// stream and source positions, lag and staleness with charts of their last minutes, the
+// counters, the last error, and per view its entries, position, memory and hidden rows.
+// A browser gets HTML (refreshing itself); a path ending in ".json" or
+// "Accept: application/json" gets Stats as JSON. Its charts sample c every few seconds from
+// this call until c is closed. Call it once per client.
+func StatusHandler(c *Client) http.Handler {
+	c.hist.Start(c.closing, c.sample)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := c.Stats()
+		if strings.HasSuffix(r.URL.Path, ".json") || strings.Contains(r.Header.Get("Accept"), "application/json") {
+			w.Header().Set("Content-Type", "application/json")
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(st)
+			return
+		}
+		hist := map[string][]float64{}
+		for _, n := range []string{"lag", "stale", "rate"} {
+			hist[n] = c.hist.Values(n)
+		}
+		for _, v := range st.Views {
+			hist["len/"+v.Name] = c.hist.Values("len/" + v.Name)
+		}
+		statusBody.Render(w, struct {
+			Stream, Service, Instance string
+			Stats
+			Hist map[string][]float64
+		}{c.cfg.Stream, c.cfg.Service, c.cfg.InstanceID, st, hist}, c.st.created)
+	})
+}
+
+// sample records the page's charts: lag in entries, staleness, entries applied per second,
+// and each view's size.
+func (c *Client) sample(h *statuspage.History) {
+	s := c.Stats()
+	h.Gauge("lag", float64(s.LagEntries))
+	h.Gauge("stale", s.Staleness.Seconds())
+	h.Rate("rate", float64(s.EntriesApplied), time.Now())
+	for _, v := range s.Views {
+		h.Gauge("len/"+v.Name, float64(v.Len))
+	}
+}
+
+var statusBody = statuspage.New("statecast cache", `{{define "body"}}
+<h2>stream {{.Stream}}</h2>
+<dl class="kv">
+<dt>service / instance</dt><dd>{{.Service}} / {{.Instance}}</dd>
+<dt>state</dt><dd>{{if not .Connected}}<span class="bad state">disconnected</span>{{else if .Ready}}<span class="ok state">ready</span>{{else}}<span class="warn state">loading</span>{{end}}</dd>
+<dt>position</dt><dd class="position">{{.Position}}</dd>
+<dt>player head</dt><dd>{{.Head}}</dd>
+<dt>source position</dt><dd class="source-position">{{.SourcePosition}}</dd>
+<dt>lag (entries)</dt><dd>{{spark (index .Hist "lag")}} {{.LagEntries}}</dd>
+<dt>staleness</dt><dd>{{spark (index .Hist "stale")}} {{dur .Staleness}}</dd>
+<dt>entries applied/s</dt><dd>{{spark (index .Hist "rate")}} {{.EntriesApplied}} in all</dd>
+<dt>publication delay</dt><dd>{{dur .Lag}}</dd>
+<dt>snapshots / resyncs / reconnects</dt><dd>{{.SnapshotsApplied}} / {{.Resyncs}} / {{.Reconnects}}</dd>
+<dt>epoch checks (failed)</dt><dd>{{.EpochChecks}} ({{if .EpochMismatches}}<span class="bad">{{.EpochMismatches}}</span>{{else}}0{{end}})</dd>
+<dt>decode / handler errors</dt><dd>{{.DecodeErrors}} / {{.HandlerErrors}}</dd>
+<dt>last error</dt><dd>{{if .LastError}}<span class="err">{{.LastError}}</span> ({{ago .LastErrorAt}}){{else}}none{{end}}</dd>
+</dl>
+<table class="views"><tr><th>view</th><th>entries</th><th>entries history</th><th>position</th><th>memory</th><th>hidden rows</th><th>decode errors</th></tr>
+{{range .Views}}<tr><td>{{.Name}}</td><td class="num rows">{{.Len}}</td><td>{{spark (index $.Hist (print "len/" .Name))}}</td><td class="num">{{.Position}}</td><td class="num">{{bytes .MemoryBytes}}</td><td class="num{{if .HiddenRows}} bad{{end}}">{{.HiddenRows}}</td><td class="num">{{.DecodeErrors}}</td></tr>
+{{end}}</table>{{end}}`, nil)
