@@ -15,6 +15,7 @@ import (
 
 	"github.com/statecast/statecast/internal/probe"
 	"github.com/statecast/statecast/internal/version"
+	"github.com/statecast/statecast/internal/version/versionprom"
 )
 
 // Env is what Main hands a daemon's run function: its name, config file, a JSON logger on
@@ -85,7 +86,7 @@ func Main(name string, run func(ctx context.Context, env Env) error, probes ...P
 	}
 	env := Env{Name: name, Config: *path, Reg: prometheus.NewRegistry(), Version: info, Check: *check, Out: os.Stdout,
 		Log: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
-	env.Reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info.Collector())
+	env.Reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), versionprom.Collector(info))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, env)
 	stop()

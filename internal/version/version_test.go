@@ -4,9 +4,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestGet(t *testing.T) {
@@ -38,17 +35,5 @@ func TestGet(t *testing.T) {
 	}
 	if !strings.HasPrefix(Get().GoVersion, "go") {
 		t.Fatalf("Get = %+v", Get())
-	}
-}
-
-func TestCollector(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(Info{"v0.1.0", "abc", "go1.26.0"}.Collector())
-	want := `# HELP statecast_build_info The running binary's build: version, commit, goversion (value always 1).
-# TYPE statecast_build_info gauge
-statecast_build_info{commit="abc",goversion="go1.26.0",version="v0.1.0"} 1
-`
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "statecast_build_info"); err != nil {
-		t.Fatal(err)
 	}
 }

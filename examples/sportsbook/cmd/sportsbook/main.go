@@ -22,6 +22,7 @@ import (
 	"github.com/statecast/statecast/examples/sportsbook"
 	"github.com/statecast/statecast/internal/probe"
 	"github.com/statecast/statecast/internal/version"
+	"github.com/statecast/statecast/internal/version/versionprom"
 )
 
 func main() {
@@ -71,7 +72,7 @@ func main() {
 		log.Error("config", "err", err)
 		os.Exit(2)
 	}
-	s.Registry().MustRegister(info.Collector())
+	s.Registry().MustRegister(versionprom.Collector(info))
 	log.Info("sportsbook starting", append(info.Attrs(), slog.Group("config", "listen", *listen, "players", *players, "stream", *stream,
 		"service", *id, "state_dir", *stateDir, "writes", cfg.DB != nil))...)
 	if err := s.Run(ctx, *listen); err != nil {
