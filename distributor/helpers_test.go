@@ -159,9 +159,22 @@ func readAll(t *testing.T, brokers []string, topic string) []rec {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	oldest, end, err := kafkaconn.CommittedOffsets(client, topic, 0)
+	// A transaction whose commit the producer saw acknowledged may still be above the last
+	// stable offset: the coordinator writes the commit markers after it answers. Wait
+	// (bounded) until the LSO passes the high-water mark seen now, so that a read right
+	// after a publication returned includes it.
+	hw, err := client.GetOffset(topic, 0, sarama.OffsetNewest)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var oldest, end int64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if oldest, end, err = kafkaconn.CommittedOffsets(client, topic, 0); err != nil {
+			t.Fatal(err)
+		}
+		if end >= hw || time.Now().After(deadline) {
+			break
+		}
 	}
 	var out []rec
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
