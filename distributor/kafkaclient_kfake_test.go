@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"go.uber.org/goleak"
 
 	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/kafkaconn"
@@ -25,7 +26,7 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close) // after the distributor stopped (cleanups run last-in first-out)
 	e := newEnv(t)
 	e.brokers = c.ListenAddrs()
 	e.createItems()
@@ -87,7 +88,7 @@ func TestKafkaSCRAM(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer c.Close()
+			t.Cleanup(c.Close) // after the distributor stopped (cleanups run last-in first-out)
 			e := newEnv(t)
 			e.brokers = c.ListenAddrs()
 			e.createItems()
@@ -115,4 +116,47 @@ func TestKafkaSCRAM(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStopWithKafkaGone: a graceful stop while the broker is gone — in the middle of a
+// stream whose polls keep opening transactions — returns within a bound instead of
+// waiting for the producer's retries; the producer left behind ends once its retries are
+// spent (no goroutine stays for good).
+func TestStopWithKafkaGone(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	e.brokers = c.ListenAddrs()
+	e.createStock()
+	cfg := e.config(stockView())
+	cfg.Kafka.Timeout = 2 * time.Second
+	r, _ := startReg(t, cfg, testLogger(t))
+	r.waitReady(t)
+	e.exec(`UPDATE stock SET name = 'moved', version = nextval('ver') WHERE id = 1`)
+	c.Close()
+	time.Sleep(500 * time.Millisecond) // polls and publications against the gone broker
+	start := time.Now()
+	r.cancel()
+	select {
+	case <-r.finished:
+		r.stopped = true
+	case <-time.After(45 * time.Second):
+		t.Fatal("Run did not stop within 45s with the broker gone")
+	}
+	t.Logf("stopped in %s with the broker gone (Run: %v)", time.Since(start).Round(time.Millisecond), r.err)
+	// With Kafka gone for good, the producer left behind ends when its retries are spent
+	// (about 2 minutes: sarama's transaction retries, each through a metadata refresh).
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
+		err := goleak.Find(before, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the producer left behind still runs 3 minutes after the stop: %v", err)
+		}
+	}
+	t.Logf("the producer left behind ended %s after the stop", time.Since(start).Round(time.Millisecond))
 }

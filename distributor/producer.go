@@ -87,9 +87,15 @@ func (p *producer) publish(ctx context.Context, parts []part) error {
 			return m, nil
 		})
 		if err == nil {
-			if cerr := p.p.CommitTxn(); cerr != nil {
+			if cerr := p.commit(ctx); cerr != nil {
 				err = fmt.Errorf("distributor: commit transaction on topic %q: %w", p.topic, cerr)
 			}
+		}
+		if err != nil && ctx.Err() != nil {
+			// The activation ends and closes the producer, which aborts the transaction —
+			// or, when Kafka does not answer, leaves it to the broker's timeout and the next
+			// active's fencing. An abort here would wait for Kafka's retries.
+			return err
 		}
 		if err != nil {
 			return p.failed(err)
@@ -97,6 +103,22 @@ func (p *producer) publish(ctx context.Context, parts []part) error {
 		if !cut {
 			return nil
 		}
+	}
+}
+
+// commit commits the open transaction. When ctx ends first it returns ctx's error without
+// waiting (sarama retries a commit while the brokers do not answer): the commit may still
+// complete, and the next activation, which reads the topic back after its producer fenced
+// this one, finds its records there or not at all.
+func (p *producer) commit(ctx context.Context) error {
+	ap := p.p
+	done := make(chan error, 1)
+	go func() { done <- ap.CommitTxn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -122,8 +144,7 @@ func (p *producer) failed(err error) error {
 	if fenced(err) || fenced(aerr) {
 		cause = fmt.Errorf("%w: topic %q: %w", ErrFenced, p.topic, err)
 	}
-	_ = p.p.Close()
-	p.p = nil
+	_ = p.Close()
 	p.lost(cause)
 	return cause
 }
@@ -139,8 +160,8 @@ func fenced(err error) bool {
 // when the broker acknowledged all of them, or the first error. Feeding overlaps with
 // sarama's batching, compression and the broker's writes.
 // When next fails, feeding stops, the records already fed are flushed and next's error is
-// returned. When ctx ends, feeding stops, the records already fed are flushed (waited for)
-// and ctx.Err() is returned: the caller must not treat the send as complete.
+// returned. When ctx ends, feeding stops and ctx.Err() is returned at once, without
+// waiting for the records already fed: the caller must not commit the transaction.
 func (p *producer) sendIter(ctx context.Context, next func() (*sarama.ProducerMessage, error)) error {
 	m, err := next()
 	if err != nil || m == nil {
@@ -156,9 +177,17 @@ func (p *producer) sendIter(ctx context.Context, next func() (*sarama.ProducerMe
 		fedc := fed
 		for total < 0 || got < total {
 			select {
-			case <-ap.Successes():
+			case _, ok := <-ap.Successes():
+				if !ok {
+					result <- errProducerGone // closed under a send that ctx ended
+					return
+				}
 				got++
-			case perr := <-ap.Errors():
+			case perr, ok := <-ap.Errors():
+				if !ok {
+					result <- errProducerGone
+					return
+				}
 				got++
 				if first == nil {
 					first = perr.Err
@@ -182,7 +211,13 @@ func (p *producer) sendIter(ctx context.Context, next func() (*sarama.ProducerMe
 		}
 	}
 	fed <- i
-	err = <-result
+	select {
+	case err = <-result:
+	case <-ctx.Done():
+		// Not waited for: the transaction is never committed, so none of its records is
+		// ever read, and with Kafka gone the acks could take sarama's retries.
+		return ctx.Err()
+	}
 	if err != nil {
 		return fmt.Errorf("distributor: produce to topic %q: %w", p.topic, err)
 	}
@@ -200,7 +235,19 @@ func (p *producer) Close() error {
 	if p.p == nil {
 		return nil
 	}
-	err := p.p.Close()
+	ap := p.p
 	p.p = nil
-	return err
+	// sarama's Close aborts an open transaction and flushes, retrying while the brokers do
+	// not answer: with Kafka gone a shutdown would wait for its retries. Past a bound the
+	// producer is left behind: its open transaction is aborted by the broker at its
+	// timeout, or fenced by the next active's producer, and nothing of it is ever read.
+	done := make(chan error, 1)
+	go func() { done <- ap.Close() }()
+	wait := max(p.cfg.Net.DialTimeout, 10*time.Second)
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(wait):
+		return fmt.Errorf("distributor: producer for topic %q did not close within %s (Kafka does not answer); left behind, its open transaction is never read", p.topic, wait)
+	}
 }
