@@ -104,6 +104,13 @@ func (s *stream) startProducer(ctx context.Context, lost func(error)) (func(), e
 	pcfg.Producer.Flush.Bytes = 1 << 20
 	pcfg.Producer.Flush.Frequency = 200 * time.Microsecond
 	pcfg.Producer.Transaction.ID = s.cfg.TransactionalID
+	// A transaction begun right after the last one committed finds the coordinator still
+	// writing that one's markers (CONCURRENT_TRANSACTIONS) and retries; sarama's backoff
+	// (100 ms, 20 ms for the first partition) would add that to commit -> visible at
+	// every busy cycle. From 1 ms, doubling to 100 ms, the retries still span seconds.
+	pcfg.Producer.Transaction.Retry.BackoffFunc = func(retries, _ int) time.Duration {
+		return min(time.Millisecond<<min(retries, 7), 100*time.Millisecond)
+	}
 	pcfg.Producer.Transaction.Timeout = s.d.cfg.Kafka.TransactionTimeout
 	s.prod = &producer{brokers: s.d.cfg.Kafka.Brokers, cfg: pcfg, topic: s.cfg.Topic,
 		split: s.d.cfg.Kafka.TransactionTimeout / 2, lost: lost}
