@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -119,8 +120,14 @@ type Receiver struct {
 	room    chan struct{} // closed and replaced when pending shrinks
 	err     error
 
-	wakeMu sync.Mutex
-	wake   context.CancelFunc // interrupts Run's blocked read
+	// Run's blocked read is bounded by the connection's read deadline rather than by a
+	// context per message: a context with a deadline for each of millions of messages
+	// (and pgconn's watch of it) cost about a third of the receive path. A wake sets the
+	// deadline to now.
+	wakeMu   sync.Mutex
+	nc       net.Conn  // the replication connection's socket while Run reads it
+	deadline time.Time // the read deadline last set by Run
+	woken    bool      // a wake moved the deadline since Run last set it
 
 	// Run's own state
 	rels map[uint32]*relation
@@ -227,6 +234,17 @@ func (r *Receiver) Run(ctx context.Context) (err error) {
 	if err := pglogrepl.StartReplication(ctx, r.conn, r.cfg.Slot, r.cfg.Start, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
 		return fmt.Errorf("capture: start replication on slot %q: %w", r.cfg.Slot, err)
 	}
+	r.wakeMu.Lock()
+	r.nc = r.conn.Conn()
+	r.wakeMu.Unlock()
+	defer func() {
+		r.wakeMu.Lock()
+		r.nc.SetReadDeadline(time.Time{})
+		r.nc = nil
+		r.wakeMu.Unlock()
+	}()
+	stop := context.AfterFunc(ctx, r.interrupt)
+	defer stop()
 	lastStatus := time.Time{}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -245,19 +263,27 @@ func (r *Receiver) Run(ctx context.Context) (err error) {
 			}
 			lastStatus = time.Now()
 		}
-		rctx, cancel := context.WithDeadline(ctx, lastStatus.Add(r.cfg.StatusInterval))
+		due := lastStatus.Add(r.cfg.StatusInterval)
 		r.wakeMu.Lock()
-		r.wake = cancel
-		r.wakeMu.Unlock()
-		r.mu.Lock()
-		if r.ping { // asked for between the check above and the wake's registration
-			cancel()
+		if r.woken || !due.Equal(r.deadline) {
+			r.woken, r.deadline = false, due
+			r.nc.SetReadDeadline(due)
 		}
+		r.wakeMu.Unlock()
+		// A ping or ctx's end that woke us before the deadline was set again would be
+		// lost until the deadline: both are recorded before the wake, so look again.
+		r.mu.Lock()
+		again := r.ping
 		r.mu.Unlock()
-		msg, err := r.conn.ReceiveMessage(rctx)
-		cancel()
+		if again || ctx.Err() != nil {
+			continue
+		}
+		msg, err := r.conn.ReceiveMessage(context.Background())
 		if err != nil {
-			if ctx.Err() == nil && (pgconn.Timeout(err) || errors.Is(err, context.Canceled) && rctx.Err() != nil) && !r.conn.IsClosed() {
+			if cerr := ctx.Err(); cerr != nil {
+				return cerr
+			}
+			if pgconn.Timeout(err) && !r.conn.IsClosed() {
 				continue // status due, or woken to send one
 			}
 			return fmt.Errorf("capture: replication stream: %w", err)
@@ -574,8 +600,9 @@ func (r *Receiver) Ping() {
 
 func (r *Receiver) interrupt() {
 	r.wakeMu.Lock()
-	if r.wake != nil {
-		r.wake()
+	if r.nc != nil {
+		r.woken = true
+		r.nc.SetReadDeadline(time.Now())
 	}
 	r.wakeMu.Unlock()
 }
