@@ -20,6 +20,9 @@ const (
 	DefaultReadyIdle       = time.Second
 	DefaultRecvWindow      = 8 << 20
 	DefaultMaxBatchEntries = 4096
+	// DefaultMaxReceiveBytes is gRPC's own default receive limit, which a player's default
+	// max_record_bytes fits.
+	DefaultMaxReceiveBytes = 4 << 20
 )
 
 // Config configures a Client. Zero values take the documented defaults.
@@ -67,6 +70,12 @@ type Config struct {
 	MaxBatchEntries uint32
 	// MaxBatchBytes is a hint to the player (0 = its default).
 	MaxBatchBytes uint32
+	// MaxReceiveBytes is the largest message the client receives (the subscription's
+	// gRPC receive limit; default DefaultMaxReceiveBytes). It is told to the player, which
+	// cuts batches to fit it and refuses the subscription (FailedPrecondition, retried
+	// with a logged error) when its max_record_bytes does not fit: raise it with the
+	// players' max_record_bytes when the topic takes larger records.
+	MaxReceiveBytes uint32
 	// BackoffMin and BackoffMax bound the reconnect backoff (defaults 100ms and 5s).
 	BackoffMin, BackoffMax time.Duration
 	// ReadyIdle: after resuming from a position, the initial state counts as caught up
@@ -151,6 +160,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxBatchEntries == 0 {
 		c.MaxBatchEntries = DefaultMaxBatchEntries
+	}
+	if c.MaxReceiveBytes == 0 {
+		c.MaxReceiveBytes = DefaultMaxReceiveBytes
 	}
 	if c.InstanceID == "" {
 		c.InstanceID = DefaultInstanceID()

@@ -123,7 +123,7 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 	defer func() { cancel(); idle.Wait() }()
 	// The generated Subscribe, but responses decoded by frameCodec (see frame.go).
 	cs, err := cc.NewStream(sctx, &statecastv1.Player_ServiceDesc.Streams[0], statecastv1.Player_Subscribe_FullMethodName,
-		grpc.ForceCodecV2(c.codec))
+		grpc.ForceCodecV2(c.codec), grpc.MaxCallRecvMsgSize(int(c.cfg.MaxReceiveBytes)))
 	if err != nil {
 		return false, err
 	}
@@ -134,7 +134,7 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 	hello := &statecastv1.Hello{
 		ClientId: c.cfg.InstanceID, Service: c.cfg.Service, Stream: c.cfg.Stream,
 		MaxBatchEntries: c.cfg.MaxBatchEntries, MaxBatchBytes: c.cfg.MaxBatchBytes,
-		ProtocolVersion: wire.ProtocolVersion,
+		ProtocolVersion: wire.ProtocolVersion, MaxMessageBytes: c.cfg.MaxReceiveBytes,
 	}
 	for _, v := range c.views {
 		hello.Views = append(hello.Views, v.viewName())

@@ -134,13 +134,17 @@ func (s *stream) resyncPastHorizonLocked(h *statecastv1.Hello, logStart int64) *
 		Detail: fmt.Sprintf("records after resume index %d date from %s, beyond delete.retention.ms (%s): tombstones may be gone", r, ts.UTC().Format(time.RFC3339), s.retention)}
 }
 
-// batchLimits are the target's batch bounds: the player's, lowered by the client's.
+// batchLimits are the target's batch bounds: the player's, lowered by the client's (its
+// hint, and its receive limit less the room of a frame).
 func batchLimits(cfg Config, h *statecastv1.Hello) (maxEntries int, maxBytes int64) {
 	maxEntries, maxBytes = cfg.MaxBatchEntries, cfg.MaxBatchBytes
 	if n := int(h.GetMaxBatchEntries()); n > 0 && n < maxEntries {
 		maxEntries = n
 	}
 	if n := int64(h.GetMaxBatchBytes()); n > 0 && n < maxBytes {
+		maxBytes = n
+	}
+	if n := int64(h.GetMaxMessageBytes()) - RecordFrameRoom; n > 0 && n < maxBytes {
 		maxBytes = n
 	}
 	return maxEntries, maxBytes

@@ -36,9 +36,13 @@ const (
 	DefaultMaxHelloViews     = 1024
 	DefaultMaxHelloBytes     = 64 << 10
 	DefaultMaxSnapshotBytes  = 1 << 30
-	// DefaultMaxRecordBytes is what a gRPC client receives by default (4 MiB) less room
-	// for the frame around one entry.
-	DefaultMaxRecordBytes   = 4<<20 - 1<<10
+	// DefaultMaxRecordBytes is what a gRPC client receives by default (4 MiB) less
+	// RecordFrameRoom.
+	DefaultMaxRecordBytes = 4<<20 - RecordFrameRoom
+	// RecordFrameRoom is the room kept in a client's receive limit for the frame around
+	// one record (and around a batch's entries): a client receiving at most n bytes is
+	// served records up to n - RecordFrameRoom and batches cut to that.
+	RecordFrameRoom         = 1 << 10
 	DefaultKeepaliveMinTime = 10 * time.Second
 	DefaultKeepaliveTime    = 30 * time.Second
 	DefaultKeepaliveTimeout = 10 * time.Second
@@ -118,8 +122,9 @@ type Config struct {
 	// MaxRecordBytes bounds one record's frame (key, value and headers): a record over it
 	// is skipped, logged with its offset and key and counted, never sent. Default
 	// DefaultMaxRecordBytes, what a client receives by default; raise it with the topic's
-	// max.message.bytes and the clients' receive limit (cacheclient:
-	// WithDialOptions(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(n)))).
+	// max.message.bytes and the clients' receive limit (cacheclient: Config.MaxReceiveBytes).
+	// A client whose receive limit (Hello.max_message_bytes) is below it plus
+	// RecordFrameRoom is refused with FailedPrecondition naming both.
 	MaxRecordBytes int `yaml:"max_record_bytes"`
 	// Keepalive: the server's pings and its limit on the clients' pings.
 	Keepalive Keepalive `yaml:"keepalive"`

@@ -31,6 +31,10 @@ var (
 	// ErrProtocolVersion: the client speaks a newer protocol version than the player
 	// (Hello.protocol_version above wire.ProtocolVersion): upgrade the player.
 	ErrProtocolVersion = errors.New("player: client protocol version newer than the player's")
+	// ErrReceiveLimit: the client's receive limit (Hello.max_message_bytes) is below what
+	// a record's frame may take (Config.MaxRecordBytes plus RecordFrameRoom): a record the
+	// player serves could never reach it.
+	ErrReceiveLimit = errors.New("player: the client's receive limit is below max_record_bytes")
 )
 
 // StatusTable maps each sentinel to the gRPC code a Subscribe stream ends with
@@ -44,6 +48,7 @@ var StatusTable = []struct {
 	{ErrUnknownStream, codes.NotFound},
 	{ErrUnknownView, codes.NotFound},
 	{ErrProtocolVersion, codes.FailedPrecondition},
+	{ErrReceiveLimit, codes.FailedPrecondition},
 	{ErrUnauthenticated, codes.Unauthenticated},
 	{ErrPermissionDenied, codes.PermissionDenied},
 	{ErrAckTimeout, codes.DeadlineExceeded},

@@ -39,6 +39,10 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 	if err := validateHello(hello, p.cfg.MaxHelloViews); err != nil {
 		return toStatus(err)
 	}
+	if err := checkReceiveLimit(hello, p.cfg.MaxRecordBytes); err != nil {
+		p.log.Warn("subscribe refused", "stream", hello.GetStream(), "client_id", hello.GetClientId(), "err", err)
+		return toStatus(err)
+	}
 	pr := principalFrom(srv.Context())
 	// Authorization first: a principal learns nothing of a stream or view it may not read,
 	// not even whether it exists.
@@ -74,6 +78,19 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 	}
 	defer s.remove(t)
 	return toStatus(t.serve(srv))
+}
+
+// checkReceiveLimit refuses a client that could not receive the largest record frame the
+// player serves: without it the client's stream would end (ResourceExhausted) on such a
+// record at every attempt. A client that says nothing (0) predates the field.
+func checkReceiveLimit(h *statecastv1.Hello, maxRecordBytes int) error {
+	limit := int64(h.GetMaxMessageBytes())
+	if limit == 0 || limit >= int64(maxRecordBytes)+RecordFrameRoom {
+		return nil
+	}
+	return fmt.Errorf("%w: stream %q: the client receives messages of at most %d bytes, and a record's frame may take %d (max_record_bytes %d + %d): raise the client's limit (cacheclient Config.MaxReceiveBytes) to at least %d, or lower the player's max_record_bytes to %d",
+		ErrReceiveLimit, h.GetStream(), limit, int64(maxRecordBytes)+RecordFrameRoom, maxRecordBytes, RecordFrameRoom,
+		int64(maxRecordBytes)+RecordFrameRoom, limit-RecordFrameRoom)
 }
 
 // identity is who a target is: its principal, its service (shared by the replicas of a

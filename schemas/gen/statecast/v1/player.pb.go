@@ -258,9 +258,15 @@ type Hello struct {
 	// sent it (SubscribeResponse.topic_id); empty = unknown. A player whose topic has another
 	// ID (the topic was deleted and created again) answers ResyncRequired
 	// (REASON_TOPIC_CHANGED) and a snapshot instead of resuming at offsets of another topic.
-	TopicId       []byte `protobuf:"bytes,9,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TopicId []byte `protobuf:"bytes,9,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	// The largest message the client receives (its gRPC receive limit); 0 = not said (a
+	// client that predates this field). A player whose max_record_bytes, plus the room of
+	// the frame around one record, is over it refuses the subscription with
+	// FAILED_PRECONDITION naming both limits — a record it serves could never reach the
+	// client, whose stream would end on it at every attempt — and cuts batches to fit it.
+	MaxMessageBytes uint32 `protobuf:"varint,10,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -354,6 +360,13 @@ func (x *Hello) GetTopicId() []byte {
 		return x.TopicId
 	}
 	return nil
+}
+
+func (x *Hello) GetMaxMessageBytes() uint32 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
 }
 
 // Ack is cumulative: the highest index the client has applied.
@@ -938,7 +951,7 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\x10SubscribeRequest\x12+\n" +
 	"\x05hello\x18\x01 \x01(\v2\x13.statecast.v1.HelloH\x00R\x05hello\x12%\n" +
 	"\x03ack\x18\x02 \x01(\v2\x11.statecast.v1.AckH\x00R\x03ackB\x05\n" +
-	"\x03msg\"\xbf\x02\n" +
+	"\x03msg\"\xeb\x02\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x14\n" +
@@ -948,7 +961,9 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\x0fmax_batch_bytes\x18\x06 \x01(\rR\rmaxBatchBytes\x12\x18\n" +
 	"\aservice\x18\a \x01(\tR\aservice\x12)\n" +
 	"\x10protocol_version\x18\b \x01(\rR\x0fprotocolVersion\x12\x19\n" +
-	"\btopic_id\x18\t \x01(\fR\atopicIdB\x0f\n" +
+	"\btopic_id\x18\t \x01(\fR\atopicId\x12*\n" +
+	"\x11max_message_bytes\x18\n" +
+	" \x01(\rR\x0fmaxMessageBytesB\x0f\n" +
 	"\r_resume_index\"\x1b\n" +
 	"\x03Ack\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\"\x86\x03\n" +
