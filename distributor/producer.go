@@ -37,6 +37,8 @@ type producer struct {
 	lost    func(error)               // ends the activation
 	hook    func(ctx context.Context) // Distributor.sendHook for this topic, or nil
 	p       sarama.AsyncProducer
+	// committing is closed when the last CommitTxn that commit started has returned.
+	committing chan struct{}
 }
 
 // open creates the sarama producer, which fences every earlier producer of the stream's
@@ -112,8 +114,12 @@ func (p *producer) publish(ctx context.Context, parts []part) error {
 // this one, finds its records there or not at all.
 func (p *producer) commit(ctx context.Context) error {
 	ap := p.p
-	done := make(chan error, 1)
-	go func() { done <- ap.CommitTxn() }()
+	done, ended := make(chan error, 1), make(chan struct{})
+	p.committing = ended
+	go func() {
+		defer close(ended)
+		done <- ap.CommitTxn()
+	}()
 	select {
 	case err := <-done:
 		return err
@@ -241,8 +247,16 @@ func (p *producer) Close() error {
 	// not answer: with Kafka gone a shutdown would wait for its retries. Past a bound the
 	// producer is left behind: its open transaction is aborted by the broker at its
 	// timeout, or fenced by the next active's producer, and nothing of it is ever read.
+	// A commit left running by commit (its ctx ended) must end first: sarama's Close
+	// racing its CommitTxn reuses the producer's in-flight WaitGroup while it is waited on.
+	committing := p.committing
 	done := make(chan error, 1)
-	go func() { done <- ap.Close() }()
+	go func() {
+		if committing != nil {
+			<-committing
+		}
+		done <- ap.Close()
+	}()
 	wait := max(p.cfg.Net.DialTimeout, 10*time.Second)
 	select {
 	case err := <-done:

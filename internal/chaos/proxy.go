@@ -66,15 +66,18 @@ func (p *proxy) live() int {
 func (p *proxy) Reset() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := 0
+	// Every connection gets linger 0 (its close sends an RST, not a FIN) before any is
+	// closed: closing one side makes its link's goroutines close the other side at once,
+	// which must not beat this loop to it with a FIN.
 	for c := range p.conns {
 		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0) // close sends RST instead of FIN
+			_ = tc.SetLinger(0)
 		}
-		_ = c.Close()
-		n++
 	}
-	return n / 2 // each link holds two connections
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	return len(p.conns) / 2 // each link holds two connections
 }
 
 // Blackhole stops forwarding until Heal.
