@@ -53,6 +53,14 @@
 // supervisor restarts a crashed one and reports it), no log may hold a panic, a fatal
 // error or a data race, and the players' and clients' resident memory stays within budget.
 //
+// # Files
+//
+// run.go holds the run's life (Config, Result, the sequence of phases, the helpers that
+// ask the processes for their state); setup.go starts the servers, proxies and processes
+// and writes their configs; writes.go the writers and the read-your-writes and atomicity
+// probes; inject.go applies a fault and heals it; check.go the final checks; procs.go the
+// supervised processes; client.go the `chaos client` program; tap.go the stream's tap.
+//
 // Violations name what, where and how: the client, the view, the key, the expected row and
 // the one found. Result.Summary is one line: changes, faults by kind, violations, time to
 // converge after the last fault.
