@@ -25,25 +25,13 @@ func (r *run) inject(ctx context.Context, f fault) error {
 			}
 		}
 	case KindPause:
-		for _, t := range targets {
-			r.procs[t].pause()
-		}
-		sleep(ctx, f.Hold)
-		for _, t := range targets {
-			r.procs[t].resume()
-		}
+		holdEach(ctx, targets, f.Hold, func(t string) { r.procs[t].pause() }, func(t string) { r.procs[t].resume() })
 	case KindReset:
 		for _, t := range targets {
 			r.logf("  %s: %d connections reset", t, r.proxies[t].Reset())
 		}
 	case KindBlackhole:
-		for _, t := range targets {
-			r.proxies[t].Blackhole()
-		}
-		sleep(ctx, f.Hold)
-		for _, t := range targets {
-			r.proxies[t].Heal()
-		}
+		holdEach(ctx, targets, f.Hold, func(t string) { r.proxies[t].Blackhole() }, func(t string) { r.proxies[t].Heal() })
 	case KindPGRestart:
 		if f.Crash {
 			return r.pg.Crash(ctx)
@@ -58,6 +46,18 @@ func (r *run) inject(ctx context.Context, f fault) error {
 		return r.lockLoss(ctx, f.Hold)
 	}
 	return nil
+}
+
+// holdEach applies a fault to every target (do), holds it for hold (or until ctx ends),
+// then heals every target (undo), even when ctx ended: a fault is never left in place.
+func holdEach(ctx context.Context, targets []string, hold time.Duration, do, undo func(string)) {
+	for _, t := range targets {
+		do(t)
+	}
+	sleep(ctx, hold)
+	for _, t := range targets {
+		undo(t)
+	}
 }
 
 // window is a lock-loss fault's: the distributor that lost the lock, the one that took

@@ -30,7 +30,7 @@
 //
 // The Receiver runs one goroutine (Run) that alone reads from and writes to the replication
 // connection; other goroutines talk to it through methods that only touch its mutex-guarded
-// state (Take, Pending, Confirm, Ping) and a wake (the socket's read deadline set to now) that interrupts a blocked read so
-// that a ping or a confirmation goes out at once. Everything else in the package is called
+// state (Take, Pending, Confirm, Ping) and a wake (the socket's read deadline set to now)
+// that interrupts a blocked read so that a ping or a confirmation goes out at once. Everything else in the package is called
 // by the distributor's publisher loop and holds no goroutine.
 package capture
