@@ -11,12 +11,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/statecast/statecast/internal/grpctls"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/wire"
 )
@@ -34,7 +34,7 @@ const (
 func (c *Client) connect(ctx context.Context) error {
 	creds := insecure.NewCredentials()
 	if c.cfg.TLS != nil {
-		creds = credentials.NewTLS(c.cfg.TLS)
+		creds = grpctls.ClientCredentials(c.cfg.TLS)
 	}
 	conns := make([]*grpc.ClientConn, len(c.cfg.Addresses))
 	defer func() {

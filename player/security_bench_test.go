@@ -14,9 +14,9 @@ import (
 
 	"github.com/IBM/sarama"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/statecast/statecast/internal/grpctls"
 	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
@@ -29,7 +29,8 @@ import (
 // players, one plaintext and one with TLS and bearer tokens (each on its own topic, the
 // same settings otherwise), are measured in alternating windows of the same run; the delay
 // is from the player's dispatch of an entry (WithDispatchHook) to its arrival at each
-// receiver, the span the security can add to. Reported: p50 and p99 of each, pooled over
+// receiver, the span the security can add to. The secure receivers dial with the TLS
+// credentials cacheclient uses (internal/grpctls). Reported: p50 and p99 of each, pooled over
 // the rounds, and p99 secure / p99 plaintext (goal ≤ 1.2). Run it alone, once:
 //
 //	go test -run '^$' -bench SecurityDelay -benchtime 1x ./player/
@@ -57,7 +58,7 @@ func BenchmarkSecurityDelay(b *testing.B) {
 			c.Insecure = false
 			c.TLS = TLSConfig{CertFile: pki.ServerCert, KeyFile: pki.ServerKey}
 			c.Tokens = TokensConfig{File: tokens}
-		}, dial: []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pki.Pool})),
+		}, dial: []grpc.DialOption{grpc.WithTransportCredentials(grpctls.ClientCredentials(&tls.Config{RootCAs: pki.Pool})),
 			grpc.WithPerRPCCredentials(bearer("tok-bench-0123456789abcdef"))}},
 	}
 	for _, s := range systems {
