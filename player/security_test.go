@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 
@@ -610,18 +611,24 @@ func TestSecurityConfig(t *testing.T) {
 	_ = p.Close()
 }
 
-// TestKafkaSASLSSL: the player reads its stream through the real broker's SASL_SSL
-// listener — main fetcher, admissions' offset look-ups and recoveries from Kafka alike.
-func TestKafkaSASLSSL(t *testing.T) {
+// TestKafkaSecured: the player reads its stream through each of the real broker's secured
+// listeners, SASL_SSL and mutual TLS — main fetcher, admissions' offset look-ups and
+// recoveries from Kafka alike.
+func TestKafkaSecured(t *testing.T) {
+	for _, l := range testenv.KafkaSecured(t) {
+		t.Run(l.Name, func(t *testing.T) { testKafkaSecured(t, l.Conn) })
+	}
+}
+
+func testKafkaSecured(t *testing.T, conn kafkaconn.Config) {
 	e := newEnv(t, nil)
-	conn := testenv.KafkaSASL(t)
 	e.produce(50, []string{"a", "b"}, 10, newRand(18))
 	tp := startPlayer(t, e, func(c *Config) {
 		c.Brokers, c.Kafka = nil, conn
-		c.Kafka.ClientID = "player-sasl-test"
+		c.Kafka.ClientID = "player-secured-test"
 		c.HistoryBytes = 1 // recoveries read Kafka
 	})
-	c := newClient("sasl", e.chk, "a", "b")
+	c := newClient("secured", e.chk, "a", "b")
 	last := e.lastOffset()
 	sessionUntil(t, c, tp.addr, 30*time.Second, func() bool { return c.Applied() >= last })
 	last = e.produce(50, []string{"a", "b"}, 10, newRand(19))

@@ -7,13 +7,16 @@
 # between runs), formats the storage in $RUN/kafka, starts the broker in the background on
 # free ports, logs to $RUN/kafka/server.log, and waits until it answers. Idempotent.
 #
-# The broker has two client listeners: PLAINTEXT (STATECAST_KAFKA_BROKERS) and SASL_SSL
+# The broker has three client listeners: PLAINTEXT (STATECAST_KAFKA_BROKERS); SASL_SSL
 # (STATECAST_KAFKA_SASL_BROKERS): TLS with a certificate for 127.0.0.1 signed by a test CA
 # made at start with the JDK's keytool (its PEM: STATECAST_KAFKA_SASL_CA), and SASL
 # SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN for the user STATECAST_KAFKA_SASL_USER with a
 # random password (STATECAST_KAFKA_SASL_PASSWORD), its SCRAM credentials written by the
-# broker's own storage tool (format --add-scram). A broker started by an older version of
-# this script, without that listener, is restarted.
+# broker's own storage tool (format --add-scram); and SSL with client certificates required
+# (mutual TLS, STATECAST_KAFKA_MTLS_BROKERS): the same server certificate, and a client
+# certificate signed by the same CA (STATECAST_KAFKA_MTLS_CA, _CERT and _KEY, PEM files).
+# A broker started by an older version of this script, without those listeners, is
+# restarted.
 #
 # A broker that was stopped (stop, or killed) starts again with its data, its config and its
 # ports: clients reconnect to the same addresses and find their topics. The storage is
@@ -34,6 +37,7 @@ DIR=$RUN/kafka
 PIDFILE=$DIR/kafka.pid
 PORTFILE=$DIR/port
 SASLPORTFILE=$DIR/sasl.port
+MTLSPORTFILE=$DIR/mtls.port
 TLSDIR=$DIR/tls
 SASL_USER=statecast
 SASL_MECHANISM=SCRAM-SHA-512
@@ -45,16 +49,23 @@ env_out() {
   echo "export STATECAST_KAFKA_SASL_MECHANISM='$SASL_MECHANISM'"
   echo "export STATECAST_KAFKA_SASL_USER='$SASL_USER'"
   echo "export STATECAST_KAFKA_SASL_PASSWORD='$(cat "$DIR/sasl.password")'"
+  echo "export STATECAST_KAFKA_MTLS_BROKERS='127.0.0.1:$(cat "$MTLSPORTFILE")'"
+  echo "export STATECAST_KAFKA_MTLS_CA='$TLSDIR/ca.pem'"
+  echo "export STATECAST_KAFKA_MTLS_CERT='$TLSDIR/client.pem'"
+  echo "export STATECAST_KAFKA_MTLS_KEY='$TLSDIR/client.key'"
 }
 
 running() {
   pid_alive "$PIDFILE" && [ -f "$PORTFILE" ] && port_open 127.0.0.1 "$(cat "$PORTFILE")" &&
-    [ -f "$SASLPORTFILE" ] && [ -f "$DIR/sasl.password" ] && [ -f "$TLSDIR/ca.pem" ] && port_open 127.0.0.1 "$(cat "$SASLPORTFILE")"
+    [ -f "$SASLPORTFILE" ] && [ -f "$DIR/sasl.password" ] && [ -f "$TLSDIR/ca.pem" ] && port_open 127.0.0.1 "$(cat "$SASLPORTFILE")" &&
+    [ -f "$MTLSPORTFILE" ] && [ -f "$TLSDIR/client.key" ] && port_open 127.0.0.1 "$(cat "$MTLSPORTFILE")"
 }
 
-# make_tls writes a test CA (ca.pem) and the broker's PKCS12 keystore (a key and a
-# certificate for 127.0.0.1 and localhost signed by the CA) into $TLSDIR, with keytool: it
-# comes with the JDK that runs the broker, so nothing else is needed.
+# make_tls writes a test CA (ca.pem), the broker's PKCS12 keystore (a key and a certificate
+# for 127.0.0.1 and localhost signed by the CA; it holds the CA as trusted too, so it is the
+# truststore that verifies client certificates) and a client certificate and key
+# (client.pem, client.key: CN statecast-client) into $TLSDIR, with keytool and java: they
+# come with the JDK that runs the broker, so nothing else is needed.
 make_tls() {
   local pw=$1 kt=(keytool -noprompt -storetype PKCS12 -storepass "$1" -keypass "$1")
   command -v keytool >/dev/null || die "keytool not found: it comes with the JDK (install a JDK 17+)"
@@ -69,7 +80,13 @@ make_tls() {
     -ext SAN=ip:127.0.0.1,dns:localhost -ext EKU=serverAuth -validity 3650 >/dev/null 2>&1 || die "keytool: broker certificate"
   "${kt[@]}" -importcert -alias ca -file "$TLSDIR/ca.pem" -keystore "$TLSDIR/broker.p12" >/dev/null 2>&1 || die "keytool: CA import"
   "${kt[@]}" -importcert -alias broker -file "$TLSDIR/broker.pem" -keystore "$TLSDIR/broker.p12" >/dev/null 2>&1 || die "keytool: broker import"
-  rm -f "$TLSDIR/ca.p12" "$TLSDIR/broker.csr" # the CA's key is not needed any more
+  "${kt[@]}" -genkeypair -alias client -keyalg EC -groupname secp256r1 -dname "CN=statecast-client" \
+    -validity 3650 -keystore "$TLSDIR/client.p12" >/dev/null 2>&1 || die "keytool: client key"
+  "${kt[@]}" -certreq -alias client -keystore "$TLSDIR/client.p12" -file "$TLSDIR/client.csr" >/dev/null 2>&1 || die "keytool: client request"
+  "${kt[@]}" -gencert -alias ca -keystore "$TLSDIR/ca.p12" -infile "$TLSDIR/client.csr" -outfile "$TLSDIR/client.pem" -rfc \
+    -ext EKU=clientAuth -validity 3650 >/dev/null 2>&1 || die "keytool: client certificate"
+  (umask 077; java "$REPO/deploy/local/PemKey.java" "$TLSDIR/client.p12" "$pw" client >"$TLSDIR/client.key") || die "PemKey: client key"
+  rm -f "$TLSDIR/ca.p12" "$TLSDIR/broker.csr" "$TLSDIR/client.csr" "$TLSDIR/client.p12" # the CA's key is not needed any more
 }
 
 fetch() {
@@ -91,9 +108,10 @@ start() {
   stop
   if resumable; then launch; return; fi
   rm -rf "$DIR"; mkdir -p "$DIR/data"
-  local port cport sport; port=$(free_port); cport=$(free_port); sport=$(free_port)
+  local port cport sport mport; port=$(free_port); cport=$(free_port); sport=$(free_port); mport=$(free_port)
   while [ "$cport" = "$port" ]; do cport=$(free_port); done
   while [ "$sport" = "$port" ] || [ "$sport" = "$cport" ]; do sport=$(free_port); done
+  while [ "$mport" = "$port" ] || [ "$mport" = "$cport" ] || [ "$mport" = "$sport" ]; do mport=$(free_port); done
   local storepw saslpw
   storepw=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
   saslpw=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
@@ -117,11 +135,11 @@ CONF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport
+listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport,SSL://127.0.0.1:$mport,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport,SSL://127.0.0.1:$mport
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:PLAINTEXT
 sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
@@ -131,6 +149,10 @@ ssl.keystore.location=$TLSDIR/broker.p12
 ssl.keystore.password=$storepw
 ssl.key.password=$storepw
 ssl.client.auth=none
+listener.name.ssl.ssl.client.auth=required
+ssl.truststore.type=PKCS12
+ssl.truststore.location=$TLSDIR/broker.p12
+ssl.truststore.password=$storepw
 log.dirs=$DIR/data
 num.partitions=1
 auto.create.topics.enable=false
@@ -154,13 +176,14 @@ CONF
     >"$DIR/format.log" 2>&1 || { cat "$DIR/format.log" >&2; die "storage format failed"; }
   echo "$port" >"$PORTFILE"
   echo "$sport" >"$SASLPORTFILE"
+  echo "$mport" >"$MTLSPORTFILE"
   nohup java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$DIR/log4j2.properties" -cp "$LIBS/*" \
     kafka.Kafka "$DIR/server.properties" >"$DIR/stdout.log" 2>&1 &
   echo $! >"$PIDFILE"
   for _ in $(seq 1 120); do
-    if port_open 127.0.0.1 "$port" && port_open 127.0.0.1 "$sport" && grep -q "Kafka Server started\|\[KafkaRaftServer nodeId=1\] Kafka Server started" "$DIR/server.log" 2>/dev/null; then
-      log "Kafka $VERSION ready on 127.0.0.1:$port, SASL_SSL on 127.0.0.1:$sport (log $DIR/server.log)"; env_out; return
+    if port_open 127.0.0.1 "$port" && port_open 127.0.0.1 "$sport" && port_open 127.0.0.1 "$mport" && grep -q "Kafka Server started\|\[KafkaRaftServer nodeId=1\] Kafka Server started" "$DIR/server.log" 2>/dev/null; then
+      log "Kafka $VERSION ready on 127.0.0.1:$port, SASL_SSL on 127.0.0.1:$sport, mutual TLS on 127.0.0.1:$mport (log $DIR/server.log)"; env_out; return
     fi
     pid_alive "$PIDFILE" || { tail -30 "$DIR/stdout.log" "$DIR/server.log" >&2 2>/dev/null; die "kafka exited"; }
     sleep 0.5
@@ -190,7 +213,8 @@ ports() { sed -n 's|^listeners=||p' "$DIR/server.properties" | tr ',' '\n' | sed
 # resumable succeeds when the broker's storage, config and ports can be reused as they are.
 resumable() {
   [ -f "$DIR/data/meta.properties" ] && [ -f "$DIR/server.properties" ] && [ -f "$PORTFILE" ] &&
-    [ -f "$SASLPORTFILE" ] && [ -f "$DIR/sasl.password" ] && [ -f "$TLSDIR/ca.pem" ] || return 1
+    [ -f "$SASLPORTFILE" ] && [ -f "$DIR/sasl.password" ] && [ -f "$TLSDIR/ca.pem" ] &&
+    [ -f "$MTLSPORTFILE" ] && [ -f "$TLSDIR/client.key" ] || return 1
   [ "$(cat "$DIR/script.sum" 2>/dev/null)" = "$(script_sum)" ] || { log "config written by another version of this script: formatting afresh"; return 1; }
   local p
   for p in $(ports); do

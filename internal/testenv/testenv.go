@@ -33,6 +33,12 @@ const (
 	EnvKafkaSASLMechanism = "STATECAST_KAFKA_SASL_MECHANISM"
 	EnvKafkaSASLUser      = "STATECAST_KAFKA_SASL_USER"
 	EnvKafkaSASLPassword  = "STATECAST_KAFKA_SASL_PASSWORD"
+	// The broker's SSL listener that requires a client certificate (mutual TLS): its
+	// address, the CA's PEM, and a client certificate and key (PEM) signed by that CA.
+	EnvKafkaMTLSBrokers = "STATECAST_KAFKA_MTLS_BROKERS"
+	EnvKafkaMTLSCA      = "STATECAST_KAFKA_MTLS_CA"
+	EnvKafkaMTLSCert    = "STATECAST_KAFKA_MTLS_CERT"
+	EnvKafkaMTLSKey     = "STATECAST_KAFKA_MTLS_KEY"
 )
 
 // InCI reports whether the tests run under CI, where missing servers are failures.
@@ -94,6 +100,38 @@ func saslConfig(t testing.TB, brokers, ca, mechanism, user, password string) kaf
 		t.Fatalf("testenv: the SASL_SSL listener's settings: %v", err)
 	}
 	return c
+}
+
+// KafkaMTLS returns the connection to the local broker's mutual-TLS listener (the broker
+// verified with the test CA, the client authenticated by the certificate deploy/local
+// made), validated, with client id "testenv". It is the same broker as KafkaBrokers'.
+func KafkaMTLS(t testing.TB) kafkaconn.Config {
+	t.Helper()
+	vals := map[string]string{}
+	for _, name := range []string{EnvKafkaMTLSBrokers, EnvKafkaMTLSCA, EnvKafkaMTLSCert, EnvKafkaMTLSKey} {
+		if vals[name] = os.Getenv(name); vals[name] == "" {
+			missing(t, "Kafka's mutual-TLS listener", name)
+		}
+	}
+	c := kafkaconn.Config{Brokers: strings.Split(vals[EnvKafkaMTLSBrokers], ","), ClientID: "testenv", Timeout: 30 * time.Second,
+		TLS: kafkaconn.TLS{Enabled: true, CAFile: vals[EnvKafkaMTLSCA], CertFile: vals[EnvKafkaMTLSCert], KeyFile: vals[EnvKafkaMTLSKey]}}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("testenv: the mutual-TLS listener's settings: %v", err)
+	}
+	return c
+}
+
+// SecuredKafka is one of the broker's secured listeners.
+type SecuredKafka struct {
+	Name string // "sasl_ssl" or "mtls"
+	Conn kafkaconn.Config
+}
+
+// KafkaSecured returns the local broker's secured listeners, SASL_SSL and mutual TLS, for
+// tests that run a component through each.
+func KafkaSecured(t testing.TB) []SecuredKafka {
+	t.Helper()
+	return []SecuredKafka{{"sasl_ssl", KafkaSASL(t)}, {"mtls", KafkaMTLS(t)}}
 }
 
 // UniqueName returns prefix plus a random suffix, usable as a database or topic name.

@@ -157,57 +157,83 @@ func TestDedicatedPostgresRestartKeepsData(t *testing.T) {
 func TestKafkaSASL(t *testing.T) {
 	conn := testenv.KafkaSASL(t)
 	topic := testenv.NewTopic(t, "sasl", nil)
-	roundTrip := func(c kafkaconn.Config) error {
-		c.Timeout = 10 * time.Second
-		sc := c.SaramaProducerConfig()
-		sc.Metadata.Retry.Max = 1
-		p, err := sarama.NewSyncProducer(c.Brokers, sc)
-		if err != nil {
-			return err
-		}
-		defer p.Close()
-		_, off, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder(c.SASL.Mechanism)})
-		if err != nil {
-			return err
-		}
-		cons, err := sarama.NewConsumer(testenv.KafkaBrokers(t), kafkaconn.NewConfig("testenv")) // read back on the plaintext listener
-		if err != nil {
-			return err
-		}
-		defer cons.Close()
-		pc, err := cons.ConsumePartition(topic, 0, off)
-		if err != nil {
-			return err
-		}
-		defer pc.Close()
-		select {
-		case m := <-pc.Messages():
-			if string(m.Value) != c.SASL.Mechanism {
-				t.Errorf("read back %q", m.Value)
-			}
-		case <-time.After(20 * time.Second):
-			t.Error("nothing read back")
-		}
-		return nil
-	}
 	for _, mech := range []string{kafkaconn.SASLScramSHA512, kafkaconn.SASLScramSHA256, kafkaconn.SASLPlain} {
 		c := conn
 		c.SASL.Mechanism = mech
-		if err := roundTrip(c); err != nil {
+		if err := kafkaRoundTrip(t, topic, c, mech); err != nil {
 			t.Errorf("%s: %v", mech, err)
 		}
 	}
-	for name, edit := range map[string]func(*kafkaconn.Config){
+	refused(t, topic, conn, map[string]func(*kafkaconn.Config){
 		"wrong password": func(c *kafkaconn.Config) { c.SASL.Password += "x" },
 		"no TLS":         func(c *kafkaconn.Config) { c.TLS = kafkaconn.TLS{} },
 		"another CA":     func(c *kafkaconn.Config) { c.TLS.CAFile = testenv.NewPKI(t).CAFile },
-	} {
+	})
+}
+
+// TestKafkaMTLS: the mutual-TLS listener takes the client certificate deploy/local made,
+// and refuses a client without one, one with a certificate from another CA, and plaintext.
+func TestKafkaMTLS(t *testing.T) {
+	conn := testenv.KafkaMTLS(t)
+	topic := testenv.NewTopic(t, "mtls", nil)
+	if err := kafkaRoundTrip(t, topic, conn, "mtls"); err != nil {
+		t.Errorf("the client certificate: %v", err)
+	}
+	refused(t, topic, conn, map[string]func(*kafkaconn.Config){
+		"no client certificate": func(c *kafkaconn.Config) { c.TLS.CertFile, c.TLS.KeyFile = "", "" },
+		"a certificate from another CA": func(c *kafkaconn.Config) {
+			other := testenv.NewPKI(t)
+			c.TLS.CertFile, c.TLS.KeyFile = other.ClientCert, other.ClientKey
+		},
+		"no TLS": func(c *kafkaconn.Config) { c.TLS = kafkaconn.TLS{} },
+	})
+}
+
+// kafkaRoundTrip produces value to topic through c and reads it back on the plaintext listener.
+func kafkaRoundTrip(t *testing.T, topic string, c kafkaconn.Config, value string) error {
+	c.Timeout = 10 * time.Second
+	sc := c.SaramaProducerConfig()
+	sc.Metadata.Retry.Max = 1
+	p, err := sarama.NewSyncProducer(c.Brokers, sc)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	_, off, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder(value)})
+	if err != nil {
+		return err
+	}
+	cons, err := sarama.NewConsumer(testenv.KafkaBrokers(t), kafkaconn.NewConfig("testenv"))
+	if err != nil {
+		return err
+	}
+	defer cons.Close()
+	pc, err := cons.ConsumePartition(topic, 0, off)
+	if err != nil {
+		return err
+	}
+	defer pc.Close()
+	select {
+	case m := <-pc.Messages():
+		if string(m.Value) != value {
+			t.Errorf("read back %q, want %q", m.Value, value)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("nothing read back")
+	}
+	return nil
+}
+
+// refused checks that conn changed by each edit cannot produce to topic.
+func refused(t *testing.T, topic string, conn kafkaconn.Config, edits map[string]func(*kafkaconn.Config)) {
+	t.Helper()
+	for name, edit := range edits {
 		c := conn
 		edit(&c)
-		if err := c.Validate(); err != nil {
+		if err := c.Validate(); err != nil { // reloads the TLS settings
 			t.Fatal(err)
 		}
-		if err := roundTrip(c); err == nil {
+		if err := kafkaRoundTrip(t, topic, c, name); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

@@ -8,14 +8,20 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/parallel"
 )
 
-// TestKafkaSASLSSL: a consumer whose Config.Kafka is the real broker's SASL_SSL listener
-// (TLS with the test CA, SCRAM) joins its group, processes every record and commits its
-// checkpoint through it.
-func TestKafkaSASLSSL(t *testing.T) {
-	conn := testenv.KafkaSASL(t)
+// TestKafkaSecured: a consumer whose Config.Kafka is one of the real broker's secured
+// listeners — SASL_SSL (TLS with the test CA, SCRAM) or mutual TLS (a client certificate) —
+// joins its group, processes every record and commits its checkpoint through it.
+func TestKafkaSecured(t *testing.T) {
+	for _, l := range testenv.KafkaSecured(t) {
+		t.Run(l.Name, func(t *testing.T) { testKafkaSecured(t, l.Conn, l.Name == "mtls") })
+	}
+}
+
+func testKafkaSecured(t *testing.T, conn kafkaconn.Config, mtls bool) {
 	brokers := testenv.KafkaBrokers(t)
 	topic := testenv.NewTopic(t, "pc_sasl", nil)
 	group := testenv.UniqueName("g")
@@ -26,7 +32,7 @@ func TestKafkaSASLSSL(t *testing.T) {
 		return nil
 	})
 	cfg.Sarama, cfg.Kafka = nil, conn
-	cfg.Kafka.ClientID = "saramapc-sasl-test"
+	cfg.Kafka.ClientID = "saramapc-secured-test"
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -34,8 +40,11 @@ func TestKafkaSASLSSL(t *testing.T) {
 	cfg.Sarama.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Sarama.Consumer.Group.Session.Timeout = 10 * time.Second
 	cfg.Sarama.Consumer.Group.Heartbeat.Interval = time.Second
-	if !cfg.Sarama.Net.TLS.Enable || !cfg.Sarama.Net.SASL.Enable {
+	if !cfg.Sarama.Net.TLS.Enable || cfg.Sarama.Net.SASL.Enable == mtls {
 		t.Fatalf("Config.Kafka's TLS and SASL did not reach sarama: %+v %+v", cfg.Sarama.Net.TLS, cfg.Sarama.Net.SASL.Mechanism)
+	}
+	if mtls && len(cfg.Sarama.Net.TLS.Config.Certificates) != 1 {
+		t.Fatalf("Config.Kafka's client certificate did not reach sarama")
 	}
 	_, stop := start(t, cfg)
 	last := offs[len(offs)-1]

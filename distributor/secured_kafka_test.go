@@ -5,17 +5,24 @@ import (
 	"testing"
 
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
-// TestKafkaSASLSSL: the distributor publishes through the real broker's SASL_SSL listener
-// (TLS verified with the test CA, SCRAM-SHA-512) — every one of its Kafka clients: topic
-// admin, start-up read-back, producer — and a change made afterwards arrives too.
-func TestKafkaSASLSSL(t *testing.T) {
+// TestKafkaSecured: the distributor publishes through each of the real broker's secured
+// listeners — SASL_SSL (TLS verified with the test CA, SCRAM-SHA-512) and mutual TLS (a
+// client certificate) — with every one of its Kafka clients: topic admin, start-up
+// read-back, producer; a change made afterwards arrives too.
+func TestKafkaSecured(t *testing.T) {
+	for _, l := range testenv.KafkaSecured(t) {
+		t.Run(l.Name, func(t *testing.T) { testKafkaSecured(t, l.Conn) })
+	}
+}
+
+func testKafkaSecured(t *testing.T, conn kafkaconn.Config) {
 	e := newEnv(t)
-	conn := testenv.KafkaSASL(t)
 	e.createItems()
 	cfg := e.config(itemsView())
-	conn.ClientID = "test-sasl"
+	conn.ClientID = "test-secured"
 	cfg.Kafka.Config = conn
 	r := start(t, cfg)
 	r.waitReady(t)

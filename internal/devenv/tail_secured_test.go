@@ -11,10 +11,16 @@ import (
 	"github.com/statecast/statecast/kafkaconn"
 )
 
-// TestTailSASLSSL: cachectl tail's reader takes a kafkaconn.Config and reads a stream
-// through the real broker's SASL_SSL listener.
-func TestTailSASLSSL(t *testing.T) {
-	conn := testenv.KafkaSASL(t)
+// TestTailSecured: cachectl tail's reader takes a kafkaconn.Config and reads a stream
+// through each of the real broker's secured listeners; a wrong password (SASL_SSL) or no
+// client certificate (mutual TLS) is refused.
+func TestTailSecured(t *testing.T) {
+	for _, l := range testenv.KafkaSecured(t) {
+		t.Run(l.Name, func(t *testing.T) { testTailSecured(t, l.Conn, l.Name == "mtls") })
+	}
+}
+
+func testTailSecured(t *testing.T, conn kafkaconn.Config, mtls bool) {
 	brokers := testenv.KafkaBrokers(t)
 	topic := testenv.NewTopic(t, "tail_sasl", nil)
 	prod, err := sarama.NewSyncProducer(brokers, kafkaconn.ProducerConfig("tail-test"))
@@ -40,9 +46,16 @@ func TestTailSASLSSL(t *testing.T) {
 		t.Fatalf("tail read %v", keys)
 	}
 	bad := conn
-	bad.SASL.Password += "x"
+	if mtls {
+		bad.TLS.CertFile, bad.TLS.KeyFile = "", ""
+	} else {
+		bad.SASL.Password += "x"
+	}
 	bad.Timeout = 5 * time.Second
+	if err := bad.Validate(); err != nil { // reloads the TLS settings
+		t.Fatal(err)
+	}
 	if err := Tail(ctx, TailOptions{Kafka: bad, Topic: topic, From: sarama.OffsetOldest}, func(Record) error { return nil }); err == nil {
-		t.Fatal("a wrong password read the stream")
+		t.Fatal("a client without its credential read the stream")
 	}
 }
