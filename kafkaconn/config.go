@@ -26,7 +26,8 @@ type Config struct {
 	TLS  TLS  `yaml:"tls"`
 	SASL SASL `yaml:"sasl"`
 
-	tlsConfig *tls.Config // loaded by Validate from TLS
+	tlsConfig *tls.Config // loaded by Validate from tlsFrom
+	tlsFrom   TLS         // TLS as Validate loaded it: a copy with other TLS settings reloads
 }
 
 // TLS is the TLS setting of a connection (kafka.tls).
@@ -79,7 +80,7 @@ func (c *Config) Validate() error {
 	} else if tc, err := t.config(); err != nil {
 		errs = append(errs, err)
 	} else {
-		c.tlsConfig = tc
+		c.tlsConfig, c.tlsFrom = tc, *t
 	}
 	s := &c.SASL
 	switch s.Mechanism {
@@ -130,14 +131,15 @@ func (t *TLS) config() (*tls.Config, error) {
 	return tc, nil
 }
 
-// Apply sets c's TLS, SASL and timeout on sc. A Config that was not validated loads its
-// TLS files here; one whose files do not load leaves TLS enabled without them, and the
-// connection then fails (Validate reports the reason).
+// Apply sets c's TLS, SASL and timeout on sc. A Config that was not validated, or whose TLS
+// settings changed since (an edited copy), loads its TLS files here; one whose files do not
+// load leaves TLS enabled without them, and the connection then fails (Validate reports
+// the reason).
 func (c *Config) Apply(sc *sarama.Config) {
 	if c.TLS.Enabled {
 		sc.Net.TLS.Enable = true
 		tc := c.tlsConfig
-		if tc == nil {
+		if tc == nil || c.tlsFrom != c.TLS {
 			tc, _ = c.TLS.config()
 		}
 		sc.Net.TLS.Config = tc.Clone()

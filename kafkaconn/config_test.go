@@ -164,6 +164,27 @@ func TestApplyWithoutValidate(t *testing.T) {
 	}
 }
 
+// TestApplyEditedCopy: a copy of a validated Config with other TLS settings connects with
+// its own settings, not the ones its original loaded.
+func TestApplyEditedCopy(t *testing.T) {
+	pki := testenv.NewPKI(t)
+	c := kafkaconn.Config{Brokers: []string{"b:9092"}, TLS: kafkaconn.TLS{Enabled: true, CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(c.SaramaConfig().Net.TLS.Config.Certificates); got != 1 {
+		t.Fatalf("the validated config has %d client certificates, want 1", got)
+	}
+	edited := c
+	edited.TLS.CertFile, edited.TLS.KeyFile = "", ""
+	if got := len(edited.SaramaConfig().Net.TLS.Config.Certificates); got != 0 {
+		t.Fatalf("the copy without a client certificate presents %d", got)
+	}
+	if got := len(c.SaramaConfig().Net.TLS.Config.Certificates); got != 1 {
+		t.Fatalf("the original lost its client certificate: %d", got)
+	}
+}
+
 // TestFlags: the flags fill a Config as its YAML does; the password comes from a file or
 // a variable, never from a flag of its own.
 func TestFlags(t *testing.T) {
