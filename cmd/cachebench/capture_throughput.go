@@ -10,6 +10,7 @@ import (
 	"github.com/statecast/statecast/cacheclient"
 	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/internal/bench"
+	"github.com/statecast/statecast/internal/pggate"
 )
 
 // runCaptureThroughput measures the WAL capture path under concurrent writers with
@@ -47,9 +48,9 @@ func runCaptureThroughput(ctx context.Context, args *bench.Args, w io.Writer) er
 	// For the drain, the distributor reaches PostgreSQL through a gate that can hold its
 	// replication stream: a backlog then builds up in its own slot.
 	dsn, via := env.DSN, ""
-	var gate *bench.Gate
+	var gate *pggate.Gate
 	if *drain {
-		if gate, dsn, err = bench.StartGate(env.DSN); err != nil {
+		if gate, dsn, err = pggate.Start(env.DSN); err != nil {
 			return err
 		}
 		defer gate.Close()
@@ -134,7 +135,7 @@ func runCaptureThroughput(ctx context.Context, args *bench.Args, w io.Writer) er
 // replication stream is held, then lets pg_recvlogical alone decode them from a slot
 // created at the hold, then releases the distributor and times its catch-up until the
 // cache shows the last transaction. It returns both rates, in row changes per second.
-func captureDrain(ctx context.Context, w io.Writer, env *bench.DistEnv, wl *bench.Workload, gate *bench.Gate,
+func captureDrain(ctx context.Context, w io.Writer, env *bench.DistEnv, wl *bench.Workload, gate *pggate.Gate,
 	pipe *bench.Pipeline, probe *bench.Probe, o captureOpts, txns int) (floorRate, pipeRate float64, err error) {
 	gate.Hold()
 	released := false

@@ -19,6 +19,7 @@ import (
 
 	"github.com/statecast/statecast/cacheclient"
 	"github.com/statecast/statecast/distributor"
+	"github.com/statecast/statecast/internal/pggate"
 	"github.com/statecast/statecast/internal/testenv"
 )
 
@@ -283,7 +284,7 @@ func TestGate(t *testing.T) {
 	dsn := testenv.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	g, gdsn, err := StartGate(dsn)
+	g, gdsn, err := pggate.Start(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

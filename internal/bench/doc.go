@@ -6,8 +6,7 @@
 // profiling. For the WAL capture benchmarks: the writers (Workload: each transaction's xid
 // and commit times), the capture path in process (Pipeline: a wal distributor and a
 // player; Cache: a cacheclient with a Probe per view that records when a transaction
-// became visible), pg_recvlogical as the floor (RecvLogical, reading pgoutput), a Gate
-// that holds a distributor's replication stream so a backlog builds up in its slot, and
+// became visible), pg_recvlogical as the floor (RecvLogical, reading pgoutput), and
 // the slots' clean-up (a slot left behind keeps the server's WAL forever).
 //
 // Every benchmark prints the baseline it is compared with, measured in the same run: the

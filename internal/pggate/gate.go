@@ -1,4 +1,8 @@
-package bench
+// Package pggate is a TCP proxy in front of PostgreSQL that can hold the replication
+// connections alone: a distributor behind it keeps running its queries while its WAL
+// stream waits, so a backlog builds up in its own slot. Benchmarks time the catch-up;
+// tests check what a cycle does with a backlog.
+package pggate
 
 import (
 	"encoding/binary"
@@ -38,16 +42,16 @@ type Gate struct {
 // a held walsender stops decoding soon (what sits in the sockets is decoded already).
 const gateReadBuffer = 64 << 10
 
-// StartGate starts a gate in front of the server of dsn (a URL) and returns the same DSN
+// Start starts a gate in front of the server of dsn (a URL) and returns the same DSN
 // through the gate.
-func StartGate(dsn string) (*Gate, string, error) {
+func Start(dsn string) (*Gate, string, error) {
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		return nil, "", err
 	}
 	u, err := url.Parse(dsn)
 	if err != nil || u.Scheme == "" {
-		return nil, "", fmt.Errorf("bench: gate: the DSN must be a URL: %q", dsn)
+		return nil, "", fmt.Errorf("pggate: the DSN must be a URL: %q", dsn)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -193,7 +197,7 @@ func readStartup(c net.Conn) (msg []byte, replication bool, err error) {
 		}
 		n := binary.BigEndian.Uint32(hdr[:4])
 		if n < 8 || n > 1<<16 {
-			return nil, false, fmt.Errorf("bench: gate: startup message of %d bytes", n)
+			return nil, false, fmt.Errorf("pggate: startup message of %d bytes", n)
 		}
 		msg = make([]byte, n)
 		copy(msg, hdr[:])
