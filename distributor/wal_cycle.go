@@ -18,7 +18,9 @@ import (
 //     received transactions it shows — they must be a prefix of the commit order, else a
 //     new snapshot is taken (a commit may become visible an instant before an earlier one);
 //  3. re-read in the snapshot the view rows those transactions touched (wal_view.go), or
-//     whole views (the first cycle, reconciles, tables a view cannot map, truncates);
+//     whole views (the first cycle, reconciles, tables a view cannot map, truncates); when
+//     a backlog streams in, the rows of the transactions received so far are read while
+//     the rest arrives (takeReading), so the re-read overlaps the receipt;
 //  4. publish what changed and a position record: every commit up to the position is in
 //     the stream, because the snapshot is exactly the database after that prefix;
 //  5. once the broker acknowledged it, confirm the position to the slot.
@@ -54,12 +56,12 @@ func (w *walSession) runCycle(ctx context.Context, first *capture.Snapshot) erro
 func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 	s := w.s
 	start := time.Now()
-	txns, through, err := w.recv.Take(ctx, snap.Insert)
+	reads := map[*walView]*mappedRead{}
+	through, readTo, early, err := w.takeReading(ctx, snap, reads)
 	if err != nil {
 		return err
 	}
 	taken := time.Now()
-	w.pending = append(w.pending, txns...)
 	shown, rest, ok := snap.Split(w.pending)
 	if !ok {
 		return errNoPrefix
@@ -80,11 +82,14 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 
 	// What each view must re-read.
 	changes := map[*walView]*viewChanges{}
-	for _, t := range shown {
+	for i, t := range shown {
 		for _, v := range w.fullReads(t) {
 			if _, ok := w.full[v.st]; !ok {
 				w.full[v.st] = "changes of a table it cannot map"
 			}
+		}
+		if i < readTo {
+			continue // its changes were read while the rest was received
 		}
 		for _, c := range t.Changes {
 			for _, v := range w.tables[c.Rel] {
@@ -145,8 +150,15 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 			if reason != "start-up" {
 				s.m.rereads.WithLabelValues(s.cfg.Topic, st.cfg.Name, reasonLabel(reason)).Inc()
 			}
-		case changes[v] != nil && st.failed == nil:
-			if err := w.mappedOut(ctx, snap.Tx, v, changes[v], src, t); err != nil {
+		case (changes[v] != nil || reads[v] != nil) && st.failed == nil:
+			a, ch := reads[v], changes[v]
+			if a == nil {
+				a = w.newMappedRead(v)
+			}
+			if ch == nil {
+				ch = newViewChanges()
+			}
+			if err := w.mappedOut(ctx, snap.Tx, a, ch, src, t); err != nil {
 				if isErr(err, ErrView) {
 					s.failView(st, err, "changes")
 					continue
@@ -161,7 +173,7 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 		return err
 	}
 	if s.log.Enabled(ctx, slog.LevelDebug) {
-		s.log.Debug("cycle", "stream", s.cfg.Topic, "txns", len(shown), "commit_age", start.Sub(commitTime), "done_age", time.Since(commitTime), "take", taken.Sub(start), "read", read.Sub(taken), "publish", time.Since(read), "position", pos)
+		s.log.Debug("cycle", "stream", s.cfg.Topic, "txns", len(shown), "commit_age", start.Sub(commitTime), "done_age", time.Since(commitTime), "take", taken.Sub(start), "early_reads", early, "early_txns", readTo, "read", read.Sub(taken), "publish", time.Since(read), "position", pos)
 	}
 	for _, st := range readViews {
 		delete(w.full, st)
@@ -173,6 +185,73 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 	s.m.captureLag.WithLabelValues(s.cfg.Topic).Set(max(0, time.Since(commitTime).Seconds()))
 	s.m.cycleTxns.WithLabelValues(s.cfg.Topic).Add(float64(len(shown)))
 	return nil
+}
+
+// earlyTxns is how many received transactions make a cycle start re-reading while the
+// rest of what its snapshot shows is still being received: a backlog's reads overlap its
+// receipt, while a live cycle, whose few transactions are there at once, reads once.
+const earlyTxns = 64
+
+// takeReading receives into w.pending the transactions up to the snapshot's position and
+// returns the position decoded through. While a backlog comes in, the rows that the
+// received transactions the snapshot shows changed in the mapped views are read at once,
+// into reads: the changes of w.pending[:readTo] are in reads; early counts those rounds. Only transactions the snapshot shows are read for,
+// in commit order up to the first it does not show: they are the cycle's (or, when a later
+// one shows, the cycle is taken again with new reads), and a row read in the snapshot is
+// its state for the whole cycle.
+func (w *walSession) takeReading(ctx context.Context, snap *capture.Snapshot, reads map[*walView]*mappedRead) (through capture.LSN, readTo, early int, err error) {
+	next, stop := 0, false
+	full := map[*walView]bool{} // views some transaction makes read in full: not read early
+	for {
+		txns, got, done, err := w.recv.TakeSome(ctx, snap.Insert, earlyTxns)
+		if err != nil {
+			return 0, 0, early, err
+		}
+		w.pending = append(w.pending, txns...)
+		if done {
+			return got, next, early, nil
+		}
+		changes := map[*walView]*viewChanges{}
+		for ; !stop && next < len(w.pending); next++ {
+			t := w.pending[next]
+			if !snap.Visible(t.Xid) {
+				stop = true
+				break
+			}
+			for _, v := range w.fullReads(t) {
+				full[v] = true
+			}
+			for _, c := range t.Changes {
+				for _, v := range w.tables[c.Rel] {
+					if _, queued := w.full[v.st]; queued || full[v] || v.st.failed != nil {
+						continue
+					}
+					ch := changes[v]
+					if ch == nil {
+						ch = newViewChanges()
+						changes[v] = ch
+					}
+					ch.add(v, c)
+				}
+			}
+		}
+		if len(changes) > 0 {
+			early++
+		}
+		for v, ch := range changes {
+			if full[v] {
+				continue
+			}
+			a := reads[v]
+			if a == nil {
+				a = w.newMappedRead(v)
+				reads[v] = a
+			}
+			if err := a.read(ctx, snap.Tx, ch); err != nil && !isErr(err, ErrView) {
+				return 0, 0, early, err // a view's error fails only that view, in the cycle
+			}
+		}
+	}
 }
 
 // phaseOf is the progress phase of a full read done for reason.

@@ -178,73 +178,135 @@ type foundRow struct {
 	ids   []capture.Identity // per st.deps
 }
 
-// mappedOut re-reads in tx the rows of v that ch touched and adds to t the rows whose
-// content changed and the tombstones of the rows that are gone.
-func (w *walSession) mappedOut(ctx context.Context, tx pgx.Tx, v *walView, ch *viewChanges, src source, t *txnOut) error {
-	s := w.s
-	st := v.st
+// mappedRead is one cycle's re-read of a mapped view so far. The rows of the identities
+// that the cycle's transactions changed can be read while later transactions are still
+// being received: the snapshot is fixed, so a row read once is read for good, and each
+// identity is read once. The rows that lost a changed identity are read at the end, in
+// mappedOut, once every change is known.
+type mappedRead struct {
+	v     *walView
+	codec *rowCodec
+	found map[string]*foundRow
+	prev  map[string]struct{}                      // keys published before that the changes may have touched
+	byKey map[string]struct{}                      // the keys already read by key
+	keys  map[capture.Identity]struct{}            // key identities read
+	ids   map[uint32]map[capture.Identity]struct{} // joined table → identities read
+	err   error                                    // the read that failed: the view's cycle fails with it
+}
+
+func (w *walSession) newMappedRead(v *walView) *mappedRead {
+	cfg := v.st.cfg
+	return &mappedRead{v: v, codec: newRowCodec(cfg, v.st.enc, w.s.cfg.maxBytes, headerBytes(cfg.Name)+recordOverhead),
+		found: map[string]*foundRow{}, prev: map[string]struct{}{}, byKey: map[string]struct{}{},
+		keys: map[capture.Identity]struct{}{}, ids: map[uint32]map[capture.Identity]struct{}{}}
+}
+
+// run reads the rows l finds for tuples in tx. A key found twice with other content is
+// two rows with one key: in one snapshot a key's row is the same at every read.
+func (a *mappedRead) run(ctx context.Context, tx pgx.Tx, l *capture.Lookup, tuples [][][]byte) error {
+	st := a.v.st
 	cfg := st.cfg
 	hdr := headerBytes(cfg.Name)
-	codec := newRowCodec(cfg, st.enc, s.cfg.maxBytes, hdr+recordOverhead)
-	found := map[string]*foundRow{}
-	prev := map[string]struct{}{}  // keys published before that the changes may have touched
-	byKey := map[string]struct{}{} // the keys already read by key
-	read := func(l *capture.Lookup, tuples [][][]byte) error {
-		seen := map[string]bool{}
-		return l.Run(ctx, tx, tuples, func(raw [][]byte) error {
-			key, value, err := codec.encode(raw)
-			if err != nil {
-				return err
-			}
-			if seen[key] {
-				return &ViewError{View: cfg.Name, Key: key, Err: errors.New("duplicate key in one snapshot (key columns must be unique in the view)")}
-			}
-			seen[key] = true
-			if n := len(key) + len(value) + hdr + recordOverhead; n > s.cfg.maxBytes {
-				return &ViewError{View: cfg.Name, Key: key, Err: fmt.Errorf("record of %d bytes exceeds the broker's message limit of %d bytes", n, s.cfg.maxBytes)}
-			}
-			f := &foundRow{value: value, hash: record.RowHash(codec.keyBuf, value)}
-			for _, m := range st.deps {
-				f.ids = append(f.ids, m.identity(raw))
-			}
-			found[key] = f
-			return nil
-		})
-	}
-	if len(ch.keys) > 0 {
-		var tuples [][][]byte
-		row := make([][]byte, len(v.deps.Columns))
-		for id := range ch.keys {
-			vals := id.Values()
-			tuples = append(tuples, vals)
-			for i, k := range v.deps.Key {
-				row[k] = vals[i]
-			}
-			if key, err := st.enc.AppendKey(nil, cfg.Name, row); err == nil {
-				prev[string(key)] = struct{}{}
-				byKey[string(key)] = struct{}{}
-			}
+	maxBytes := a.codec.maxBytes
+	seen := map[string]bool{}
+	return l.Run(ctx, tx, tuples, func(raw [][]byte) error {
+		key, value, err := a.codec.encode(raw)
+		if err != nil {
+			return err
 		}
-		if err := read(v.byKey, tuples); err != nil {
+		dup := &ViewError{View: cfg.Name, Key: key, Err: errors.New("duplicate key in one snapshot (key columns must be unique in the view)")}
+		if seen[key] {
+			return dup
+		}
+		seen[key] = true
+		if n := len(key) + len(value) + hdr + recordOverhead; n > maxBytes {
+			return &ViewError{View: cfg.Name, Key: key, Err: fmt.Errorf("record of %d bytes exceeds the broker's message limit of %d bytes", n, maxBytes)}
+		}
+		f := &foundRow{value: value, hash: record.RowHash(a.codec.keyBuf, value)}
+		if old, ok := a.found[key]; ok && old.hash != f.hash {
+			return dup
+		}
+		for _, m := range st.deps {
+			f.ids = append(f.ids, m.identity(raw))
+		}
+		a.found[key] = f
+		return nil
+	})
+}
+
+// read reads in tx the rows of the identities in ch that a did not read yet. After an
+// error it reads nothing more and returns that error.
+func (a *mappedRead) read(ctx context.Context, tx pgx.Tx, ch *viewChanges) error {
+	if a.err == nil {
+		a.err = a.readNew(ctx, tx, ch)
+	}
+	return a.err
+}
+
+func (a *mappedRead) readNew(ctx context.Context, tx pgx.Tx, ch *viewChanges) error {
+	v, st := a.v, a.v.st
+	cfg := st.cfg
+	var tuples [][][]byte
+	row := make([][]byte, len(v.deps.Columns))
+	for id := range ch.keys {
+		if _, done := a.keys[id]; done {
+			continue
+		}
+		a.keys[id] = struct{}{}
+		vals := id.Values()
+		tuples = append(tuples, vals)
+		for i, k := range v.deps.Key {
+			row[k] = vals[i]
+		}
+		if key, err := st.enc.AppendKey(nil, cfg.Name, row); err == nil {
+			a.prev[string(key)] = struct{}{}
+			a.byKey[string(key)] = struct{}{}
+		}
+	}
+	if len(tuples) > 0 {
+		if err := a.run(ctx, tx, v.byKey, tuples); err != nil {
 			return sqlError(cfg, err)
 		}
 	}
 	for _, m := range st.deps {
 		ids := ch.ids[m.table]
-		if len(ids) == 0 {
-			continue
+		done := a.ids[m.table]
+		if done == nil {
+			done = map[capture.Identity]struct{}{}
+			a.ids[m.table] = done
 		}
-		tuples := make([][][]byte, 0, len(ids))
+		tuples = tuples[:0]
 		for id := range ids {
+			if _, ok := done[id]; ok {
+				continue
+			}
+			done[id] = struct{}{}
 			tuples = append(tuples, id.Values())
 			for k := range m.byID[id] {
-				prev[k] = struct{}{}
+				a.prev[k] = struct{}{}
 			}
 		}
-		if err := read(v.byTable[m.table], tuples); err != nil {
+		if len(tuples) == 0 {
+			continue
+		}
+		if err := a.run(ctx, tx, v.byTable[m.table], tuples); err != nil {
 			return sqlError(cfg, err)
 		}
 	}
+	return nil
+}
+
+// mappedOut re-reads in tx the rows of v that ch touched and a did not read yet, then the
+// rows that held a changed identity, and adds to t the rows whose content changed and the
+// tombstones of the rows that are gone.
+func (w *walSession) mappedOut(ctx context.Context, tx pgx.Tx, a *mappedRead, ch *viewChanges, src source, t *txnOut) error {
+	s := w.s
+	st := a.v.st
+	cfg := st.cfg
+	if err := a.read(ctx, tx, ch); err != nil {
+		return err
+	}
+	found, prev, byKey := a.found, a.prev, a.byKey
 	// Rows that held a changed identity but hold none now: re-read by key (they may still
 	// be in the view, joined to another row, or gone).
 	var missing [][][]byte
@@ -269,7 +331,7 @@ func (w *walSession) mappedOut(ctx context.Context, tx pgx.Tx, v *walView, ch *v
 		missing = append(missing, tuple)
 	}
 	if len(missing) > 0 {
-		if err := read(v.byKeyText, missing); err != nil {
+		if err := a.run(ctx, tx, a.v.byKeyText, missing); err != nil {
 			return sqlError(cfg, err)
 		}
 	}

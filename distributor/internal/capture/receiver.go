@@ -503,30 +503,62 @@ func (s *Sub) Pending(ctx context.Context) (int, error) {
 // transaction of s with the position decoded through: every commit at or before it that
 // touches s's tables is among the transactions returned or was taken earlier.
 func (s *Sub) Take(ctx context.Context, through LSN) ([]*Txn, LSN, error) {
+	txns, got, _, err := s.TakeSome(ctx, through, 0)
+	return txns, got, err
+}
+
+// TakeSome is Take that returns early, with done false, once min or more transactions of
+// s are buffered (min > 0): the caller can work on them while the rest arrive. done is true
+// when the returned transactions complete the WAL up to through, as Take's.
+func (s *Sub) TakeSome(ctx context.Context, through LSN, min int) (txns []*Txn, got LSN, done bool, err error) {
 	r := s.r
+	// One ping asks the server for its position; while transactions stream in, each of
+	// them moves the position, and a ping per wake-up would cost the receiver and the
+	// server a status message per transaction. A quiet 5 ms pings again: a reply may have
+	// been sent before the request was read.
+	pinged := false
+	var quiet *time.Timer
+	defer func() {
+		if quiet != nil {
+			quiet.Stop()
+		}
+	}()
 	for {
 		r.mu.Lock()
 		got, err, changed := r.through, r.err, r.changed
-		if err == nil && got >= through {
+		done := err == nil && got >= through
+		if done || err == nil && min > 0 && len(s.txns) >= min {
 			txns := s.txns
 			r.pending -= s.pending
 			s.txns, s.pending = nil, 0
 			close(r.room)
 			r.room = make(chan struct{})
 			r.mu.Unlock()
-			return txns, got, nil
+			return txns, got, done, nil
 		}
-		r.ping = true
+		ping := !pinged && err == nil
+		if ping {
+			r.ping = true
+		}
 		r.mu.Unlock()
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, false, err
 		}
-		r.interrupt()
+		if ping {
+			r.interrupt()
+			pinged = true
+		}
+		if quiet == nil {
+			quiet = time.NewTimer(5 * time.Millisecond)
+		} else {
+			quiet.Reset(5 * time.Millisecond)
+		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, 0, ctx.Err()
-		case <-time.After(5 * time.Millisecond): // ping again: a reply may have been sent before our request was read
+			return nil, 0, false, ctx.Err()
+		case <-quiet.C:
+			pinged = false
 		}
 	}
 }
