@@ -192,6 +192,13 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 // receipt, while a live cycle, whose few transactions are there at once, reads once.
 const earlyTxns = 64
 
+// flushWait is how long a cycle waits for the slot to reach its snapshot's position before
+// it makes the server flush its WAL (capture.FlushWAL), when that position was not flushed
+// as the snapshot was taken: the WAL writer does not flush WAL that no commit follows, so
+// on a database that went quiet the wait could last until the next commit or checkpoint.
+// A live cycle's transactions are received within a few milliseconds.
+const flushWait = 10 * time.Millisecond
+
 // takeReading receives into w.pending the transactions up to the snapshot's position and
 // returns the position decoded through. While a backlog comes in, the rows that the
 // received transactions the snapshot shows changed in the mapped views are read at once,
@@ -202,8 +209,21 @@ const earlyTxns = 64
 func (w *walSession) takeReading(ctx context.Context, snap *capture.Snapshot, reads map[*walView]*mappedRead) (through capture.LSN, readTo, early int, err error) {
 	next, stop := 0, false
 	full := map[*walView]bool{} // views some transaction makes read in full: not read early
+	flushed := snap.Flush >= snap.Insert
 	for {
-		txns, got, done, err := w.recv.TakeSome(ctx, snap.Insert, earlyTxns)
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if !flushed {
+			wctx, cancel = context.WithTimeout(ctx, flushWait)
+		}
+		txns, got, done, err := w.recv.TakeSome(wctx, snap.Insert, earlyTxns)
+		cancel()
+		if err != nil && !flushed && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			flushed = true
+			if err := capture.FlushWAL(ctx, w.s.pool); err != nil {
+				w.s.log.Warn("WAL flush failed; waiting for the server's own", "stream", w.s.cfg.Topic, "err", err)
+			}
+			continue
+		}
 		if err != nil {
 			return 0, 0, early, err
 		}

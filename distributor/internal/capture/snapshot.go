@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Snapshot is a REPEATABLE READ, READ ONLY transaction and what its snapshot shows of the
@@ -18,6 +19,10 @@ type Snapshot struct {
 	Tx pgx.Tx
 	// Insert is pg_current_wal_insert_lsn() read after the snapshot was taken.
 	Insert LSN
+	// Flush is pg_current_wal_flush_lsn() read with Insert. The walsender sends only
+	// flushed WAL; while Flush < Insert, the WAL up to Insert reaches the slot at the next
+	// flush (see FlushWAL).
+	Flush LSN
 	// Time is the transaction's now().
 	Time time.Time
 
@@ -41,19 +46,41 @@ func BeginSnapshot(ctx context.Context, db Beginner) (*Snapshot, error) {
 		return nil, fmt.Errorf("capture: begin snapshot: %w", err)
 	}
 	s := &Snapshot{Tx: tx}
-	var snap, insert string
-	if err := tx.QueryRow(ctx, "SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text, now()").Scan(&snap, &insert, &s.Time); err != nil {
+	var snap, insert, flush string
+	if err := tx.QueryRow(ctx, "SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text, now()").Scan(&snap, &insert, &flush, &s.Time); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, fmt.Errorf("capture: snapshot position: %w", err)
 	}
 	if s.Insert, err = pglsn(insert); err == nil {
-		err = s.parse(snap)
+		if s.Flush, err = pglsn(flush); err == nil {
+			err = s.parse(snap)
+		}
 	}
 	if err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, err
 	}
 	return s, nil
+}
+
+// Execer runs a statement (a pgxpool.Pool, a pgx.Conn).
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// FlushWAL makes the server flush its WAL: a transaction that writes WAL (a transactional
+// logical message, prefix statecast.flush, empty; pgoutput does not send messages unless
+// asked) commits synchronously, and its commit flushes all the WAL before it. PostgreSQL's
+// WAL writer flushes completed pages and asynchronous commits only, so WAL that no commit
+// follows — page pruning done by readers, a non-transactional logical message — stays
+// unflushed, and unsent to the slots, until the next commit or checkpoint; on a database
+// that went quiet that may be many seconds. (A transaction that only takes an xid would
+// not do: a commit that wrote no other WAL is not flushed synchronously.)
+func FlushWAL(ctx context.Context, db Execer) error {
+	if _, err := db.Exec(ctx, "BEGIN; SET LOCAL synchronous_commit = on; SELECT pg_logical_emit_message(true, 'statecast.flush', ''); COMMIT"); err != nil {
+		return fmt.Errorf("capture: flush the WAL: %w", err)
+	}
+	return nil
 }
 
 // ImportSnapshot opens a transaction in a slot's exported snapshot (the name returned by
@@ -64,7 +91,7 @@ func ImportSnapshot(ctx context.Context, db Beginner, name string, at LSN) (*Sna
 	if err != nil {
 		return nil, fmt.Errorf("capture: begin snapshot: %w", err)
 	}
-	s := &Snapshot{Tx: tx, Insert: at, exported: true}
+	s := &Snapshot{Tx: tx, Insert: at, Flush: at, exported: true}
 	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(name)); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, fmt.Errorf("capture: import snapshot %s: %w", name, err)
