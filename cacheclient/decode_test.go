@@ -33,6 +33,7 @@ func TestDecodeFailureIsLoud(t *testing.T) {
 	var logs syncBuffer
 	var mu sync.Mutex
 	var hooked []string
+	checked := make(chan struct{}) // the test read the stats after ack 6: the next batches may come
 	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
 		if err := s.snapshot(5, ent(1, "1", evJSON(1, "a")), ent(2, "snap-bad", `{"id":"x"}`)); err != nil {
 			return err
@@ -43,6 +44,7 @@ func TestDecodeFailureIsLoud(t *testing.T) {
 		if err := s.waitAck(6); err != nil {
 			return err
 		}
+		<-checked
 		var es []*statecastv1.Entry
 		for i := range MaxDecodeFailedKeys + 2 {
 			es = append(es, ent(int64(10+i), "k"+string(rune('a'+i)), `{bad`))
@@ -52,6 +54,8 @@ func TestDecodeFailureIsLoud(t *testing.T) {
 		}
 		return s.batch(ent(30, "snap-bad", evJSON(2, "a")), ent(31, "ka", ""))
 	})
+	release := sync.OnceFunc(func() { close(checked) })
+	t.Cleanup(release) // before the fake's own clean-up, which waits for this stream
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))
 	c, err := New(Config{Addresses: []string{fp.addr}, Stream: "s", Service: "t"}, WithLogger(logger),
 		WithHooks(Hooks{OnDecodeError: func(view, key string, err error) {
@@ -86,6 +90,7 @@ func TestDecodeFailureIsLoud(t *testing.T) {
 	if found != 2 {
 		t.Fatalf("%d decode failures logged at Error with view, key and error:\n%s", found, logs.String())
 	}
+	release()
 	fp.waitFor(t, "ack 31", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 31 })
 	vs = c.Stats().Views[0]
 	want := []string{"kc", "kd", "ke", "kf", "kg", "kh", "ki", "kj"} // bounded: the most recent, oldest first
