@@ -91,19 +91,10 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 		if i < readTo {
 			continue // its changes were read while the rest was received
 		}
-		for _, c := range t.Changes {
-			for _, v := range w.tables[c.Rel] {
-				if _, full := w.full[v.st]; full {
-					continue
-				}
-				ch := changes[v]
-				if ch == nil {
-					ch = newViewChanges()
-					changes[v] = ch
-				}
-				ch.add(v, c)
-			}
-		}
+		w.addChanges(changes, t, func(v *walView) bool {
+			_, full := w.full[v.st]
+			return full
+		})
 	}
 
 	t := &txnOut{}
@@ -245,19 +236,10 @@ func (w *walSession) takeReading(ctx context.Context, snap *capture.Snapshot, re
 			for _, v := range w.fullReads(t) {
 				full[v] = true
 			}
-			for _, c := range t.Changes {
-				for _, v := range w.tables[c.Rel] {
-					if _, queued := w.full[v.st]; queued || full[v] || v.st.failed != nil {
-						continue
-					}
-					ch := changes[v]
-					if ch == nil {
-						ch = newViewChanges()
-						changes[v] = ch
-					}
-					ch.add(v, c)
-				}
-			}
+			w.addChanges(changes, t, func(v *walView) bool {
+				_, queued := w.full[v.st]
+				return queued || full[v] || v.st.failed != nil
+			})
 		}
 		if len(changes) > 0 {
 			early++
@@ -274,6 +256,23 @@ func (w *walSession) takeReading(ctx context.Context, snap *capture.Snapshot, re
 			if err := a.read(ctx, snap.Tx, ch); err != nil && !isErr(err, ErrView) {
 				return 0, 0, early, err // a view's error fails only that view, in the cycle
 			}
+		}
+	}
+}
+
+// addChanges adds t's changes to the views that read their tables, but those skip names.
+func (w *walSession) addChanges(changes map[*walView]*viewChanges, t *capture.Txn, skip func(*walView) bool) {
+	for _, c := range t.Changes {
+		for _, v := range w.tables[c.Rel] {
+			if skip(v) {
+				continue
+			}
+			ch := changes[v]
+			if ch == nil {
+				ch = newViewChanges()
+				changes[v] = ch
+			}
+			ch.add(v, c)
 		}
 	}
 }
