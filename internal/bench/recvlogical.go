@@ -146,6 +146,13 @@ func (r *RecvLogical) parse(mr *messageReader) error {
 				return err
 			}
 			cur = &LogicalTxn{Xid: m.(*pglogrepl.BeginMessage).Xid}
+			// Its stderr, read on another goroutine, may say it started streaming after its
+			// first output was read here: streaming began no later than that output.
+			r.mu.Lock()
+			if r.streaming.IsZero() {
+				r.streaming = time.Now()
+			}
+			r.mu.Unlock()
 		case 'C':
 			now := time.Now()
 			m, err := pglogrepl.Parse(b)
@@ -221,8 +228,8 @@ func change(b []byte, rels map[uint32]*pglogrepl.RelationMessage) (LogicalChange
 	return c, nil
 }
 
-// Streaming is when pg_recvlogical started streaming (its verbose message), or when it
-// was started if it has not said so.
+// Streaming is when pg_recvlogical started streaming (its verbose message, or its first
+// transaction if that was read first), or when it was started if neither came yet.
 func (r *RecvLogical) Streaming() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
