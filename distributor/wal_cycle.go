@@ -193,10 +193,10 @@ const flushWait = 10 * time.Millisecond
 // takeReading receives into w.pending the transactions up to the snapshot's position and
 // returns the position decoded through. While a backlog comes in, the rows that the
 // received transactions the snapshot shows changed in the mapped views are read at once,
-// into reads: the changes of w.pending[:readTo] are in reads; early counts those rounds. Only transactions the snapshot shows are read for,
-// in commit order up to the first it does not show: they are the cycle's (or, when a later
-// one shows, the cycle is taken again with new reads), and a row read in the snapshot is
-// its state for the whole cycle.
+// into reads: the changes of w.pending[:readTo] are in reads; early counts those rounds.
+// Only transactions the snapshot shows are read for, in commit order up to the first it
+// does not show: they are the cycle's (or, when a later one shows, the cycle is taken
+// again with new reads), and a row read in the snapshot is its state for the whole cycle.
 func (w *walSession) takeReading(ctx context.Context, snap *capture.Snapshot, reads map[*walView]*mappedRead) (through capture.LSN, readTo, early int, err error) {
 	next, stop := 0, false
 	full := map[*walView]bool{} // views some transaction makes read in full: not read early

@@ -214,9 +214,11 @@ func (a *mappedRead) run(ctx context.Context, tx pgx.Tx, l *capture.Lookup, tupl
 		if err != nil {
 			return err
 		}
-		dup := &ViewError{View: cfg.Name, Key: key, Err: errors.New("duplicate key in one snapshot (key columns must be unique in the view)")}
+		dup := func() error {
+			return &ViewError{View: cfg.Name, Key: key, Err: errors.New("duplicate key in one snapshot (key columns must be unique in the view)")}
+		}
 		if seen[key] {
-			return dup
+			return dup()
 		}
 		seen[key] = true
 		if n := len(key) + len(value) + hdr + recordOverhead; n > maxBytes {
@@ -224,7 +226,7 @@ func (a *mappedRead) run(ctx context.Context, tx pgx.Tx, l *capture.Lookup, tupl
 		}
 		f := &foundRow{value: value, hash: record.RowHash(a.codec.keyBuf, value)}
 		if old, ok := a.found[key]; ok && old.hash != f.hash {
-			return dup
+			return dup()
 		}
 		for _, m := range st.deps {
 			f.ids = append(f.ids, m.identity(raw))
