@@ -38,6 +38,17 @@ func TestPoisonRecordsSkipped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
+	var end int64 = -1
+	endKnown := make(chan struct{})
+	last := func() int64 {
+		select {
+		case <-endKnown:
+			return end
+		default:
+			return -1
+		}
+	}
+
 	type result struct {
 		indexes map[int64]bool
 		err     error
@@ -53,18 +64,42 @@ func TestPoisonRecordsSkipped(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Recv runs in its own goroutine: the last entry may arrive before the end is
+		// known, and then nothing more is sent; the collector must also wake on endKnown.
+		msgs := make(chan *statecastv1.SubscribeResponse)
+		recvErr := make(chan error, 1)
+		go func() {
+			for {
+				m, err := st.Recv()
+				if err != nil {
+					recvErr <- err
+					return
+				}
+				select {
+				case msgs <- m:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
 		go func() {
 			got := map[int64]bool{}
 			seen := int64(-1)
+			known := endKnown
 			for {
 				if l := last(); l >= 0 && seen >= l {
 					out <- result{indexes: got}
 					return
 				}
-				m, err := st.Recv()
-				if err != nil {
+				var m *statecastv1.SubscribeResponse
+				select {
+				case m = <-msgs:
+				case err := <-recvErr:
 					out <- result{err: err}
 					return
+				case <-known:
+					known = nil // closed: stop selecting it
+					continue
 				}
 				for _, en := range m.GetBatch().GetEntries() {
 					got[en.GetIndex()] = true
@@ -76,16 +111,6 @@ func TestPoisonRecordsSkipped(t *testing.T) {
 		return out
 	}
 
-	var end int64 = -1
-	endKnown := make(chan struct{})
-	last := func() int64 {
-		select {
-		case <-endKnown:
-			return end
-		default:
-			return -1
-		}
-	}
 	live := read("live", nil, last)
 	time.Sleep(200 * time.Millisecond) // admitted before the poison is produced: it gets it live
 
