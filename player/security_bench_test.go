@@ -270,13 +270,16 @@ func (r *delayReceiver) run(ctx context.Context, addr string, dial []grpc.DialOp
 	}
 }
 
-// produceAt sends value to topic at rate entries/s for d, over keys keys.
+// produceAt sends value to topic at rate entries/s for d, over keys keys: the i-th at
+// start + i/rate, at once when that time has passed. (A ticker drops the ticks its reader
+// misses: the offered load would then depend on the system measured.)
 func produceAt(prod sarama.AsyncProducer, topic string, value []byte, rate int, d time.Duration, keys int) {
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
-	end := time.Now().Add(d)
-	for i := 0; time.Now().Before(end); i++ {
-		<-tick.C
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	for i := range int(d / interval) {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			time.Sleep(wait)
+		}
 		k := record.EncodeKey("a", strconv.Itoa(i%keys))
 		prod.Input() <- recordsarama.ProducerMessage(topic, k, value, record.Meta{View: "a", Kind: record.KindRow, Epoch: 1, SourceTime: time.Now()})
 	}
