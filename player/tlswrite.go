@@ -23,7 +23,7 @@ func (c coalescingCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Au
 	if err != nil {
 		return nil, nil, err
 	}
-	return &coalescingConn{Conn: conn, held: held}, info, nil
+	return &coalescingConn{Conn: conn, held: held, direct: maxRecordPlaintext}, info, nil
 }
 
 func (c coalescingCreds) Clone() credentials.TransportCredentials {
@@ -34,14 +34,23 @@ func (c coalescingCreds) ClientHandshake(ctx context.Context, authority string, 
 	return c.TransportCredentials.ClientHandshake(ctx, authority, raw)
 }
 
+// maxRecordPlaintext is the most plaintext one TLS record carries.
+const maxRecordPlaintext = 16 << 10
+
 // coalescingConn is the TLS connection: during each Write, the records it produces are
-// held and then written at once.
+// held and then written at once. A Write of at most direct bytes is one record (once
+// crypto/tls has sent the first ~128 KB in small records: a few writes more, then): it
+// goes straight through, without the hold's copy — a large entry to one target often fits.
 type coalescingConn struct {
 	net.Conn // the TLS connection, over held
 	held     *heldConn
+	direct   int
 }
 
 func (c *coalescingConn) Write(b []byte) (int, error) {
+	if len(b) <= c.direct {
+		return c.Conn.Write(b)
+	}
 	c.held.hold()
 	n, err := c.Conn.Write(b)
 	if ferr := c.held.release(); err == nil {

@@ -84,3 +84,27 @@ func TestCoalescingConnError(t *testing.T) {
 		t.Fatalf("written after the error: %q", sock.writes)
 	}
 }
+
+// TestCoalescingConnDirect: a Write no larger than direct goes straight through (its
+// records are written as they are made: the fake makes 4-byte records, where crypto/tls
+// makes one of up to 16 KiB); a larger one is still held and written once.
+func TestCoalescingConnDirect(t *testing.T) {
+	sock := &countingConn{}
+	held := &heldConn{Conn: sock}
+	c := &coalescingConn{Conn: recordsConn{under: held}, held: held, direct: 8}
+	if _, err := c.Write([]byte("abcdefgh")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("0123456789")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"abcd", "efgh", "0123456789"}
+	if len(sock.writes) != len(want) {
+		t.Fatalf("socket writes %q, want %q", sock.writes, want)
+	}
+	for i, w := range want {
+		if string(sock.writes[i]) != w {
+			t.Fatalf("socket writes %q, want %q", sock.writes, want)
+		}
+	}
+}
