@@ -261,13 +261,29 @@ func (r *run) startTail(ctx context.Context, snapshotEnd int64) error {
 	return nil
 }
 
-// waitTail returns once the tail has printed every record the topic holds now.
+// waitTail returns once the tail has printed every record the topic holds now. The log
+// usually ends with a transaction marker, which no reader is given: the tail is done when
+// no record a read_committed reader gets is left between what it read and the end
+// (waiting for the end itself would wait for the next record published, an idle position
+// record only once the database's WAL moves).
 func (r *run) waitTail(ctx context.Context) error {
-	end, err := endOffset(r.brokers, r.topic)
+	client, err := sarama.NewClient(r.brokers, kafkaconn.NewConfig("statecast-dev"))
 	if err != nil {
-		return err
+		return fmt.Errorf("devenv: kafka: %w", err)
 	}
-	return poll(ctx, 0, func() bool { return r.seen.Load() >= end })
+	defer client.Close()
+	_, end, err := kafkaconn.CommittedOffsets(client, r.topic, 0)
+	if err != nil {
+		return fmt.Errorf("devenv: end offset of %s: %w", r.topic, err)
+	}
+	return poll(ctx, 0, func() bool {
+		seen := r.seen.Load()
+		if seen >= end {
+			return true
+		}
+		next, err := kafkaconn.NextCommitted(client, r.topic, 0, seen, end)
+		return err == nil && next >= end
+	})
 }
 
 func endOffset(brokers []string, topic string) (int64, error) {
