@@ -86,7 +86,8 @@
 // still be behind the commit, so a wait for it could return before the write is
 // reflected. The insert position may be a little ahead of the commit (other sessions'
 // WAL): WaitFor then waits for them too, which costs at most the time until the next
-// position record (the distributor writes one at a bounded interval on an idle stream).
+// position record (the distributor writes one at a bounded interval on an idle stream,
+// and has the server flush WAL it left unflushed, which the slot would not be sent).
 // A position taken on another connection, or before the COMMIT, proves nothing.
 //
 // WaitFor fails with a [*StaleViewError] (errors.Is [ErrStaleView]) when the position

@@ -83,6 +83,7 @@ type walSession struct {
 	pending []*capture.Txn              // received, not shown by a snapshot yet
 	waiting map[*viewState][]chan error // reconcile requests, answered by the next cycle
 	full    map[*viewState]string       // views to read in full by the next cycle, and why
+	stale   staleWAL                    // when an idle stream has the server flush its WAL
 }
 
 // walSession runs one session of the group until an error (or ctx's end): the views'
@@ -96,7 +97,8 @@ func (g *group) walSession(ctx context.Context) error {
 	seen := map[uint32]bool{}
 	ws := make([]*walSession, len(g.streams))
 	for i, s := range g.streams {
-		w := &walSession{s: s, tables: map[uint32][]*walView{}, waiting: map[*viewState][]chan error{}, full: map[*viewState]string{}}
+		w := &walSession{s: s, tables: map[uint32][]*walView{}, waiting: map[*viewState][]chan error{}, full: map[*viewState]string{},
+			stale: staleWAL{every: staleWALEvery}}
 		defer w.answer(errors.New("distributor: capture session ended"))
 		ts, err := w.analyze(ctx)
 		if err != nil {
@@ -527,6 +529,7 @@ func (w *walSession) idle(ctx context.Context) error {
 		w.pending = append(w.pending, txns...)
 		return nil
 	}
+	w.flushStale(ctx)
 	if through <= s.position {
 		return nil
 	}

@@ -114,6 +114,33 @@ func TestWALPositionIdle(t *testing.T) {
 	t.Logf("position past the write after %s", time.Since(start))
 }
 
+// TestWALPositionUnflushed: WAL that no commit follows (here a non-transactional logical
+// message; in production a reader's page pruning) is not sent to the slot until the
+// server flushes it, which an idle server's WAL writer may not do for seconds. A position
+// read with pg_current_wal_insert_lsn() after it still becomes current within a bounded
+// time: the idle stream has the server flush it (staleWAL). On a server that other tests
+// keep busy, the WAL writer may flush it first.
+func TestWALPositionUnflushed(t *testing.T) {
+	e := newEnv(t)
+	e.exec(sportsbookSchema)
+	r := start(t, e.walConfig(walViews()...))
+	r.waitReady(t)
+	e.exec("SELECT pg_logical_emit_message(false, 'statecast.test', 'unflushed')")
+	pos := e.insertLSN()
+	start := time.Now()
+	deadline := start.Add(5 * time.Second)
+	for {
+		if _, ok := upTo(t, readAll(t, e.brokers, e.topic), pos); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no position record at or past %s within 5s of the unflushed write", pos)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("position past the unflushed WAL after %s", time.Since(start))
+}
+
 // TestWALAtomicTransaction: the records of one PostgreSQL transaction that changes two
 // views form one source transaction: no position record between them.
 func TestWALAtomicTransaction(t *testing.T) {

@@ -83,6 +83,19 @@ func FlushWAL(ctx context.Context, db Execer) error {
 	return nil
 }
 
+// WALPositions returns the server's WAL insert position and how far its WAL is flushed:
+// a slot is sent WAL up to the flushed position only.
+func WALPositions(ctx context.Context, db Querier) (insert, flush LSN, err error) {
+	var i, f string
+	if err := db.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text").Scan(&i, &f); err != nil {
+		return 0, 0, fmt.Errorf("capture: WAL positions: %w", err)
+	}
+	if insert, err = pglsn(i); err == nil {
+		flush, err = pglsn(f)
+	}
+	return insert, flush, err
+}
+
 // ImportSnapshot opens a transaction in a slot's exported snapshot (the name returned by
 // CREATE_REPLICATION_SLOT ... EXPORT_SNAPSHOT), which is exactly the database at the
 // slot's consistent point `at`.
