@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"slices"
 	"testing"
 )
 
@@ -20,6 +21,18 @@ func (c *countingConn) Write(b []byte) (int, error) {
 	}
 	c.writes = append(c.writes, bytes.Clone(b))
 	return len(b), nil
+}
+
+// expect fails t unless the socket received exactly the writes want, in order.
+func (c *countingConn) expect(t *testing.T, want ...string) {
+	t.Helper()
+	got := make([]string, len(c.writes))
+	for i, w := range c.writes {
+		got[i] = string(w)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("socket writes %q, want %q", got, want)
+	}
 }
 
 // recordsConn stands for the TLS connection: each Write becomes several records, each
@@ -55,15 +68,7 @@ func TestCoalescingConnOneWrite(t *testing.T) {
 	if _, err := c.Write([]byte("abcdef")); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"hs", "0123456789", "abcdef"}
-	if len(sock.writes) != len(want) {
-		t.Fatalf("socket writes %q, want %q", sock.writes, want)
-	}
-	for i, w := range want {
-		if string(sock.writes[i]) != w {
-			t.Fatalf("socket writes %q, want %q", sock.writes, want)
-		}
-	}
+	sock.expect(t, "hs", "0123456789", "abcdef")
 }
 
 // TestCoalescingConnError: a socket error is returned by the Write whose records failed,
@@ -98,13 +103,5 @@ func TestCoalescingConnDirect(t *testing.T) {
 	if _, err := c.Write([]byte("0123456789")); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"abcd", "efgh", "0123456789"}
-	if len(sock.writes) != len(want) {
-		t.Fatalf("socket writes %q, want %q", sock.writes, want)
-	}
-	for i, w := range want {
-		if string(sock.writes[i]) != w {
-			t.Fatalf("socket writes %q, want %q", sock.writes, want)
-		}
-	}
+	sock.expect(t, "abcd", "efgh", "0123456789")
 }
