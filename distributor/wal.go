@@ -97,8 +97,7 @@ func (g *group) walSession(ctx context.Context) error {
 	seen := map[uint32]bool{}
 	ws := make([]*walSession, len(g.streams))
 	for i, s := range g.streams {
-		w := &walSession{s: s, tables: map[uint32][]*walView{}, waiting: map[*viewState][]chan error{}, full: map[*viewState]string{},
-			stale: staleWAL{every: staleWALEvery}}
+		w := &walSession{s: s, tables: map[uint32][]*walView{}, waiting: map[*viewState][]chan error{}, full: map[*viewState]string{}}
 		defer w.answer(errors.New("distributor: capture session ended"))
 		ts, err := w.analyze(ctx)
 		if err != nil {

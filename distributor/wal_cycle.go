@@ -210,13 +210,7 @@ func (w *walSession) takeReading(ctx context.Context, snap *capture.Snapshot, re
 		cancel()
 		if err != nil && !flushed && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			flushed = true
-			// Bounded: with the pool's connections all taken, the cycle waits as it would
-			// without the flush rather than for a connection.
-			fctx, cancel := context.WithTimeout(ctx, time.Second)
-			if err := capture.FlushWAL(fctx, w.s.pool); err != nil && ctx.Err() == nil {
-				w.s.log.Warn("WAL flush failed; waiting for the server's own", "stream", w.s.cfg.Topic, "err", err)
-			}
-			cancel()
+			w.flushWAL(ctx)
 			continue
 		}
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 // WAL writer may flush it yet), not on the first reading, and not when reads are not due.
 func TestStaleWAL(t *testing.T) {
 	at := time.Unix(1000, 0)
-	s := staleWAL{every: 250 * time.Millisecond}
+	var s staleWAL
 	step := func(d time.Duration, insert, flush capture.LSN, want bool) {
 		t.Helper()
 		at = at.Add(d)
@@ -23,12 +23,12 @@ func TestStaleWAL(t *testing.T) {
 			t.Fatalf("insert %v, flush %v after a reading with insert %v: flush asked %v, want %v", insert, flush, s.inserted, got, want)
 		}
 	}
-	step(0, 200, 100, false)                    // first reading: nothing to compare with
-	step(250*time.Millisecond, 300, 200, false) // what was inserted at the last reading is flushed now
-	step(250*time.Millisecond, 300, 250, true)  // 300 inserted a reading ago, still unflushed
-	step(250*time.Millisecond, 300, 300, false) // flushed
-	step(250*time.Millisecond, 400, 300, false) // only new WAL is unflushed
+	step(0, 200, 100, false)             // first reading: nothing to compare with
+	step(staleWALEvery, 300, 200, false) // what was inserted at the last reading is flushed now
+	step(staleWALEvery, 300, 250, true)  // 300 inserted a reading ago, still unflushed
+	step(staleWALEvery, 300, 300, false) // flushed
+	step(staleWALEvery, 400, 300, false) // only new WAL is unflushed
 	if s.due(at.Add(100 * time.Millisecond)) {
-		t.Fatal("due 100ms after a reading, with every = 250ms")
+		t.Fatal("due 100ms after a reading, with staleWALEvery = 250ms")
 	}
 }
