@@ -3,7 +3,7 @@
 #   docker build --target player --build-arg VERSION=v0.1.0 --build-arg COMMIT=$(git rev-parse HEAD) -t statecast/player .
 #
 # targets: distributor, player, cachectl, sportsbook. `make images` builds the same images
-# without a container engine (internal/ociimage); its test holds this file to the same
+# without a container engine (deploy/internal/ociimage); its test holds this file to the same
 # binaries, files, user, ports, entrypoints and labels.
 
 ARG GO_VERSION=1.26

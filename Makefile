@@ -21,7 +21,8 @@ test: deps tools proto-check infra vet lint
 demo: deps
 	@mkdir -p $(RUN)
 	deploy/local/postgres.sh start > $(RUN)/pg.env
-	set -a; . $(RUN)/pg.env; set +a; $(GO) run ./cmd/cachectl dev
+	$(GO) build -o $(RUN)/bin/ ./cmd/cachectl ./cmd/cachectl-dev
+	set -a; . $(RUN)/pg.env; set +a; $(RUN)/bin/cachectl dev
 
 deps:
 	$(GO) mod download
@@ -70,7 +71,7 @@ bench: infra
 images: deps
 	$(GO) run ./deploy/images -out $(RUN)/images -version $(VERSION) -commit $(COMMIT) $(if $(CREATED),-created $(CREATED))
 
-## chaos: the chaos run (internal/chaos) with its own PostgreSQL and Kafka: random faults
+## chaos: the chaos run (cmd/internal/chaos) with its own PostgreSQL and Kafka: random faults
 ## for about DURATION while writers make at least CHANGES source changes, then every cache
 ## is checked against PostgreSQL. SEED replays a run's fault plan; RACE=1 builds the
 ## processes with the race detector. Exit status 1 when it finds a violation.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/statecast/statecast/distributor"
-	"github.com/statecast/statecast/internal/bench"
+	"github.com/statecast/statecast/cmd/internal/bench"
 )
 
 // The capture-* benchmarks measure the WAL capture path end to end: writers commit to

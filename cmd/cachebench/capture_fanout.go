@@ -13,7 +13,7 @@ import (
 
 	"github.com/statecast/statecast/cacheclient"
 	"github.com/statecast/statecast/distributor"
-	"github.com/statecast/statecast/internal/bench"
+	"github.com/statecast/statecast/cmd/internal/bench"
 )
 
 const fanoutSchema = `

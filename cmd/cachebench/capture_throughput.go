@@ -9,7 +9,7 @@ import (
 
 	"github.com/statecast/statecast/cacheclient"
 	"github.com/statecast/statecast/distributor"
-	"github.com/statecast/statecast/internal/bench"
+	"github.com/statecast/statecast/cmd/internal/bench"
 	"github.com/statecast/statecast/internal/pggate"
 )
 

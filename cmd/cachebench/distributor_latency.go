@@ -12,7 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/statecast/statecast/distributor"
-	"github.com/statecast/statecast/internal/bench"
+	"github.com/statecast/statecast/cmd/internal/bench"
 	"github.com/statecast/statecast/kafkaconn"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/statecast/statecast/distributor"
-	"github.com/statecast/statecast/internal/bench"
+	"github.com/statecast/statecast/cmd/internal/bench"
 	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/pgjson"

@@ -6,7 +6,7 @@
 //
 // Every benchmark prints the baseline it is compared with, measured in the same run. Each
 // benchmark's file holds its flags and its scenario; the instruments they share are in
-// internal/bench. docs/BENCHMARKS.md says what each one measures and its latest result.
+// cmd/internal/bench. docs/BENCHMARKS.md says what each one measures and its latest result.
 package main
 
 import (
@@ -15,7 +15,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/statecast/statecast/internal/bench"
+	"github.com/statecast/statecast/cmd/internal/bench"
 )
 
 // benchmarks is the list `cachebench` prints (sorted by name) and runs.

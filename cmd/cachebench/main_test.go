@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/statecast/statecast/internal/bench"
+	"github.com/statecast/statecast/cmd/internal/bench"
 )
 
 func run(args ...string) (code int, stdout, stderr string) {

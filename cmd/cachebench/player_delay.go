@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/statecast/statecast/internal/bench"
+	"github.com/statecast/statecast/cmd/internal/bench"
 )
 
 // cell is one (targets, entry size) cell of player-delay: total entries at rate, the

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/statecast/statecast/internal/bench"
+	"github.com/statecast/statecast/cmd/internal/bench"
 	"github.com/statecast/statecast/player"
 )
 

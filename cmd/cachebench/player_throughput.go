@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/statecast/statecast/internal/bench"
+	"github.com/statecast/statecast/cmd/internal/bench"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 

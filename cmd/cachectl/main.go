@@ -25,9 +25,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -37,8 +38,7 @@ import (
 	// with these embedded roots.
 	_ "golang.org/x/crypto/x509roots/fallback"
 
-	"github.com/statecast/statecast/internal/ctl"
-	"github.com/statecast/statecast/internal/devenv"
+	"github.com/statecast/statecast/cmd/internal/ctl"
 	"github.com/statecast/statecast/internal/version"
 	"github.com/statecast/statecast/kafkaconn"
 )
@@ -115,42 +115,44 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// dev runs the demo: the cachectl-dev command beside this binary or on PATH, with the
+// same arguments. The demo links an in-process Kafka broker, the distributor, the player
+// and the example service; cachectl itself, the tool an operator runs against a real
+// deployment, links none of them.
 func dev(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("dev", flag.ExitOnError)
-	dsn := fs.String("pg", os.Getenv("STATECAST_PG_DSN"), "DSN of the local PostgreSQL server (default $STATECAST_PG_DSN)")
-	kafka := fs.String("kafka", "embedded", `"embedded" (in-process kfake broker) or "env" ($STATECAST_KAFKA_BROKERS)`)
-	dur := fs.Duration("for", 15*time.Second, "how long to keep serving after the scripted changes and the convergence check (0: until interrupted)")
-	step := fs.Duration("step", time.Second, "pause between the scripted database changes")
-	maxValue := fs.Int("max-value", 160, "cut printed values to this many bytes (0: never)")
-	verbose := fs.Bool("v", false, "print the distributor's and the player's logs on stderr")
-	idle := fs.Bool("idle", false, "print the idle stream's position records too (one whenever the WAL moves, up to every 100ms)")
-	snapshot := fs.Bool("snapshot", false, "print the rows of the start-up epochs too")
-	grpcAddr := fs.String("grpc", "127.0.0.1:7070", "where the player serves gRPC (a taken port falls back to a free one)")
-	httpAddr := fs.String("http", "127.0.0.1:8080", "where the sportsbook service serves HTTP (a taken port falls back to a free one)")
-	if err := parse(fs, args); err != nil {
+	bin, err := devCommand()
+	if err != nil {
 		return err
 	}
-	if *dsn == "" {
-		return usagef("no PostgreSQL: set STATECAST_PG_DSN (deploy/local/postgres.sh start prints it) or -pg")
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// A stop of cachectl is a graceful stop of the demo (it drops its replication slot).
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && ctx.Err() == nil {
+		os.Exit(exit.ExitCode()) // the demo has said why
 	}
-	o := devenv.DevOptions{AdminDSN: *dsn, Out: os.Stdout, Duration: *dur, Step: *step, MaxValue: *maxValue,
-		ShowIdle: *idle, ShowSnapshot: *snapshot, GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr}
-	switch *kafka {
-	case "embedded":
-	case "env":
-		b := os.Getenv("STATECAST_KAFKA_BROKERS")
-		if b == "" {
-			return usagef("-kafka env: STATECAST_KAFKA_BROKERS is empty")
-		}
-		o.Brokers = strings.Split(b, ",")
-	default:
-		return usagef("-kafka: %q is neither embedded nor env", *kafka)
-	}
-	if *verbose {
-		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil)) // distributor and player
-	}
-	return devenv.Dev(ctx, o)
+	return err
 }
+
+// devCommand finds cachectl-dev: beside cachectl's own binary first (make demo builds
+// both into one folder), then on PATH.
+func devCommand() (string, error) {
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), devBinary)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(devBinary); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("dev runs the demo with the %s command, found neither beside cachectl nor on PATH: run make demo, or go run ./cmd/%s", devBinary, devBinary)
+}
+
+const devBinary = "cachectl-dev"
 
 func tail(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("tail", flag.ExitOnError)
@@ -174,8 +176,8 @@ func tail(ctx context.Context, args []string) error {
 	if err := kafka.Validate(); err != nil {
 		return usageError{err}
 	}
-	p := &devenv.Printer{W: os.Stdout, MaxValue: *maxValue, Idle: *idle}
-	err := devenv.Tail(ctx, devenv.TailOptions{Kafka: kafka, Topic: *topic, From: *from, Follow: *follow}, p.Print)
+	p := &ctl.Printer{W: os.Stdout, MaxValue: *maxValue, Idle: *idle}
+	err := ctl.Tail(ctx, ctl.TailOptions{Kafka: kafka, Topic: *topic, From: *from, Follow: *follow}, p.Print)
 	return errors.Join(err, p.Flush())
 }
 

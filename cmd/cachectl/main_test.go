@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -116,5 +117,32 @@ func TestValidateConnect(t *testing.T) {
 	// Without -connect, the file alone is valid.
 	if out, code := testenv.RunCommand(t, bin, []string{"validate", "-config", bad}); code != 0 {
 		t.Errorf("validate without -connect: exit %d\n%s", code, out)
+	}
+}
+
+// TestNoDemoLinked: the operator's tool links neither the in-process demo broker nor the
+// demo; `cachectl dev` runs the cachectl-dev command found beside it, with its arguments
+// and its exit status, and names what to do when there is none.
+func TestNoDemoLinked(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/statecast/statecast/cmd/cachectl").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.Contains(pkg, "franz-go") || strings.HasSuffix(pkg, "/cmd/internal/devenv") || strings.HasSuffix(pkg, "/examples/sportsbook") {
+			t.Errorf("cachectl links %s", pkg)
+		}
+	}
+
+	bin := testenv.BuildCommand(t, "github.com/statecast/statecast/cmd/cachectl")
+	if out, code := testenv.RunCommand(t, bin, []string{"dev"}, "PATH="+t.TempDir()); code != 1 || !strings.Contains(out, "go run ./cmd/cachectl-dev") {
+		t.Errorf("dev without cachectl-dev: exit %d, want 1 and what to do:\n%s", code, out)
+	}
+	dev := testenv.BuildCommand(t, "github.com/statecast/statecast/cmd/cachectl-dev")
+	if err := os.Rename(dev, filepath.Join(filepath.Dir(bin), "cachectl-dev")); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := testenv.RunCommand(t, bin, []string{"dev", "-pg", "", "extra"}, "STATECAST_PG_DSN="); code != 2 || !strings.Contains(out, `unexpected argument "extra"`) {
+		t.Errorf("dev with a stray argument: exit %d, want cachectl-dev's 2:\n%s", code, out)
 	}
 }

@@ -1,5 +1,5 @@
 // Command chaos runs statecast whole under random faults and checks that every cache equals
-// PostgreSQL (package internal/chaos).
+// PostgreSQL (package cmd/internal/chaos).
 //
 //	chaos [-duration 2m] [-changes 5000] [-seed N] [-faults N] [-clients 4] [-writers 3] [-race] [-dir DIR]
 //	chaos client -config client.json   # one client process of a run (the run starts them)
@@ -18,7 +18,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/statecast/statecast/internal/chaos"
+	"github.com/statecast/statecast/cmd/internal/chaos"
 )
 
 func main() {

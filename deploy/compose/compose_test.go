@@ -21,9 +21,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"gopkg.in/yaml.v3"
 
-	"github.com/statecast/statecast/deploy/demo"
+	"github.com/statecast/statecast/examples/sportsbook/demo"
 	"github.com/statecast/statecast/distributor"
-	"github.com/statecast/statecast/internal/ociimage"
+	"github.com/statecast/statecast/deploy/internal/ociimage"
 	"github.com/statecast/statecast/player"
 )
 
@@ -112,7 +112,7 @@ func TestProject(t *testing.T) {
 	if v := k["KAFKA_PROCESS_ROLES"]; v == nil || *v != "broker,controller" {
 		t.Errorf("kafka is not a one-node KRaft broker and controller: %v", v)
 	}
-	schema, err := filepath.Abs("../demo/schema.sql")
+	schema, err := filepath.Abs("../../examples/sportsbook/demo/schema.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestConfigs(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(c.Streams, want.Streams) {
-			t.Errorf("%s: streams differ from deploy/demo/distributor.yaml:\n%+v\nwant\n%+v", name, c.Streams, want.Streams)
+			t.Errorf("%s: streams differ from examples/sportsbook/demo/distributor.yaml:\n%+v\nwant\n%+v", name, c.Streams, want.Streams)
 		}
 		distTopic = c.Streams[0].Topic
 	}

@@ -1,6 +1,6 @@
 // Command images builds statecast's container images without a container engine (make
 // images): static binaries, each appended as one layer to an empty base (package
-// internal/ociimage), written as tarballs that `docker load -i` reads.
+// deploy/internal/ociimage), written as tarballs that `docker load -i` reads.
 //
 //	go run ./deploy/images -out .run/images -version v0.1.0 -commit $(git rev-parse HEAD) \
 //	    -created $(git log -1 --format=%cI) [-arch amd64] [name ...]
@@ -17,7 +17,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/statecast/statecast/internal/ociimage"
+	"github.com/statecast/statecast/deploy/internal/ociimage"
 )
 
 func main() {

@@ -25,8 +25,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/statecast/statecast/internal/devenv"
-	"github.com/statecast/statecast/internal/ociimage"
+	"github.com/statecast/statecast/deploy/internal/ociimage"
+	"github.com/statecast/statecast/examples/sportsbook/demo"
 	"github.com/statecast/statecast/internal/probe/grpcprobe"
 	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/kafkaconn"
@@ -143,7 +143,7 @@ func demoDatabase(t *testing.T, admin string) string {
 	name := testenv.UniqueName("k8s")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dsn, err := devenv.SeedDemo(ctx, admin, name)
+	dsn, err := demo.Seed(ctx, admin, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func demoDatabase(t *testing.T, admin string) string {
 			return
 		}
 		defer c.Close(ctx)
-		_ = devenv.DropSlots(ctx, c, name)
+		_ = demo.DropSlots(ctx, c, name)
 		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	})
 	return dsn

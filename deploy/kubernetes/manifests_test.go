@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/statecast/statecast/deploy/internal/ociimage"
 	"github.com/statecast/statecast/distributor"
-	"github.com/statecast/statecast/internal/ociimage"
 	"github.com/statecast/statecast/player"
 )
 

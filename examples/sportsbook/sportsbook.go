@@ -1,9 +1,9 @@
 // Package sportsbook is an example service that embeds cacheclient over the demo schema
-// (deploy/demo): it keeps the sports, events, event_markets and selections views in
+// (examples/sportsbook/demo): it keeps the sports, events, event_markets and selections views in
 // memory, indexes events by sport, competition, tag and status, markets by event and
 // selections by market, answers HTTP lookups from memory only, and logs event changes.
 // The index rules are exported (EventIndexes, MarketIndexes, SelectionIndexes) so that
-// checks (internal/devenv's convergence check, the tests) use the very same rules.
+// checks (cmd/internal/devenv's convergence check, the tests) use the very same rules.
 //
 // Endpoints (JSON): /sports, /sports/{id}/events, /events/{id} (with its markets and their
 // selections), /competitions/{id}/events, /tags/{tag}/events, /status/{status}/events,

@@ -7,22 +7,26 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	// The image holds the binary alone: without a system certificate pool, TLS verifies
 	// with these embedded roots.
 	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/statecast/statecast/cacheclient"
 	"github.com/statecast/statecast/examples/sportsbook"
-	"github.com/statecast/statecast/internal/probe"
-	"github.com/statecast/statecast/internal/version"
-	"github.com/statecast/statecast/internal/version/versionprom"
 )
 
 func main() {
@@ -41,13 +45,12 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	info := version.Get()
 	if *showVersion {
-		fmt.Println(info.Line("sportsbook"))
+		fmt.Println(versionLine())
 		return
 	}
 	if *probeURL != "" {
-		os.Exit(probe.Run("sportsbook", *probeURL, nil))
+		os.Exit(probe(*probeURL))
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -72,11 +75,57 @@ func main() {
 		log.Error("config", "err", err)
 		os.Exit(2)
 	}
-	s.Registry().MustRegister(versionprom.Collector(info))
-	log.Info("sportsbook starting", append(info.Attrs(), slog.Group("config", "listen", *listen, "players", *players, "stream", *stream,
-		"service", *id, "state_dir", *stateDir, "writes", cfg.DB != nil))...)
+	s.Registry().MustRegister(collectors.NewBuildInfoCollector())
+	log.Info("sportsbook starting", "version", versionLine(), slog.Group("config", "listen", *listen, "players", *players, "stream", *stream,
+		"service", *id, "state_dir", *stateDir, "writes", cfg.DB != nil))
 	if err := s.Run(ctx, *listen); err != nil {
 		log.Error("stopped", "err", err)
 		os.Exit(1)
 	}
+}
+
+// probe is what -probe does (the image holds no shell and no curl, so the binary is its
+// own health check): GET target within 5 s; 0 when it answers 2xx, else 1.
+func probe(target string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("%s: %s", target, resp.Status)
+		}
+		return nil
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sportsbook: probe:", err)
+		return 1
+	}
+	return 0
+}
+
+// versionLine is what -version prints: the module version and the commit the Go
+// toolchain recorded in the binary.
+func versionLine() string {
+	v, commit := "unknown", "unknown"
+	bi, ok := debug.ReadBuildInfo()
+	if ok {
+		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				commit = s.Value
+			}
+		}
+	}
+	return fmt.Sprintf("sportsbook %s (commit %s, %s)", v, commit, runtime.Version())
 }

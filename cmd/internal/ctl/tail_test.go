@@ -1,4 +1,4 @@
-package devenv
+package ctl
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
@@ -15,7 +16,7 @@ import (
 )
 
 func TestTailToEnd(t *testing.T) {
-	b, err := StartBroker(0)
+	b, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +25,7 @@ func TestTailToEnd(t *testing.T) {
 	defer cancel()
 
 	// An empty topic: Tail without Follow returns at once.
-	admin, err := sarama.NewClusterAdmin(b.Addrs(), kafkaconn.NewConfig("tail-test"))
+	admin, err := sarama.NewClusterAdmin(b.ListenAddrs(), kafkaconn.NewConfig("tail-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,11 +34,11 @@ func TestTailToEnd(t *testing.T) {
 	}
 	_ = admin.Close()
 	n := 0
-	if err := Tail(ctx, TailOptions{Brokers: b.Addrs(), Topic: "s", From: sarama.OffsetOldest}, func(Record) error { n++; return nil }); err != nil || n != 0 {
+	if err := Tail(ctx, TailOptions{Brokers: b.ListenAddrs(), Topic: "s", From: sarama.OffsetOldest}, func(Record) error { n++; return nil }); err != nil || n != 0 {
 		t.Fatalf("empty topic: %d records, %v", n, err)
 	}
 
-	p, err := sarama.NewSyncProducer(b.Addrs(), kafkaconn.ProducerConfig("tail-test"))
+	p, err := sarama.NewSyncProducer(b.ListenAddrs(), kafkaconn.ProducerConfig("tail-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestTailToEnd(t *testing.T) {
 	for _, idle := range []bool{false, true} {
 		var out bytes.Buffer
 		pr := Printer{W: &out, MaxValue: 16, Idle: idle}
-		if err := Tail(ctx, TailOptions{Brokers: b.Addrs(), Topic: "s", From: sarama.OffsetOldest}, pr.Print); err != nil {
+		if err := Tail(ctx, TailOptions{Brokers: b.ListenAddrs(), Topic: "s", From: sarama.OffsetOldest}, pr.Print); err != nil {
 			t.Fatal(err)
 		}
 		if err := pr.Flush(); err != nil {
@@ -95,7 +96,7 @@ func TestTailToEnd(t *testing.T) {
 	}
 	// From an offset in the middle.
 	var keys []string
-	if err := Tail(ctx, TailOptions{Brokers: b.Addrs(), Topic: "s", From: 2}, func(r Record) error {
+	if err := Tail(ctx, TailOptions{Brokers: b.ListenAddrs(), Topic: "s", From: 2}, func(r Record) error {
 		keys = append(keys, string(r.Key))
 		return nil
 	}); err != nil || strings.Join(keys, ",") != "!ctl|v|end,foreign,v|3,!ctl|position,!ctl|position" {

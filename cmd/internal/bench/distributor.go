@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/statecast/statecast/distributor"
-	"github.com/statecast/statecast/internal/devenv"
+	"github.com/statecast/statecast/examples/sportsbook/demo"
 )
 
 // DistEnv is a distributor benchmark's environment: a fresh database on the server of
@@ -47,7 +47,7 @@ func NewDistEnv(ctx context.Context, args *Args, schema string) (*DistEnv, error
 	if err != nil {
 		return nil, err
 	}
-	if e.DSN, err = devenv.DSNFor(admin, e.db); err == nil {
+	if e.DSN, err = demo.DSN(admin, e.db); err == nil {
 		e.Conn, err = pgx.Connect(ctx, e.DSN)
 	}
 	if err == nil && schema != "" {

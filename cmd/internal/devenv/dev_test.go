@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/statecast/statecast/examples/sportsbook"
+	"github.com/statecast/statecast/examples/sportsbook/demo"
 	"github.com/statecast/statecast/internal/testenv"
 )
 
@@ -27,7 +28,7 @@ func demoDatabase(t *testing.T) (admin, name string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if c, err := pgx.Connect(ctx, admin); err == nil {
-			_ = DropSlots(ctx, c, name)
+			_ = demo.DropSlots(ctx, c, name)
 			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 			_ = c.Close(ctx)
 		}
@@ -101,7 +102,7 @@ func TestDevDemo(t *testing.T) {
 		"   selections     136 rows  OK\n",
 		"-- convergence: OK",
 		"-- sportsbook service stopped\n-- player stopped\n-- stream printer stopped\n-- distributor stopped\n" +
-			"-- replication slot " + slotName(name) + " dropped (a slot left behind keeps PostgreSQL from recycling WAL)\n" +
+			"-- replication slot " + demo.SlotName(name) + " dropped (a slot left behind keeps PostgreSQL from recycling WAL)\n" +
 			"-- embedded Kafka stopped\n-- done\n",
 	} {
 		if !strings.Contains(s, want) {

@@ -1,4 +1,4 @@
-package devenv
+package ctl
 
 import (
 	"context"
@@ -49,17 +49,17 @@ func Tail(ctx context.Context, o TailOptions, fn func(Record) error) error {
 	}
 	client, err := sarama.NewClient(conn.Brokers, conn.SaramaConfig())
 	if err != nil {
-		return fmt.Errorf("devenv: kafka: %w", err)
+		return fmt.Errorf("ctl: kafka: %w", err)
 	}
 	defer client.Close()
 	end, err := client.GetOffset(o.Topic, 0, sarama.OffsetNewest)
 	if err != nil {
-		return fmt.Errorf("devenv: end offset of %s: %w", o.Topic, err)
+		return fmt.Errorf("ctl: end offset of %s: %w", o.Topic, err)
 	}
 	if !o.Follow {
 		start, err := client.GetOffset(o.Topic, 0, sarama.OffsetOldest)
 		if err != nil {
-			return fmt.Errorf("devenv: start offset of %s: %w", o.Topic, err)
+			return fmt.Errorf("ctl: start offset of %s: %w", o.Topic, err)
 		}
 		if end <= start || (o.From >= 0 && o.From >= end) {
 			return nil
@@ -67,7 +67,7 @@ func Tail(ctx context.Context, o TailOptions, fn func(Record) error) error {
 	}
 	cons, err := sarama.NewConsumerFromClient(client)
 	if err != nil {
-		return fmt.Errorf("devenv: consumer: %w", err)
+		return fmt.Errorf("ctl: consumer: %w", err)
 	}
 	defer cons.Close()
 	next := o.From
@@ -80,10 +80,10 @@ func Tail(ctx context.Context, o TailOptions, fn func(Record) error) error {
 		// a reader below it resumes at the new start (Apache Kafka never does this).
 		start, serr := client.GetOffset(o.Topic, 0, sarama.OffsetOldest)
 		if serr != nil {
-			return fmt.Errorf("devenv: start offset of %s: %w", o.Topic, serr)
+			return fmt.Errorf("ctl: start offset of %s: %w", o.Topic, serr)
 		}
 		if next >= 0 && next >= start {
-			return fmt.Errorf("devenv: consume %s at %d: %w", o.Topic, next, err)
+			return fmt.Errorf("ctl: consume %s at %d: %w", o.Topic, next, err)
 		}
 		next = start
 	}
@@ -93,7 +93,7 @@ func Tail(ctx context.Context, o TailOptions, fn func(Record) error) error {
 func tailFrom(ctx context.Context, cons sarama.Consumer, o TailOptions, from, end int64, fn func(Record) error, next *int64) error {
 	pc, err := cons.ConsumePartition(o.Topic, 0, from)
 	if err != nil {
-		return fmt.Errorf("devenv: consume %s: %w", o.Topic, err)
+		return fmt.Errorf("ctl: consume %s: %w", o.Topic, err)
 	}
 	defer pc.Close()
 	for {
@@ -101,7 +101,7 @@ func tailFrom(ctx context.Context, cons sarama.Consumer, o TailOptions, from, en
 		case <-ctx.Done():
 			return nil
 		case err := <-pc.Errors():
-			return fmt.Errorf("devenv: consume %s: %w", o.Topic, err)
+			return fmt.Errorf("ctl: consume %s: %w", o.Topic, err)
 		case m := <-pc.Messages():
 			*next = m.Offset + 1
 			meta, merr := recordsarama.Meta(m)
@@ -254,4 +254,4 @@ func positionText(value []byte, n int) string {
 }
 
 // ErrStop may be returned by a Tail callback to stop reading; Tail then returns it.
-var ErrStop = errors.New("devenv: stop")
+var ErrStop = errors.New("ctl: stop")

@@ -192,6 +192,11 @@ func checkImage(t *testing.T, s Spec, img v1.Image, binary []byte, scratch strin
 		t.Fatalf("%s -version: %v\n%s", s.Name, err, out)
 	}
 	want := s.Name + " v9.8.7-test (commit " + testBuild.Commit + ", go"
+	if strings.HasPrefix(s.Package, "./examples/") {
+		// An example uses only the public API: it reports what the toolchain recorded,
+		// not the stamp of statecast's own binaries.
+		want = s.Name + " "
+	}
 	if !strings.HasPrefix(string(out), want) {
 		t.Errorf("%s -version = %q, want %q…", s.Name, out, want)
 	}

@@ -1,6 +1,6 @@
 // Package devenv is the local development environment behind `cachectl dev` (make demo):
 // statecast's main job end to end on embedded defaults. Dev seeds the demo sportsbook
-// database (deploy/demo), starts an in-process Kafka-protocol broker (franz-go kfake,
+// database (examples/sportsbook/demo), starts an in-process Kafka-protocol broker (franz-go kfake,
 // kafka.go), runs the distributor with the demo config (capturing the database's WAL
 // through a replication slot named after the database), an in-process player serving gRPC
 // and the sportsbook example service (examples/sportsbook, embedding cacheclient) serving

@@ -1,13 +1,15 @@
-package e2e
+package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/statecast/statecast/cacheclient"
-	"github.com/statecast/statecast/internal/bench"
+	"github.com/statecast/statecast/cmd/internal/bench"
 	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/player"
 )
@@ -101,7 +103,7 @@ streams:
 	if err := c.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p := &walPipeline{client: c, low: low, high: high}
+	p := &killPipeline{low: low, high: high}
 
 	// Writers and the invariant reader, while the distributor is killed and restarted.
 	stop := make(chan struct{})
@@ -214,3 +216,46 @@ streams:
 	}
 	t.Logf("%d transfers, %d consistent reads, 4 kills", transfers.Load(), reads.Load())
 }
+
+type account struct {
+	ID      int   `json:"id"`
+	Balance int64 `json:"balance"`
+}
+
+func decodeAccount(_ string, b []byte) (account, error) {
+	var a account
+	err := json.Unmarshal(b, &a)
+	return a, err
+}
+
+const (
+	nAccounts = 40
+	total     = nAccounts * 1000
+)
+
+// killPipeline is the cache's two views of the accounts table: 1..nAccounts/2, the others.
+type killPipeline struct {
+	low, high *cacheclient.View[account]
+}
+
+// sum returns the total balance a Cut shows over both views, and the rows it holds.
+func (p *killPipeline) sum(cut *cacheclient.Cut) (int64, int) {
+	var s int64
+	n := 0
+	for _, v := range []*cacheclient.View[account]{p.low, p.high} {
+		v.In(cut).Range(func(_ string, a account) bool { s += a.Balance; n++; return true })
+	}
+	return s, n
+}
+
+// insertLSN commits nothing: it reads the WAL position after the caller's COMMIT.
+func insertLSN(ctx context.Context, conn *pgx.Conn) (cacheclient.LSN, error) {
+	var s string
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&s); err != nil {
+		return 0, err
+	}
+	return cacheclient.ParseLSN(s)
+}
+
+// isConflict: a serialization failure or deadlock, which a writer retries.
+func isConflict(err error) bool { return strings.Contains(err.Error(), "SQLSTATE 40") }

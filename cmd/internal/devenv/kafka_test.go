@@ -9,6 +9,7 @@ import (
 	"github.com/IBM/sarama"
 	"go.uber.org/goleak"
 
+	"github.com/statecast/statecast/cmd/internal/ctl"
 	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
@@ -151,7 +152,7 @@ func TestKfakeCompacts(t *testing.T) {
 	defer cancel()
 	readAll := func() map[int64]string {
 		got := map[int64]string{}
-		err := Tail(ctx, TailOptions{Brokers: b.Addrs(), Topic: "c", From: sarama.OffsetOldest}, func(r Record) error {
+		err := ctl.Tail(ctx, ctl.TailOptions{Brokers: b.Addrs(), Topic: "c", From: sarama.OffsetOldest}, func(r ctl.Record) error {
 			got[r.Offset] = string(r.Key) + "=" + string(r.Value)
 			return nil
 		})

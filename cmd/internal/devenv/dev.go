@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/statecast/statecast/deploy/demo"
 	"github.com/statecast/statecast/distributor"
+	"github.com/statecast/statecast/examples/sportsbook/demo"
 )
 
 // DevOptions configures Dev.
@@ -39,7 +39,7 @@ type DevOptions struct {
 	// ShowSnapshot prints the rows of the start-up epochs too (otherwise only their
 	// control records and a count).
 	ShowSnapshot bool
-	// Database is the demo database's name (default DemoDatabase).
+	// Database is the demo database's name (default demo.Database).
 	Database string
 	// GRPCAddr is where the player serves gRPC, HTTPAddr where the sportsbook service
 	// serves HTTP (default 127.0.0.1:0 for both; a taken port falls back to a free one).
@@ -75,7 +75,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 
 // Dev runs the demo, the main job of statecast end to end on embedded defaults: it seeds
 // the demo database, starts the embedded broker (unless Brokers is set), runs the
-// distributor with deploy/demo/distributor.yaml (capturing the WAL through a replication
+// distributor with examples/sportsbook/demo/distributor.yaml (capturing the WAL through a replication
 // slot named after the database), an in-process player serving gRPC and the sportsbook
 // example service (cacheclient) serving HTTP; it prints the stream's records, applies the
 // scripted changes one per Step and, for each, waits with WaitFor for the WAL position
@@ -96,23 +96,23 @@ func Dev(ctx context.Context, o DevOptions) (err error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.Database == "" {
-		o.Database = DemoDatabase
+		o.Database = demo.Database
 	}
 	out := &lockedWriter{w: o.Out}
 	say := func(format string, a ...any) { fmt.Fprintf(out, "-- "+format+"\n", a...) }
 
-	dsn, err := SeedDemo(ctx, o.AdminDSN, o.Database)
+	dsn, err := demo.Seed(ctx, o.AdminDSN, o.Database)
 	if err != nil {
 		return err
 	}
-	say("seeded database %s from deploy/demo/schema.sql", o.Database)
+	say("seeded database %s from examples/sportsbook/demo/schema.sql", o.Database)
 
 	cfg, err := distributor.ParseConfig(demo.DistributorYAML)
 	if err != nil {
-		return fmt.Errorf("devenv: deploy/demo/distributor.yaml: %w", err)
+		return fmt.Errorf("devenv: examples/sportsbook/demo/distributor.yaml: %w", err)
 	}
 	cfg.Postgres.DSN = dsn
-	cfg.Streams[0].Slot = slotName(o.Database)
+	cfg.Streams[0].Slot = demo.SlotName(o.Database)
 	brokers := o.Brokers
 	var b *Broker
 	if len(brokers) == 0 {

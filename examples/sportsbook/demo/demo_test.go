@@ -4,8 +4,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/statecast/statecast/deploy/demo"
 	"github.com/statecast/statecast/distributor"
+	"github.com/statecast/statecast/examples/sportsbook/demo"
 )
 
 // TestConfig: the demo config loads; its one stream captures the WAL with no polling or

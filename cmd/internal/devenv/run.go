@@ -14,7 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/statecast/statecast/cacheclient"
+	"github.com/statecast/statecast/cmd/internal/ctl"
 	"github.com/statecast/statecast/distributor"
+	"github.com/statecast/statecast/examples/sportsbook/demo"
 	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 )
@@ -232,14 +234,14 @@ func (r *run) dropSlot() error {
 		return fmt.Errorf("devenv: connect to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.Background())
-	return DropSlots(ctx, conn, r.o.Database)
+	return demo.DropSlots(ctx, conn, r.o.Database)
 }
 
 // startTail prints the stream from its start in a goroutine; rows below snapshotEnd
 // (the start-up epochs) are only counted unless ShowSnapshot.
 func (r *run) startTail(ctx context.Context, snapshotEnd int64) error {
-	p := &Printer{W: r.out, MaxValue: r.o.MaxValue, Idle: r.o.ShowIdle}
-	print := func(rec Record) error {
+	p := &ctl.Printer{W: r.out, MaxValue: r.o.MaxValue, Idle: r.o.ShowIdle}
+	print := func(rec ctl.Record) error {
 		defer r.seen.Store(rec.Offset + 1)
 		if rec.Err == nil && rec.Meta.Kind == record.KindEpochBegin && rec.Offset >= snapshotEnd {
 			r.epochs.Add(1)
@@ -255,7 +257,7 @@ func (r *run) startTail(ctx context.Context, snapshotEnd int64) error {
 	var wg sync.WaitGroup
 	var err error
 	wg.Go(func() {
-		err = Tail(tailCtx, TailOptions{Brokers: r.brokers, Topic: r.topic, From: sarama.OffsetOldest, Follow: true}, print)
+		err = ctl.Tail(tailCtx, ctl.TailOptions{Brokers: r.brokers, Topic: r.topic, From: sarama.OffsetOldest, Follow: true}, print)
 	})
 	r.stopped = append(r.stopped, stopper{name: "stream printer", stop: func() error { stop(); wg.Wait(); return err }})
 	return nil

@@ -1,4 +1,4 @@
-package devenv
+package demo
 
 import (
 	"context"
@@ -7,20 +7,18 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/statecast/statecast/deploy/demo"
 )
 
-// DemoDatabase is the database `cachectl dev` (re)creates on the local server.
-const DemoDatabase = "statecast_demo"
+// Database is the database `cachectl dev` (re)creates on the local server.
+const Database = "statecast_demo"
 
-// SeedDemo drops and re-creates database name on the server of adminDSN (with its
+// Seed drops and re-creates database name on the server of adminDSN (with its
 // replication slots, which would keep it from being dropped), loads the demo schema and
 // seed rows into it, and returns the new database's DSN.
-func SeedDemo(ctx context.Context, adminDSN, name string) (string, error) {
+func Seed(ctx context.Context, adminDSN, name string) (string, error) {
 	admin, err := pgx.Connect(ctx, adminDSN)
 	if err != nil {
-		return "", fmt.Errorf("devenv: connect to PostgreSQL: %w", err)
+		return "", fmt.Errorf("demo: connect to PostgreSQL: %w", err)
 	}
 	defer admin.Close(context.Background())
 	if err := DropSlots(ctx, admin, name); err != nil {
@@ -28,22 +26,22 @@ func SeedDemo(ctx context.Context, adminDSN, name string) (string, error) {
 	}
 	ident := pgx.Identifier{name}.Sanitize()
 	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
-		return "", fmt.Errorf("devenv: drop database %s: %w", name, err)
+		return "", fmt.Errorf("demo: drop database %s: %w", name, err)
 	}
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
-		return "", fmt.Errorf("devenv: create database %s: %w", name, err)
+		return "", fmt.Errorf("demo: create database %s: %w", name, err)
 	}
 	cfg := admin.Config().Copy()
 	cfg.Database = name
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return "", fmt.Errorf("devenv: connect to %s: %w", name, err)
+		return "", fmt.Errorf("demo: connect to %s: %w", name, err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, demo.Schema); err != nil {
-		return "", fmt.Errorf("devenv: load deploy/demo/schema.sql: %w", err)
+	if _, err := conn.Exec(ctx, Schema); err != nil {
+		return "", fmt.Errorf("demo: load schema.sql: %w", err)
 	}
-	return DSNFor(adminDSN, name)
+	return DSN(adminDSN, name)
 }
 
 // DropSlots drops the replication slots of database db (a demo's distributor leaves one;
@@ -53,18 +51,18 @@ func DropSlots(ctx context.Context, conn *pgx.Conn, db string) error {
 	for attempt := 0; ; attempt++ {
 		var left int
 		if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = $1 AND active_pid IS NOT NULL", db); err != nil {
-			return fmt.Errorf("devenv: replication slots of %s: %w", db, err)
+			return fmt.Errorf("demo: replication slots of %s: %w", db, err)
 		}
 		// A slot whose connection has just ended may still be active: the next attempt drops it.
 		_, _ = conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND active_pid IS NULL", db)
 		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE database = $1", db).Scan(&left); err != nil {
-			return fmt.Errorf("devenv: replication slots of %s: %w", db, err)
+			return fmt.Errorf("demo: replication slots of %s: %w", db, err)
 		}
 		if left == 0 {
 			return nil
 		}
 		if attempt == 50 {
-			return fmt.Errorf("devenv: %d replication slot(s) of %s still in use after 5s", left, db)
+			return fmt.Errorf("demo: %d replication slot(s) of %s still in use after 5s", left, db)
 		}
 		select {
 		case <-ctx.Done():
@@ -74,10 +72,10 @@ func DropSlots(ctx context.Context, conn *pgx.Conn, db string) error {
 	}
 }
 
-// slotName is the demo's replication slot: the demo database's name (a slot's name is
+// SlotName is the demo's replication slot: the demo database's name (a slot's name is
 // unique in the server; a database has one demo stream), as PostgreSQL allows it: lower
 // case letters, digits and _, at most 63.
-func slotName(db string) string {
+func SlotName(db string) string {
 	b := []byte(strings.ToLower(db))
 	for i, c := range b {
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
@@ -87,11 +85,11 @@ func slotName(db string) string {
 	return string(b[:min(len(b), 63)])
 }
 
-// DSNFor returns adminDSN with its database replaced by name.
-func DSNFor(adminDSN, name string) (string, error) {
+// DSN returns adminDSN with its database replaced by name.
+func DSN(adminDSN, name string) (string, error) {
 	cfg, err := pgx.ParseConfig(adminDSN)
 	if err != nil {
-		return "", fmt.Errorf("devenv: parse DSN: %w", err)
+		return "", fmt.Errorf("demo: parse DSN: %w", err)
 	}
 	user := cfg.User
 	if cfg.Password != "" {
