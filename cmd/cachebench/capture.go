@@ -10,8 +10,8 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/cmd/internal/bench"
+	"github.com/statecast/statecast/distributor"
 )
 
 // The capture-* benchmarks measure the WAL capture path end to end: writers commit to

@@ -12,8 +12,8 @@ import (
 	gojson "github.com/goccy/go-json"
 
 	"github.com/statecast/statecast/cacheclient"
-	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/cmd/internal/bench"
+	"github.com/statecast/statecast/distributor"
 )
 
 const fanoutSchema = `

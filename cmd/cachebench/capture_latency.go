@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/statecast/statecast/cacheclient"
-	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/cmd/internal/bench"
+	"github.com/statecast/statecast/distributor"
 )
 
 // waited is one WaitFor after a write.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/statecast/statecast/cacheclient"
-	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/cmd/internal/bench"
+	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/internal/pggate"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"gopkg.in/yaml.v3"
 
-	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/cmd/internal/bench"
+	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/kafkaconn"
 )
 

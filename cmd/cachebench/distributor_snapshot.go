@@ -11,8 +11,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/cmd/internal/bench"
+	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/pgjson"

@@ -21,9 +21,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"gopkg.in/yaml.v3"
 
-	"github.com/statecast/statecast/examples/sportsbook/demo"
-	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/deploy/internal/ociimage"
+	"github.com/statecast/statecast/distributor"
+	"github.com/statecast/statecast/examples/sportsbook/demo"
 	"github.com/statecast/statecast/player"
 )
 

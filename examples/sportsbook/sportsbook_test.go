@@ -18,8 +18,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/statecast/statecast/cacheclient"
-	"github.com/statecast/statecast/examples/sportsbook/demo"
 	"github.com/statecast/statecast/distributor"
+	"github.com/statecast/statecast/examples/sportsbook/demo"
 	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/player"
 )
