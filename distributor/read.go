@@ -134,7 +134,7 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 			r.publish = make([]pendingRow, 0, size) // every row is published
 		}
 		for _, d := range st.depSpecs {
-			r.deps = append(r.deps, newDepMap(d.table, d.cols))
+			r.deps = append(r.deps, newDepMap(d.cols))
 		}
 	}
 	inc := incMax{c: codec}

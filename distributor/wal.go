@@ -137,13 +137,15 @@ func (g *group) walSession(ctx context.Context) error {
 			return err
 		}
 	}
-	idents := map[uint32][]string{}
-	for _, t := range tables {
-		for _, c := range t.Identity {
-			idents[t.OID] = append(idents[t.OID], c.Name)
-		}
+	var views []*walView
+	for _, w := range ws {
+		views = append(views, w.views...)
 	}
-	recv := capture.NewReceiver(repl, capture.ReceiverConfig{Slot: first.cfg.Slot, Publication: first.cfg.Publication, Start: start, Identity: idents})
+	captured := capturedColumns(views)
+	for _, v := range views {
+		v.bindColumns(captured)
+	}
+	recv := capture.NewReceiver(repl, capture.ReceiverConfig{Slot: first.cfg.Slot, Publication: first.cfg.Publication, Start: start, Tables: captured})
 	for _, w := range ws {
 		var oids []uint32
 		for oid := range w.tables {

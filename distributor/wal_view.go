@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,45 +13,61 @@ import (
 	"github.com/statecast/statecast/schemas/record"
 )
 
-// How a wal view turns changed base rows into its changed rows (see capture.Analyze for
-// how each table is mapped):
+// How a wal view turns changed base rows into its changed rows (capture.Analyze derives,
+// for every occurrence of a base table in the view's query, the Mapping its changes take):
 //
-//   - a table whose identity is the view's key: the changed identities, old and new, are
-//     the keys to re-read (by key, through the table's index);
-//   - a joined table whose identity the view selects (or that depends declares): the view
-//     rows holding a changed identity now are re-read by those columns, and the rows that
-//     held it when they were published — a reverse map (depMap), kept from the published
-//     rows — are re-read by key: a row that no longer matches is found there;
-//   - any other table: the whole view is re-read (wal_cycle.go).
+//   - a mapping whose values are view keys (a table whose identity is the key, or whose
+//     joins lead to the key): the keys the changed rows give, old and new, are re-read by
+//     key;
+//   - any other mapping: the view rows whose mapped columns hold the values the changed
+//     rows give now are re-read by those columns, and the rows that held them when they
+//     were published — a reverse map (depMap) of the published rows, one per set of mapped
+//     columns — are the rows that may have left;
+//   - a mapping with hops first turns the changed rows' values into the view's through
+//     its joins (NewHopLookup), in the cycle's snapshot;
+//   - a table one of whose occurrences has no mapping: the whole view is re-read
+//     (wal_cycle.go).
 //
-// A key re-read that finds nothing publishes a tombstone; a row whose content hash did not
-// change is not published again.
+// A row that may have left and is found by no lookup is gone: a tombstone. Under a weak
+// mapping it may still be in the view, holding other values (the null-extended row of an
+// outer join), so it is re-read by key first. A row whose content hash did not change is
+// not published again.
 
 // walView is a view's capture plan in a session.
 type walView struct {
 	st   *viewState
 	deps *capture.ViewDeps
-	// byKey reads rows by the binary values of the key columns (the identities of the
-	// tables the key maps); byKeyText by key texts (rows found in a reverse map).
+	// byKey reads rows by the binary values of the key columns; byKeyText by key texts
+	// (rows found in a reverse map).
 	byKey, byKeyText *capture.Lookup
-	byTable          map[uint32]*capture.Lookup // joined tables: by their identity's columns
+	routes           map[uint32][]*route // base table → a route per mapped occurrence
+	byCols           []*capture.Lookup   // per reverse map (st.depSpecs): by its columns
 	lastFull         time.Time
 }
 
-// depMap is the reverse map of one joined table of a view: which published keys hold which
-// identity of the table, and the other way round.
+// route is how one Mapping's changes become rows to re-read.
+type route struct {
+	m   *capture.Mapping
+	pos []int           // where m.TableCols are in the table's captured columns (bindColumns)
+	hop *capture.Lookup // the hops' query, or nil
+	rev int             // the reverse map of m.Cols (index in st.depSpecs); -1 for a key mapping
+	// perm, for a key mapping: per view key column, the index of its value in m.Cols.
+	perm []int
+}
+
+// depMap is a reverse map of a view: which published keys hold which values in columns
+// cols, and the other way round.
 type depMap struct {
-	table uint32
-	cols  []int // the view's output columns that hold the identity
+	cols  []int
 	byID  map[capture.Identity]map[string]struct{}
 	ofKey map[string]capture.Identity
 }
 
-func newDepMap(table uint32, cols []int) *depMap {
-	return &depMap{table: table, cols: cols, byID: map[capture.Identity]map[string]struct{}{}, ofKey: map[string]capture.Identity{}}
+func newDepMap(cols []int) *depMap {
+	return &depMap{cols: cols, byID: map[capture.Identity]map[string]struct{}{}, ofKey: map[string]capture.Identity{}}
 }
 
-// identity is the identity a raw row holds in the map's columns.
+// identity is the values a raw row holds in the map's columns.
 func (m *depMap) identity(raw [][]byte) capture.Identity {
 	var b []byte
 	for _, c := range m.cols {
@@ -91,31 +108,49 @@ func (m *depMap) remove(key string) {
 
 // depSpec is what a full read needs to rebuild a view's reverse maps.
 type depSpec struct {
-	table uint32
-	cols  []int
+	cols []int
 }
 
 func newWalView(st *viewState, d *capture.ViewDeps) (*walView, error) {
-	v := &walView{st: st, deps: d, byTable: map[uint32]*capture.Lookup{}}
+	v := &walView{st: st, deps: d, routes: map[uint32][]*route{}}
 	sql := st.cfg.SQL
 	var err error
 	if v.byKey, err = capture.NewLookup(d, sql, d.Key); err != nil {
 		return nil, err
 	}
 	st.depSpecs = nil
+	weak := false
 	for _, t := range d.Tables {
-		m := d.Maps[t.OID]
-		if m == nil || m.IsKey {
-			continue
+		for _, m := range d.Maps[t.OID] {
+			r := &route{m: m, rev: -1}
+			if len(m.Hops) > 0 {
+				if r.hop, err = capture.NewHopLookup(m); err != nil {
+					return nil, err
+				}
+			}
+			if m.IsKey {
+				for _, k := range d.Key {
+					r.perm = append(r.perm, slices.Index(m.Cols, k))
+				}
+			} else {
+				r.rev = slices.IndexFunc(st.depSpecs, func(s depSpec) bool { return slices.Equal(s.cols, m.Cols) })
+				if r.rev < 0 {
+					r.rev = len(st.depSpecs)
+					st.depSpecs = append(st.depSpecs, depSpec{cols: m.Cols})
+					l, err := capture.NewLookup(d, sql, m.Cols)
+					if err != nil {
+						return nil, err
+					}
+					v.byCols = append(v.byCols, l)
+				}
+			}
+			weak = weak || !m.Strong
+			v.routes[t.OID] = append(v.routes[t.OID], r)
 		}
-		if v.byTable[t.OID], err = capture.NewLookup(d, sql, m.Cols); err != nil {
-			return nil, err
-		}
-		st.depSpecs = append(st.depSpecs, depSpec{table: t.OID, cols: m.Cols})
 	}
-	if len(st.depSpecs) > 0 {
+	if weak {
 		if v.byKeyText, err = capture.NewKeyLookup(d, sql); err != nil {
-			return nil, fmt.Errorf("%w (needed to re-read the rows of its joined tables' changes; select the joined tables' keys differently or use capture: poll)", err)
+			return nil, fmt.Errorf("%w (needed to re-read the rows that leave an outer join's match; select the joined tables' keys differently or use capture: poll)", err)
 		}
 	}
 	// The reverse maps are rebuilt by the session's first full read.
@@ -123,52 +158,91 @@ func newWalView(st *viewState, d *capture.ViewDeps) (*walView, error) {
 	return v, nil
 }
 
-// viewChanges are the changed identities of one view's mapped tables in a cycle.
+// bindColumns places each route's columns among its table's captured columns.
+func (v *walView) bindColumns(captured map[uint32]capture.TableColumns) {
+	for oid, rs := range v.routes {
+		names := captured[oid].Names
+		for _, r := range rs {
+			r.pos = r.pos[:0]
+			for _, c := range r.m.TableCols {
+				r.pos = append(r.pos, slices.Index(names, c.Name))
+			}
+		}
+	}
+}
+
+// capturedColumns lists, per base table of the views, the columns its changes must carry:
+// its identity, then every column a mapping reads, by attribute number.
+func capturedColumns(views []*walView) map[uint32]capture.TableColumns {
+	out := map[uint32]capture.TableColumns{}
+	extra := map[uint32]map[int16]string{}
+	for _, v := range views {
+		for _, t := range v.deps.Tables {
+			if _, ok := out[t.OID]; !ok {
+				tc := capture.TableColumns{Identity: len(t.Identity)}
+				for _, c := range t.Identity {
+					tc.Names = append(tc.Names, c.Name)
+				}
+				out[t.OID] = tc
+				extra[t.OID] = map[int16]string{}
+			}
+			for _, m := range v.deps.Maps[t.OID] {
+				for _, c := range m.TableCols {
+					if !slices.ContainsFunc(t.Identity, func(i capture.Column) bool { return i.Name == c.Name }) {
+						extra[t.OID][c.Num] = c.Name
+					}
+				}
+			}
+		}
+	}
+	for oid, cols := range extra {
+		nums := make([]int16, 0, len(cols))
+		for n := range cols {
+			nums = append(nums, n)
+		}
+		slices.Sort(nums)
+		tc := out[oid]
+		for _, n := range nums {
+			tc.Names = append(tc.Names, cols[n])
+		}
+		out[oid] = tc
+	}
+	return out
+}
+
+// viewChanges are, per route, the values (old and new) of one view's mapped tables'
+// changed rows in a cycle.
 type viewChanges struct {
-	keys map[capture.Identity]struct{}            // key columns' values, in key order
-	ids  map[uint32]map[capture.Identity]struct{} // joined table → identities
+	in map[*route]map[capture.Identity]struct{}
 }
 
 func newViewChanges() *viewChanges {
-	return &viewChanges{keys: map[capture.Identity]struct{}{}, ids: map[uint32]map[capture.Identity]struct{}{}}
+	return &viewChanges{in: map[*route]map[capture.Identity]struct{}{}}
 }
 
 // add records a change of a mapped table (unmapped ones make the view read in full).
 func (ch *viewChanges) add(v *walView, c capture.Change) {
-	m := v.deps.Maps[c.Rel]
-	if m == nil || c.Unknown {
+	if c.Unknown {
 		return
 	}
-	for _, id := range []capture.Identity{c.Old, c.New} {
-		if id == "" {
-			continue
-		}
-		if m.IsKey {
-			ch.keys[keyOrder(v.deps, m, id)] = struct{}{}
-			continue
-		}
-		set := ch.ids[c.Rel]
-		if set == nil {
-			set = map[capture.Identity]struct{}{}
-			ch.ids[c.Rel] = set
-		}
-		set[id] = struct{}{}
-	}
-}
-
-// keyOrder reorders an identity of a key-mapped table (its columns in the table's identity
-// order) into the view's key order.
-func keyOrder(d *capture.ViewDeps, m *capture.Mapping, id capture.Identity) capture.Identity {
-	vals := id.Values()
-	var b []byte
-	for _, k := range d.Key {
-		for i, c := range m.Cols {
-			if c == k {
-				b = capture.AppendIdentity(b, vals[i])
+	for _, r := range v.routes[c.Rel] {
+		set := ch.in[r]
+		for _, tuple := range []capture.Identity{c.Old, c.New} {
+			if tuple == "" {
+				continue
 			}
+			vals := tuple.Values()
+			var b []byte
+			for _, p := range r.pos {
+				b = capture.AppendIdentity(b, vals[p])
+			}
+			if set == nil {
+				set = map[capture.Identity]struct{}{}
+				ch.in[r] = set
+			}
+			set[capture.Identity(b)] = struct{}{}
 		}
 	}
-	return capture.Identity(b)
 }
 
 // foundRow is a row re-read in a cycle.
@@ -178,27 +252,34 @@ type foundRow struct {
 	ids   []capture.Identity // per st.deps
 }
 
-// mappedRead is one cycle's re-read of a mapped view so far. The rows of the identities
-// that the cycle's transactions changed can be read while later transactions are still
-// being received: the snapshot is fixed, so a row read once is read for good, and each
-// identity is read once. The rows that lost a changed identity are read at the end, in
-// mappedOut, once every change is known.
+// mappedRead is one cycle's re-read of a mapped view so far. The rows of the values that
+// the cycle's transactions changed can be read while later transactions are still being
+// received: the snapshot is fixed, so a row read once is read for good, and each value
+// is read once. The rows that left are settled at the end, in mappedOut, once every
+// change is known.
 type mappedRead struct {
 	v     *walView
 	codec *rowCodec
 	found map[string]*foundRow
-	prev  map[string]struct{}                      // keys published before that the changes may have touched
+	// prev holds the keys the changes may have touched: true for those a weak mapping
+	// found, which are re-read by key before they count as gone.
+	prev  map[string]bool
 	byKey map[string]struct{}                      // the keys already read by key
-	keys  map[capture.Identity]struct{}            // key identities read
-	ids   map[uint32]map[capture.Identity]struct{} // joined table → identities read
+	done  map[*route]map[capture.Identity]struct{} // route inputs handled
+	keys  map[capture.Identity]struct{}            // key values read
+	cols  []map[capture.Identity]struct{}          // per reverse map: the values read
 	err   error                                    // the read that failed: the view's cycle fails with it
 }
 
 func (w *walSession) newMappedRead(v *walView) *mappedRead {
 	cfg := v.st.cfg
-	return &mappedRead{v: v, codec: newRowCodec(cfg, v.st.enc, w.s.cfg.maxBytes, headerBytes(cfg.Name)+recordOverhead),
-		found: map[string]*foundRow{}, prev: map[string]struct{}{}, byKey: map[string]struct{}{},
-		keys: map[capture.Identity]struct{}{}, ids: map[uint32]map[capture.Identity]struct{}{}}
+	a := &mappedRead{v: v, codec: newRowCodec(cfg, v.st.enc, w.s.cfg.maxBytes, headerBytes(cfg.Name)+recordOverhead),
+		found: map[string]*foundRow{}, prev: map[string]bool{}, byKey: map[string]struct{}{},
+		done: map[*route]map[capture.Identity]struct{}{}, keys: map[capture.Identity]struct{}{}}
+	for range v.byCols {
+		a.cols = append(a.cols, map[capture.Identity]struct{}{})
+	}
+	return a
 }
 
 // run reads the rows l finds for tuples in tx. A key found twice with other content is
@@ -214,11 +295,8 @@ func (a *mappedRead) run(ctx context.Context, tx pgx.Tx, l *capture.Lookup, tupl
 		if err != nil {
 			return err
 		}
-		dup := func() error {
-			return &ViewError{View: cfg.Name, Key: key, Err: errors.New("duplicate key in one snapshot (key columns must be unique in the view)")}
-		}
 		if seen[key] {
-			return dup()
+			return a.duplicate(key)
 		}
 		seen[key] = true
 		if n := len(key) + len(value) + hdr + recordOverhead; n > maxBytes {
@@ -226,7 +304,7 @@ func (a *mappedRead) run(ctx context.Context, tx pgx.Tx, l *capture.Lookup, tupl
 		}
 		f := &foundRow{value: value, hash: record.RowHash(a.codec.keyBuf, value)}
 		if old, ok := a.found[key]; ok && old.hash != f.hash {
-			return dup()
+			return a.duplicate(key)
 		}
 		for _, m := range st.deps {
 			f.ids = append(f.ids, m.identity(raw))
@@ -236,8 +314,12 @@ func (a *mappedRead) run(ctx context.Context, tx pgx.Tx, l *capture.Lookup, tupl
 	})
 }
 
-// read reads in tx the rows of the identities in ch that a did not read yet. After an
-// error it reads nothing more and returns that error.
+func (a *mappedRead) duplicate(key string) error {
+	return &ViewError{View: a.v.st.cfg.Name, Key: key, Err: errors.New("duplicate key in one snapshot (key columns must be unique in the view)")}
+}
+
+// read reads in tx the rows of the values in ch that a did not read yet. After an error
+// it reads nothing more and returns that error.
 func (a *mappedRead) read(ctx context.Context, tx pgx.Tx, ch *viewChanges) error {
 	if a.err == nil {
 		a.err = a.readNew(ctx, tx, ch)
@@ -248,54 +330,116 @@ func (a *mappedRead) read(ctx context.Context, tx pgx.Tx, ch *viewChanges) error
 func (a *mappedRead) readNew(ctx context.Context, tx pgx.Tx, ch *viewChanges) error {
 	v, st := a.v, a.v.st
 	cfg := st.cfg
-	var tuples [][][]byte
+	var keyTuples [][][]byte
+	colTuples := make([][][][]byte, len(v.byCols))
 	row := make([][]byte, len(v.deps.Columns))
-	for id := range ch.keys {
-		if _, done := a.keys[id]; done {
-			continue
-		}
-		a.keys[id] = struct{}{}
-		vals := id.Values()
-		tuples = append(tuples, vals)
-		for i, k := range v.deps.Key {
-			row[k] = vals[i]
-		}
-		if key, err := st.enc.AppendKey(nil, cfg.Name, row); err == nil {
-			a.prev[string(key)] = struct{}{}
-			a.byKey[string(key)] = struct{}{}
+	for _, rs := range v.routes {
+		for _, r := range rs {
+			in := ch.in[r]
+			if len(in) == 0 {
+				continue
+			}
+			done := a.done[r]
+			if done == nil {
+				done = map[capture.Identity]struct{}{}
+				a.done[r] = done
+			}
+			var tuples [][][]byte
+			for id := range in {
+				if _, ok := done[id]; ok {
+					continue
+				}
+				done[id] = struct{}{}
+				tuples = append(tuples, id.Values())
+			}
+			if len(tuples) == 0 {
+				continue
+			}
+			if r.hop != nil {
+				var err error
+				if tuples, err = hopValues(ctx, tx, r.hop, tuples); err != nil {
+					return sqlError(cfg, err)
+				}
+			}
+			for _, vals := range tuples {
+				if r.rev < 0 {
+					kv := make([][]byte, len(r.perm))
+					var b []byte
+					for i, p := range r.perm {
+						kv[i] = vals[p]
+						b = capture.AppendIdentity(b, vals[p])
+					}
+					id := capture.Identity(b)
+					for i, k := range v.deps.Key {
+						row[k] = kv[i]
+					}
+					if key, err := st.enc.AppendKey(nil, cfg.Name, row); err == nil {
+						a.note(string(key), true) // read by key: found, or gone
+						a.byKey[string(key)] = struct{}{}
+					}
+					if _, ok := a.keys[id]; ok {
+						continue
+					}
+					a.keys[id] = struct{}{}
+					keyTuples = append(keyTuples, kv)
+					continue
+				}
+				var b []byte
+				for _, val := range vals {
+					b = capture.AppendIdentity(b, val)
+				}
+				id := capture.Identity(b)
+				if r.rev < len(st.deps) {
+					for k := range st.deps[r.rev].byID[id] {
+						a.note(k, r.m.Strong)
+					}
+				}
+				if _, ok := a.cols[r.rev][id]; ok {
+					continue
+				}
+				a.cols[r.rev][id] = struct{}{}
+				colTuples[r.rev] = append(colTuples[r.rev], vals)
+			}
 		}
 	}
-	if len(tuples) > 0 {
-		if err := a.run(ctx, tx, v.byKey, tuples); err != nil {
+	if len(keyTuples) > 0 {
+		if err := a.run(ctx, tx, v.byKey, keyTuples); err != nil {
 			return sqlError(cfg, err)
 		}
 	}
-	for _, m := range st.deps {
-		ids := ch.ids[m.table]
-		done := a.ids[m.table]
-		if done == nil {
-			done = map[capture.Identity]struct{}{}
-			a.ids[m.table] = done
-		}
-		tuples = tuples[:0]
-		for id := range ids {
-			if _, ok := done[id]; ok {
-				continue
-			}
-			done[id] = struct{}{}
-			tuples = append(tuples, id.Values())
-			for k := range m.byID[id] {
-				a.prev[k] = struct{}{}
-			}
-		}
+	for i, tuples := range colTuples {
 		if len(tuples) == 0 {
 			continue
 		}
-		if err := a.run(ctx, tx, v.byTable[m.table], tuples); err != nil {
+		if err := a.run(ctx, tx, v.byCols[i], tuples); err != nil {
 			return sqlError(cfg, err)
 		}
 	}
 	return nil
+}
+
+// note records a published key the changes may have touched. One that any weak mapping
+// found is re-read by key before it counts as gone: a strong one's lookup not finding it
+// does not say the other occurrence's change left it out of the view.
+func (a *mappedRead) note(key string, strong bool) {
+	a.prev[key] = a.prev[key] || !strong
+}
+
+// hopValues runs a mapping's hops for the changed rows' values: the distinct values they
+// give the view's columns.
+func hopValues(ctx context.Context, tx pgx.Tx, hop *capture.Lookup, tuples [][][]byte) ([][][]byte, error) {
+	var out [][][]byte
+	err := hop.Run(ctx, tx, tuples, func(row [][]byte) error {
+		vals := make([][]byte, len(row))
+		for i, v := range row {
+			if v != nil {
+				vals[i] = slices.Clone(v)
+			}
+		}
+		out = append(out, vals)
+		return nil
+	})
+	return out, err
 }
 
 // mappedOut re-reads in tx the rows of v that ch touched and a did not read yet, then the
@@ -309,10 +453,13 @@ func (w *walSession) mappedOut(ctx context.Context, tx pgx.Tx, a *mappedRead, ch
 		return err
 	}
 	found, prev, byKey := a.found, a.prev, a.byKey
-	// Rows that held a changed identity but hold none now: re-read by key (they may still
-	// be in the view, joined to another row, or gone).
+	// Rows a weak mapping says held a changed value but that hold none now: re-read by key
+	// (they may still be in the view, an outer join's null-extended row, or gone).
 	var missing [][][]byte
-	for k := range prev {
+	for k, weak := range prev {
+		if !weak {
+			continue
+		}
 		if _, ok := found[k]; ok {
 			continue
 		}

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
-	"slices"
+		"slices"
 	"strings"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/statecast/statecast/distributor/internal/pgtree"
 )
 
 // ViewSpec is what Analyze needs to know about a view.
@@ -32,8 +33,8 @@ type Column struct {
 	Num     int16 // attnum (for a view's output: its position, from 1)
 	Name    string
 	TypeOID uint32
-	// Filled for a view's output columns: the type's array type, its SQL name
-	// (format_type) and whether it is an enum.
+	// The type's array type and its SQL name (format_type); Enum is filled for a view's
+	// output columns only.
 	ArrayOID uint32
 	TypeName string
 	Enum     bool
@@ -53,8 +54,8 @@ type Table struct {
 	Identity []Column
 	// ReplIdent is pg_class.relreplident: 'd' default, 'i' index, 'f' full ('n' is refused).
 	ReplIdent byte
-
-	printed string // the name as PostgreSQL prints it qualified: format('%I.%I')
+	// Columns are the table's columns by attribute number.
+	Columns map[int16]Column
 }
 
 // QualifiedName is "schema.name", quoted where needed.
@@ -69,35 +70,58 @@ func (t *Table) String() string {
 	return t.Schema + "." + t.Name
 }
 
-// Mapping says how a change of Table reaches the view: the rows to re-read are those whose
-// output columns Cols hold the changed row's identity (old or new).
+// Mapping says how a change of one occurrence of Table (a table named twice has two)
+// reaches the view: the rows to re-read are those whose output columns Cols hold values
+// derived from the changed row, old and new — its columns TableCols themselves (no
+// Hops), or the values the Hops' joins give for its column TableCols[0].
 type Mapping struct {
 	Table *Table
-	Cols  []int // output column indexes, one per Table.Identity column, in that order
-	// IsKey: Cols are the view's key columns (in any order): a changed identity is a view
-	// key.
+	// Occurrence is how the query names this occurrence ("teams AS home", "markets (in a
+	// subquery) in sb.event_board").
+	Occurrence string
+	Cols       []int    // output column indexes
+	TableCols  []Column // without Hops: one per Col; with Hops: the one the first hop matches
+	Hops       []Hop
+	// IsKey: Cols are the view's key columns (in any order): the values are view keys.
 	IsKey bool
-	// Hinted: declared in ViewSpec.Depends rather than found from the column origins.
+	// Strong: every view row the change affects, before and after, holds the values;
+	// else only the rows that hold the changed row do, and the rows that held the values
+	// and hold none now are re-read by key (a row of an outer join's nullable side).
+	Strong bool
+	// Hinted: declared in ViewSpec.Depends rather than found in the query.
 	Hinted bool
+	// Via says how the analysis found it, for Describe.
+	Via string
+}
+
+// Hop is one join of a mapping's chain: the rows of Table whose column Match equals the
+// previous values give their columns Out (one, the next hop's values; the last hop's,
+// one per Mapping.Cols).
+type Hop struct {
+	Table *Table
+	Match Column
+	Out   []Column
 }
 
 // ViewDeps is how a view depends on its base tables.
 type ViewDeps struct {
 	View   string
 	Tables []*Table // every base table, sorted by name
-	// Maps holds the mapped tables by OID; a table absent from it is unmapped: any change
-	// of it re-reads the whole view. Unmapped[oid] says why.
-	Maps     map[uint32]*Mapping
+	// Maps holds the mapped tables by OID, a Mapping per occurrence; a table absent from it
+	// is unmapped: any change of it re-reads the whole view. Unmapped[oid] says why.
+	Maps     map[uint32][]*Mapping
 	Unmapped map[uint32]string
-	// Shape, when set, is why no table of the view can be mapped (a query feature under
-	// which a changed base row can change view rows that do not hold its identity).
-	Shape string
+	// Notes are what else the analysis found (volatile functions: rows that change
+	// without a change of any table).
+	Notes []string
 	// Columns are the view's output columns (name, type) and Key the indexes of its key
 	// columns.
 	Columns []Column
 	Key     []int
 
-	origins []origin // per output column: the table column it is a plain copy of, if any
+	// structural holds the tables unmapped for what the query does to rows (a LIMIT, a
+	// recursion, an aggregate over all rows…): no declared mapping makes them mappable.
+	structural map[uint32]bool
 }
 
 // Table returns the base table with the given OID, or nil.
@@ -111,29 +135,77 @@ func (d *ViewDeps) Table(oid uint32) *Table {
 }
 
 // Describe is a one-line summary per table of how its changes reach the view (cachectl
-// validate prints it).
+// validate prints it), then the notes.
 func (d *ViewDeps) Describe() []string {
 	var out []string
 	for _, t := range d.Tables {
-		m := d.Maps[t.OID]
-		switch {
-		case m == nil:
+		ms := d.Maps[t.OID]
+		if ms == nil {
 			out = append(out, fmt.Sprintf("%s: full re-read of the view on every change (%s)", t, d.Unmapped[t.OID]))
-		case m.IsKey:
-			out = append(out, fmt.Sprintf("%s: by the view's key", t))
-		default:
-			names := make([]string, len(m.Cols))
-			for i, c := range m.Cols {
-				names[i] = d.Columns[c].Name
-			}
-			how := "selected"
-			if m.Hinted {
-				how = "declared in depends"
-			}
-			out = append(out, fmt.Sprintf("%s: by column(s) %s (%s)", t, strings.Join(names, ", "), how))
+			continue
+		}
+		var parts []string
+		for _, m := range ms {
+			parts = append(parts, d.describe(m))
+		}
+		out = append(out, fmt.Sprintf("%s: %s", t, strings.Join(parts, "; ")))
+	}
+	return append(out, d.Notes...)
+}
+
+func (d *ViewDeps) describe(m *Mapping) string {
+	names := make([]string, len(m.Cols))
+	for i, c := range m.Cols {
+		names[i] = d.Columns[c].Name
+	}
+	var b strings.Builder
+	if m.Occurrence != "" && m.Occurrence != m.Table.String() {
+		b.WriteString("as " + m.Occurrence + ", ")
+	}
+	if m.IsKey {
+		b.WriteString("by the view's key")
+	} else {
+		b.WriteString("by column(s) " + strings.Join(names, ", "))
+	}
+	if len(m.Hops) > 0 {
+		var via []string
+		from := m.Table.String() + "." + m.TableCols[0].Name
+		for _, h := range m.Hops {
+			via = append(via, fmt.Sprintf("%s.%s = %s", h.Table, h.Match.Name, from))
+			from = h.Table.String() + "." + h.Out[0].Name
+		}
+		b.WriteString(" (through " + strings.Join(via, ", ") + ")")
+	} else if !m.IsKey || len(m.TableCols) > 0 && !sameNames(m.TableCols, names) {
+		cols := make([]string, len(m.TableCols))
+		for i, c := range m.TableCols {
+			cols[i] = c.Name
+		}
+		if !sameNames(m.TableCols, names) {
+			b.WriteString(" = " + m.Table.String() + "." + strings.Join(cols, ", "))
 		}
 	}
-	return out
+	switch {
+	case m.Hinted:
+		b.WriteString(" (declared in depends)")
+	case m.Via != "":
+		b.WriteString(" (" + m.Via + ")")
+	}
+	if !m.Strong {
+		b.WriteString(", rows that lose it re-read by key")
+	}
+	return b.String()
+}
+
+func sameNames(cols []Column, names []string) bool {
+	if len(cols) != len(names) {
+		return false
+	}
+	for i, c := range cols {
+		if c.Name != names[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // ErrAnalyze wraps the errors of Analyze that name a view's unusable table or column.
@@ -141,15 +213,16 @@ var ErrAnalyze = errors.New("capture")
 
 var tempSeq atomic.Int64
 
-// Analyze finds the base tables of v and how each one's changes map to v's rows. It runs
-// in tx (it creates and drops a temporary view; the caller may roll tx back).
+// Analyze finds the base tables of v and how each one's changes map to v's rows, from
+// the query tree PostgreSQL stores for a temporary view of v's SQL (and for the views it
+// reads). It runs in tx (it creates and drops that view; the caller may roll tx back).
 func Analyze(ctx context.Context, tx pgx.Tx, v ViewSpec) (*ViewDeps, error) {
 	name := fmt.Sprintf("statecast_analyze_%d", tempSeq.Add(1))
 	if _, err := tx.Exec(ctx, "CREATE TEMPORARY VIEW "+name+" AS "+v.SQL); err != nil {
 		return nil, fmt.Errorf("%w: view %q: its SQL cannot define a view: %w", ErrAnalyze, v.Name, err)
 	}
 	defer func() { _, _ = tx.Exec(context.WithoutCancel(ctx), "DROP VIEW IF EXISTS pg_temp."+name) }()
-	d := &ViewDeps{View: v.Name, Maps: map[uint32]*Mapping{}, Unmapped: map[uint32]string{}}
+	d := &ViewDeps{View: v.Name, Maps: map[uint32][]*Mapping{}, Unmapped: map[uint32]string{}}
 	if err := d.loadColumns(ctx, tx, v); err != nil {
 		return nil, err
 	}
@@ -157,32 +230,64 @@ func Analyze(ctx context.Context, tx pgx.Tx, v ViewSpec) (*ViewDeps, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, extra := range append(slices.Clone(v.Tables), mapKeys(v.Depends)...) {
+	var extra []uint32
+	for _, t := range append(slices.Clone(v.Tables), mapKeys(v.Depends)...) {
 		var oid uint32
-		if err := tx.QueryRow(ctx, "SELECT $1::regclass::oid", extra).Scan(&oid); err != nil {
-			return nil, fmt.Errorf("%w: view %q: table %q: %w", ErrAnalyze, v.Name, extra, err)
+		if err := tx.QueryRow(ctx, "SELECT $1::regclass::oid", t).Scan(&oid); err != nil {
+			return nil, fmt.Errorf("%w: view %q: table %q: %w", ErrAnalyze, v.Name, t, err)
 		}
 		if !slices.Contains(oids, oid) {
 			oids = append(oids, oid)
+			extra = append(extra, oid)
 		}
 	}
+	tables := map[uint32]*Table{}
 	for _, oid := range oids {
 		t, err := loadTable(ctx, tx, oid, v.Name)
 		if err != nil {
 			return nil, err
 		}
 		d.Tables = append(d.Tables, t)
+		tables[oid] = t
 	}
 	slices.SortFunc(d.Tables, func(a, b *Table) int { return strings.Compare(a.String(), b.String()) })
-	if d.Shape, err = queryShape(ctx, tx, name); err != nil {
+
+	var viewOID uint32
+	if err := tx.QueryRow(ctx, "SELECT $1::regclass::oid", "pg_temp."+name).Scan(&viewOID); err != nil {
 		return nil, err
 	}
-	refs, err := references(ctx, tx, name, d.Tables)
+	top, views, err := loadTrees(ctx, tx, viewOID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: view %q: its query tree: %w", ErrAnalyze, v.Name, err)
+	}
+	trees := []*pgtree.Node{top}
+	for _, q := range views {
+		trees = append(trees, q)
+	}
+	dv := &deriver{tables: tables, views: views, viewNames: map[uint32]string{}}
+	if dv.eqOps, err = equalityOps(ctx, tx, trees...); err != nil {
+		return nil, err
+	}
+	for oid := range views {
+		var n string
+		if err := tx.QueryRow(ctx, "SELECT $1::regclass::text", oid).Scan(&n); err != nil {
+			return nil, err
+		}
+		dv.viewNames[oid] = n
+	}
+	vol, err := volatileFunctions(ctx, tx, trees...)
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range d.Tables {
-		d.mapTable(t, refs[t.OID])
+	for _, f := range vol {
+		d.Notes = append(d.Notes, fmt.Sprintf("calls volatile function %s: its rows can change without a change of its tables (a reconcile, refresh_cron, corrects them)", f))
+	}
+	res := dv.analyzeQuery(top, nil, "")
+	d.route(res)
+	for _, oid := range extra {
+		if d.Maps[oid] == nil {
+			d.Unmapped[oid] = "not in the query's tree (read inside a function? declared in tables)"
+		}
 	}
 	return d, d.applyHints(ctx, tx, v)
 }
@@ -203,10 +308,8 @@ func (d *ViewDeps) loadColumns(ctx context.Context, tx pgx.Tx, v ViewSpec) error
 	if err != nil {
 		return fmt.Errorf("%w: view %q: %w", ErrAnalyze, v.Name, err)
 	}
-	d.origins = make([]origin, len(sd.Fields))
 	for i, f := range sd.Fields {
 		d.Columns = append(d.Columns, Column{Num: int16(i + 1), Name: f.Name, TypeOID: f.DataTypeOID})
-		d.origins[i] = origin{table: f.TableOID, att: int16(f.TableAttributeNumber)}
 	}
 	for i := range d.Columns {
 		c := &d.Columns[i]
@@ -223,11 +326,6 @@ func (d *ViewDeps) loadColumns(ctx context.Context, tx pgx.Tx, v ViewSpec) error
 		d.Key = append(d.Key, i)
 	}
 	return nil
-}
-
-type origin struct {
-	table uint32
-	att   int16
 }
 
 func (d *ViewDeps) column(name string) int {
@@ -288,8 +386,8 @@ func loadTable(ctx context.Context, tx pgx.Tx, oid uint32, viewName string) (*Ta
 	t := &Table{OID: oid}
 	var ident string
 	var kind string
-	if err := tx.QueryRow(ctx, `SELECT n.nspname, c.relname, c.relreplident::text, c.relkind::text, format('%I.%I', n.nspname, c.relname)
-		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, oid).Scan(&t.Schema, &t.Name, &ident, &kind, &t.printed); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT n.nspname, c.relname, c.relreplident::text, c.relkind::text
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, oid).Scan(&t.Schema, &t.Name, &ident, &kind); err != nil {
 		return nil, fmt.Errorf("%w: view %q: table %d: %w", ErrAnalyze, viewName, oid, err)
 	}
 	t.ReplIdent = ident[0]
@@ -334,14 +432,18 @@ ORDER BY i.indexrelid, k.ord`, oid)
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	all, err := allColumns(ctx, tx, oid)
+	if err != nil {
+		return nil, err
+	}
+	t.Columns = map[int16]Column{}
+	for _, c := range all {
+		t.Columns[c.Num] = c
+	}
 	if len(t.Identity) == 0 {
 		if t.ReplIdent != 'f' {
 			return nil, fmt.Errorf("%w: view %q reads table %s, which has no primary key and REPLICA IDENTITY DEFAULT: its updates and deletes carry no key (add a primary key, or ALTER TABLE %s REPLICA IDENTITY FULL; or use capture: poll)",
 				ErrAnalyze, viewName, t, t.QualifiedName())
-		}
-		all, err := allColumns(ctx, tx, oid)
-		if err != nil {
-			return nil, err
 		}
 		t.Identity = all
 	}
@@ -349,95 +451,22 @@ ORDER BY i.indexrelid, k.ord`, oid)
 }
 
 func allColumns(ctx context.Context, tx pgx.Tx, oid uint32) ([]Column, error) {
-	rows, err := tx.Query(ctx, `SELECT attnum, attname, atttypid FROM pg_attribute
-		WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, oid)
+	rows, err := tx.Query(ctx, `SELECT a.attnum, a.attname, a.atttypid, t.typarray, format_type(a.atttypid, NULL) FROM pg_attribute a
+		JOIN pg_type t ON t.oid = a.atttypid
+		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, oid)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Column, error) {
 		var c Column
-		err := r.Scan(&c.Num, &c.Name, &c.TypeOID)
+		err := r.Scan(&c.Num, &c.Name, &c.TypeOID, &c.ArrayOID, &c.TypeName)
 		return c, err
 	})
 }
 
-// Query features under which a changed base row can change view rows that do not hold its
-// identity (a rank, the chosen row of a DISTINCT ON group, a LIMIT's window, the other
-// branch of a set operation): read from the parse tree PostgreSQL stored for the view.
-var shapes = []struct {
-	re  *regexp.Regexp
-	why string
-}{
-	{regexp.MustCompile(`:hasWindowFuncs true`), "window functions"},
-	{regexp.MustCompile(`:hasDistinctOn true`), "DISTINCT ON"},
-	{regexp.MustCompile(`:limitCount [^<]`), "LIMIT"},
-	{regexp.MustCompile(`:limitOffset [^<]`), "OFFSET"},
-	{regexp.MustCompile(`:setOperations [^<]`), "a set operation (UNION, INTERSECT, EXCEPT)"},
-	{regexp.MustCompile(`:hasRecursive true`), "a recursive query"},
-}
-
-func queryShape(ctx context.Context, tx pgx.Tx, view string) (string, error) {
-	var tree string
-	if err := tx.QueryRow(ctx, "SELECT ev_action::text FROM pg_rewrite WHERE ev_class = $1::regclass", "pg_temp."+view).Scan(&tree); err != nil {
-		return "", err
-	}
-	var found []string
-	for _, s := range shapes {
-		if s.re.MatchString(tree) {
-			found = append(found, s.why)
-		}
-	}
-	return strings.Join(found, ", "), nil
-}
-
-// references counts how often each table is named in the view's definition as PostgreSQL
-// prints it with every name schema-qualified. A table named twice (a self-join, or a
-// subquery on it) cannot be mapped by one set of columns. The count may be too high (the
-// name inside a string literal), never too low, so an error only costs a re-read.
-func references(ctx context.Context, tx pgx.Tx, view string, tables []*Table) (map[uint32]int, error) {
-	if _, err := tx.Exec(ctx, "SET LOCAL search_path = ''"); err != nil {
-		return nil, err
-	}
-	var def string
-	err := tx.QueryRow(ctx, "SELECT pg_get_viewdef($1::regclass)", "pg_temp."+view).Scan(&def)
-	if _, rerr := tx.Exec(ctx, "RESET search_path"); err == nil {
-		err = rerr
-	}
-	if err != nil {
-		return nil, err
-	}
-	refs := map[uint32]int{}
-	for _, t := range tables {
-		re := regexp.MustCompile(`(^|[^A-Za-z0-9_$"])` + regexp.QuoteMeta(t.printed) + `($|[^A-Za-z0-9_$"])`)
-		refs[t.OID] = len(re.FindAllStringIndex(def, -1))
-	}
-	return refs, nil
-}
-
-// mapTable maps t through the output columns whose origin is t's identity columns.
-func (d *ViewDeps) mapTable(t *Table, refs int) {
-	switch {
-	case d.Shape != "":
-		d.Unmapped[t.OID] = "the query uses " + d.Shape
-		return
-	case refs > 1:
-		d.Unmapped[t.OID] = fmt.Sprintf("the query names %s %d times", t, refs)
-		return
-	}
-	cols := make([]int, 0, len(t.Identity))
-	for _, ic := range t.Identity {
-		j := slices.Index(d.origins, origin{table: t.OID, att: ic.Num})
-		if j < 0 {
-			d.Unmapped[t.OID] = fmt.Sprintf("no output column is %s.%s: select it, or declare the columns holding it in depends", t, ic.Name)
-			return
-		}
-		cols = append(cols, j)
-	}
-	d.Maps[t.OID] = &Mapping{Table: t, Cols: cols, IsKey: sameSet(cols, d.Key)}
-	delete(d.Unmapped, t.OID)
-}
-
-// applyHints maps the tables of v.Depends by the declared output columns.
+// applyHints maps the tables of v.Depends that the analysis left unmapped by the
+// declared output columns, which hold the table's identity. The rows that lose a
+// declared identity are re-read by key, as for a weak mapping.
 func (d *ViewDeps) applyHints(ctx context.Context, tx pgx.Tx, v ViewSpec) error {
 	for _, name := range mapKeys(v.Depends) {
 		var oid uint32
@@ -449,7 +478,7 @@ func (d *ViewDeps) applyHints(ctx context.Context, tx pgx.Tx, v ViewSpec) error 
 		if len(cols) != len(t.Identity) {
 			return fmt.Errorf("%w: view %q: depends: %s has %d identity column(s) (%s), %d given", ErrAnalyze, v.Name, t, len(t.Identity), identityNames(t), len(cols))
 		}
-		m := &Mapping{Table: t, Hinted: true}
+		m := &Mapping{Table: t, Occurrence: t.String(), Hinted: true, TableCols: t.Identity}
 		for i, c := range cols {
 			j := d.column(c)
 			if j < 0 {
@@ -461,10 +490,10 @@ func (d *ViewDeps) applyHints(ctx context.Context, tx pgx.Tx, v ViewSpec) error 
 			m.Cols = append(m.Cols, j)
 		}
 		m.IsKey = sameSet(m.Cols, d.Key)
-		if d.Shape != "" {
-			continue // a declared mapping cannot make such a query mappable
+		if d.Maps[oid] != nil || d.structural[oid] {
+			continue // the query itself maps it, or no mapping can
 		}
-		d.Maps[oid] = m
+		d.Maps[oid] = []*Mapping{m}
 		delete(d.Unmapped, oid)
 	}
 	return nil

@@ -43,6 +43,39 @@ func NewLookup(d *ViewDeps, viewSQL string, cols []int) (*Lookup, error) {
 	return l, nil
 }
 
+// NewHopLookup builds the query of a mapping's hops: the values of the last hop's Out
+// columns in the rows the joins reach from the values of the changed rows' column
+// m.TableCols[0] (one value per tuple). It reads the tables, not the view: a change of
+// a parent reaches the view's rows through the children that hold its key.
+func NewHopLookup(m *Mapping) (*Lookup, error) {
+	in := m.TableCols[0]
+	if in.ArrayOID == 0 {
+		return nil, fmt.Errorf("%w: table %s: column %q has a type without an array type", ErrAnalyze, m.Table, in.Name)
+	}
+	var from []string
+	for i, h := range m.Hops {
+		alias := fmt.Sprintf("_h%d", i)
+		if i == 0 {
+			from = append(from, h.Table.QualifiedName()+" AS "+alias)
+			continue
+		}
+		prev := m.Hops[i-1]
+		from = append(from, fmt.Sprintf("JOIN %s AS %s ON %s.%s = _h%d.%s", h.Table.QualifiedName(), alias,
+			alias, pgx.Identifier{h.Match.Name}.Sanitize(), i-1, pgx.Identifier{prev.Out[0].Name}.Sanitize()))
+	}
+	last := len(m.Hops) - 1
+	var out []string
+	for _, c := range m.Hops[last].Out {
+		out = append(out, fmt.Sprintf("_h%d.%s", last, pgx.Identifier{c.Name}.Sanitize()))
+	}
+	sql := fmt.Sprintf("SELECT DISTINCT %s FROM %s WHERE _h0.%s = ANY($1::%s[])", strings.Join(out, ", "), strings.Join(from, " "),
+		pgx.Identifier{m.Hops[0].Match.Name}.Sanitize(), in.TypeName)
+	return &Lookup{sql: sql, params: []uint32{in.ArrayOID}, elems: []uint32{in.TypeOID}}, nil
+}
+
+// SQL is the lookup's statement (for logs and tests).
+func (l *Lookup) SQL() string { return l.sql }
+
 // NewKeyLookup builds the lookup of viewSQL's rows by their key texts (as record keys hold
 // them, see schemas/README.md), which PostgreSQL casts to the key columns' types. It fails
 // for key types whose key text is not PostgreSQL's input syntax.

@@ -43,14 +43,14 @@ INSERT INTO keyed VALUES ('\x00ff7c'::bytea, '2026-11-30 10:00:00.123456+00', 'x
 		slices.Sort(got)
 		return strings.Join(got, ",")
 	}
-	byComp, err := NewLookup(d, sql, d.Maps[d.tableOID(t, "competitions")].Cols)
+	byComp, err := NewLookup(d, sql, d.Maps[d.tableOID(t, "competitions")][0].Cols)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := ids(byComp, [][][]byte{{be32(10)}, {be32(99)}}); got != "1000,1001,1010" {
 		t.Fatalf("markets of competition 10 = %s", got)
 	}
-	byEvent, err := NewLookup(d, sql, d.Maps[d.tableOID(t, "events")].Cols)
+	byEvent, err := NewLookup(d, sql, d.Maps[d.tableOID(t, "events")][0].Cols)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,9 +27,10 @@ const (
 	OpDelete Op = 'D'
 )
 
-// Identity is a row's identity values (binary, as the table's columns send them), encoded
-// as one comparable string: per column a 4-byte big-endian length (0xFFFFFFFF for NULL)
-// and the bytes. "" means unknown.
+// Identity is a tuple of column values (binary, as the table's columns send them) — a
+// row's identity, or the values a view's mapping reads — encoded as one comparable
+// string: per column a 4-byte big-endian length (0xFFFFFFFF for NULL) and the bytes. ""
+// means none.
 type Identity string
 
 // Values splits an identity into its column values (nil for NULL).
@@ -58,10 +59,13 @@ func AppendIdentity(dst []byte, v []byte) []byte {
 	return append(dst, v...)
 }
 
-// Change is one changed row of a published table: its identity before (updates that
-// changed it, deletes) and after (inserts, updates). Unknown is set when the identity could
-// not be read (a toasted identity value pgoutput did not resend): the table's rows must be
-// re-read in full.
+// Change is one changed row of a published table: the values of the table's captured
+// columns (TableColumns: its identity, then the columns views map it by) before (updates,
+// deletes) and after (inserts, updates). An update whose old row pgoutput did not send
+// (an unchanged identity, not REPLICA IDENTITY FULL) has Old "": its identity is New's.
+// Unknown is set when a value could not be read (a toasted value pgoutput did not resend,
+// the old value of a column outside the identity that it did not send): the views that
+// read the table must re-read it in full.
 type Change struct {
 	Rel     uint32
 	Op      Op
@@ -81,11 +85,20 @@ type Txn struct {
 	bytes      int
 }
 
+// TableColumns are the columns of a table whose values its changes carry: its identity's
+// first (Identity of them), then the others views map its changes by, whose old values
+// pgoutput sends only under REPLICA IDENTITY FULL.
+type TableColumns struct {
+	Names    []string
+	Identity int
+}
+
 // Relation is what pgoutput said about a table.
 type relation struct {
-	oid      uint32
-	name     string
-	identity []int // positions of the identity columns in the table's tuples
+	oid  uint32
+	name string
+	cols []int // positions of the captured columns in the table's tuples (-1: dropped)
+	n    int   // of which the identity's
 }
 
 // ReceiverConfig configures a Receiver.
@@ -93,9 +106,9 @@ type ReceiverConfig struct {
 	Slot        string
 	Publication string
 	Start       LSN // where streaming starts (0: the slot's confirmed position)
-	// Identity gives, per table OID, the names of the columns whose values make a row's
-	// Identity (Table.Identity). Changes of other tables are ignored.
-	Identity map[uint32][]string
+	// Tables gives, per table OID, the columns a change carries. Changes of other tables
+	// are ignored.
+	Tables map[uint32]TableColumns
 	// MaxPendingBytes bounds the identities buffered and not yet taken (default 256 MiB);
 	// past it the receiver stops reading and the server holds the WAL.
 	MaxPendingBytes int
@@ -366,15 +379,15 @@ func (r *Receiver) decode(data []byte) error {
 	case *pglogrepl.RelationMessage:
 		r.relation(m)
 	case *pglogrepl.InsertMessage:
-		r.change(m.RelationID, OpInsert, nil, m.Tuple)
+		r.change(m.RelationID, OpInsert, 0, nil, m.Tuple)
 	case *pglogrepl.UpdateMessage:
-		r.change(m.RelationID, OpUpdate, m.OldTuple, m.NewTuple)
+		r.change(m.RelationID, OpUpdate, m.OldTupleType, m.OldTuple, m.NewTuple)
 	case *pglogrepl.DeleteMessage:
-		r.change(m.RelationID, OpDelete, m.OldTuple, nil)
+		r.change(m.RelationID, OpDelete, m.OldTupleType, m.OldTuple, nil)
 	case *pglogrepl.TruncateMessage:
 		if r.cur != nil {
 			for _, id := range m.RelationIDs {
-				if _, ok := r.cfg.Identity[id]; ok {
+				if _, ok := r.cfg.Tables[id]; ok {
 					r.cur.Truncated = append(r.cur.Truncated, id)
 				}
 			}
@@ -406,46 +419,56 @@ func (r *Receiver) decode(data []byte) error {
 }
 
 func (r *Receiver) relation(m *pglogrepl.RelationMessage) {
-	rel := &relation{oid: m.RelationID, name: m.Namespace + "." + m.RelationName}
-	for _, name := range r.cfg.Identity[m.RelationID] {
+	tc := r.cfg.Tables[m.RelationID]
+	rel := &relation{oid: m.RelationID, name: m.Namespace + "." + m.RelationName, n: tc.Identity}
+	for _, name := range tc.Names {
 		pos := -1
 		for i, c := range m.Columns {
 			if c.Name == name {
 				pos = i
 			}
 		}
-		rel.identity = append(rel.identity, pos) // -1: a dropped identity column: Unknown
+		rel.cols = append(rel.cols, pos) // -1: a dropped column: Unknown
 	}
 	r.rels[m.RelationID] = rel
 }
 
-func (r *Receiver) change(relID uint32, op Op, old, new *pglogrepl.TupleData) {
+func (r *Receiver) change(relID uint32, op Op, oldType uint8, old, new *pglogrepl.TupleData) {
 	if r.cur == nil {
 		return
 	}
-	if _, ok := r.cfg.Identity[relID]; !ok {
+	if _, ok := r.cfg.Tables[relID]; !ok {
 		return
 	}
 	rel := r.rels[relID]
 	c := Change{Rel: relID, Op: op}
+	// An old key tuple ('K') holds the identity only; without an old tuple, an update kept
+	// its identity. Either way the old values of the other columns are not known.
 	if old != nil {
-		c.Old, c.Unknown = r.identity(rel, old)
+		c.Old, c.Unknown = r.values(rel, old, oldType == 'O')
+	} else if op == OpUpdate && rel != nil && len(rel.cols) > rel.n {
+		c.Unknown = true
 	}
 	if new != nil {
 		var unknown bool
-		c.New, unknown = r.identity(rel, new)
+		c.New, unknown = r.values(rel, new, true)
 		c.Unknown = c.Unknown || unknown
 	}
 	r.cur.Changes = append(r.cur.Changes, c)
 	r.cur.bytes += len(c.Old) + len(c.New) + 48
 }
 
-func (r *Receiver) identity(rel *relation, t *pglogrepl.TupleData) (Identity, bool) {
-	if rel == nil || len(rel.identity) == 0 {
+// values reads the captured columns of tuple t (the identity's only, unless all: an old
+// key tuple's other columns are NULLs that stand for nothing); unknown when one is missing.
+func (r *Receiver) values(rel *relation, t *pglogrepl.TupleData, all bool) (Identity, bool) {
+	if rel == nil || len(rel.cols) == 0 {
+		return "", true
+	}
+	if !all && len(rel.cols) > rel.n {
 		return "", true
 	}
 	r.buf = r.buf[:0]
-	for _, pos := range rel.identity {
+	for _, pos := range rel.cols {
 		if pos < 0 || pos >= len(t.Columns) {
 			return "", true
 		}

@@ -73,13 +73,15 @@ func startStream(ctx context.Context, t *testing.T, conn *pgx.Conn, dsn string) 
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
-	ident := map[uint32][]string{}
+	ident := map[uint32]TableColumns{}
 	for _, tb := range deps.Tables {
+		tc := TableColumns{Identity: len(tb.Identity)}
 		for _, c := range tb.Identity {
-			ident[tb.OID] = append(ident[tb.OID], c.Name)
+			tc.Names = append(tc.Names, c.Name)
 		}
+		ident[tb.OID] = tc
 	}
-	s.recv = NewReceiver(repl, ReceiverConfig{Slot: s.slot, Publication: "pub_test", Start: s.at, Identity: ident})
+	s.recv = NewReceiver(repl, ReceiverConfig{Slot: s.slot, Publication: "pub_test", Start: s.at, Tables: ident})
 	var oids []uint32
 	for oid := range ident {
 		oids = append(oids, oid)

@@ -93,7 +93,7 @@ func slotCost(b *testing.B, ctx context.Context, conn *pgx.Conn, dsn string, n, 
 		if err != nil {
 			b.Fatal(err)
 		}
-		s.recv = NewReceiver(repl, ReceiverConfig{Slot: s.slot, Publication: "pub_cost", Start: at, Identity: map[uint32][]string{oid: {"id"}}})
+		s.recv = NewReceiver(repl, ReceiverConfig{Slot: s.slot, Publication: "pub_cost", Start: at, Tables: map[uint32]TableColumns{oid: {Names: []string{"id"}, Identity: 1}}})
 		s.sub = s.recv.Subscribe([]uint32{oid})
 		go func() { s.done <- s.recv.Run(rctx) }()
 		streams = append(streams, s)
