@@ -80,6 +80,15 @@ const (
 	CapturePoll = "poll"
 )
 
+// Replica identity settings of a wal stream (StreamConfig.ReplicaIdentity).
+const (
+	// ReplicaIdentityFull sets REPLICA IDENTITY FULL on the tables whose changes a view
+	// maps through columns outside their replica identity. The default.
+	ReplicaIdentityFull = "full"
+	// ReplicaIdentityKeep changes no table: such tables' changes re-read the whole view.
+	ReplicaIdentityKeep = "keep"
+)
+
 // Refresh modes of a view's reconcile epochs.
 const (
 	ModeReconcile = "reconcile" // publish changed/missing rows, tombstone vanished keys
@@ -191,6 +200,13 @@ type StreamConfig struct {
 	// here is validated but never changed: it must already publish every table. The streams
 	// sharing a slot share its publication.
 	Publication string `yaml:"publication"`
+	// ReplicaIdentity is what a wal stream does when a view maps a table's changes through
+	// columns outside the table's replica identity (children grouped by their parent's key,
+	// a window's partition, a join column): "full" (default) sets REPLICA IDENTITY FULL on
+	// that table at start, so that pgoutput sends the old values (the distributor's role
+	// must own the table, as for the publication); "keep" leaves every table as it is, and
+	// such a table's changes re-read the whole view (cachectl validate -analyze names them).
+	ReplicaIdentity string `yaml:"replica_identity"`
 	// PositionInterval bounds how stale the source position of an idle wal stream gets: a
 	// position record is written at least this often while the database's WAL moves
 	// (default 100ms).
@@ -496,10 +512,17 @@ func (s *StreamConfig) checkCapture(where string, bad func(string, ...any)) {
 		bad("%s.capture: %q must be %q or %q", where, s.Capture, CaptureWAL, CapturePoll)
 	}
 	if s.Capture == CapturePoll {
-		if s.Slot != "" || s.Publication != "" {
-			bad("%s: slot and publication are for capture: wal", where)
+		if s.Slot != "" || s.Publication != "" || s.ReplicaIdentity != "" {
+			bad("%s: slot, publication and replica_identity are for capture: wal", where)
 		}
 		return
+	}
+	switch s.ReplicaIdentity {
+	case "":
+		s.ReplicaIdentity = ReplicaIdentityFull
+	case ReplicaIdentityFull, ReplicaIdentityKeep:
+	default:
+		bad("%s.replica_identity: %q must be %q or %q", where, s.ReplicaIdentity, ReplicaIdentityFull, ReplicaIdentityKeep)
 	}
 	s.Defaults.checkNotPolling(where+".defaults", bad)
 	if s.Slot == "" {

@@ -219,26 +219,60 @@ func (s *stream) replicationConn(ctx context.Context) (*pgconn.PgConn, error) {
 }
 
 // analyze asks PostgreSQL how each view depends on its tables and plans its re-reads.
+// Tables that a view maps through columns outside their replica identity get REPLICA
+// IDENTITY FULL first (unless the stream keeps replica identities as they are): without
+// their old values, their changes would re-read the whole view.
 func (w *walSession) analyze(ctx context.Context) ([]*capture.Table, error) {
+	s := w.s
+	altered := false
+	for {
+		views, tables, needFull, err := w.analyzeOnce(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(needFull) == 0 || altered || s.cfg.ReplicaIdentity == ReplicaIdentityKeep {
+			w.views = views
+			for _, v := range views {
+				for _, line := range v.deps.Describe() {
+					s.log.Info("view dependency", "stream", s.cfg.Topic, "view", v.st.cfg.Name, "table", line)
+				}
+				s.setDependencies(v.st, v.deps.Describe())
+			}
+			return tables, nil
+		}
+		for _, t := range needFull {
+			if err := capture.SetReplicaIdentityFull(ctx, s.pool, t); err != nil {
+				s.log.Warn("cannot set REPLICA IDENTITY FULL: the table's changes re-read the views that map it through other columns than its replica identity",
+					"stream", s.cfg.Topic, "table", t.String(), "err", err)
+				continue
+			}
+			s.log.Info("replica identity set to FULL: its changes carry the old values the views map them through", "stream", s.cfg.Topic, "table", t.String())
+		}
+		altered = true
+		w.tables = map[uint32][]*walView{}
+	}
+}
+
+// analyzeOnce analyzes every view of the stream in one transaction.
+func (w *walSession) analyzeOnce(ctx context.Context) (views []*walView, tables, needFull []*capture.Table, err error) {
 	s := w.s
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("distributor: analyze views: %w", err)
+		return nil, nil, nil, fmt.Errorf("distributor: analyze views: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	var tables []*capture.Table
-	seen := map[uint32]bool{}
+	seen, full := map[uint32]bool{}, map[uint32]bool{}
 	for _, st := range s.order {
 		v := st.cfg
 		d, err := capture.Analyze(ctx, tx, capture.ViewSpec{Name: v.Name, SQL: v.SQL, Key: v.Key, Tables: v.Tables, Depends: v.Depends})
 		if err != nil {
-			return nil, w.configErr(err)
+			return nil, nil, nil, w.configErr(err)
 		}
 		wv, err := newWalView(st, d)
 		if err != nil {
-			return nil, w.configErr(err)
+			return nil, nil, nil, w.configErr(err)
 		}
-		w.views = append(w.views, wv)
+		views = append(views, wv)
 		for _, t := range d.Tables {
 			w.tables[t.OID] = append(w.tables[t.OID], wv)
 			if !seen[t.OID] {
@@ -246,12 +280,14 @@ func (w *walSession) analyze(ctx context.Context) ([]*capture.Table, error) {
 				tables = append(tables, t)
 			}
 		}
-		for _, line := range d.Describe() {
-			s.log.Info("view dependency", "stream", s.cfg.Topic, "view", v.Name, "table", line)
+		for _, t := range d.NeedFull {
+			if !full[t.OID] {
+				full[t.OID] = true
+				needFull = append(needFull, t)
+			}
 		}
-		s.setDependencies(st, d.Describe())
 	}
-	return tables, nil
+	return views, tables, needFull, nil
 }
 
 // openSlot validates or creates the group's slot. It returns where streaming starts and,

@@ -111,6 +111,9 @@ type ViewDeps struct {
 	// is unmapped: any change of it re-reads the whole view. Unmapped[oid] says why.
 	Maps     map[uint32][]*Mapping
 	Unmapped map[uint32]string
+	// NeedFull are the unmapped tables a mapping would read through columns outside their
+	// replica identity: mapped once they have REPLICA IDENTITY FULL (SetReplicaIdentityFull).
+	NeedFull []*Table
 	// Notes are what else the analysis found (volatile functions: rows that change
 	// without a change of any table).
 	Notes []string

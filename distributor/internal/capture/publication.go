@@ -97,3 +97,18 @@ func EnsurePublication(ctx context.Context, q Querier, name string, tables []*Ta
 	}
 	return nil
 }
+
+// SetReplicaIdentityFull makes pgoutput send table t's old rows whole (ALTER TABLE …
+// REPLICA IDENTITY FULL): the old values of the columns a view maps its changes through
+// (a child's parent, a partition column). It waits at most 5 s for the table's lock.
+func SetReplicaIdentityFull(ctx context.Context, q Querier, t *Table) error {
+	stmt := "ALTER TABLE " + t.QualifiedName() + " REPLICA IDENTITY FULL"
+	if _, err := q.Exec(ctx, "SET lock_timeout = '5s'"); err != nil {
+		return err
+	}
+	defer func() { _, _ = q.Exec(context.WithoutCancel(ctx), "RESET lock_timeout") }()
+	if _, err := q.Exec(ctx, stmt); err != nil {
+		return fmt.Errorf("%s: %w", stmt, err)
+	}
+	return nil
+}

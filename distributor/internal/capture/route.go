@@ -84,6 +84,12 @@ func (d *ViewDeps) best(o *occ, cs []cand) (*Mapping, string) {
 		why = fmt.Sprintf("no output column holds a value of %s (select its key, or a column a join or WHERE equates to one of its columns)", o.name)
 	}
 	var best *Mapping
+	needFull := false
+	defer func() {
+		if best == nil && needFull && !slices.Contains(d.NeedFull, t) {
+			d.NeedFull = append(d.NeedFull, t)
+		}
+	}()
 	score := func(m *Mapping) []int {
 		b := func(v bool) int {
 			if v {
@@ -130,6 +136,7 @@ func (d *ViewDeps) best(o *occ, cs []cand) (*Mapping, string) {
 			switch {
 			case oldMiss != "":
 				why = oldMiss
+				needFull = true
 			case typeMiss != "":
 				why = typeMiss
 			}
