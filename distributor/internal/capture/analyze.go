@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-		"slices"
+	"slices"
 	"strings"
 	"sync/atomic"
 

@@ -112,7 +112,7 @@ type varRef struct {
 
 // levelResult is what a level gives the level that reads it.
 type levelResult struct {
-	outputs [][]binding           // per output column (the non-junk target list, in order)
+	outputs [][]binding          // per output column (the non-junk target list, in order)
 	corr    map[varRef][]binding // bindings of outer levels' columns (up ≥ 1, relative to this level)
 	occs    []*occ
 }
@@ -120,10 +120,10 @@ type levelResult struct {
 // deriver holds what an analysis of one view shares across its levels: the catalog
 // facts (tables, equality operators, view definitions) loaded before it runs.
 type deriver struct {
-	tables   map[uint32]*Table
-	eqOps    map[int64]bool
-	views    map[uint32]*pgtree.Node // database views the tree reads: their queries
-	occs     []*occ
+	tables    map[uint32]*Table
+	eqOps     map[int64]bool
+	views     map[uint32]*pgtree.Node // database views the tree reads: their queries
+	occs      []*occ
 	viewNames map[uint32]string
 }
 
