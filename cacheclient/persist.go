@@ -20,27 +20,30 @@ import (
 
 // State file layout (all integers uvarint unless said otherwise):
 //
-//	"SCSTATE3"                                  8-byte magic and format version
+//	"SCSTATE4"                                  8-byte magic and format version
 //	len stream, stream                          the stream it belongs to
 //	len topic, topic                            the Kafka topic ID the index is an offset of (0 bytes: unknown)
 //	index (zigzag varint)                       the applied index of every view
 //	flags, lsn, nstale, then per stale view:    the applied source state: flags bit 0 a position
 //	  len name, name                            record was applied, bit 1 it had a source
 //	                                            position (lsn); its stale views of the client
+//	nbehind, then per view behind the stream:   its views that follow the stream at a position
+//	  len name, name, lsn                       of their own (Position.Behind)
 //	nviews, then per view: len name, name, nrows, then per row: len key, key, len raw, raw
 //	xxhash64 of everything above, 8 bytes big endian
 //
-// Formats 2 ("SCSTATE2", without the topic ID) and 1 ("SCSTATE1", without the topic ID
-// and the source state) are still read: the client then resumes without a topic ID (the
-// player cannot check that the index is an offset of its topic), and with format 1 the
-// source position is unknown until the next position record. The next file written is of
-// format 3.
+// Formats 3 ("SCSTATE3", without the views behind), 2 ("SCSTATE2", also without the topic
+// ID) and 1 ("SCSTATE1", also without the source state) are still read: the client then
+// resumes without a topic ID (the player cannot check that the index is an offset of its
+// topic), and with format 1 the source position is unknown until the next position
+// record. The next file written is of format 4.
 //
 // The file is written to a temp file, fsynced, renamed over the old one and the directory
 // fsynced, so a crash leaves either the old or the new file. A file that fails any check is
 // reported and ignored as a whole (the client then bootstraps from a snapshot).
 const (
-	stateMagic   = "SCSTATE3"
+	stateMagic   = "SCSTATE4"
+	stateMagicV3 = "SCSTATE3"
 	stateMagicV2 = "SCSTATE2"
 	stateMagicV1 = "SCSTATE1"
 )
@@ -223,6 +226,16 @@ func writeState(f io.Writer, stream string, head stateHead, caps []viewCapture) 
 	for _, v := range head.src.stale {
 		str(v)
 	}
+	behind := make([]string, 0, len(head.src.behind))
+	for v := range head.src.behind {
+		behind = append(behind, v)
+	}
+	slices.Sort(behind)
+	uv(uint64(len(behind)))
+	for _, v := range behind {
+		str(v)
+		uv(uint64(head.src.behind[v]))
+	}
 	uv(uint64(len(caps)))
 	for _, vc := range caps {
 		str(vc.name)
@@ -263,6 +276,8 @@ func readState(b []byte, stream string, sink stateSink) (stateHead, map[string]b
 	if len(b) >= len(stateMagic)+8 {
 		switch string(b[:len(stateMagic)]) {
 		case stateMagic:
+			version = 4
+		case stateMagicV3:
 			version = 3
 		case stateMagicV2:
 			version = 2
@@ -328,6 +343,23 @@ func readState(b []byte, stream string, sink stateSink) (stateHead, map[string]b
 				return stateHead{}, nil, bad("stale view name")
 			}
 			head.src.stale = append(head.src.stale, string(name))
+		}
+	}
+	if version >= 4 {
+		nb, ok := uv()
+		if !ok || nb > 1<<16 || (!head.src.hasLSN && nb > 0) {
+			return stateHead{}, nil, bad("views behind")
+		}
+		for range nb {
+			name, ok1 := str()
+			lsn, ok2 := uv()
+			if !ok1 || !ok2 || !record.ValidViewName(string(name)) {
+				return stateHead{}, nil, bad("view behind")
+			}
+			if head.src.behind == nil {
+				head.src.behind = map[string]LSN{}
+			}
+			head.src.behind[string(name)] = LSN(lsn)
 		}
 	}
 	nv, ok := uv()

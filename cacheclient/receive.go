@@ -337,6 +337,21 @@ func (r *receiver) position(e *entry) {
 			src.stale = append(src.stale, v)
 		}
 	}
+	for v, pos := range p.Behind {
+		if _, ok := r.c.byName[v]; !ok {
+			continue
+		}
+		lsn, err := ParseLSN(pos)
+		if err != nil {
+			// Unreadable: the view counts as stale, never as caught up.
+			src.stale = append(src.stale, v)
+			continue
+		}
+		if src.behind == nil {
+			src.behind = map[string]LSN{}
+		}
+		src.behind[v] = lsn
+	}
 	r.c.wsrc = src
 }
 

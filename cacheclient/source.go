@@ -61,6 +61,19 @@ type sourceState struct {
 	hasLSN bool     // it carried a source position (WAL capture; false: polling)
 	lsn    LSN      // the source position, when hasLSN
 	stale  []string // the client's views it lists as stale (immutable)
+	// behind gives the client's views that follow the stream at an earlier position of
+	// their own (re-read off the stream's path), and that position (immutable).
+	behind map[string]LSN
+}
+
+// at is the position every view of the client reflects: the stream's, or the earliest
+// of a view behind it.
+func (s *sourceState) at() LSN {
+	at := s.lsn
+	for _, p := range s.behind {
+		at = min(at, p)
+	}
+	return at
 }
 
 // reached reports whether WaitFor(pos) is over in this state, and with which error.
@@ -70,7 +83,7 @@ func (s *sourceState) reached(pos LSN) (bool, error) {
 		return false, nil
 	case !s.hasLSN:
 		return true, ErrNoSourcePosition
-	case s.lsn < pos:
+	case s.at() < pos:
 		return false, nil
 	case len(s.stale) > 0:
 		return true, &StaleViewError{View: s.stale[0], Views: slices.Clone(s.stale), Position: s.lsn}
@@ -80,7 +93,9 @@ func (s *sourceState) reached(pos LSN) (bool, error) {
 
 // WaitFor returns nil once every view of the client reflects every commit up to the
 // source position pos: the source position of the client's last publication (every
-// view's versions published together, see Read) is >= pos. It is read-your-writes: a
+// view's versions published together, see Read) is >= pos, and so is the position of
+// each of its views that follows the stream at a position of its own (a view whose
+// changes the distributor re-reads in full, off the stream's path). It is read-your-writes: a
 // service that wrote to PostgreSQL reads the WAL position after its COMMIT (see the
 // package documentation) and waits for it before reading its cache.
 //

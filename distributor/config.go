@@ -212,7 +212,9 @@ type StreamConfig struct {
 	// (default 100ms).
 	PositionInterval time.Duration `yaml:"position_interval"`
 	// RereadDebounce: a change of a table a view cannot map to its rows re-reads the whole
-	// view, at most once per RereadDebounce (default 500ms); the source position waits.
+	// view, at most once per RereadDebounce (default 500ms), off the stream's path: the
+	// view follows the stream at the position of its last re-read meanwhile (position
+	// records name it as behind), and the other views do not wait for it.
 	RereadDebounce time.Duration `yaml:"reread_debounce"`
 	// TransactionalID is the transactional.id of the stream's producer (default
 	// DefaultTransactionalIDPrefix + topic). Every distributor of the stream must use the

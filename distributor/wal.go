@@ -84,6 +84,8 @@ type walSession struct {
 	waiting map[*viewState][]chan error // reconcile requests, answered by the next cycle
 	full    map[*viewState]string       // views to read in full by the next cycle, and why
 	stale   staleWAL                    // when an idle stream has the server flush its WAL
+	behind  behindState                 // views re-read off the cycles (wal_behind.go)
+	bg      sync.WaitGroup              // their background reads
 }
 
 // walSession runs one session of the group until an error (or ctx's end): the views'
@@ -97,8 +99,10 @@ func (g *group) walSession(ctx context.Context) error {
 	seen := map[uint32]bool{}
 	ws := make([]*walSession, len(g.streams))
 	for i, s := range g.streams {
-		w := &walSession{s: s, tables: map[uint32][]*walView{}, waiting: map[*viewState][]chan error{}, full: map[*viewState]string{}}
+		w := &walSession{s: s, tables: map[uint32][]*walView{}, waiting: map[*viewState][]chan error{}, full: map[*viewState]string{},
+			behind: newBehindState(len(s.order))}
 		defer w.answer(errors.New("distributor: capture session ended"))
+		defer w.bg.Wait() // after cancel (deferred later, run first): the reads end with ctx
 		ts, err := w.analyze(ctx)
 		if err != nil {
 			return err
@@ -374,16 +378,11 @@ func (w *walSession) loop(ctx context.Context, recvDone <-chan struct{}) error {
 		if err := w.take(ctx); err != nil {
 			return err
 		}
+		if err := w.publishRereads(ctx); err != nil {
+			return err
+		}
 		w.dueRetries()
 		if w.hasWork() {
-			if at, wait := w.debounced(); wait {
-				if !sleepUntil(ctx, at, recvDone) {
-					continue
-				}
-				if err := w.take(ctx); err != nil {
-					return err
-				}
-			}
 			before := len(w.pending)
 			if err := w.runCycle(ctx, nil); err != nil {
 				return err
@@ -413,6 +412,9 @@ func (w *walSession) loop(ctx context.Context, recvDone <-chan struct{}) error {
 		if at, ok := w.nextRetry(); ok && at.Before(wake) {
 			wake = at
 		}
+		if at, ok := w.nextReread(); ok && at.Before(wake) {
+			wake = at
+		}
 		timer.Reset(time.Until(wake))
 		select {
 		case <-ctx.Done():
@@ -423,6 +425,10 @@ func (w *walSession) loop(ctx context.Context, recvDone <-chan struct{}) error {
 			w.request(req)
 		case <-notify:
 		case <-timer.C:
+		case rr := <-w.behind.done:
+			if err := w.publishReread(ctx, rr); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -529,23 +535,14 @@ func (w *walSession) dueRetries() {
 	}
 }
 
-func (w *walSession) hasWork() bool { return len(w.pending) > 0 || len(w.full) > 0 }
-
-// debounced reports whether the pending changes would re-read a whole view that was read
-// in full less than RereadDebounce ago, and until when to wait.
-func (w *walSession) debounced() (time.Time, bool) {
-	var until time.Time
-	for _, t := range w.pending {
-		for _, v := range w.fullReads(t) {
-			if _, queued := w.full[v.st]; queued {
-				continue
-			}
-			if at := v.lastFull.Add(w.s.cfg.RereadDebounce); at.After(until) {
-				until = at
-			}
-		}
+// hasWork: received transactions to publish, full reads queued, or a background re-read
+// due now.
+func (w *walSession) hasWork() bool {
+	if len(w.pending) > 0 || len(w.full) > 0 {
+		return true
 	}
-	return until, time.Now().Before(until)
+	at, ok := w.nextReread()
+	return ok && !time.Now().Before(at)
 }
 
 // idle publishes a position record when the server's decoded position moved past the last

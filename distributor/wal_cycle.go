@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/statecast/statecast/distributor/internal/capture"
@@ -83,9 +84,16 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 	// What each view must re-read.
 	changes := map[*walView]*viewChanges{}
 	for i, t := range shown {
+		// A view whose changes this cycle cannot map is re-read off the cycle
+		// (wal_behind.go); one re-read so is left alone until it is current again.
 		for _, v := range w.fullReads(t) {
-			if _, ok := w.full[v.st]; !ok {
-				w.full[v.st] = "changes of a table it cannot map"
+			if _, queued := w.full[v.st]; !queued && v.st.failed == nil {
+				w.fallBehind(v)
+			}
+		}
+		for _, v := range w.touched(t) {
+			if w.isBehind(v) {
+				w.fallBehind(v)
 			}
 		}
 		if i < readTo {
@@ -93,7 +101,7 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 		}
 		w.addChanges(changes, t, func(v *walView) bool {
 			_, full := w.full[v.st]
-			return full
+			return full || w.isBehind(v)
 		})
 	}
 
@@ -108,6 +116,12 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 			if st.failed != nil && reason != "retry" && reason != "reconcile" {
 				continue // stopped: its retry reads it in full
 			}
+			if w.behind.inflight[st] {
+				continue // read in the background now: read in full once that is published
+			}
+			// Read in full here, the view is current again.
+			delete(w.behind.at, st)
+			delete(w.behind.due, st)
 			rewrite := st.cfg.RefreshMode == ModeRewrite && reason == "reconcile"
 			prog := s.startProgress(st.cfg.Name, phaseOf(reason))
 			r, err := readView(ctx, snap.Tx, st, true, rewrite, src, s.cfg.maxBytes, headerBytes(st.cfg.Name), prog)
@@ -141,7 +155,7 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 			if reason != "start-up" {
 				s.m.rereads.WithLabelValues(s.cfg.Topic, st.cfg.Name, reasonLabel(reason)).Inc()
 			}
-		case (changes[v] != nil || reads[v] != nil) && st.failed == nil:
+		case (changes[v] != nil || reads[v] != nil) && st.failed == nil && !w.isBehind(v):
 			a, ch := reads[v], changes[v]
 			if a == nil {
 				a = w.newMappedRead(v)
@@ -157,6 +171,9 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 				return err
 			}
 		}
+	}
+	if err := w.startRereads(ctx, snap, pos, commitTime); err != nil {
+		return err
 	}
 	w.positionOf(t, pos, commitTime)
 	read := time.Now()
@@ -232,7 +249,7 @@ func (w *walSession) takeReading(ctx context.Context, snap *capture.Snapshot, re
 			}
 			w.addChanges(changes, t, func(v *walView) bool {
 				_, queued := w.full[v.st]
-				return queued || full[v] || v.st.failed != nil
+				return queued || full[v] || v.st.failed != nil || w.isBehind(v)
 			})
 		}
 		if len(changes) > 0 {
@@ -315,6 +332,30 @@ func (w *walSession) fullReads(t *capture.Txn) []*walView {
 	return out
 }
 
+// touched lists the views that read a table t changed or truncated.
+func (w *walSession) touched(t *capture.Txn) []*walView {
+	var out []*walView
+	seen := map[uint32]bool{}
+	add := func(rel uint32) {
+		if seen[rel] {
+			return
+		}
+		seen[rel] = true
+		for _, v := range w.tables[rel] {
+			if !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+	}
+	for _, c := range t.Changes {
+		add(c.Rel)
+	}
+	for _, rel := range t.Truncated {
+		add(rel)
+	}
+	return out
+}
+
 func viewsOf(vs []*walView) []*viewState {
 	out := make([]*viewState, len(vs))
 	for i, v := range vs {
@@ -325,7 +366,7 @@ func viewsOf(vs []*walView) []*viewState {
 
 // positionOf ends t with a position record at pos.
 func (w *walSession) positionOf(t *txnOut, pos capture.LSN, at time.Time) {
-	t.pos = record.Position{LSN: pos.String(), Time: at, Stale: w.s.staleViews()}
+	t.pos = record.Position{LSN: pos.String(), Time: at, Stale: w.s.staleViews(), Behind: w.behindViews()}
 }
 
 // published records that the stream reflects every commit up to pos, acknowledged by the

@@ -59,6 +59,11 @@ type Position struct {
 	// Stale lists the views whose rows do not follow the position: a view stopped by a bad
 	// row keeps its last published rows until the row is corrected.
 	Stale []string
+	// Behind gives the views that follow the stream at a position of their own, earlier
+	// than LSN: a view whose changes are re-read in full, off the stream's path, reflects
+	// every commit up to its position (a source position, as LSN) and not yet the later
+	// ones of its tables.
+	Behind map[string]string
 }
 
 type epochBeginJSON struct {
@@ -78,9 +83,10 @@ type epochEndJSON struct {
 }
 
 type positionJSON struct {
-	LSN   string   `json:"lsn,omitempty"`
-	Time  string   `json:"time"`
-	Stale []string `json:"stale,omitempty"`
+	LSN    string            `json:"lsn,omitempty"`
+	Time   string            `json:"time"`
+	Stale  []string          `json:"stale,omitempty"`
+	Behind map[string]string `json:"behind,omitempty"`
 }
 
 type pollJSON struct {
@@ -129,7 +135,7 @@ func (c *Poll) Marshal() []byte {
 
 // Marshal returns the JSON value of the record.
 func (c *Position) Marshal() []byte {
-	return mustMarshal(positionJSON{LSN: c.LSN, Time: formatOptTime(c.Time), Stale: c.Stale})
+	return mustMarshal(positionJSON{LSN: c.LSN, Time: formatOptTime(c.Time), Stale: c.Stale, Behind: c.Behind})
 }
 
 func unmarshal(kind Kind, value []byte, v any) error {
@@ -228,7 +234,12 @@ func ParsePosition(value []byte) (*Position, error) {
 			return nil, fmt.Errorf("%w: position: stale view %q is not a view name", ErrBadControl, v)
 		}
 	}
-	return &Position{LSN: j.LSN, Time: t, Stale: j.Stale}, nil
+	for v, lsn := range j.Behind {
+		if !ValidViewName(v) || lsn == "" {
+			return nil, fmt.Errorf("%w: position: behind view %q at %q is not a view name and a position", ErrBadControl, v, lsn)
+		}
+	}
+	return &Position{LSN: j.LSN, Time: t, Stale: j.Stale, Behind: j.Behind}, nil
 }
 
 // ParseControl parses the value of a control record of the given kind.

@@ -22,6 +22,8 @@ func TestControlRoundTrip(t *testing.T) {
 		{&Position{LSN: "16/B374D848", Time: ts, Stale: []string{"events"}},
 			`{"lsn":"16/B374D848","time":"2026-11-29T19:25:06.123456Z","stale":["events"]}`},
 		{&Position{Time: ts}, `{"time":"2026-11-29T19:25:06.123456Z"}`},
+		{&Position{LSN: "16/B374D848", Time: ts, Behind: map[string]string{"board": "16/B3740000"}},
+			`{"lsn":"16/B374D848","time":"2026-11-29T19:25:06.123456Z","behind":{"board":"16/B3740000"}}`},
 	}
 	for _, tt := range tests {
 		b := tt.c.Marshal()
@@ -56,6 +58,8 @@ func TestParseControlErrors(t *testing.T) {
 		{KindPoll, `[]`},
 		{KindPosition, `{"lsn":"0/1","time":"x"}`},
 		{KindPosition, `{"lsn":"0/1","time":"2026-11-29T19:25:06Z","stale":["a|b"]}`},
+		{KindPosition, `{"lsn":"0/1","time":"2026-11-29T19:25:06Z","behind":{"a|b":"0/1"}}`},
+		{KindPosition, `{"lsn":"0/1","time":"2026-11-29T19:25:06Z","behind":{"v":""}}`},
 		{KindRow, `{}`},
 	}
 	for _, tt := range tests {

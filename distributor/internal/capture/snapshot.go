@@ -96,9 +96,9 @@ func WALPositions(ctx context.Context, db Querier) (insert, flush LSN, err error
 	return insert, flush, err
 }
 
-// ImportSnapshot opens a transaction in a slot's exported snapshot (the name returned by
-// CREATE_REPLICATION_SLOT ... EXPORT_SNAPSHOT), which is exactly the database at the
-// slot's consistent point `at`.
+// ImportSnapshot opens a transaction in an exported snapshot: a slot's (the name returned
+// by CREATE_REPLICATION_SLOT ... EXPORT_SNAPSHOT), which is exactly the database at the
+// slot's consistent point `at`, or one of Export's (at: the position its cycle reflects).
 func ImportSnapshot(ctx context.Context, db Beginner, name string, at LSN) (*Snapshot, error) {
 	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -114,6 +114,16 @@ func ImportSnapshot(ctx context.Context, db Beginner, name string, at LSN) (*Sna
 		return nil, fmt.Errorf("capture: import snapshot %s: %w", name, err)
 	}
 	return s, nil
+}
+
+// Export exports the snapshot (pg_export_snapshot) for ImportSnapshot on other
+// connections, while s stays open.
+func (s *Snapshot) Export(ctx context.Context) (string, error) {
+	var name string
+	if err := s.Tx.QueryRow(ctx, "SELECT pg_export_snapshot()").Scan(&name); err != nil {
+		return "", fmt.Errorf("capture: export snapshot: %w", err)
+	}
+	return name, nil
 }
 
 // parse reads pg_current_snapshot()'s text "xmin:xmax:xip,...".
