@@ -55,7 +55,7 @@ func run(out, version, commit, created, arch string, names []string) error {
 			specs = append(specs, s)
 		}
 	}
-	mod, err := ociimage.ModuleDir(".")
+	mod, err := ociimage.RootModuleDir(".")
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ import (
 func TestProbesAgainstBinaries(t *testing.T) {
 	admin := testenv.PostgresDSN(t)
 	brokers := testenv.KafkaBrokers(t)
-	mod, err := ociimage.ModuleDir(".")
+	mod, err := ociimage.RootModuleDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}

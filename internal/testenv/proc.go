@@ -14,13 +14,21 @@ import (
 )
 
 // BuildCommand builds the command of package pkg (an import path) into the test's
-// temporary directory and returns the binary's path.
+// temporary directory and returns the binary's path. go build runs in the repository's
+// root module, so that a test of a nested module (deploy/, cacheclient/e2e/) builds a
+// command of the root module with the root's go.mod and go.sum.
 func BuildCommand(t testing.TB, pkg string) string {
 	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatalf("testenv: go build %s: %v", pkg, err)
+	}
 	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("testenv: go build %s: %v\n%s", pkg, err, out)
 	}
 	return bin
