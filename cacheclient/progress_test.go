@@ -1,7 +1,6 @@
 package cacheclient
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -9,25 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/statecast/statecast/internal/testenv"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestSnapshotProgress: while a snapshot is received in several batches, Stats says how
 // far it is, the client logs its progress and calls OnSnapshotProgress every
@@ -47,7 +30,7 @@ func TestSnapshotProgress(t *testing.T) {
 		<-release
 		return s.send(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotEnd{SnapshotEnd: &statecastv1.SnapshotEnd{Index: 100}}})
 	})
-	var logs syncBuf
+	var logs testenv.LockedBuffer
 	var mu sync.Mutex
 	var reports []int64
 	c, err := New(Config{Addresses: []string{fp.addr}, Stream: "s", Service: "t", ProgressInterval: time.Millisecond},

@@ -1,13 +1,11 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,7 +36,7 @@ func BuildCommand(t testing.TB, pkg string) string {
 // buffer) and its end.
 type Proc struct {
 	cmd  *exec.Cmd
-	out  lockedBuffer
+	out  LockedBuffer
 	done chan struct{}
 	err  error
 }
@@ -124,21 +122,4 @@ func leaks(line, secret string) bool {
 		}
 	}
 	return false
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
