@@ -189,7 +189,7 @@ func TestWatch(t *testing.T) {
 			Watch(ctx, interval, slog.New(slog.NewTextHandler(&logs, nil)), s)
 		}()
 		defer func() { cancel(); <-done }()
-		// next lets one interval pass and waits until Watch has read the files again.
+		// next lets n intervals pass and waits until Watch has handled the reads they brought.
 		next := func(n int) {
 			time.Sleep(time.Duration(n) * interval)
 			synctest.Wait()

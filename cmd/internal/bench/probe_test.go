@@ -88,8 +88,8 @@ func TestProbe(t *testing.T) {
 			t.Fatalf("Wait with c missing gave up after %v, want its 50ms timeout", d)
 		}
 		// A later version than expected (versions grow) meets it, without a Notify: the
-		// probe also reads every ProbeFallback. (Its read due with the timeout above comes
-		// first.)
+		// probe also reads every ProbeFallback. The fallback read due at the same instant
+		// as the timeout above is let run first.
 		synctest.Wait()
 		cache.set("c", 9)
 		set := time.Now()
