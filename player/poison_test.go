@@ -113,7 +113,8 @@ func TestPoisonRecordsSkipped(t *testing.T) {
 	}
 
 	live := read("live", nil, last)
-	time.Sleep(200 * time.Millisecond) // admitted before the poison is produced: it gets it live
+	// Admitted and following the log before the poison is produced: it gets it live.
+	waitFor(t, 30*time.Second, "the live target in N", func() bool { return targetStatus(tp.p, "live").State == "N" })
 
 	meta := record.Meta{View: "b", Kind: record.KindRow, Epoch: 1, SourceTime: time.Now(), SourceLSN: "0/1"}
 	foreign := recordsarama.ProducerMessage(e.topic, record.EncodeKey("a", "foreign"), []byte(`{"id":"foreign"}`), meta)
