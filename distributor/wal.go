@@ -82,7 +82,7 @@ type walSession struct {
 	tables  map[uint32][]*walView       // base table → the views that read it
 	pending []*capture.Txn              // received, not shown by a snapshot yet
 	waiting map[*viewState][]chan error // reconcile requests, answered by the next cycle
-	full    map[*viewState]string       // views to read in full by the next cycle, and why
+	full    map[*viewState]fullReason   // views to read in full by the next cycle, and why
 	stale   staleWAL                    // when an idle stream has the server flush its WAL
 	behind  behindState                 // views re-read off the cycles (wal_behind.go)
 	bg      sync.WaitGroup              // their background reads
@@ -99,7 +99,7 @@ func (g *group) walSession(ctx context.Context) error {
 	seen := map[uint32]bool{}
 	ws := make([]*walSession, len(g.streams))
 	for i, s := range g.streams {
-		w := &walSession{s: s, tables: map[uint32][]*walView{}, waiting: map[*viewState][]chan error{}, full: map[*viewState]string{},
+		w := &walSession{s: s, tables: map[uint32][]*walView{}, waiting: map[*viewState][]chan error{}, full: map[*viewState]fullReason{},
 			behind: newBehindState(len(s.order))}
 		defer w.answer(errors.New("distributor: capture session ended"))
 		defer w.bg.Wait() // after cancel (deferred later, run first): the reads end with ctx
@@ -189,7 +189,7 @@ func (g *group) walSession(ctx context.Context) error {
 // first when the slot is new), then the loop.
 func (w *walSession) run(ctx context.Context, first *capture.Snapshot, recvDone <-chan struct{}) error {
 	for _, v := range w.views {
-		w.full[v.st] = "start-up"
+		w.full[v.st] = fullStartup
 	}
 	if err := w.runCycle(ctx, first); err != nil {
 		return err
@@ -481,7 +481,7 @@ func (w *walSession) request(req reconcileReq) {
 		}
 		return
 	}
-	w.full[st] = "reconcile"
+	w.full[st] = fullReconcile
 	if req.done != nil {
 		w.waiting[st] = append(w.waiting[st], req.done)
 	}
@@ -530,7 +530,7 @@ func (w *walSession) dueRetries() {
 	now := time.Now()
 	for _, v := range w.views {
 		if v.st.failed != nil && !now.Before(v.st.retryAt) {
-			w.full[v.st] = "retry"
+			w.full[v.st] = fullRetry
 		}
 	}
 }

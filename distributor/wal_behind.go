@@ -131,7 +131,7 @@ func (w *walSession) runReread(ctx context.Context, rr *reread) {
 	s := w.s
 	st := rr.v.st
 	start := time.Now()
-	prog := s.startProgress(st.cfg.Name, "reread")
+	prog := s.startProgress(st.cfg.Name, fullUnmapped.phase())
 	rr.r, rr.err = readView(ctx, rr.snap.Tx, st, true, false, rr.src, s.cfg.maxBytes, headerBytes(st.cfg.Name), prog)
 	prog.end()
 	rr.snap.Close(context.WithoutCancel(ctx))
@@ -189,7 +189,7 @@ func (w *walSession) publishReread(ctx context.Context, rr *reread) error {
 	if err := s.publishTxn(ctx, t); err != nil {
 		return err
 	}
-	s.m.rereads.WithLabelValues(s.cfg.Topic, st.cfg.Name, "unmapped").Inc()
+	s.m.rereads.WithLabelValues(s.cfg.Topic, st.cfg.Name, fullUnmapped.String()).Inc()
 	s.log.Debug("background re-read published", "stream", s.cfg.Topic, "view", st.cfg.Name, "position", rr.at, "took", rr.took, "behind", dirty)
 	return nil
 }

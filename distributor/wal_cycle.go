@@ -113,7 +113,7 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 		reason, full := w.full[st]
 		switch {
 		case full:
-			if st.failed != nil && reason != "retry" && reason != "reconcile" {
+			if st.failed != nil && reason != fullRetry && reason != fullReconcile {
 				continue // stopped: its retry reads it in full
 			}
 			if w.behind.inflight[st] {
@@ -122,8 +122,8 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 			// Read in full here, the view is current again.
 			delete(w.behind.at, st)
 			delete(w.behind.due, st)
-			rewrite := st.cfg.RefreshMode == ModeRewrite && reason == "reconcile"
-			prog := s.startProgress(st.cfg.Name, phaseOf(reason))
+			rewrite := st.cfg.RefreshMode == ModeRewrite && reason == fullReconcile
+			prog := s.startProgress(st.cfg.Name, reason.phase())
 			r, err := readView(ctx, snap.Tx, st, true, rewrite, src, s.cfg.maxBytes, headerBytes(st.cfg.Name), prog)
 			prog.end()
 			if isErr(err, ErrView) {
@@ -152,8 +152,8 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 					s.resumeView(st)
 				}
 			})
-			if reason != "start-up" {
-				s.m.rereads.WithLabelValues(s.cfg.Topic, st.cfg.Name, reasonLabel(reason)).Inc()
+			if reason != fullStartup {
+				s.m.rereads.WithLabelValues(s.cfg.Topic, st.cfg.Name, reason.String()).Inc()
 			}
 		case (changes[v] != nil || reads[v] != nil) && st.failed == nil && !w.isBehind(v):
 			a, ch := reads[v], changes[v]
@@ -286,26 +286,6 @@ func (w *walSession) addChanges(changes map[*walView]*viewChanges, t *capture.Tx
 			ch.add(v, c)
 		}
 	}
-}
-
-// phaseOf is the progress phase of a full read done for reason.
-func phaseOf(reason string) string {
-	switch reason {
-	case "start-up":
-		return "snapshot"
-	case "reconcile":
-		return "reconcile"
-	}
-	return "reread"
-}
-
-// reasonLabel keeps the metric's label values few.
-func reasonLabel(reason string) string {
-	switch reason {
-	case "reconcile", "retry":
-		return reason
-	}
-	return "unmapped"
 }
 
 // fullReads lists the views that t's changes make re-read in full: a change of a table the

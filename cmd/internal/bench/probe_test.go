@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -32,66 +33,71 @@ func (c *fakeCache) look(key string) (int64, bool) {
 }
 
 func TestProbe(t *testing.T) {
-	cache := &fakeCache{rows: map[string]int64{"a": 1, "gone": 1}}
-	p := NewProbe(cache.look)
-	defer p.Close()
-	ctx := context.Background()
+	synctest.Test(t, func(t *testing.T) {
+		cache := &fakeCache{rows: map[string]int64{"a": 1, "gone": 1}}
+		p := NewProbe(cache.look)
+		defer p.Close()
+		ctx := context.Background()
 
-	ins := &Txn{Seq: 0}
-	p.Expect(ins, "b", 5) // an insert
-	upd := &Txn{Seq: 1}
-	p.Expect(upd, "a", 6)
-	del := &Txn{Seq: 2}
-	p.Expect(del, "gone", Absent)
-	two := &Txn{Seq: 3} // a transaction of two rows
-	p.Expect(two, "a", 7)
-	p.Expect(two, "c", 8)
-	if n := p.Pending(); n != 5 {
-		t.Fatalf("%d pending, want 5", n)
-	}
+		ins := &Txn{Seq: 0}
+		p.Expect(ins, "b", 5) // an insert
+		upd := &Txn{Seq: 1}
+		p.Expect(upd, "a", 6)
+		del := &Txn{Seq: 2}
+		p.Expect(del, "gone", Absent)
+		two := &Txn{Seq: 3} // a transaction of two rows
+		p.Expect(two, "a", 7)
+		p.Expect(two, "c", 8)
+		if n := p.Pending(); n != 5 {
+			t.Fatalf("%d pending, want 5", n)
+		}
 
-	p.Notify()
-	time.Sleep(20 * time.Millisecond)
-	if !ins.Visible.IsZero() || !upd.Visible.IsZero() || !del.Visible.IsZero() {
-		t.Fatal("visible before the cache shows anything")
-	}
-	cache.set("b", 5)
-	cache.set("gone", Absent)
-	before := time.Now()
-	p.Notify()
-	if err := waitUntil(func() bool { return p.Pending() == 3 }); err != nil {
-		t.Fatal(err)
-	}
-	if ins.Visible.Before(before) || del.Visible.Before(before) || !upd.Visible.IsZero() {
-		t.Fatalf("insert visible %v, delete %v, update %v", ins.Visible, del.Visible, upd.Visible)
-	}
-	// The cache jumps to a's later version: the earlier update is met with it; the
-	// transaction of two rows waits for its second one.
-	cache.set("a", 7)
-	p.Notify()
-	if err := waitUntil(func() bool { return p.Pending() == 1 }); err != nil {
-		t.Fatal(err)
-	}
-	if upd.Visible.IsZero() || !two.Visible.IsZero() {
-		t.Fatalf("update visible %v, two-row transaction %v", upd.Visible, two.Visible)
-	}
-	if err := p.Wait(ctx, 50*time.Millisecond); err == nil || !strings.Contains(err.Error(), "key c: want version 8") {
-		t.Fatalf("Wait with c missing: %v", err)
-	}
-	// A later version than expected (versions grow) meets it, without a Notify: the
-	// probe also reads every ProbeFallback.
-	cache.set("c", 9)
-	if err := p.Wait(ctx, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if two.Visible.IsZero() {
-		t.Fatal("the two-row transaction is not visible")
-	}
-}
-
-func waitUntil(cond func() bool) error {
-	if WaitFor(5*time.Second, cond) {
-		return nil
-	}
-	return context.DeadlineExceeded
+		p.Notify()
+		synctest.Wait() // the probe has read the cache and waits again
+		if !ins.Visible.IsZero() || !upd.Visible.IsZero() || !del.Visible.IsZero() {
+			t.Fatal("visible before the cache shows anything")
+		}
+		cache.set("b", 5)
+		cache.set("gone", Absent)
+		notified := time.Now()
+		p.Notify()
+		synctest.Wait()
+		// Read at the Notify, not at the next fallback read: the clock has not moved.
+		if n := p.Pending(); n != 3 {
+			t.Fatalf("%d pending after the Notify, want 3", n)
+		}
+		if !ins.Visible.Equal(notified) || !del.Visible.Equal(notified) || !upd.Visible.IsZero() {
+			t.Fatalf("notified at %v: insert visible %v, delete %v, update %v", notified, ins.Visible, del.Visible, upd.Visible)
+		}
+		// The cache jumps to a's later version: the earlier update is met with it; the
+		// transaction of two rows waits for its second one.
+		cache.set("a", 7)
+		p.Notify()
+		synctest.Wait()
+		if n := p.Pending(); n != 1 {
+			t.Fatalf("%d pending after the Notify, want 1", n)
+		}
+		if upd.Visible.IsZero() || !two.Visible.IsZero() {
+			t.Fatalf("update visible %v, two-row transaction %v", upd.Visible, two.Visible)
+		}
+		waited := time.Now()
+		if err := p.Wait(ctx, 50*time.Millisecond); err == nil || !strings.Contains(err.Error(), "key c: want version 8") {
+			t.Fatalf("Wait with c missing: %v", err)
+		}
+		if d := time.Since(waited); d != 50*time.Millisecond {
+			t.Fatalf("Wait with c missing gave up after %v, want its 50ms timeout", d)
+		}
+		// A later version than expected (versions grow) meets it, without a Notify: the
+		// probe also reads every ProbeFallback. The fallback read due at the same instant
+		// as the timeout above is let run first.
+		synctest.Wait()
+		cache.set("c", 9)
+		set := time.Now()
+		if err := p.Wait(ctx, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if d := two.Visible.Sub(set); two.Visible.IsZero() || d <= 0 || d > ProbeFallback {
+			t.Fatalf("the two-row transaction visible %v after c was set, want at the next fallback read (every %v)", d, ProbeFallback)
+		}
+	})
 }
