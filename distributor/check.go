@@ -169,6 +169,16 @@ func checkView(ctx context.Context, conn *pgx.Conn, s *StreamConfig, v *ViewConf
 		vc.Tables = append(vc.Tables, fmt.Sprintf("%s: replica identity %s", t, identityOf(t)))
 	}
 	vc.Tables = append(vc.Tables, deps.Describe()...)
+	for _, t := range deps.NeedFull {
+		if s.ReplicaIdentity == ReplicaIdentityKeep {
+			vc.Tables = append(vc.Tables, fmt.Sprintf("%s: mapped once it has REPLICA IDENTITY FULL (replica_identity: keep leaves it: ALTER TABLE %s REPLICA IDENTITY FULL)", t, t.QualifiedName()))
+			continue
+		}
+		vc.Tables = append(vc.Tables, fmt.Sprintf("%s: the distributor sets REPLICA IDENTITY FULL at start (replica_identity: full; its role must own the table), which maps it", t))
+	}
+	if len(deps.Unmapped) > 0 {
+		vc.Tables = append(vc.Tables, "changes of a table re-read in full are read off the stream's path: the view follows the stream at the position of its last re-read (position records name it as behind), and the other views do not wait")
+	}
 	return vc, deps.Tables
 }
 

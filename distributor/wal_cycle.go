@@ -154,6 +154,15 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 			})
 			if reason != fullStartup {
 				s.m.rereads.WithLabelValues(s.cfg.Topic, st.cfg.Name, reason.String()).Inc()
+			} else if len(v.deps.Unmapped) > 0 {
+				// What a change of an unmapped table costs this view: a read like this one,
+				// off the stream's path.
+				for _, tb := range v.deps.Tables {
+					if why, ok := v.deps.Unmapped[tb.OID]; ok {
+						s.log.Warn("a change of this table re-reads the whole view, in the background: the view follows the stream at its own position meanwhile",
+							"stream", s.cfg.Topic, "view", st.cfg.Name, "table", tb.String(), "reason", why, "full_read", time.Since(r.started).Round(time.Millisecond), "rows", r.rows)
+					}
+				}
 			}
 		case (changes[v] != nil || reads[v] != nil) && st.failed == nil && !w.isBehind(v):
 			a, ch := reads[v], changes[v]

@@ -106,10 +106,10 @@ func (p *ports) addr() (string, error) {
 // clientViews are the subscriptions of the clients, in turn: all views, two subsets, all
 // views again. Every other client has no state directory (a snapshot at every start).
 var clientViews = [][]string{
-	{"accounts", "rich", "items", "lines", "priced_lines"},
+	{"accounts", "rich", "items", "lines", "priced_lines", "category_stock", "ordered_items"},
 	{"accounts", "rich", "items"},
-	{"items", "lines", "priced_lines"},
-	{"accounts", "rich", "items", "lines", "priced_lines"},
+	{"items", "lines", "priced_lines", "category_stock"},
+	{"accounts", "rich", "items", "lines", "priced_lines", "category_stock", "ordered_items"},
 }
 
 // addProxy starts a proxy to target and keeps it under name, the hop's name in faults'

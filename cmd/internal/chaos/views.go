@@ -9,10 +9,13 @@ import (
 	"strings"
 )
 
-// The run's database: accounts, categories, items and order lines, and five views over
+// The run's database: accounts, categories, items and order lines, and seven views over
 // them — a plain one, a filtered one (rows enter and leave it on updates), a join whose
 // joined key is selected (changes of categories are mapped to item rows), a composite key,
-// and a join mapped by a declared dependency.
+// a join mapped through the join's equality (with a declared dependency the analysis no
+// longer needs), the items of each category aggregated by the category's key (items moving
+// between categories, groups emptied), and the items some order line names (EXISTS: rows
+// entering and leaving with the lines).
 //
 // Every row has a version v, taken from one sequence by every insert and update, and every
 // view selects the versions of the rows it joins: a view row's versions only grow along
@@ -69,6 +72,12 @@ var views = []viewDef{
 		Index: "order", IndexColumn: "order_id"},
 	{Name: "priced_lines", SQL: "SELECT l.order_id, l.line, l.qty, l.item_id, l.v, i.name, i.price, i.v AS iv FROM order_lines l JOIN items i ON i.id = l.item_id",
 		Key: []string{"order_id", "line"}, Depends: map[string][]string{"items": {"item_id"}}},
+	// The group's version is its category's: an aggregate's max(i.v) falls when the newest
+	// item leaves, which the stale check would take for an old row.
+	{Name: "category_stock", SQL: "SELECT c.id, c.v AS cv, count(i.id) AS items, coalesce(sum(i.stock), 0) AS stock FROM categories c LEFT JOIN items i ON i.category_id = c.id GROUP BY c.id",
+		Key: []string{"id"}},
+	{Name: "ordered_items", SQL: "SELECT i.id, i.name, i.v FROM items i WHERE EXISTS (SELECT 1 FROM order_lines l WHERE l.item_id = i.id)",
+		Key: []string{"id"}},
 }
 
 func viewByName(name string) *viewDef {
