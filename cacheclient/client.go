@@ -107,10 +107,10 @@ type errorAt struct {
 	at  time.Time
 }
 
-// New validates cfg and returns a client that is not running yet: register views, indexes
-// and handlers, then call Start (or Run).
+// New validates a copy of cfg (Config.Validate) and returns a client that is not running
+// yet: register views, indexes and handlers, then call Start (or Run).
 func New(cfg Config, opts ...Option) (*Client, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, byName: map[string]viewCore{}, ready: make(chan struct{}), stopped: make(chan struct{}),
@@ -137,10 +137,10 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 // before Start.
 func Register[T any](c *Client, name string, decode Decoder[T]) (*View[T], error) {
 	if !record.ValidViewName(name) {
-		return nil, fmt.Errorf("%w: view name %q", ErrInvalidConfig, name)
+		return nil, fmt.Errorf("%w: view name %q", ErrConfig, name)
 	}
 	if decode == nil {
-		return nil, fmt.Errorf("%w: view %q needs a decoder", ErrInvalidConfig, name)
+		return nil, fmt.Errorf("%w: view %q needs a decoder", ErrConfig, name)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -148,7 +148,7 @@ func Register[T any](c *Client, name string, decode Decoder[T]) (*View[T], error
 		return nil, ErrStarted
 	}
 	if _, dup := c.byName[name]; dup {
-		return nil, fmt.Errorf("%w: view %q registered twice", ErrInvalidConfig, name)
+		return nil, fmt.Errorf("%w: view %q registered twice", ErrConfig, name)
 	}
 	v := newView(c, name, decode)
 	v.slot = len(c.views)
@@ -180,7 +180,7 @@ func (c *Client) Start() error {
 		return ErrStarted
 	}
 	if len(c.views) == 0 {
-		return fmt.Errorf("%w: no views registered", ErrInvalidConfig)
+		return fmt.Errorf("%w: no views registered", ErrConfig)
 	}
 	c.started = true
 	c.codec = newFrameCodec(c.views, int(c.cfg.MaxBatchEntries))

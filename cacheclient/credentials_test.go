@@ -36,7 +36,7 @@ func TestIdentity(t *testing.T) {
 		t.Errorf("DefaultInstanceID: %q, %q", x, y)
 	}
 	cfg := Config{Addresses: []string{"h:1"}, Stream: "s", ClientID: "legacy"}
-	if err := cfg.validate(); err != nil || cfg.Service != "legacy" || cfg.InstanceID == "" {
+	if err := cfg.Validate(); err != nil || cfg.Service != "legacy" || cfg.InstanceID == "" {
 		t.Errorf("ClientID: %v, service %q instance %q", err, cfg.Service, cfg.InstanceID)
 	}
 }

@@ -31,8 +31,14 @@ func (s *syncBuf) String() string {
 
 // TestSnapshotProgress: while a snapshot is received in several batches, Stats says how
 // far it is, the client logs its progress and calls OnSnapshotProgress every
-// ProgressInterval; once applied, Stats shows none in progress.
+// ProgressInterval (never with DisableProgress); once applied, Stats shows none in
+// progress.
 func TestSnapshotProgress(t *testing.T) {
+	t.Run("every ms", func(t *testing.T) { testSnapshotProgress(t, Config{ProgressInterval: time.Millisecond}, true) })
+	t.Run("disabled", func(t *testing.T) { testSnapshotProgress(t, Config{DisableProgress: true}, false) })
+}
+
+func testSnapshotProgress(t *testing.T, cfg Config, reported bool) {
 	release := make(chan struct{})
 	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
 		if err := s.send(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotBegin{SnapshotBegin: &statecastv1.SnapshotBegin{Index: 100}}}); err != nil {
@@ -50,7 +56,8 @@ func TestSnapshotProgress(t *testing.T) {
 	var logs syncBuf
 	var mu sync.Mutex
 	var reports []int64
-	c, err := New(Config{Addresses: []string{fp.addr}, Stream: "s", Service: "t", ProgressInterval: time.Millisecond},
+	cfg.Addresses, cfg.Stream, cfg.Service = []string{fp.addr}, "s", "t"
+	c, err := New(cfg,
 		WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))),
 		WithHooks(Hooks{OnSnapshotProgress: func(position, rows int64, elapsed time.Duration) {
 			if position == 100 && elapsed > 0 {
@@ -80,6 +87,12 @@ func TestSnapshotProgress(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	if !reported {
+		if len(reports) > 0 || strings.Contains(logs.String(), `"msg":"snapshot progress"`) {
+			t.Errorf("progress reported with DisableProgress: %v\n%s", reports, logs.String())
+		}
+		return
+	}
 	if len(reports) == 0 || reports[len(reports)-1] > 10 {
 		t.Errorf("OnSnapshotProgress reports %v", reports)
 	}

@@ -178,7 +178,7 @@ func TestTargetConfig(t *testing.T) {
 		{"players", false},
 	} {
 		c := Config{Addresses: []string{tc.addr}, Stream: "s", ClientID: "t"}
-		if err := c.validate(); (err == nil) != tc.ok {
+		if err := c.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%q: validate = %v, want ok %v", tc.addr, err, tc.ok)
 		}
 	}
