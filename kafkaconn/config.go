@@ -71,7 +71,7 @@ func (c *Config) Validate() error {
 		bad("kafka.brokers: required")
 	}
 	if c.Timeout < 0 {
-		bad("kafka.timeout: must not be negative")
+		bad("kafka.timeout: %v is negative (0 takes the default)", c.Timeout)
 	}
 	t := &c.TLS
 	c.tlsConfig = nil

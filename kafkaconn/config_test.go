@@ -126,7 +126,7 @@ func TestValidation(t *testing.T) {
 		{"sasl no user", "sasl: {mechanism: PLAIN, password: p}", "kafka.sasl.user: required"},
 		{"sasl no password", "sasl: {mechanism: PLAIN, user: u}", "kafka.sasl.password: required"},
 		{"sasl user without mechanism", "sasl: {user: u, password: p}", "kafka.sasl.mechanism: required"},
-		{"negative timeout", "timeout: -1s", "kafka.timeout: must not be negative"},
+		{"negative timeout", "timeout: -1s", "kafka.timeout: -1s is negative (0 takes the default)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

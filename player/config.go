@@ -73,7 +73,8 @@ type Keepalive struct {
 	Timeout time.Duration `yaml:"timeout"`
 }
 
-// Config of a Player. Zero values take the documented defaults.
+// Config of a Player. Zero values take the documented defaults; negative durations,
+// counts and sizes are refused (Validate).
 type Config struct {
 	// Listen is the address Run serves gRPC on (Player, health, reflection when enabled).
 	// Empty: Run does not serve gRPC; Serve does, on a listener of the caller's.
@@ -156,8 +157,8 @@ type Config struct {
 	// ProgressInterval: a target in N that was sent nothing for this long gets a Progress
 	// message (default 1s).
 	ProgressInterval time.Duration `yaml:"progress_interval"`
-	// DeleteRetention overrides the topic's delete.retention.ms (the tombstone horizon)
-	// when > 0; otherwise it is read from the broker at start-up.
+	// DeleteRetention overrides the topic's delete.retention.ms (the tombstone horizon).
+	// Default (0): read from the broker at start-up.
 	DeleteRetention time.Duration `yaml:"delete_retention"`
 	// HistoryBytes bounds the per-stream in-memory history of recent records that recovery
 	// sources read before falling back to Kafka (default 64 MiB; items are shared with the
@@ -197,59 +198,39 @@ func fileDefaults() Config {
 	return Config{Listen: DefaultListen, HTTPAddr: DefaultHTTPAddr, Admin: AdminConfig{Addr: DefaultAdminAddr}}
 }
 
-// Validate fills the defaults and checks the config. Errors wrap ErrConfig and name the
-// field. New calls it; calling it again changes nothing.
+// Validate fills the defaults and checks the config. Zero values take the documented
+// defaults; a negative duration, count or size is refused. Errors wrap ErrConfig and name
+// the field by its YAML path (ack_timeout, keepalive.time, stream "s".views); every problem
+// is reported at once. New calls it; calling it again changes nothing.
 func (c *Config) Validate() error {
-	if c.MaxBatchEntries <= 0 {
-		c.MaxBatchEntries = DefaultMaxBatchEntries
-	}
-	if c.MaxBatchBytes <= 0 {
-		c.MaxBatchBytes = DefaultMaxBatchBytes
-	}
-	if c.TargetBudgetBytes <= 0 {
-		c.TargetBudgetBytes = DefaultTargetBudgetBytes
-	}
-	if c.AckTimeout <= 0 {
-		c.AckTimeout = DefaultAckTimeout
-	}
-	if c.ProgressInterval <= 0 {
-		c.ProgressInterval = DefaultProgressInterval
-	}
-	if c.HistoryBytes <= 0 {
-		c.HistoryBytes = DefaultHistoryBytes
-	}
-	if c.ShutdownGrace <= 0 {
-		c.ShutdownGrace = DefaultShutdownGrace
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	for _, err := range []error{
+		daemon.Default(&c.MaxBatchEntries, DefaultMaxBatchEntries, "max_batch_entries"),
+		daemon.Default(&c.MaxBatchBytes, DefaultMaxBatchBytes, "max_batch_bytes"),
+		daemon.Default(&c.TargetBudgetBytes, DefaultTargetBudgetBytes, "target_budget_bytes"),
+		daemon.Default(&c.AckTimeout, DefaultAckTimeout, "ack_timeout"),
+		daemon.Default(&c.ProgressInterval, DefaultProgressInterval, "progress_interval"),
+		daemon.Default(&c.HistoryBytes, DefaultHistoryBytes, "history_bytes"),
+		daemon.Default(&c.ShutdownGrace, DefaultShutdownGrace, "shutdown_grace"),
+		daemon.Default(&c.MaxHelloViews, DefaultMaxHelloViews, "max_hello_views"),
+		daemon.Default(&c.MaxHelloBytes, DefaultMaxHelloBytes, "max_hello_bytes"),
+		daemon.Default(&c.MaxSnapshotBytes, DefaultMaxSnapshotBytes, "max_snapshot_bytes"),
+		daemon.Default(&c.MaxRecordBytes, DefaultMaxRecordBytes, "max_record_bytes"),
+		daemon.Default(&c.Keepalive.MinTime, DefaultKeepaliveMinTime, "keepalive.min_time"),
+		daemon.Default(&c.Keepalive.Time, DefaultKeepaliveTime, "keepalive.time"),
+		daemon.Default(&c.Keepalive.Timeout, DefaultKeepaliveTimeout, "keepalive.timeout"),
+		daemon.Default(&c.ReloadInterval, daemon.DefaultReloadInterval, "reload_interval"),
+		// 0 reads the topic's delete.retention.ms at start-up
+		daemon.Default(&c.DeleteRetention, 0, "delete_retention"),
+	} {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.MaxStreamsPerConn == 0 {
 		c.MaxStreamsPerConn = DefaultMaxStreamsPerConn
 	}
-	if c.MaxHelloViews <= 0 {
-		c.MaxHelloViews = DefaultMaxHelloViews
-	}
-	if c.MaxHelloBytes <= 0 {
-		c.MaxHelloBytes = DefaultMaxHelloBytes
-	}
-	if c.MaxSnapshotBytes <= 0 {
-		c.MaxSnapshotBytes = DefaultMaxSnapshotBytes
-	}
-	if c.MaxRecordBytes <= 0 {
-		c.MaxRecordBytes = DefaultMaxRecordBytes
-	}
-	if c.Keepalive.MinTime <= 0 {
-		c.Keepalive.MinTime = DefaultKeepaliveMinTime
-	}
-	if c.Keepalive.Time <= 0 {
-		c.Keepalive.Time = DefaultKeepaliveTime
-	}
-	if c.Keepalive.Timeout <= 0 {
-		c.Keepalive.Timeout = DefaultKeepaliveTimeout
-	}
-	if c.ReloadInterval <= 0 {
-		c.ReloadInterval = daemon.DefaultReloadInterval
-	}
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	switch {
 	case len(c.Kafka.Brokers) == 0:
 		c.Kafka.Brokers = c.Brokers
@@ -289,11 +270,11 @@ func (c *Config) Validate() error {
 		seen[s.Name] = true
 		for _, v := range s.Views {
 			if _, err := path.Match(v, ""); err != nil || v == "" {
-				bad("stream %q: views: bad pattern %q", s.Name, v)
+				bad("stream %q.views: bad pattern %q", s.Name, v)
 			}
 		}
 	}
-	if c.TargetBudgetBytes < 2*c.MaxBatchBytes {
+	if c.MaxBatchBytes > 0 && c.TargetBudgetBytes > 0 && c.TargetBudgetBytes < 2*c.MaxBatchBytes {
 		bad("target_budget_bytes (%d) must be at least twice max_batch_bytes (%d)", c.TargetBudgetBytes, c.MaxBatchBytes)
 	}
 	if len(errs) > 0 {

@@ -91,3 +91,43 @@ func TestConfigEnv(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// TestConfigNegative: zero takes the default, a negative duration, count or size is refused
+// with its YAML path, for every such key.
+func TestConfigNegative(t *testing.T) {
+	const base = "insecure: true\nstreams: [{name: s}]\n"
+	for _, tc := range []struct{ yaml, want string }{
+		{"max_batch_entries: -1", "max_batch_entries: -1 is negative"},
+		{"max_batch_bytes: -1", "max_batch_bytes: -1 is negative"},
+		{"target_budget_bytes: -1", "target_budget_bytes: -1 is negative"},
+		{"ack_timeout: -1s", "ack_timeout: -1s is negative"},
+		{"progress_interval: -1s", "progress_interval: -1s is negative"},
+		{"history_bytes: -1", "history_bytes: -1 is negative"},
+		{"shutdown_grace: -1s", "shutdown_grace: -1s is negative"},
+		{"max_hello_views: -1", "max_hello_views: -1 is negative"},
+		{"max_hello_bytes: -1", "max_hello_bytes: -1 is negative"},
+		{"max_snapshot_bytes: -1", "max_snapshot_bytes: -1 is negative"},
+		{"max_record_bytes: -1", "max_record_bytes: -1 is negative"},
+		{"reload_interval: -1s", "reload_interval: -1s is negative"},
+		{"delete_retention: -1s", "delete_retention: -1s is negative"},
+		{"keepalive: {min_time: -1s}", "keepalive.min_time: -1s is negative"},
+		{"keepalive: {time: -1s}", "keepalive.time: -1s is negative"},
+		{"keepalive: {timeout: -1s}", "keepalive.timeout: -1s is negative"},
+		{"kafka: {brokers: [k], timeout: -1s}", "kafka.timeout: -1s is negative"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			doc := base + tc.yaml + "\n"
+			if !strings.HasPrefix(tc.yaml, "kafka:") {
+				doc += "kafka: {brokers: [k]}\n"
+			}
+			if _, err := ParseConfig([]byte(doc)); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrConfig containing %q", err, tc.want)
+			}
+		})
+	}
+	c, err := ParseConfig([]byte(base + "kafka: {brokers: [k]}\nack_timeout: 0s\nmax_batch_bytes: 0\nkeepalive: {time: 0s}\n"))
+	if err != nil || c.AckTimeout != DefaultAckTimeout || c.MaxBatchBytes != DefaultMaxBatchBytes || c.Keepalive.Time != DefaultKeepaliveTime ||
+		c.Keepalive.MinTime != DefaultKeepaliveMinTime || c.ReloadInterval != 5*time.Second || c.DeleteRetention != 0 {
+		t.Fatalf("zero values: %+v, %v", c, err)
+	}
+}

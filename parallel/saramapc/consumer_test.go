@@ -65,7 +65,7 @@ func TestConfigErrors(t *testing.T) {
 		{"negative MaxPendingBytes", func(c *Config) { c.MaxPendingBytes = -1 }, "MaxPendingBytes: -1 is negative"},
 		{"negative Engine.MaxAttempts", func(c *Config) { c.Engine.MaxAttempts = -1 }, "Engine: parallel: invalid config: MaxAttempts: -1 is negative"},
 		{"negative Engine.MaxConcurrency", func(c *Config) { c.Engine.MaxConcurrency = -1 }, "Engine: parallel: invalid config: MaxConcurrency: -1 is negative"},
-		{"negative Kafka.Timeout", func(c *Config) { c.Kafka.Timeout = -time.Second }, "kafka.timeout: must not be negative"},
+		{"negative Kafka.Timeout", func(c *Config) { c.Kafka.Timeout = -time.Second }, "kafka.timeout: -1s is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Config{Brokers: []string{"x"}, Group: "g", Topics: []string{"t"}, Engine: parallel.Config[Message]{Handler: h}}
