@@ -112,12 +112,6 @@ type Config struct {
 	Streams []StreamConfig `yaml:"streams"`
 }
 
-// AdminConfig is the admin HTTP endpoint (Config.Admin): addr (empty: not served), tokens
-// (bearer tokens, name=token lines from a file read again when it changes, or from an
-// environment variable; required on every request when set, and required when addr is not
-// a loopback address), tls (cert_file, key_file: HTTPS, reloaded like the tokens).
-type AdminConfig = daemon.Admin
-
 // PostgresConfig says how to reach the database.
 type PostgresConfig struct {
 	// DSN is a pgx connection string, URL or key=value, TLS settings included (required).
@@ -369,7 +363,7 @@ func (c *Config) Validate() error {
 	} else if c.Kafka.TransactionTimeout < time.Second {
 		bad("kafka.transaction_timeout: %s is below 1s", c.Kafka.TransactionTimeout)
 	}
-	if err := c.Admin.Check("admin"); err != nil {
+	if err := c.Admin.admin().Check("admin"); err != nil {
 		errs = append(errs, err)
 	}
 	if len(c.Streams) == 0 {

@@ -82,7 +82,7 @@ func New(cfg Config, opts ...Option) (*Distributor, error) {
 	d.health.phase = "starting"
 	if cfg.Admin.Addr != "" {
 		var err error
-		if d.admin, err = daemon.LoadAdmin(cfg.Admin, "admin"); err != nil {
+		if d.admin, err = daemon.LoadAdmin(cfg.Admin.admin(), "admin"); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}

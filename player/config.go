@@ -293,10 +293,10 @@ func (c *Config) checkSecurity() []error {
 	case c.Insecure && c.TLS.Enabled():
 		errs = append(errs, errors.New("insecure: true and tls: set one of them"))
 	}
-	if err := c.TLS.Check("tls"); err != nil {
+	if err := c.TLS.server().Check("tls"); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.Admin.Check("admin"); err != nil {
+	if err := c.Admin.admin().Check("admin"); err != nil {
 		errs = append(errs, err)
 	}
 	return append(errs, c.checkAccess()...)

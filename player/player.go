@@ -134,19 +134,19 @@ func (p *Player) loadSecurity() error {
 	p.auth = &auth{}
 	var err error
 	if c.TLS.Enabled() {
-		if p.tls, err = daemon.LoadTLS(c.TLS, "tls"); err != nil {
+		if p.tls, err = daemon.LoadTLS(c.TLS.server(), "tls"); err != nil {
 			return err
 		}
 		p.auth.mtls = p.tls.MutualTLS()
 	}
 	if c.Tokens.Enabled() {
-		if p.auth.tokens, err = daemon.LoadTokens(c.Tokens, "tokens"); err != nil {
+		if p.auth.tokens, err = daemon.LoadTokens(c.Tokens.tokens(), "tokens"); err != nil {
 			return err
 		}
 	}
 	p.auth.open = p.auth.tokens == nil && !p.auth.mtls
 	if c.Admin.Addr != "" {
-		if p.admin, err = daemon.LoadAdmin(c.Admin, "admin"); err != nil {
+		if p.admin, err = daemon.LoadAdmin(c.Admin.admin(), "admin"); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/statecast/statecast/internal/daemon"
 	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
@@ -652,4 +654,17 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestAdminConfigMirrorsDaemon: the public config types have the fields and YAML keys of
+// the daemon types they are loaded as, and admin carries every field over.
+func TestAdminConfigMirrorsDaemon(t *testing.T) {
+	testenv.SameFields(t, reflect.TypeFor[AdminConfig](), reflect.TypeFor[daemon.Admin]())
+	testenv.SameFields(t, reflect.TypeFor[TLSConfig](), reflect.TypeFor[daemon.ServerTLS]())
+	testenv.SameFields(t, reflect.TypeFor[TokensConfig](), reflect.TypeFor[daemon.Tokens]())
+	a := AdminConfig{Addr: "a", Tokens: TokensConfig{File: "f", Env: "e"}, TLS: TLSConfig{CertFile: "c", KeyFile: "k", ClientCAFile: "ca"}}
+	want := daemon.Admin{Addr: "a", Tokens: daemon.Tokens{File: "f", Env: "e"}, TLS: daemon.ServerTLS{CertFile: "c", KeyFile: "k", ClientCAFile: "ca"}}
+	if got := a.admin(); got != want {
+		t.Fatalf("admin() = %+v, want %+v", got, want)
+	}
 }
