@@ -174,7 +174,8 @@ func (p *Player) serverOptions() []grpc.ServerOption {
 }
 
 // startServing runs once, at the first Serve or Run: it says how the gRPC server is
-// secured and starts the goroutine that keeps the TLS and token files current.
+// secured and starts the goroutine that keeps the TLS and token files current (the admin
+// endpoint's are Run's, daemon.Servers).
 func (p *Player) startServing() {
 	c := &p.cfg
 	switch {
@@ -196,9 +197,6 @@ func (p *Player) startServing() {
 	}
 	if p.auth.tokens != nil {
 		rs = append(rs, p.auth.tokens)
-	}
-	if p.admin != nil {
-		rs = append(rs, p.admin.Reloadables()...)
 	}
 	if len(rs) > 0 {
 		p.goTracked(func() { daemon.Watch(p.ctx, c.ReloadInterval, p.log, rs...) })
@@ -236,29 +234,20 @@ func (p *Player) Run(ctx context.Context) (err error) {
 	defer stop()
 
 	var lis net.Listener
-	var hs *daemon.HTTPServer
 	if p.cfg.Listen != "" {
 		if lis, err = net.Listen("tcp", p.cfg.Listen); err != nil {
 			return fmt.Errorf("player: listen: %w", err)
 		}
 		defer lis.Close() // when Run fails before serving
 	}
-	if p.cfg.HTTPAddr != "" {
-		if hs, err = daemon.ListenHTTP(p.cfg.HTTPAddr, p.Handler()); err != nil {
-			return fmt.Errorf("player: %w", err)
-		}
-		defer hs.Close()
+	srv, err := daemon.ListenServers(p.cfg.HTTPAddr, p.Handler, p.admin, p.AdminHandler)
+	if err != nil {
+		return fmt.Errorf("player: %w", err)
 	}
+	defer srv.Close()
 	// The file watchers (certificates, tokens) and the start-up log, also when Run serves
 	// only HTTP.
 	p.serveOnce.Do(p.startServing)
-	var as *daemon.HTTPServer
-	if p.admin != nil {
-		if as, err = p.admin.Listen(p.AdminHandler()); err != nil {
-			return fmt.Errorf("player: %w", err)
-		}
-		defer as.Close()
-	}
 
 	for _, name := range p.streamNames {
 		if err := p.streams[name].connect(); err != nil {
@@ -278,28 +267,18 @@ func (p *Player) Run(ctx context.Context) (err error) {
 			}
 		})
 	}
-	for _, s := range []*daemon.HTTPServer{hs, as} {
-		if s != nil {
-			servers.Go(func() {
-				if err := s.Serve(ctx); err != nil {
-					errs <- fmt.Errorf("player: %w", err)
-					cancel()
-				}
-			})
+	servers.Go(func() {
+		if err := srv.Serve(ctx, p.cfg.ReloadInterval, p.log); err != nil {
+			errs <- fmt.Errorf("player: %w", err)
+			cancel()
 		}
-	}
-	if lis != nil || hs != nil || as != nil {
-		var grpcAddr, httpAddr, adminAddr string
+	})
+	if lis != nil || srv.Listening() {
+		var grpcAddr string
 		if lis != nil {
 			grpcAddr = lis.Addr().String()
 		}
-		if hs != nil {
-			httpAddr = hs.Addr().String()
-		}
-		if as != nil {
-			adminAddr = as.Addr().String()
-		}
-		p.log.Info("player listening", "grpc", grpcAddr, "http", httpAddr, "admin", adminAddr)
+		p.log.Info("player listening", append([]any{"grpc", grpcAddr}, srv.Attrs()...)...)
 	}
 	var wg sync.WaitGroup
 	for _, name := range p.streamNames {
