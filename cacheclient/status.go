@@ -1,9 +1,7 @@
 package cacheclient
 
 import (
-	"encoding/json"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/statecast/statecast/internal/statuspage"
@@ -13,20 +11,14 @@ import (
 // (mux.Handle("/cache/status", cacheclient.StatusHandler(c))): the connection, readiness,
 // stream and source positions, lag and staleness with charts of their last minutes, the
 // counters, the last error, and per view its entries, position, memory and hidden rows.
-// A browser gets HTML (refreshing itself); a path ending in ".json" or
-// "Accept: application/json" gets Stats as JSON. Its charts sample c every few seconds from
-// this call until c is closed. Call it once per client.
+// Stats as JSON, or the HTML page (refreshing itself) for a browser, by the rule of every
+// status page (the distributor's, the player's): a request gets HTML only when its Accept
+// header names text/html and not application/json and its path does not end in ".json";
+// anything else gets JSON. Its charts sample c every few seconds from this call until c is
+// closed. Call it once per client.
 func StatusHandler(c *Client) http.Handler {
 	c.hist.Start(c.closing, c.sample)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		st := c.Stats()
-		if strings.HasSuffix(r.URL.Path, ".json") || strings.Contains(r.Header.Get("Accept"), "application/json") {
-			w.Header().Set("Content-Type", "application/json")
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(st)
-			return
-		}
+	return statuspage.Handler(statusBody, c.st.created, c.Stats, func(st Stats) any {
 		hist := map[string][]float64{}
 		for _, n := range []string{"lag", "stale", "rate"} {
 			hist[n] = c.hist.Values(n)
@@ -34,11 +26,11 @@ func StatusHandler(c *Client) http.Handler {
 		for _, v := range st.Views {
 			hist["len/"+v.Name] = c.hist.Values("len/" + v.Name)
 		}
-		statusBody.Render(w, struct {
+		return struct {
 			Stream, Service, Instance string
 			Stats
 			Hist map[string][]float64
-		}{c.cfg.Stream, c.cfg.Service, c.cfg.InstanceID, st, hist}, c.st.created)
+		}{c.cfg.Stream, c.cfg.Service, c.cfg.InstanceID, st, hist}
 	})
 }
 

@@ -392,7 +392,8 @@ func (p *Player) stopGRPC() {
 
 // AdminHandler serves what Run serves on Config.Admin.Addr (behind its tokens when set):
 //
-//	GET /status        the status page (StatusHandler): HTML, or JSON at /status.json
+//	GET /status        the status page (StatusHandler): HTML for a browser, else JSON
+//	GET /status.json   the same JSON, whatever the Accept header
 //
 // The page shows each target's principal, service and instance id: keep it off the
 // network, or behind tokens.

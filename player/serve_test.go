@@ -101,8 +101,19 @@ func TestRunServes(t *testing.T) {
 	if code, body := getFrom(cfg.Admin.Addr, "/status.json"); code != 200 || !strings.Contains(body, `"topic": "`+topic+`"`) {
 		t.Errorf("/status.json: %d %s", code, body)
 	}
-	if code, body := getFrom(cfg.Admin.Addr, "/status"); code != 200 || !strings.Contains(body, "<html>") {
-		t.Errorf("/status: %d %s", code, body)
+	if code, body := getFrom(cfg.Admin.Addr, "/status"); code != 200 || !strings.Contains(body, `"topic": "`+topic+`"`) {
+		t.Errorf("/status without Accept: %d %s, want the JSON", code, body)
+	}
+	req, _ := http.NewRequest("GET", "http://"+cfg.Admin.Addr+"/status", nil)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Errorf("/status for a browser: %v", err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "<html>") {
+			t.Errorf("/status for a browser: %d %s", resp.StatusCode, b)
+		}
 	}
 	for _, path := range []string{"/status", "/status.json"} {
 		if code, _ := get(path); code != http.StatusNotFound {
