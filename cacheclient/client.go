@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/statecast/statecast/internal/statuspage"
 	"github.com/statecast/statecast/schemas/record"
 )
 
@@ -74,7 +73,7 @@ type Client struct {
 	// published or staged). Owned by the connection goroutine (by the load goroutine
 	// before it handles any frame).
 	wsrc    sourceState
-	closing chan struct{} // closed by Close: releases WaitFor
+	closing chan struct{} // closed by Close: releases WaitFor, ends Done
 
 	// Every view's handlers (fixed at Start) and the publications handed over to them
 	// that the state file may not pass yet (handled.go).
@@ -83,8 +82,6 @@ type Client struct {
 	marks    []handledMark
 
 	st counters
-	// hist is StatusHandler's charts.
-	hist *statuspage.History
 }
 
 type counters struct {
@@ -98,7 +95,7 @@ type counters struct {
 	head                                                                            atomic.Int64 // the player's head_index in the last frame
 	connected                                                                       atomic.Bool
 	lastErr                                                                         atomic.Pointer[errorAt] // why the last stream ended
-	created                                                                         time.Time               // New: the status page's uptime
+	created                                                                         time.Time               // New: Info.Created
 }
 
 // errorAt is an error and when it happened (Stats.LastError).
@@ -116,7 +113,6 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	c := &Client{cfg: cfg, byName: map[string]viewCore{}, ready: make(chan struct{}), stopped: make(chan struct{}),
 		closing: make(chan struct{})}
 	c.st.created = time.Now()
-	c.hist = statuspage.NewHistory()
 	for _, o := range opts {
 		o(&c.opts)
 	}
