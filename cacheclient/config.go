@@ -38,17 +38,13 @@ type Config struct {
 	// Stream is the stream (Kafka topic) to subscribe to. Required.
 	Stream string
 	// Service names the service this client belongs to, the same for all its replicas:
-	// the player labels its metrics with it. Required (ClientID is its former name).
+	// the player labels its metrics with it. Required.
 	Service string
 	// InstanceID names this process among the player's clients: only a reconnect with the
 	// same instance id (and the same credentials) replaces its connection at the player,
 	// so two replicas of a service must not share one. Default: DefaultInstanceID() at New
 	// (hostname, pid and a random suffix).
 	InstanceID string
-	// ClientID is Service under its former name, used when Service is empty.
-	//
-	// Deprecated: set Service; an instance id is generated (InstanceID).
-	ClientID string
 	// TLS, when set, secures the connections; nil means plaintext. For mutual TLS it
 	// carries the client certificate (Certificates or GetClientCertificate; TLSFiles
 	// builds one from PEM files).
@@ -126,9 +122,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Stream == "" {
 		bad("Stream: required")
-	}
-	if c.Service == "" {
-		c.Service = c.ClientID
 	}
 	if c.Service == "" {
 		bad("Service: required")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
-	"slices"
 	"time"
 
 	"github.com/statecast/statecast/internal/daemon"
@@ -130,17 +129,12 @@ type Config struct {
 	// Keepalive: the server's pings and its limit on the clients' pings.
 	Keepalive Keepalive `yaml:"keepalive"`
 
-	// Kafka is the connection to Kafka: brokers, client_id, timeout, tls, sasl
-	// (kafkaconn.Config, as the distributor's kafka block). Its brokers and client_id may
-	// be given as the top-level Brokers and ClientID instead.
+	// Kafka is the connection to Kafka: brokers (required), client_id (default
+	// DefaultClientID), timeout, tls, sasl (kafkaconn.Config, as the distributor's kafka
+	// block).
 	Kafka kafkaconn.Config `yaml:"kafka"`
-	// Brokers are the Kafka bootstrap addresses: Kafka.Brokers when that is empty (one of
-	// them is required).
-	Brokers []string `yaml:"brokers"`
 	// Streams served (at least one).
 	Streams []StreamConfig `yaml:"streams"`
-	// ClientID for Kafka: Kafka.ClientID when that is empty. Default DefaultClientID.
-	ClientID string `yaml:"client_id"`
 	// MaxBatchEntries bounds a batch's entry count (default 512); a client hint may lower it.
 	MaxBatchEntries int `yaml:"max_batch_entries"`
 	// MaxBatchBytes bounds a batch's size (default 1 MiB); a client hint may lower it.
@@ -231,23 +225,9 @@ func (c *Config) Validate() error {
 	if c.MaxStreamsPerConn == 0 {
 		c.MaxStreamsPerConn = DefaultMaxStreamsPerConn
 	}
-	switch {
-	case len(c.Kafka.Brokers) == 0:
-		c.Kafka.Brokers = c.Brokers
-	case len(c.Brokers) > 0 && !slices.Equal(c.Brokers, c.Kafka.Brokers):
-		bad("brokers and kafka.brokers: set one of them")
-	}
-	c.Brokers = c.Kafka.Brokers
-	switch {
-	case c.Kafka.ClientID == "":
-		c.Kafka.ClientID = c.ClientID
-	case c.ClientID != "" && c.ClientID != c.Kafka.ClientID:
-		bad("client_id and kafka.client_id: set one of them")
-	}
 	if c.Kafka.ClientID == "" {
 		c.Kafka.ClientID = DefaultClientID
 	}
-	c.ClientID = c.Kafka.ClientID
 	if err := c.Kafka.Validate(); err != nil {
 		errs = append(errs, err)
 	}

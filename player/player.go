@@ -87,7 +87,6 @@ func WithDispatchHook(f func(stream string, index int64, at time.Time)) Option {
 // New validates a copy of cfg (Config.Validate) and returns a Player. It does not connect
 // or listen: Run does.
 func New(cfg Config, opts ...Option) (*Player, error) {
-	cfg.Brokers = slices.Clone(cfg.Brokers)
 	cfg.Kafka.Brokers = slices.Clone(cfg.Kafka.Brokers)
 	cfg.Streams = slices.Clone(cfg.Streams)
 	cfg.Access = slices.Clone(cfg.Access)

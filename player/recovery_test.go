@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // fakeSource follows the source contract over the records in items: it holds those up to
@@ -93,7 +95,7 @@ func TestRecoveryFetcher(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := New(Config{Insecure: true, Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}}})
+			p, err := New(Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: []string{"unused:9092"}}, Streams: []StreamConfig{{Name: "s"}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +146,7 @@ func TestRecoveryFetcher(t *testing.T) {
 // resyncs the target on the same stream: a new term, then ResyncRequired and a snapshot
 // at the main position in the catch-up queue, and fetchingCompleted.
 func TestRecoveryFetcherLogStartMoved(t *testing.T) {
-	p, err := New(Config{Insecure: true, Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}}})
+	p, err := New(Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: []string{"unused:9092"}}, Streams: []StreamConfig{{Name: "s"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

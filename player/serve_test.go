@@ -39,7 +39,7 @@ func TestRunServes(t *testing.T) {
 	}
 	_ = prod.Close()
 
-	cfg := Config{Insecure: true, Listen: testenv.FreeAddr(t), HTTPAddr: testenv.FreeAddr(t), Brokers: brokers,
+	cfg := Config{Insecure: true, Listen: testenv.FreeAddr(t), HTTPAddr: testenv.FreeAddr(t), Kafka: kafkaconn.Config{Brokers: brokers},
 		Streams: []StreamConfig{{Name: "s", Topic: topic}}, ShutdownGrace: 2 * time.Second, Admin: AdminConfig{Addr: testenv.FreeAddr(t)}}
 	reg := prometheus.NewRegistry()
 	marker := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_marker_total", Help: "marker"})
@@ -171,7 +171,7 @@ func TestRunAddressTaken(t *testing.T) {
 		{func(c *Config) { c.HTTPAddr = ln.Addr().String() }, "player: http_addr:"},
 	} {
 		// no broker listens on port 1: connecting would fail with another error
-		cfg := Config{Insecure: true, Brokers: []string{"127.0.0.1:1"}, Streams: []StreamConfig{{Name: "s"}}}
+		cfg := Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: []string{"127.0.0.1:1"}}, Streams: []StreamConfig{{Name: "s"}}}
 		tc.mod(&cfg)
 		p, err := New(cfg)
 		if err != nil {
