@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/statecast/statecast/internal/statuspage"
 	"github.com/statecast/statecast/schemas/record"
 )
 
@@ -74,7 +73,7 @@ type Client struct {
 	// published or staged). Owned by the connection goroutine (by the load goroutine
 	// before it handles any frame).
 	wsrc    sourceState
-	closing chan struct{} // closed by Close: releases WaitFor
+	closing chan struct{} // closed by Close: releases WaitFor, ends Done
 
 	// Every view's handlers (fixed at Start) and the publications handed over to them
 	// that the state file may not pass yet (handled.go).
@@ -83,8 +82,6 @@ type Client struct {
 	marks    []handledMark
 
 	st counters
-	// hist is StatusHandler's charts.
-	hist *statuspage.History
 }
 
 type counters struct {
@@ -98,7 +95,7 @@ type counters struct {
 	head                                                                            atomic.Int64 // the player's head_index in the last frame
 	connected                                                                       atomic.Bool
 	lastErr                                                                         atomic.Pointer[errorAt] // why the last stream ended
-	created                                                                         time.Time               // New: the status page's uptime
+	created                                                                         time.Time               // New: Info.Created
 }
 
 // errorAt is an error and when it happened (Stats.LastError).
@@ -107,16 +104,15 @@ type errorAt struct {
 	at  time.Time
 }
 
-// New validates cfg and returns a client that is not running yet: register views, indexes
-// and handlers, then call Start (or Run).
+// New validates a copy of cfg (Config.Validate) and returns a client that is not running
+// yet: register views, indexes and handlers, then call Start (or Run).
 func New(cfg Config, opts ...Option) (*Client, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, byName: map[string]viewCore{}, ready: make(chan struct{}), stopped: make(chan struct{}),
 		closing: make(chan struct{})}
 	c.st.created = time.Now()
-	c.hist = statuspage.NewHistory()
 	for _, o := range opts {
 		o(&c.opts)
 	}
@@ -137,10 +133,10 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 // before Start.
 func Register[T any](c *Client, name string, decode Decoder[T]) (*View[T], error) {
 	if !record.ValidViewName(name) {
-		return nil, fmt.Errorf("%w: view name %q", ErrInvalidConfig, name)
+		return nil, fmt.Errorf("%w: view name %q", ErrConfig, name)
 	}
 	if decode == nil {
-		return nil, fmt.Errorf("%w: view %q needs a decoder", ErrInvalidConfig, name)
+		return nil, fmt.Errorf("%w: view %q needs a decoder", ErrConfig, name)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -148,7 +144,7 @@ func Register[T any](c *Client, name string, decode Decoder[T]) (*View[T], error
 		return nil, ErrStarted
 	}
 	if _, dup := c.byName[name]; dup {
-		return nil, fmt.Errorf("%w: view %q registered twice", ErrInvalidConfig, name)
+		return nil, fmt.Errorf("%w: view %q registered twice", ErrConfig, name)
 	}
 	v := newView(c, name, decode)
 	v.slot = len(c.views)
@@ -180,7 +176,7 @@ func (c *Client) Start() error {
 		return ErrStarted
 	}
 	if len(c.views) == 0 {
-		return fmt.Errorf("%w: no views registered", ErrInvalidConfig)
+		return fmt.Errorf("%w: no views registered", ErrConfig)
 	}
 	c.started = true
 	c.codec = newFrameCodec(c.views, int(c.cfg.MaxBatchEntries))

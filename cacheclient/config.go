@@ -2,6 +2,7 @@ package cacheclient
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -37,17 +38,13 @@ type Config struct {
 	// Stream is the stream (Kafka topic) to subscribe to. Required.
 	Stream string
 	// Service names the service this client belongs to, the same for all its replicas:
-	// the player labels its metrics with it. Required (ClientID is its former name).
+	// the player labels its metrics with it. Required.
 	Service string
 	// InstanceID names this process among the player's clients: only a reconnect with the
 	// same instance id (and the same credentials) replaces its connection at the player,
 	// so two replicas of a service must not share one. Default: DefaultInstanceID() at New
 	// (hostname, pid and a random suffix).
 	InstanceID string
-	// ClientID is Service under its former name, used when Service is empty.
-	//
-	// Deprecated: set Service; an instance id is generated (InstanceID).
-	ClientID string
 	// TLS, when set, secures the connections; nil means plaintext. For mutual TLS it
 	// carries the client certificate (Certificates or GetClientCertificate; TLSFiles
 	// builds one from PEM files).
@@ -85,62 +82,88 @@ type Config struct {
 	ReadyIdle time.Duration
 	// RecvWindow fixes the HTTP/2 flow-control window of the subscription (bytes the
 	// player may send ahead of what the client has read; the connection's window is twice
-	// it, so up to 3× it may be buffered in the client). 0: DefaultRecvWindow (8 MiB);
-	// negative: gRPC's own (64 KiB, grown by its bandwidth estimator). A large window from
-	// the first byte lets a snapshot stream at full speed at once, instead of at the pace
-	// of the estimator growing the window; its cost is the memory above.
+	// it, so up to 3× it may be buffered in the client): 64 KiB to 1 GiB, 0 for
+	// DefaultRecvWindow (8 MiB). A large window from the first byte lets a snapshot stream
+	// at full speed at once, instead of at the pace of gRPC's estimator growing the window;
+	// its cost is the memory above.
 	RecvWindow int32
+	// DynamicRecvWindow leaves the flow-control windows to gRPC instead (64 KiB, grown by
+	// its bandwidth estimator); RecvWindow must then be 0.
+	DynamicRecvWindow bool
 	// ProgressInterval: while a snapshot is received (a bootstrap, a resync), every
 	// ProgressInterval the client logs its rows, rows/s and elapsed time and calls
-	// Hooks.OnSnapshotProgress (default DefaultProgressInterval; negative: never).
+	// Hooks.OnSnapshotProgress (default DefaultProgressInterval).
 	ProgressInterval time.Duration
+	// DisableProgress turns those progress reports off; ProgressInterval must then be 0.
+	DisableProgress bool
 }
 
 // DefaultProgressInterval is Config.ProgressInterval's default.
 const DefaultProgressInterval = 10 * time.Second
 
-func (c *Config) validate() error {
-	var errs []string
+// Validate fills the defaults (documented on each field) and checks the config. Errors wrap
+// ErrConfig and name the field (Addresses[1], PersistInterval); every problem is reported at
+// once. Zero takes the default; a negative duration or size is refused. New calls it on its
+// copy; calling it again changes nothing.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if len(c.Addresses) == 0 {
-		errs = append(errs, "no player Addresses")
+		bad("Addresses: at least one player address is required")
 	}
-	for _, a := range c.Addresses {
+	for i, a := range c.Addresses {
 		if isTarget(a) {
 			if u, err := url.Parse(a); err != nil || u.Host == "" && strings.Trim(u.Path, "/") == "" {
-				errs = append(errs, fmt.Sprintf("target %q: want scheme://[authority]/endpoint, e.g. dns:///players:7070", a))
+				bad("Addresses[%d]: target %q: want scheme://[authority]/endpoint, e.g. dns:///players:7070", i, a)
 			}
 		} else if _, _, err := net.SplitHostPort(a); err != nil {
-			errs = append(errs, fmt.Sprintf("address %q: %v", a, err))
+			bad("Addresses[%d]: %q: %v", i, a, err)
 		}
 	}
 	if c.Stream == "" {
-		errs = append(errs, "empty Stream")
+		bad("Stream: required")
 	}
 	if c.Service == "" {
-		c.Service = c.ClientID
+		bad("Service: required")
 	}
-	if c.Service == "" {
-		errs = append(errs, "empty Service")
+	if len(c.Service) > maxIdentityLen {
+		bad("Service: at most %d bytes", maxIdentityLen)
 	}
-	if len(c.Service) > maxIdentityLen || len(c.InstanceID) > maxIdentityLen {
-		errs = append(errs, fmt.Sprintf("Service and InstanceID: at most %d bytes", maxIdentityLen))
+	if len(c.InstanceID) > maxIdentityLen {
+		bad("InstanceID: at most %d bytes", maxIdentityLen)
 	}
 	if c.Token != nil && c.TLS == nil {
-		errs = append(errs, "a Token needs TLS (it is never sent in plaintext)")
+		bad("Token: needs TLS (a token is never sent in plaintext)")
 	}
-	if c.PersistInterval < 0 || c.BackoffMin < 0 || c.BackoffMax < 0 || c.ReadyIdle < 0 {
-		errs = append(errs, "negative duration")
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"PersistInterval", c.PersistInterval}, {"BackoffMin", c.BackoffMin}, {"BackoffMax", c.BackoffMax},
+		{"ReadyIdle", c.ReadyIdle}, {"ProgressInterval", c.ProgressInterval},
+	} {
+		if f.v < 0 {
+			bad("%s: %v is negative (0 takes the default)", f.name, f.v)
+		}
 	}
-	if (c.RecvWindow > 0 && c.RecvWindow < 64<<10) || c.RecvWindow > 1<<30 {
-		errs = append(errs, fmt.Sprintf("RecvWindow %d: 0 (default), negative (gRPC's) or 64KiB..1GiB", c.RecvWindow))
+	switch {
+	case c.RecvWindow < 0:
+		bad("RecvWindow: %d is negative (0 takes the default; DynamicRecvWindow leaves the window to gRPC)", c.RecvWindow)
+	case c.RecvWindow != 0 && c.DynamicRecvWindow:
+		bad("RecvWindow: must be 0 with DynamicRecvWindow")
+	case c.RecvWindow != 0 && c.RecvWindow < 64<<10 || c.RecvWindow > 1<<30:
+		bad("RecvWindow: %d is outside 64 KiB..1 GiB (0 takes the default)", c.RecvWindow)
+	}
+	if c.ProgressInterval != 0 && c.DisableProgress {
+		bad("ProgressInterval: must be 0 with DisableProgress")
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: %v", ErrInvalidConfig, errs)
+		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	if c.PersistInterval == 0 {
 		c.PersistInterval = DefaultPersistInterval
 	}
-	if c.ProgressInterval == 0 {
+	if c.ProgressInterval == 0 && !c.DisableProgress {
 		c.ProgressInterval = DefaultProgressInterval
 	}
 	if c.BackoffMin == 0 {
@@ -155,7 +178,7 @@ func (c *Config) validate() error {
 	if c.ReadyIdle == 0 {
 		c.ReadyIdle = DefaultReadyIdle
 	}
-	if c.RecvWindow == 0 {
+	if c.RecvWindow == 0 && !c.DynamicRecvWindow {
 		c.RecvWindow = DefaultRecvWindow
 	}
 	if c.MaxBatchEntries == 0 {

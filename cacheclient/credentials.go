@@ -65,21 +65,21 @@ func TLSFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("%w: CA file: %v", ErrInvalidConfig, err)
+			return nil, fmt.Errorf("%w: CA file: %v", ErrConfig, err)
 		}
 		c.RootCAs = x509.NewCertPool()
 		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%w: CA file %s: no PEM certificate found", ErrInvalidConfig, caFile)
+			return nil, fmt.Errorf("%w: CA file %s: no PEM certificate found", ErrConfig, caFile)
 		}
 	}
 	switch {
 	case certFile == "" && keyFile == "":
 		return c, nil
 	case certFile == "" || keyFile == "":
-		return nil, fmt.Errorf("%w: a client certificate needs both its file and its key's", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: a client certificate needs both its file and its key's", ErrConfig)
 	}
 	if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
-		return nil, fmt.Errorf("%w: client certificate %s: %v", ErrInvalidConfig, certFile, err)
+		return nil, fmt.Errorf("%w: client certificate %s: %v", ErrConfig, certFile, err)
 	}
 	c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)

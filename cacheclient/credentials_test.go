@@ -12,7 +12,7 @@ import (
 )
 
 // TestIdentity: the Hello carries the service and an instance id of the client's own,
-// different for two clients of one service; ClientID, the former name, is the service.
+// different for two clients of one service.
 func TestIdentity(t *testing.T) {
 	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error { return s.snapshot(1) })
 	a, _ := startClient(t, Config{}, nil, fp)
@@ -34,10 +34,6 @@ func TestIdentity(t *testing.T) {
 	}
 	if x, y := DefaultInstanceID(), DefaultInstanceID(); x == y || !strings.Contains(x, "/") {
 		t.Errorf("DefaultInstanceID: %q, %q", x, y)
-	}
-	cfg := Config{Addresses: []string{"h:1"}, Stream: "s", ClientID: "legacy"}
-	if err := cfg.validate(); err != nil || cfg.Service != "legacy" || cfg.InstanceID == "" {
-		t.Errorf("ClientID: %v, service %q instance %q", err, cfg.Service, cfg.InstanceID)
 	}
 }
 

@@ -6,8 +6,9 @@ import (
 )
 
 var (
-	// ErrInvalidConfig is wrapped by New, Register, AddIndex and OnChange for bad arguments.
-	ErrInvalidConfig = errors.New("cacheclient: invalid configuration")
+	// ErrConfig is wrapped by Config.Validate (and so New), Register, AddIndex, OnChange
+	// and TLSFiles for bad arguments.
+	ErrConfig = errors.New("cacheclient: invalid config")
 	// ErrStarted is returned when a view, index or handler is registered after Start.
 	ErrStarted = errors.New("cacheclient: client already started")
 	// ErrClosed is returned by Start after Close, and by WaitReady when the client stopped

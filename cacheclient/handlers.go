@@ -94,7 +94,7 @@ type dispatcher[T any] interface {
 // OrderKey). A slow handler eventually slows the application of batches (bounded buffer).
 func OnChange[T any](v *View[T], fn func(ctx context.Context, ch Change[T]) error, opts ...HandlerOption) error {
 	if fn == nil {
-		return fmt.Errorf("%w: nil handler", ErrInvalidConfig)
+		return fmt.Errorf("%w: nil handler", ErrConfig)
 	}
 	if err := v.c.checkNotStarted(); err != nil {
 		return err
@@ -107,7 +107,7 @@ func OnChange[T any](v *View[T], fn func(ctx context.Context, ch Change[T]) erro
 		o(&h.opts)
 	}
 	if h.opts.attempts < 1 || h.opts.concurrency < 1 {
-		return fmt.Errorf("%w: handler needs attempts >= 1 and concurrency >= 1", ErrInvalidConfig)
+		return fmt.Errorf("%w: handler needs attempts >= 1 and concurrency >= 1", ErrConfig)
 	}
 	d, err := newDispatcher(h)
 	if err != nil {

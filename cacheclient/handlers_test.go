@@ -193,36 +193,66 @@ func TestRegisterAfterStartFails(t *testing.T) {
 	}
 }
 
+// TestNewValidates: a bad Config, a negative duration or size included, fails New with
+// ErrConfig naming the field; zero takes the default.
 func TestNewValidates(t *testing.T) {
+	ok := func(edit func(*Config)) Config {
+		c := Config{Addresses: []string{"h:1"}, Stream: "s", Service: "c"}
+		edit(&c)
+		return c
+	}
 	tests := []struct {
 		name string
 		cfg  Config
+		want string
 	}{
-		{"no addresses", Config{Stream: "s", Service: "c"}},
-		{"bad address", Config{Addresses: []string{"nohostport"}, Stream: "s", Service: "c"}},
-		{"no stream", Config{Addresses: []string{"h:1"}, Service: "c"}},
-		{"no service", Config{Addresses: []string{"h:1"}, Stream: "s"}},
-		{"token without TLS", Config{Addresses: []string{"h:1"}, Stream: "s", Service: "c", Token: StaticToken("t")}},
-		{"service too long", Config{Addresses: []string{"h:1"}, Stream: "s", Service: strings.Repeat("x", 257)}},
-		{"negative duration", Config{Addresses: []string{"h:1"}, Stream: "s", Service: "c", PersistInterval: -1}},
-		{"tiny window", Config{Addresses: []string{"h:1"}, Stream: "s", Service: "c", RecvWindow: 1000}},
-		{"huge window", Config{Addresses: []string{"h:1"}, Stream: "s", Service: "c", RecvWindow: 1<<30 + 1}},
+		{"no addresses", Config{Stream: "s", Service: "c"}, "Addresses: at least one"},
+		{"bad address", ok(func(c *Config) { c.Addresses = []string{"h:1", "nohostport"} }), `Addresses[1]: "nohostport"`},
+		{"bad target", ok(func(c *Config) { c.Addresses = []string{"dns://"} }), `Addresses[0]: target "dns://"`},
+		{"no stream", ok(func(c *Config) { c.Stream = "" }), "Stream: required"},
+		{"no service", ok(func(c *Config) { c.Service = "" }), "Service: required"},
+		{"token without TLS", ok(func(c *Config) { c.Token = StaticToken("t") }), "Token: needs TLS"},
+		{"service too long", ok(func(c *Config) { c.Service = strings.Repeat("x", 257) }), "Service: at most 256 bytes"},
+		{"instance too long", ok(func(c *Config) { c.InstanceID = strings.Repeat("x", 257) }), "InstanceID: at most 256 bytes"},
+		{"negative PersistInterval", ok(func(c *Config) { c.PersistInterval = -1 }), "PersistInterval: -1ns is negative"},
+		{"negative BackoffMin", ok(func(c *Config) { c.BackoffMin = -time.Second }), "BackoffMin: -1s is negative"},
+		{"negative BackoffMax", ok(func(c *Config) { c.BackoffMax = -time.Second }), "BackoffMax: -1s is negative"},
+		{"negative ReadyIdle", ok(func(c *Config) { c.ReadyIdle = -time.Second }), "ReadyIdle: -1s is negative"},
+		{"negative ProgressInterval", ok(func(c *Config) { c.ProgressInterval = -time.Second }), "ProgressInterval: -1s is negative"},
+		{"negative RecvWindow", ok(func(c *Config) { c.RecvWindow = -1 }), "RecvWindow: -1 is negative"},
+		{"tiny window", ok(func(c *Config) { c.RecvWindow = 1000 }), "RecvWindow: 1000 is outside"},
+		{"huge window", ok(func(c *Config) { c.RecvWindow = 1<<30 + 1 }), "RecvWindow: 1073741825 is outside"},
+		{"window and dynamic window", ok(func(c *Config) { c.RecvWindow, c.DynamicRecvWindow = 1<<20, true }), "RecvWindow: must be 0 with DynamicRecvWindow"},
+		{"progress and no progress", ok(func(c *Config) { c.ProgressInterval, c.DisableProgress = time.Second, true }), "ProgressInterval: must be 0 with DisableProgress"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := New(tt.cfg); !errors.Is(err, ErrInvalidConfig) {
-				t.Fatalf("New: %v", err)
+			if _, err := New(tt.cfg); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New = %v, want ErrConfig containing %q", err, tt.want)
 			}
 		})
 	}
+	zero := ok(func(*Config) {})
+	if err := zero.Validate(); err != nil || zero.PersistInterval != DefaultPersistInterval || zero.BackoffMin != DefaultBackoffMin ||
+		zero.BackoffMax != DefaultBackoffMax || zero.ReadyIdle != DefaultReadyIdle || zero.ProgressInterval != DefaultProgressInterval ||
+		zero.RecvWindow != DefaultRecvWindow || zero.MaxBatchEntries != DefaultMaxBatchEntries || zero.MaxReceiveBytes != DefaultMaxReceiveBytes {
+		t.Errorf("zero values: %v, %+v", err, zero)
+	}
+	off := ok(func(c *Config) { c.DynamicRecvWindow, c.DisableProgress = true, true })
+	if err := off.Validate(); err != nil || off.RecvWindow != 0 || off.ProgressInterval != 0 {
+		t.Errorf("DynamicRecvWindow, DisableProgress: %v, window %d, progress %v", err, off.RecvWindow, off.ProgressInterval)
+	}
+	if n := len((&Client{cfg: off}).dialOptions()); n != 0 {
+		t.Errorf("DynamicRecvWindow still fixes the window: %d dial options", n)
+	}
 	c := newTestClient(t)
-	if _, err := Register(c, "bad name", decodeEvent); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := Register(c, "bad name", decodeEvent); !errors.Is(err, ErrConfig) {
 		t.Fatalf("bad view name: %v", err)
 	}
 	if _, err := Register(c, "ok", decodeEvent); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Register(c, "ok", decodeEvent); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := Register(c, "ok", decodeEvent); !errors.Is(err, ErrConfig) {
 		t.Fatalf("duplicate view: %v", err)
 	}
 }

@@ -107,7 +107,7 @@ func TestUserPanicsRecovered(t *testing.T) {
 	})
 	var mu sync.Mutex
 	var decodeErrs []error
-	c, err := New(Config{Addresses: []string{fp.addr}, Stream: "s", ClientID: "t", BackoffMin: time.Millisecond},
+	c, err := New(Config{Addresses: []string{fp.addr}, Stream: "s", Service: "t", BackoffMin: time.Millisecond},
 		WithHooks(Hooks{OnDecodeError: func(view, key string, err error) {
 			mu.Lock()
 			decodeErrs = append(decodeErrs, err)

@@ -15,9 +15,15 @@ import (
 
 // TestSnapshotProgress: while a snapshot is received in several batches, Stats says how
 // far it is, the client logs its progress and calls OnSnapshotProgress every
-// ProgressInterval; once applied, Stats shows none in progress. The clock is a synctest
-// bubble's: the batches come 5 ms apart, the reports every 10 ms exactly.
+// ProgressInterval (never with DisableProgress); once applied, Stats shows none in
+// progress. The clock is a synctest bubble's: the batches come 5 ms apart, the reports
+// every 10 ms exactly.
 func TestSnapshotProgress(t *testing.T) {
+	t.Run("every 10ms", func(t *testing.T) { testSnapshotProgress(t, Config{ProgressInterval: 10 * time.Millisecond}, true) })
+	t.Run("disabled", func(t *testing.T) { testSnapshotProgress(t, Config{DisableProgress: true}, false) })
+}
+
+func testSnapshotProgress(t *testing.T, cfg Config, reported bool) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		fp := startMemFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
@@ -42,7 +48,8 @@ func TestSnapshotProgress(t *testing.T) {
 		var logs testenv.LockedBuffer
 		var mu sync.Mutex
 		var reports []string
-		c, err := New(Config{Addresses: []string{fp.addr}, Stream: "s", Service: "t", ProgressInterval: 10 * time.Millisecond},
+		cfg.Addresses, cfg.Stream, cfg.Service = []string{fp.addr}, "s", "t"
+		c, err := New(cfg,
 			memDialer(), WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))),
 			WithHooks(Hooks{OnSnapshotProgress: func(position, rows int64, elapsed time.Duration) {
 				mu.Lock()
@@ -71,6 +78,12 @@ func TestSnapshotProgress(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
+		if !reported {
+			if len(reports) > 0 || strings.Contains(logs.String(), `"msg":"snapshot progress"`) {
+				t.Errorf("progress reported with DisableProgress: %v\n%s", reports, logs.String())
+			}
+			return
+		}
 		// Row i+1 comes at 5i ms: the reports are at the rows that reach 10, 20, 30, 40 ms.
 		if got, want := fmt.Sprint(reports), "[100:3@10ms 100:5@20ms 100:7@30ms 100:9@40ms]"; got != want {
 			t.Errorf("OnSnapshotProgress reports %v, want %v", got, want)

@@ -501,9 +501,8 @@ func (r *receiver) snapshotBatch(es []entry) error {
 // snapProgress reports the snapshot being received, every Config.ProgressInterval: a log
 // line and Hooks.OnSnapshotProgress.
 func (r *receiver) snapProgress() {
-	every := r.c.cfg.ProgressInterval
 	now := time.Now()
-	if every <= 0 || now.Sub(r.snapLogAt) < every {
+	if r.c.cfg.DisableProgress || now.Sub(r.snapLogAt) < r.c.cfg.ProgressInterval {
 		return
 	}
 	elapsed := now.Sub(r.snapStart)

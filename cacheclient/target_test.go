@@ -18,7 +18,7 @@ import (
 // resolves, as dns:///player-headless:7070 resolves to a headless Service's players.
 func startTargetClient(t *testing.T, r *manual.Resolver, connects *[]string, mu *sync.Mutex) (*Client, *View[event]) {
 	t.Helper()
-	c, err := New(Config{Addresses: []string{r.Scheme() + ":///players"}, Stream: "s", ClientID: "t",
+	c, err := New(Config{Addresses: []string{r.Scheme() + ":///players"}, Stream: "s", Service: "t",
 		BackoffMin: time.Millisecond, BackoffMax: 10 * time.Millisecond},
 		WithDialOptions(grpc.WithResolvers(r)),
 		WithHooks(Hooks{OnConnect: func(addr string, _ bool) { mu.Lock(); *connects = append(*connects, addr); mu.Unlock() }}))
@@ -177,8 +177,8 @@ func TestTargetConfig(t *testing.T) {
 		{"dns:///", false},
 		{"players", false},
 	} {
-		c := Config{Addresses: []string{tc.addr}, Stream: "s", ClientID: "t"}
-		if err := c.validate(); (err == nil) != tc.ok {
+		c := Config{Addresses: []string{tc.addr}, Stream: "s", Service: "t"}
+		if err := c.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%q: validate = %v, want ok %v", tc.addr, err, tc.ok)
 		}
 	}

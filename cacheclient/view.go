@@ -110,13 +110,13 @@ func (v *View[T]) Version() *Version[T] { return &Version[T]{v: v, s: v.state.Lo
 // AddIndex registers a secondary index. It must be called before the client starts.
 func (v *View[T]) AddIndex(name string, fn IndexFunc[T]) error {
 	if fn == nil || name == "" {
-		return fmt.Errorf("%w: index needs a name and a function", ErrInvalidConfig)
+		return fmt.Errorf("%w: index needs a name and a function", ErrConfig)
 	}
 	if err := v.c.checkNotStarted(); err != nil {
 		return err
 	}
 	if _, dup := v.indexNames[name]; dup {
-		return fmt.Errorf("%w: view %q already has an index %q", ErrInvalidConfig, v.name, name)
+		return fmt.Errorf("%w: view %q already has an index %q", ErrConfig, v.name, name)
 	}
 	v.indexNames[name] = len(v.indexFns)
 	v.indexFns = append(v.indexFns, fn)

@@ -121,12 +121,6 @@ type Config struct {
 	Streams []StreamConfig `yaml:"streams"`
 }
 
-// AdminConfig is the admin HTTP endpoint (Config.Admin): addr (empty: not served), tokens
-// (bearer tokens, name=token lines from a file read again when it changes, or from an
-// environment variable; required on every request when set, and required when addr is not
-// a loopback address), tls (cert_file, key_file: HTTPS, reloaded like the tokens).
-type AdminConfig = daemon.Admin
-
 // PostgresConfig says how to reach the database.
 type PostgresConfig struct {
 	// DSN is a pgx connection string, URL or key=value, TLS settings included (required).
@@ -352,8 +346,11 @@ func ParseConfig(b []byte) (*Config, error) {
 }
 
 // Validate fills the defaults (documented on each field; a view's unset settings come from
-// its stream's Defaults first) and checks the config. Errors wrap ErrConfig and name the
-// stream, the view and the field. New calls it; calling it again changes nothing.
+// its stream's Defaults first) and checks the config. A zero value takes the default; a
+// negative duration, count or size is refused. Errors wrap ErrConfig and name the field by
+// its YAML path, a stream or a view by its name once it has a valid one (stream
+// "cache.shop".segment, view "items".key, streams[0].topic); every problem is reported at
+// once. New calls it; calling it again changes nothing.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
@@ -363,34 +360,28 @@ func (c *Config) Validate() error {
 	if c.Kafka.ClientID == "" {
 		c.Kafka.ClientID = DefaultClientID
 	}
-	if c.StartupTimeout == 0 {
-		c.StartupTimeout = DefaultStartupTimeout
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if c.HealthInterval == 0 {
-		c.HealthInterval = DefaultHealthInterval
-	}
-	if c.ProgressInterval == 0 {
-		c.ProgressInterval = DefaultProgressInterval
-	}
-	if c.StartupTimeout < 0 || c.HealthInterval < 0 || c.ProgressInterval < 0 {
-		bad("startup_timeout, health_interval, progress_interval: must not be negative")
-	}
+	add(daemon.Default(&c.StartupTimeout, DefaultStartupTimeout, "startup_timeout"))
+	add(daemon.Default(&c.HealthInterval, DefaultHealthInterval, "health_interval"))
+	add(daemon.Default(&c.ProgressInterval, DefaultProgressInterval, "progress_interval"))
 	if err := c.Kafka.Config.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if _, ok := compressions[c.Kafka.Compression]; !ok {
 		bad("kafka.compression: %q must be lz4, zstd, snappy, gzip or none", c.Kafka.Compression)
 	}
-	if c.Kafka.MaxMessageBytes < 0 {
-		bad("kafka.max_message_bytes: must not be negative")
-	}
-	if c.Kafka.TransactionTimeout == 0 {
-		c.Kafka.TransactionTimeout = DefaultTransactionTimeout
-	}
-	if c.Kafka.TransactionTimeout < time.Second {
+	// 0: the topic's max.message.bytes
+	add(daemon.Default(&c.Kafka.MaxMessageBytes, 0, "kafka.max_message_bytes"))
+	if err := daemon.Default(&c.Kafka.TransactionTimeout, DefaultTransactionTimeout, "kafka.transaction_timeout"); err != nil {
+		errs = append(errs, err)
+	} else if c.Kafka.TransactionTimeout < time.Second {
 		bad("kafka.transaction_timeout: %s is below 1s", c.Kafka.TransactionTimeout)
 	}
-	if err := c.Admin.Check("admin"); err != nil {
+	if err := c.Admin.admin().Check("admin"); err != nil {
 		errs = append(errs, err)
 	}
 	if len(c.Streams) == 0 {
@@ -418,18 +409,10 @@ func (c *Config) Validate() error {
 			bad("%s.transactional_id: %q is stream %q's too; each stream needs its own", where, s.TransactionalID, o)
 		}
 		txnIDs[s.TransactionalID] = s.Topic
-		if s.ReplicationFactor == 0 {
-			s.ReplicationFactor = DefaultReplicationFactor
-		}
-		if s.DeleteRetention == 0 {
-			s.DeleteRetention = DefaultDeleteRetention
-		}
-		if s.Segment == 0 {
-			s.Segment = DefaultSegment
-		}
-		if s.DeleteRetention < 0 || s.Segment < 0 || s.MinCompactionLag < 0 {
-			bad("%s: delete_retention, segment and min_compaction_lag must not be negative", where)
-		}
+		add(daemon.Default(&s.ReplicationFactor, DefaultReplicationFactor, where+".replication_factor"))
+		add(daemon.Default(&s.DeleteRetention, DefaultDeleteRetention, where+".delete_retention"))
+		add(daemon.Default(&s.Segment, DefaultSegment, where+".segment"))
+		add(daemon.Default(&s.MinCompactionLag, DefaultMinCompactionLag, where+".min_compaction_lag"))
 		for k := range s.TopicConfigs {
 			switch k {
 			case "cleanup.policy", "delete.retention.ms", "segment.ms", "min.compaction.lag.ms":
@@ -513,6 +496,14 @@ func (s *StreamConfig) checkCapture(where string, bad func(string, ...any)) {
 	default:
 		bad("%s.capture: %q must be %q or %q", where, s.Capture, CaptureWAL, CapturePoll)
 	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"position_interval", s.PositionInterval}, {"reread_debounce", s.RereadDebounce}} {
+		if f.v < 0 {
+			bad("%s.%s: %v is negative (0 takes the default)", where, f.name, f.v)
+		}
+	}
 	if s.Capture == CapturePoll {
 		if s.Slot != "" || s.Publication != "" || s.ReplicaIdentity != "" {
 			bad("%s: slot, publication and replica_identity are for capture: wal", where)
@@ -535,9 +526,6 @@ func (s *StreamConfig) checkCapture(where string, bad func(string, ...any)) {
 	if s.Publication == "" || s.managePublication {
 		s.Publication = s.Slot
 		s.managePublication = true
-	}
-	if s.PositionInterval < 0 || s.RereadDebounce < 0 {
-		bad("%s: position_interval and reread_debounce must not be negative", where)
 	}
 	if s.PositionInterval == 0 {
 		s.PositionInterval = DefaultPositionInterval
@@ -595,7 +583,10 @@ func (v *ViewSettings) check(where string, bad func(string, ...any)) {
 		bad("%s.incremental: invalid column name %q", where, v.Incremental)
 	}
 	if v.PollInterval < 0 {
-		bad("%s.poll_interval: must not be negative", where)
+		bad("%s.poll_interval: %v is negative (0 takes the default)", where, v.PollInterval)
+	}
+	if v.Overlap.Duration < 0 || v.Overlap.Versions < 0 {
+		bad("%s.overlap: must not be negative", where)
 	}
 	if v.Listen != "" && !identName.MatchString(v.Listen) {
 		bad("%s.listen: %q is not a plain identifier", where, v.Listen)

@@ -109,6 +109,61 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 }
 
+// TestConfigNegative: a negative duration, count or size is refused with its path, for
+// every such key; zero takes the default.
+func TestConfigNegative(t *testing.T) {
+	t.Setenv("TEST_DIST_DSN", "postgres://u@h/db")
+	edit := func(old, new string) string {
+		if !strings.Contains(goodYAML, old) {
+			t.Fatalf("test bug: %q not in config", old)
+		}
+		return strings.Replace(goodYAML, old, new, 1)
+	}
+	stream := func(key string) string { return edit("    capture: poll\n", "    capture: poll\n    "+key+"\n") }
+	top := func(key string) string { return goodYAML + key + "\n" }
+	kafka := func(key string) string {
+		return edit("  brokers: [localhost:9092]\n", "  brokers: [localhost:9092]\n  "+key+"\n")
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{top("startup_timeout: -1s"), "startup_timeout: -1s is negative"},
+		{top("health_interval: -1s"), "health_interval: -1s is negative"},
+		{top("progress_interval: -1s"), "progress_interval: -1s is negative"},
+		{kafka("timeout: -1s"), "kafka.timeout: -1s is negative"},
+		{kafka("max_message_bytes: -1"), "kafka.max_message_bytes: -1 is negative"},
+		{kafka("transaction_timeout: -1s"), "kafka.transaction_timeout: -1s is negative"},
+		{stream("replication_factor: -1"), `stream "cache.shop".replication_factor: -1 is negative`},
+		{edit("delete_retention: 48h", "delete_retention: -1s"), `stream "cache.shop".delete_retention: -1s is negative`},
+		{stream("segment: -1s"), `stream "cache.shop".segment: -1s is negative`},
+		{stream("min_compaction_lag: -1s"), `stream "cache.shop".min_compaction_lag: -1s is negative`},
+		{stream("position_interval: -1s"), `stream "cache.shop".position_interval: -1s is negative`},
+		{stream("reread_debounce: -1s"), `stream "cache.shop".reread_debounce: -1s is negative`},
+		{stream("defaults: {poll_interval: -1s}"), `stream "cache.shop".defaults.poll_interval: -1s is negative`},
+		{edit("poll_interval: 250ms", "poll_interval: -1s"), `view "items".poll_interval: -1s is negative`},
+		{edit("overlap: 5s", "overlap: -5s"), "overlap"},
+		{edit("overlap: 100", "overlap: -100"), "overlap must not be negative"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			if _, err := ParseConfig([]byte(tc.yaml)); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrConfig containing %q", err, tc.want)
+			}
+		})
+	}
+	// An Overlap built in Go is checked by Validate (YAML's is checked by its parser).
+	c, err := ParseConfig([]byte(goodYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Streams[0].Views[0].Overlap = OverlapDuration(-time.Second)
+	if err := c.Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `view "items".overlap: must not be negative`) {
+		t.Errorf("negative Go overlap: %v", err)
+	}
+	c, err = ParseConfig([]byte(stream("segment: 0s\n    replication_factor: 0") + "startup_timeout: 0s\n"))
+	if err != nil || c.Streams[0].Segment != DefaultSegment || c.Streams[0].ReplicationFactor != DefaultReplicationFactor ||
+		c.StartupTimeout != DefaultStartupTimeout || c.Kafka.TransactionTimeout != DefaultTransactionTimeout {
+		t.Fatalf("zero values: %+v, %v", c, err)
+	}
+}
+
 // TestTransactionalIDs: each stream has its own transactional id, derived from its topic
 // unless set; two streams may not share one (their producers would fence each other).
 func TestTransactionalIDs(t *testing.T) {

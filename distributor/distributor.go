@@ -82,7 +82,7 @@ func New(cfg Config, opts ...Option) (*Distributor, error) {
 	d.health.phase = "starting"
 	if cfg.Admin.Addr != "" {
 		var err error
-		if d.admin, err = daemon.LoadAdmin(cfg.Admin, "admin"); err != nil {
+		if d.admin, err = daemon.LoadAdmin(cfg.Admin.admin(), "admin"); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
@@ -124,20 +124,11 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("%w: postgres.dsn: %v", ErrConfig, err)
 	}
-	var hs *daemon.HTTPServer
-	if d.cfg.HTTPAddr != "" {
-		if hs, err = daemon.ListenHTTP(d.cfg.HTTPAddr, d.Handler()); err != nil {
-			return fmt.Errorf("distributor: %w", err)
-		}
-		defer hs.Close() // when Run fails before serving
+	srv, err := daemon.ListenServers(d.cfg.HTTPAddr, d.Handler, d.admin, d.AdminHandler)
+	if err != nil {
+		return fmt.Errorf("distributor: %w", err)
 	}
-	var as *daemon.HTTPServer
-	if d.admin != nil {
-		if as, err = d.admin.Listen(d.AdminHandler()); err != nil {
-			return fmt.Errorf("distributor: %w", err)
-		}
-		defer as.Close()
-	}
+	defer srv.Close() // when Run fails before serving
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -146,27 +137,13 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 	errc := make(chan error, len(d.cfg.Streams)+2)
 	// The endpoints answer from here on: /livez while the start-up retries, /readyz
 	// saying why it is not ready yet.
-	for _, s := range []*daemon.HTTPServer{hs, as} {
-		if s != nil {
-			wg.Go(func() {
-				if err := s.Serve(ctx); err != nil {
-					errc <- fmt.Errorf("distributor: %w", err)
-				}
-			})
+	wg.Go(func() {
+		if err := srv.Serve(ctx, daemon.DefaultReloadInterval, d.log); err != nil {
+			errc <- fmt.Errorf("distributor: %w", err)
 		}
-	}
-	if hs != nil || as != nil {
-		var httpAddr, adminAddr string
-		if hs != nil {
-			httpAddr = hs.Addr().String()
-		}
-		if as != nil {
-			adminAddr = as.Addr().String()
-		}
-		d.log.Info("distributor listening", "http", httpAddr, "admin", adminAddr)
-	}
-	if d.admin != nil {
-		wg.Go(func() { daemon.Watch(ctx, daemon.DefaultReloadInterval, d.log, d.admin.Reloadables()...) })
+	})
+	if srv.Listening() {
+		d.log.Info("distributor listening", srv.Attrs()...)
 	}
 
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)

@@ -5,8 +5,6 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/statecast/statecast/internal/statuspage"
 )
 
 // Handler serves what Run serves on Config.HTTPAddr, the read-only endpoint:
@@ -48,9 +46,10 @@ func (d *Distributor) Handler() http.Handler {
 
 // AdminHandler serves what Run serves on Config.Admin.Addr (behind its tokens when set):
 //
-//	GET  /status             Status: an HTML page for a browser (Accept: text/html), JSON
-//	                         otherwise: streams, views, stopped views and why, positions
-//	GET  /status.json        Status as JSON
+//	GET  /status             Status: an HTML page for a browser (Accept names text/html,
+//	                         not application/json), JSON to anything else: streams,
+//	                         views, stopped views and why, positions
+//	GET  /status.json        the same JSON, whatever the Accept header
 //	POST /reconcile?view=V   runs Reconcile(V); 200, 404 unknown view, 503 not active, 500
 //
 // A reconcile reads the whole view (in rewrite mode every row is published again to every
@@ -58,22 +57,9 @@ func (d *Distributor) Handler() http.Handler {
 func (d *Distributor) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	d.hist.Start(d.done, d.sample)
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		if statuspage.WantsHTML(r) {
-			d.statusPage(w)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"streams": d.Status()})
-	})
-	mux.HandleFunc("GET /status.json", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"streams": d.Status()})
-	})
+	status := d.statusHandler()
+	mux.Handle("GET /status", status)
+	mux.Handle("GET /status.json", status)
 	mux.HandleFunc("POST /reconcile", func(w http.ResponseWriter, r *http.Request) {
 		view := r.URL.Query().Get("view")
 		err := d.Reconcile(r.Context(), view)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/statecast/statecast/internal/daemon"
 	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/kafkaconn"
 )
@@ -74,7 +73,7 @@ func TestHTTP(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("ops=admin-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Admin = AdminConfig{Addr: testenv.FreeAddr(t), Tokens: daemon.Tokens{File: tokens}}
+	cfg.Admin = AdminConfig{Addr: testenv.FreeAddr(t), Tokens: TokensConfig{File: tokens}}
 	r := start(t, cfg)
 	r.waitReady(t)
 	token := "admin-secret"

@@ -148,11 +148,22 @@ var statusBody = statuspage.New("statecast distributor", `{{define "body"}}{{$h 
 {{end}}</table>
 {{else}}<p>no streams</p>{{end}}{{end}}`, nil)
 
-// statusPage renders the HTML status page.
-func (d *Distributor) statusPage(w http.ResponseWriter) {
-	st := d.Status()
+// statusJSON is the JSON of the status page.
+type statusJSON struct {
+	Streams []StreamStatus `json:"streams"`
+}
+
+// statusHandler serves the status page by the rule of every status page
+// (statuspage.WantsJSON): the HTML page for a browser, {"streams": Status} as JSON to
+// anything else.
+func (d *Distributor) statusHandler() http.Handler {
+	return statuspage.Handler(statusBody, d.started, func() statusJSON { return statusJSON{d.Status()} }, d.pageData)
+}
+
+// pageData is what the HTML page shows of st: the streams and their charts.
+func (d *Distributor) pageData(st statusJSON) any {
 	hist := map[string][]float64{}
-	for _, ss := range st {
+	for _, ss := range st.Streams {
 		for _, n := range []string{"wal/", "behind/", "retained/"} {
 			hist[n+ss.Topic] = d.hist.Values(n + ss.Topic)
 		}
@@ -160,8 +171,8 @@ func (d *Distributor) statusPage(w http.ResponseWriter) {
 			hist["rows/"+v.Name] = d.hist.Values("rows/" + v.Name)
 		}
 	}
-	statusBody.Render(w, struct {
+	return struct {
 		Streams []StreamStatus
 		Hist    map[string][]float64
-	}{st, hist}, d.started)
+	}{st.Streams, hist}
 }

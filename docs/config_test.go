@@ -92,15 +92,34 @@ func TestConfigReference(t *testing.T) {
 		if len(keys) < 5 {
 			t.Fatalf("%s: only %d keys found: the walk is broken", section, len(keys))
 		}
+		known := map[string]bool{}
 		for _, k := range keys {
+			known[k] = true
 			if !strings.Contains(part, "`"+k+"`") {
 				t.Errorf("%s does not document `%s`", section, k)
+			}
+		}
+		// and the reverse: a row of the table names a key that exists (a removed or renamed
+		// key cannot stay documented)
+		for _, line := range strings.Split(part, "\n") {
+			if k, ok := tableKey(line); ok && !known[k] {
+				t.Errorf("%s documents `%s`, which is not a key", section, k)
 			}
 		}
 	}
 	check("### Distributor configuration reference", yamlKeys(reflect.TypeFor[distributor.Config](), ""))
 	check("### Player configuration reference", yamlKeys(reflect.TypeFor[player.Config](), ""))
 	check("### cacheclient.Config reference", goFields(reflect.TypeFor[cacheclient.Config]()))
+}
+
+// tableKey returns the key a reference table's row names in its first cell ("| `key` |").
+func tableKey(line string) (string, bool) {
+	rest, ok := strings.CutPrefix(line, "| `")
+	if !ok {
+		return "", false
+	}
+	k, _, ok := strings.Cut(rest, "` |")
+	return k, ok && !strings.Contains(k, "`")
 }
 
 func TestYAMLKeys(t *testing.T) {

@@ -60,8 +60,10 @@ const (
 )
 
 // Validate checks c and loads the TLS files, so that a missing or malformed file is a
-// start-up error naming its field. Errors name the fields as they are written under a
-// `kafka:` YAML key (kafka.tls.ca_file); all problems are reported, joined.
+// start-up error naming its field. Errors wrap ErrConfig and name the fields as they are
+// written under a `kafka:` YAML key (kafka.tls.ca_file), the same path whether the Config
+// comes from a file, from flags or from code; all problems are reported, joined. Zero
+// values take the documented defaults; a negative Timeout is refused.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
@@ -69,7 +71,7 @@ func (c *Config) Validate() error {
 		bad("kafka.brokers: required")
 	}
 	if c.Timeout < 0 {
-		bad("kafka.timeout: must not be negative")
+		bad("kafka.timeout: %v is negative (0 takes the default)", c.Timeout)
 	}
 	t := &c.TLS
 	c.tlsConfig = nil
@@ -98,7 +100,10 @@ func (c *Config) Validate() error {
 	default:
 		bad("kafka.sasl.mechanism: %q must be %s, %s or %s", s.Mechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	return nil
 }
 
 // config builds the tls.Config of t, reading its files.

@@ -2,6 +2,7 @@ package kafkaconn_test
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -125,13 +126,17 @@ func TestValidation(t *testing.T) {
 		{"sasl no user", "sasl: {mechanism: PLAIN, password: p}", "kafka.sasl.user: required"},
 		{"sasl no password", "sasl: {mechanism: PLAIN, user: u}", "kafka.sasl.password: required"},
 		{"sasl user without mechanism", "sasl: {user: u, password: p}", "kafka.sasl.mechanism: required"},
-		{"negative timeout", "timeout: -1s", "kafka.timeout: must not be negative"},
+		{"negative timeout", "timeout: -1s", "kafka.timeout: -1s is negative (0 takes the default)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := parse(tt.kafka)
 			if err == nil {
 				t.Fatalf("no error")
+			}
+			// an unknown field is the YAML decoder's error; every other one is Validate's
+			if tt.name != "unknown tls field" && !errors.Is(err, kafkaconn.ErrConfig) {
+				t.Errorf("error %q does not wrap ErrConfig", err)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %q: want one containing %q", err, tt.want)
@@ -144,6 +149,9 @@ func TestValidation(t *testing.T) {
 func TestValidateReportsAll(t *testing.T) {
 	c := kafkaconn.Config{Timeout: -1, SASL: kafkaconn.SASL{Mechanism: "PLAIN"}}
 	err := c.Validate()
+	if !errors.Is(err, kafkaconn.ErrConfig) {
+		t.Errorf("Validate = %v, want ErrConfig", err)
+	}
 	for _, want := range []string{"kafka.brokers: required", "kafka.timeout", "kafka.sasl.user", "kafka.sasl.password"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate = %v, want it to contain %q", err, want)

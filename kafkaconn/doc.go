@@ -4,7 +4,7 @@
 // Version, NewConfig, the idempotent ProducerConfig).
 //
 // A component validates its Config once (Validate loads the TLS files, so a bad file is a
-// start-up error naming its field) and builds every sarama config it needs from it:
+// start-up error naming its field; its errors wrap ErrConfig) and builds every sarama config it needs from it:
 //
 //	kc := kafkaconn.Config{Brokers: []string{"kafka-1:9092"}, ClientID: "my-service"}
 //	if err := kc.Validate(); err != nil { … }

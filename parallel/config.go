@@ -125,25 +125,39 @@ type Hooks struct {
 	OnRetry func(offset int64, attempt int, err error)
 }
 
-func (c *Config[T]) setDefaults() error {
+// Validate fills the defaults (documented on each field) and checks the config. Errors wrap
+// ErrConfig and name the field (MaxConcurrency); every problem is reported at once. Zero
+// takes the default; a negative count or size is refused. New calls it; calling it again
+// changes nothing.
+func (c *Config[T]) Validate() error {
 	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if (c.Handler == nil) == (c.BatchHandler == nil) {
-		errs = append(errs, errors.New("exactly one of Handler and BatchHandler must be set"))
+		bad("Handler, BatchHandler: exactly one must be set")
 	}
 	if c.Ordering < OrderKey || c.Ordering > OrderUnordered {
-		errs = append(errs, fmt.Errorf("unknown Ordering %d", c.Ordering))
+		bad("Ordering: unknown value %d", c.Ordering)
 	}
 	if c.OnFailure != FailStop && c.OnFailure != FailSkip {
-		errs = append(errs, fmt.Errorf("unknown FailurePolicy %d", c.OnFailure))
+		bad("OnFailure: unknown FailurePolicy %d", c.OnFailure)
 	}
-	if c.MaxConcurrency < 0 || c.BatchSize < 0 || c.MaxBufferedRecords < 0 || c.MaxBufferedBytes < 0 || c.MaxAttempts < 0 || c.MaxMetadataBytes < 0 {
-		errs = append(errs, errors.New("negative limit"))
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxConcurrency", int64(c.MaxConcurrency)}, {"BatchSize", int64(c.BatchSize)},
+		{"MaxBufferedRecords", int64(c.MaxBufferedRecords)}, {"MaxBufferedBytes", c.MaxBufferedBytes},
+		{"MaxAttempts", int64(c.MaxAttempts)}, {"MaxMetadataBytes", int64(c.MaxMetadataBytes)},
+	} {
+		if f.v < 0 {
+			bad("%s: %d is negative (0 takes the default)", f.name, f.v)
+		}
 	}
-	if c.MaxMetadataBytes != 0 && c.MaxMetadataBytes < 64 {
-		errs = append(errs, errors.New("MaxMetadataBytes must be at least 64"))
+	if c.MaxMetadataBytes > 0 && c.MaxMetadataBytes < 64 {
+		bad("MaxMetadataBytes: %d is below 64", c.MaxMetadataBytes)
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("parallel: invalid config: %w", errors.Join(errs...))
+		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	if c.MaxConcurrency == 0 {
 		c.MaxConcurrency = DefaultMaxConcurrency

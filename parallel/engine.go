@@ -78,9 +78,9 @@ type Stats struct {
 	Paused        bool
 }
 
-// New validates cfg, applies defaults and starts the workers.
+// New validates cfg (Config.Validate: the defaults filled) and starts the workers.
 func New[T any](cfg Config[T]) (*Engine[T], error) {
-	if err := cfg.setDefaults(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -538,31 +539,46 @@ func TestSubmitErrors(t *testing.T) {
 	}
 }
 
+// TestConfigValidation: zero takes the default; a bad value, a negative count or size
+// included, fails New with ErrConfig naming the field.
 func TestConfigValidation(t *testing.T) {
 	h := func(context.Context, Record[int]) error { return nil }
 	tests := []struct {
 		name string
 		cfg  Config[int]
-		ok   bool
+		want string // "": valid
 	}{
-		{"defaults", Config[int]{Handler: h}, true},
-		{"no handler", Config[int]{}, false},
-		{"both handlers", Config[int]{Handler: h, BatchHandler: func(context.Context, []Record[int]) error { return nil }}, false},
-		{"bad ordering", Config[int]{Handler: h, Ordering: 7}, false},
-		{"bad policy", Config[int]{Handler: h, OnFailure: 7}, false},
-		{"negative", Config[int]{Handler: h, MaxConcurrency: -1}, false},
-		{"tiny metadata", Config[int]{Handler: h, MaxMetadataBytes: 10}, false},
+		{"defaults", Config[int]{Handler: h}, ""},
+		{"no handler", Config[int]{}, "Handler, BatchHandler: exactly one"},
+		{"both handlers", Config[int]{Handler: h, BatchHandler: func(context.Context, []Record[int]) error { return nil }}, "Handler, BatchHandler: exactly one"},
+		{"bad ordering", Config[int]{Handler: h, Ordering: 7}, "Ordering: unknown"},
+		{"bad policy", Config[int]{Handler: h, OnFailure: 7}, "OnFailure: unknown"},
+		{"negative MaxConcurrency", Config[int]{Handler: h, MaxConcurrency: -1}, "MaxConcurrency: -1 is negative"},
+		{"negative BatchSize", Config[int]{Handler: h, BatchSize: -1}, "BatchSize: -1 is negative"},
+		{"negative MaxBufferedRecords", Config[int]{Handler: h, MaxBufferedRecords: -1}, "MaxBufferedRecords: -1 is negative"},
+		{"negative MaxBufferedBytes", Config[int]{Handler: h, MaxBufferedBytes: -1}, "MaxBufferedBytes: -1 is negative"},
+		{"negative MaxAttempts", Config[int]{Handler: h, MaxAttempts: -1}, "MaxAttempts: -1 is negative"},
+		{"negative MaxMetadataBytes", Config[int]{Handler: h, MaxMetadataBytes: -1}, "MaxMetadataBytes: -1 is negative"},
+		{"tiny metadata", Config[int]{Handler: h, MaxMetadataBytes: 10}, "MaxMetadataBytes: 10 is below 64"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e, err := New(tt.cfg)
-			if (err == nil) != tt.ok {
-				t.Fatalf("err %v", err)
-			}
 			if e != nil {
 				_ = e.Close()
 			}
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("New: %v", err)
+			case tt.want != "" && (!errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("New = %v, want ErrConfig containing %q", err, tt.want)
+			}
 		})
+	}
+	c := Config[int]{Handler: h}
+	if err := c.Validate(); err != nil || c.MaxConcurrency != DefaultMaxConcurrency || c.MaxBufferedRecords != DefaultMaxBufferedRecords ||
+		c.MaxBufferedBytes != DefaultMaxBufferedBytes || c.MaxAttempts != DefaultMaxAttempts || c.MaxMetadataBytes != DefaultMaxMetadataBytes {
+		t.Fatalf("Validate of zero values: %v, %+v", err, c)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 )
 
 var (
+	// ErrConfig is wrapped by the errors of Config.Validate (and so of New).
+	ErrConfig = errors.New("parallel: invalid config")
 	// ErrClosed is returned by Submit after Shutdown or Close began.
 	ErrClosed = errors.New("parallel: engine closed")
 	// ErrOffsetOrder is returned by Submit when an offset is not above the previous one.

@@ -55,9 +55,9 @@ func (p *Player) Check(w io.Writer) error {
 
 	conn := c.kafka()
 	kc := conn.SaramaConfig()
-	client, err := sarama.NewClient(c.Brokers, kc)
+	client, err := sarama.NewClient(c.Kafka.Brokers, kc)
 	if err != nil {
-		fail("kafka: %s: %v", strings.Join(c.Brokers, ","), err)
+		fail("kafka: %s: %v", strings.Join(c.Kafka.Brokers, ","), err)
 		return checkErr(problems)
 	}
 	defer client.Close()
@@ -66,7 +66,7 @@ func (p *Player) Check(w io.Writer) error {
 		fail("kafka: list topics: %v", err)
 		return checkErr(problems)
 	}
-	ok("kafka: %s answers: %d broker(s), %d topic(s)", strings.Join(c.Brokers, ","), len(client.Brokers()), len(topics))
+	ok("kafka: %s answers: %d broker(s), %d topic(s)", strings.Join(c.Kafka.Brokers, ","), len(client.Brokers()), len(topics))
 	for _, s := range c.Streams {
 		if !slices.Contains(topics, s.Topic) {
 			fail("stream %s: topic %s does not exist", s.Name, s.Topic)

@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama/mocks"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 
@@ -33,7 +34,7 @@ func closingConsumer(t *testing.T, topic string, offset int64, n int, err error)
 
 func newUnconnectedPlayer(t *testing.T) *Player {
 	t.Helper()
-	p, err := New(Config{Insecure: true, Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s", Topic: "t"}}})
+	p, err := New(Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: []string{"unused:9092"}}, Streams: []StreamConfig{{Name: "s", Topic: "t"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func (s *stream) Status() StreamStatus {
 // is no longer fed must not look healthy (clients fail over; a supervisor restarts it).
 func TestRunEndsWhenMainFetcherStops(t *testing.T) {
 	e := newEnv(t, nil)
-	p, err := New(Config{Insecure: true, Brokers: e.brokers, Streams: []StreamConfig{{Name: "s", Topic: e.topic}}})
+	p, err := New(Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: e.brokers}, Streams: []StreamConfig{{Name: "s", Topic: e.topic}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
-	"slices"
 	"time"
 
 	"github.com/statecast/statecast/internal/daemon"
@@ -73,7 +72,8 @@ type Keepalive struct {
 	Timeout time.Duration `yaml:"timeout"`
 }
 
-// Config of a Player. Zero values take the documented defaults.
+// Config of a Player. Zero values take the documented defaults; negative durations,
+// counts and sizes are refused (Validate).
 type Config struct {
 	// Listen is the address Run serves gRPC on (Player, health, reflection when enabled).
 	// Empty: Run does not serve gRPC; Serve does, on a listener of the caller's.
@@ -129,17 +129,12 @@ type Config struct {
 	// Keepalive: the server's pings and its limit on the clients' pings.
 	Keepalive Keepalive `yaml:"keepalive"`
 
-	// Kafka is the connection to Kafka: brokers, client_id, timeout, tls, sasl
-	// (kafkaconn.Config, as the distributor's kafka block). Its brokers and client_id may
-	// be given as the top-level Brokers and ClientID instead.
+	// Kafka is the connection to Kafka: brokers (required), client_id (default
+	// DefaultClientID), timeout, tls, sasl (kafkaconn.Config, as the distributor's kafka
+	// block).
 	Kafka kafkaconn.Config `yaml:"kafka"`
-	// Brokers are the Kafka bootstrap addresses: Kafka.Brokers when that is empty (one of
-	// them is required).
-	Brokers []string `yaml:"brokers"`
 	// Streams served (at least one).
 	Streams []StreamConfig `yaml:"streams"`
-	// ClientID for Kafka: Kafka.ClientID when that is empty. Default DefaultClientID.
-	ClientID string `yaml:"client_id"`
 	// MaxBatchEntries bounds a batch's entry count (default 512); a client hint may lower it.
 	MaxBatchEntries int `yaml:"max_batch_entries"`
 	// MaxBatchBytes bounds a batch's size (default 1 MiB); a client hint may lower it.
@@ -156,8 +151,8 @@ type Config struct {
 	// ProgressInterval: a target in N that was sent nothing for this long gets a Progress
 	// message (default 1s).
 	ProgressInterval time.Duration `yaml:"progress_interval"`
-	// DeleteRetention overrides the topic's delete.retention.ms (the tombstone horizon)
-	// when > 0; otherwise it is read from the broker at start-up.
+	// DeleteRetention overrides the topic's delete.retention.ms (the tombstone horizon).
+	// Default (0): read from the broker at start-up.
 	DeleteRetention time.Duration `yaml:"delete_retention"`
 	// HistoryBytes bounds the per-stream in-memory history of recent records that recovery
 	// sources read before falling back to Kafka (default 64 MiB; items are shared with the
@@ -197,76 +192,42 @@ func fileDefaults() Config {
 	return Config{Listen: DefaultListen, HTTPAddr: DefaultHTTPAddr, Admin: AdminConfig{Addr: DefaultAdminAddr}}
 }
 
-// Validate fills the defaults and checks the config. Errors wrap ErrConfig and name the
-// field. New calls it; calling it again changes nothing.
+// Validate fills the defaults and checks the config. Zero values take the documented
+// defaults; a negative duration, count or size is refused. Errors wrap ErrConfig and name
+// the field by its YAML path (ack_timeout, keepalive.time, stream "s".views); every problem
+// is reported at once. New calls it; calling it again changes nothing.
 func (c *Config) Validate() error {
-	if c.MaxBatchEntries <= 0 {
-		c.MaxBatchEntries = DefaultMaxBatchEntries
-	}
-	if c.MaxBatchBytes <= 0 {
-		c.MaxBatchBytes = DefaultMaxBatchBytes
-	}
-	if c.TargetBudgetBytes <= 0 {
-		c.TargetBudgetBytes = DefaultTargetBudgetBytes
-	}
-	if c.AckTimeout <= 0 {
-		c.AckTimeout = DefaultAckTimeout
-	}
-	if c.ProgressInterval <= 0 {
-		c.ProgressInterval = DefaultProgressInterval
-	}
-	if c.HistoryBytes <= 0 {
-		c.HistoryBytes = DefaultHistoryBytes
-	}
-	if c.ShutdownGrace <= 0 {
-		c.ShutdownGrace = DefaultShutdownGrace
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	for _, err := range []error{
+		daemon.Default(&c.MaxBatchEntries, DefaultMaxBatchEntries, "max_batch_entries"),
+		daemon.Default(&c.MaxBatchBytes, DefaultMaxBatchBytes, "max_batch_bytes"),
+		daemon.Default(&c.TargetBudgetBytes, DefaultTargetBudgetBytes, "target_budget_bytes"),
+		daemon.Default(&c.AckTimeout, DefaultAckTimeout, "ack_timeout"),
+		daemon.Default(&c.ProgressInterval, DefaultProgressInterval, "progress_interval"),
+		daemon.Default(&c.HistoryBytes, DefaultHistoryBytes, "history_bytes"),
+		daemon.Default(&c.ShutdownGrace, DefaultShutdownGrace, "shutdown_grace"),
+		daemon.Default(&c.MaxHelloViews, DefaultMaxHelloViews, "max_hello_views"),
+		daemon.Default(&c.MaxHelloBytes, DefaultMaxHelloBytes, "max_hello_bytes"),
+		daemon.Default(&c.MaxSnapshotBytes, DefaultMaxSnapshotBytes, "max_snapshot_bytes"),
+		daemon.Default(&c.MaxRecordBytes, DefaultMaxRecordBytes, "max_record_bytes"),
+		daemon.Default(&c.Keepalive.MinTime, DefaultKeepaliveMinTime, "keepalive.min_time"),
+		daemon.Default(&c.Keepalive.Time, DefaultKeepaliveTime, "keepalive.time"),
+		daemon.Default(&c.Keepalive.Timeout, DefaultKeepaliveTimeout, "keepalive.timeout"),
+		daemon.Default(&c.ReloadInterval, daemon.DefaultReloadInterval, "reload_interval"),
+		// 0 reads the topic's delete.retention.ms at start-up
+		daemon.Default(&c.DeleteRetention, 0, "delete_retention"),
+	} {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.MaxStreamsPerConn == 0 {
 		c.MaxStreamsPerConn = DefaultMaxStreamsPerConn
 	}
-	if c.MaxHelloViews <= 0 {
-		c.MaxHelloViews = DefaultMaxHelloViews
-	}
-	if c.MaxHelloBytes <= 0 {
-		c.MaxHelloBytes = DefaultMaxHelloBytes
-	}
-	if c.MaxSnapshotBytes <= 0 {
-		c.MaxSnapshotBytes = DefaultMaxSnapshotBytes
-	}
-	if c.MaxRecordBytes <= 0 {
-		c.MaxRecordBytes = DefaultMaxRecordBytes
-	}
-	if c.Keepalive.MinTime <= 0 {
-		c.Keepalive.MinTime = DefaultKeepaliveMinTime
-	}
-	if c.Keepalive.Time <= 0 {
-		c.Keepalive.Time = DefaultKeepaliveTime
-	}
-	if c.Keepalive.Timeout <= 0 {
-		c.Keepalive.Timeout = DefaultKeepaliveTimeout
-	}
-	if c.ReloadInterval <= 0 {
-		c.ReloadInterval = daemon.DefaultReloadInterval
-	}
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	switch {
-	case len(c.Kafka.Brokers) == 0:
-		c.Kafka.Brokers = c.Brokers
-	case len(c.Brokers) > 0 && !slices.Equal(c.Brokers, c.Kafka.Brokers):
-		bad("brokers and kafka.brokers: set one of them")
-	}
-	c.Brokers = c.Kafka.Brokers
-	switch {
-	case c.Kafka.ClientID == "":
-		c.Kafka.ClientID = c.ClientID
-	case c.ClientID != "" && c.ClientID != c.Kafka.ClientID:
-		bad("client_id and kafka.client_id: set one of them")
-	}
 	if c.Kafka.ClientID == "" {
 		c.Kafka.ClientID = DefaultClientID
 	}
-	c.ClientID = c.Kafka.ClientID
 	if err := c.Kafka.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -289,11 +250,11 @@ func (c *Config) Validate() error {
 		seen[s.Name] = true
 		for _, v := range s.Views {
 			if _, err := path.Match(v, ""); err != nil || v == "" {
-				bad("stream %q: views: bad pattern %q", s.Name, v)
+				bad("stream %q.views: bad pattern %q", s.Name, v)
 			}
 		}
 	}
-	if c.TargetBudgetBytes < 2*c.MaxBatchBytes {
+	if c.MaxBatchBytes > 0 && c.TargetBudgetBytes > 0 && c.TargetBudgetBytes < 2*c.MaxBatchBytes {
 		bad("target_budget_bytes (%d) must be at least twice max_batch_bytes (%d)", c.TargetBudgetBytes, c.MaxBatchBytes)
 	}
 	if len(errs) > 0 {
@@ -312,10 +273,10 @@ func (c *Config) checkSecurity() []error {
 	case c.Insecure && c.TLS.Enabled():
 		errs = append(errs, errors.New("insecure: true and tls: set one of them"))
 	}
-	if err := c.TLS.Check("tls"); err != nil {
+	if err := c.TLS.server().Check("tls"); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.Admin.Check("admin"); err != nil {
+	if err := c.Admin.admin().Check("admin"); err != nil {
 		errs = append(errs, err)
 	}
 	return append(errs, c.checkAccess()...)

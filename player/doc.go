@@ -6,7 +6,7 @@
 //
 // # Use
 //
-//	p, err := player.New(player.Config{Brokers: b, Streams: []player.StreamConfig{{Name: "s", Topic: t}},
+//	p, err := player.New(player.Config{Kafka: kafkaconn.Config{Brokers: b}, Streams: []player.StreamConfig{{Name: "s", Topic: t}},
 //		TLS: player.TLSConfig{CertFile: "tls.crt", KeyFile: "tls.key"}, Tokens: player.TokensConfig{File: "tokens"}},
 //		player.WithLogger(log), player.WithRegisterer(reg))
 //	go p.Run(ctx)      // Kafka fetchers; returns when ctx ends, Close is called or a fetcher fails

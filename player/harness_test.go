@@ -190,7 +190,7 @@ func startPlayerTB(t testing.TB, e *env, mod func(*Config), opts ...Option) *tes
 	t.Helper()
 	cfg := Config{
 		Insecure:         true,
-		Brokers:          e.brokers,
+		Kafka:            kafkaconn.Config{Brokers: e.brokers},
 		Streams:          []StreamConfig{{Name: "s", Topic: e.topic}},
 		ProgressInterval: 50 * time.Millisecond,
 		AckTimeout:       testAckTimeout,

@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
 )
@@ -37,7 +38,7 @@ func FuzzHelloAcks(f *testing.F) {
 	f.Add(seed, []byte{0, 0, 1, 3, 3, 0})
 	neg, _ := proto.Marshal(&statecastv1.Hello{Stream: "s", ResumeIndex: proto.Int64(-7), Views: []string{"a|b"}})
 	f.Add(neg, []byte{})
-	p, err := New(Config{Insecure: true, Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s", Topic: "t"}}, MaxHelloViews: 8})
+	p, err := New(Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: []string{"unused:9092"}}, Streams: []StreamConfig{{Name: "s", Topic: "t"}}, MaxHelloViews: 8})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/statecast/statecast/kafkaconn"
 	"go.uber.org/goleak"
 )
 
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 func runChild(topic string) {
 	p, err := New(Config{
 		Insecure:         true,
-		Brokers:          strings.Split(os.Getenv("STATECAST_KAFKA_BROKERS"), ","),
+		Kafka:            kafkaconn.Config{Brokers: strings.Split(os.Getenv("STATECAST_KAFKA_BROKERS"), ",")},
 		Streams:          []StreamConfig{{Name: "s", Topic: topic}},
 		ProgressInterval: 50 * time.Millisecond,
 		AckTimeout:       testAckTimeout,

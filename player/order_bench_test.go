@@ -12,6 +12,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
@@ -28,7 +29,7 @@ func BenchmarkSnapshotRows(b *testing.B) {
 	if n, err := strconv.Atoi(os.Getenv("PLAYER_BENCH_KEYS")); err == nil && n > 0 {
 		keys = n
 	}
-	p, err := New(Config{Insecure: true, Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}}, HistoryBytes: 1})
+	p, err := New(Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: []string{"unused:9092"}}, Streams: []StreamConfig{{Name: "s"}}, HistoryBytes: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
@@ -146,7 +147,7 @@ func TestRowOrderOutOfOrderPanics(t *testing.T) {
 // index; and stream.snapshotItems: the same plus the latest position record at its index,
 // for every subset.
 func TestSnapshotRowsFromApply(t *testing.T) {
-	p, err := New(Config{Insecure: true, Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}}, HistoryBytes: 1 << 20})
+	p, err := New(Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: []string{"unused:9092"}}, Streams: []StreamConfig{{Name: "s"}}, HistoryBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

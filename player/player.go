@@ -87,7 +87,6 @@ func WithDispatchHook(f func(stream string, index int64, at time.Time)) Option {
 // New validates a copy of cfg (Config.Validate) and returns a Player. It does not connect
 // or listen: Run does.
 func New(cfg Config, opts ...Option) (*Player, error) {
-	cfg.Brokers = slices.Clone(cfg.Brokers)
 	cfg.Kafka.Brokers = slices.Clone(cfg.Kafka.Brokers)
 	cfg.Streams = slices.Clone(cfg.Streams)
 	cfg.Access = slices.Clone(cfg.Access)
@@ -134,19 +133,19 @@ func (p *Player) loadSecurity() error {
 	p.auth = &auth{}
 	var err error
 	if c.TLS.Enabled() {
-		if p.tls, err = daemon.LoadTLS(c.TLS, "tls"); err != nil {
+		if p.tls, err = daemon.LoadTLS(c.TLS.server(), "tls"); err != nil {
 			return err
 		}
 		p.auth.mtls = p.tls.MutualTLS()
 	}
 	if c.Tokens.Enabled() {
-		if p.auth.tokens, err = daemon.LoadTokens(c.Tokens, "tokens"); err != nil {
+		if p.auth.tokens, err = daemon.LoadTokens(c.Tokens.tokens(), "tokens"); err != nil {
 			return err
 		}
 	}
 	p.auth.open = p.auth.tokens == nil && !p.auth.mtls
 	if c.Admin.Addr != "" {
-		if p.admin, err = daemon.LoadAdmin(c.Admin, "admin"); err != nil {
+		if p.admin, err = daemon.LoadAdmin(c.Admin.admin(), "admin"); err != nil {
 			return err
 		}
 	}
@@ -174,7 +173,8 @@ func (p *Player) serverOptions() []grpc.ServerOption {
 }
 
 // startServing runs once, at the first Serve or Run: it says how the gRPC server is
-// secured and starts the goroutine that keeps the TLS and token files current.
+// secured and starts the goroutine that keeps the TLS and token files current (the admin
+// endpoint's are Run's, daemon.Servers).
 func (p *Player) startServing() {
 	c := &p.cfg
 	switch {
@@ -196,9 +196,6 @@ func (p *Player) startServing() {
 	}
 	if p.auth.tokens != nil {
 		rs = append(rs, p.auth.tokens)
-	}
-	if p.admin != nil {
-		rs = append(rs, p.admin.Reloadables()...)
 	}
 	if len(rs) > 0 {
 		p.goTracked(func() { daemon.Watch(p.ctx, c.ReloadInterval, p.log, rs...) })
@@ -236,29 +233,20 @@ func (p *Player) Run(ctx context.Context) (err error) {
 	defer stop()
 
 	var lis net.Listener
-	var hs *daemon.HTTPServer
 	if p.cfg.Listen != "" {
 		if lis, err = net.Listen("tcp", p.cfg.Listen); err != nil {
 			return fmt.Errorf("player: listen: %w", err)
 		}
 		defer lis.Close() // when Run fails before serving
 	}
-	if p.cfg.HTTPAddr != "" {
-		if hs, err = daemon.ListenHTTP(p.cfg.HTTPAddr, p.Handler()); err != nil {
-			return fmt.Errorf("player: %w", err)
-		}
-		defer hs.Close()
+	srv, err := daemon.ListenServers(p.cfg.HTTPAddr, p.Handler, p.admin, p.AdminHandler)
+	if err != nil {
+		return fmt.Errorf("player: %w", err)
 	}
+	defer srv.Close()
 	// The file watchers (certificates, tokens) and the start-up log, also when Run serves
 	// only HTTP.
 	p.serveOnce.Do(p.startServing)
-	var as *daemon.HTTPServer
-	if p.admin != nil {
-		if as, err = p.admin.Listen(p.AdminHandler()); err != nil {
-			return fmt.Errorf("player: %w", err)
-		}
-		defer as.Close()
-	}
 
 	for _, name := range p.streamNames {
 		if err := p.streams[name].connect(); err != nil {
@@ -278,28 +266,18 @@ func (p *Player) Run(ctx context.Context) (err error) {
 			}
 		})
 	}
-	for _, s := range []*daemon.HTTPServer{hs, as} {
-		if s != nil {
-			servers.Go(func() {
-				if err := s.Serve(ctx); err != nil {
-					errs <- fmt.Errorf("player: %w", err)
-					cancel()
-				}
-			})
+	servers.Go(func() {
+		if err := srv.Serve(ctx, p.cfg.ReloadInterval, p.log); err != nil {
+			errs <- fmt.Errorf("player: %w", err)
+			cancel()
 		}
-	}
-	if lis != nil || hs != nil || as != nil {
-		var grpcAddr, httpAddr, adminAddr string
+	})
+	if lis != nil || srv.Listening() {
+		var grpcAddr string
 		if lis != nil {
 			grpcAddr = lis.Addr().String()
 		}
-		if hs != nil {
-			httpAddr = hs.Addr().String()
-		}
-		if as != nil {
-			adminAddr = as.Addr().String()
-		}
-		p.log.Info("player listening", "grpc", grpcAddr, "http", httpAddr, "admin", adminAddr)
+		p.log.Info("player listening", append([]any{"grpc", grpcAddr}, srv.Attrs()...)...)
 	}
 	var wg sync.WaitGroup
 	for _, name := range p.streamNames {
@@ -413,7 +391,8 @@ func (p *Player) stopGRPC() {
 
 // AdminHandler serves what Run serves on Config.Admin.Addr (behind its tokens when set):
 //
-//	GET /status        the status page (StatusHandler): HTML, or JSON at /status.json
+//	GET /status        the status page (StatusHandler): HTML for a browser, else JSON
+//	GET /status.json   the same JSON, whatever the Accept header
 //
 // The page shows each target's principal, service and instance id: keep it off the
 // network, or behind tokens.

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
@@ -68,7 +69,7 @@ func randomRun(t *testing.T, seed uint64) {
 	rnd := rand.New(rand.NewPCG(seed, 99))
 	p, err := New(Config{
 		Insecure: true,
-		Brokers:  []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}},
+		Kafka:    kafkaconn.Config{Brokers: []string{"unused:9092"}}, Streams: []StreamConfig{{Name: "s"}},
 		TargetBudgetBytes: 8 << 10, MaxBatchBytes: 1 << 10, MaxBatchEntries: 4,
 		ProgressInterval: time.Millisecond, AckTimeout: time.Minute, HistoryBytes: 1 << 30,
 	})

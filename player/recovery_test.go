@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"testing/synctest"
+
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // fakeSource follows the source contract over the records in items: it holds those up to
@@ -93,7 +95,7 @@ func TestRecoveryFetcher(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := New(Config{Insecure: true, Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}}})
+			p, err := New(Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: []string{"unused:9092"}}, Streams: []StreamConfig{{Name: "s"}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -145,7 +147,7 @@ func TestRecoveryFetcher(t *testing.T) {
 // at the main position in the catch-up queue, and fetchingCompleted.
 func TestRecoveryFetcherLogStartMoved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, err := New(Config{Insecure: true, Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}}})
+		p, err := New(Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: []string{"unused:9092"}}, Streams: []StreamConfig{{Name: "s"}}})
 		if err != nil {
 			t.Fatal(err)
 		}

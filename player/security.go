@@ -14,23 +14,60 @@ import (
 	"github.com/statecast/statecast/internal/daemon"
 )
 
-// TLSConfig names the PEM files of the gRPC server's TLS (Config.TLS): cert_file and
-// key_file, read again when they change (a rotated certificate needs no restart), and
-// client_ca_file for mutual TLS: a client must then present a certificate of one of those
-// CAs (or, when Config.Tokens is set too, a token instead).
-type TLSConfig = daemon.ServerTLS
+// TLSConfig names the PEM files of the gRPC server's TLS (Config.TLS), read again when they
+// change (every Config.ReloadInterval, compared by content), so a rotated certificate needs
+// no restart. The distributor's TLSConfig has the same fields.
+type TLSConfig struct {
+	// CertFile and KeyFile are the server's certificate chain and its key (both or neither).
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ClientCAFile, for mutual TLS: a client must present a certificate signed by one of
+	// these CAs (or, when Config.Tokens is set too, a token instead). Not supported on the
+	// admin endpoint (AdminConfig.TLS).
+	ClientCAFile string `yaml:"client_ca_file"`
+}
 
-// TokensConfig says where the bearer tokens of the clients are (Config.Tokens): a file
-// (read again when it changes, so that a token is revoked by removing its line) and/or an
-// environment variable, each holding name=token entries, one a line; a token may be given
-// as sha256:<hex> of itself. The name is the principal the token authenticates.
-type TokensConfig = daemon.Tokens
+// Enabled reports whether a certificate is configured.
+func (t TLSConfig) Enabled() bool { return t.server().Enabled() }
+
+// server is t as the daemon plumbing loads it.
+func (t TLSConfig) server() daemon.ServerTLS { return daemon.ServerTLS(t) }
+
+// TokensConfig says where bearer tokens are (Config.Tokens, AdminConfig.Tokens): a file,
+// an environment variable, or both (their tokens are merged). Each holds name=token
+// entries, one a line (the variable may also separate them with commas; # starts a comment
+// line); a token may be given as sha256:<hex> of itself, so that the file need not hold the
+// token. The name is the principal the token authenticates; one name may have several
+// tokens (the old and the new one during a rotation). The file is read again when it
+// changes, so a token is revoked by removing its line; the variable only at start. The
+// distributor's TokensConfig has the same fields.
+type TokensConfig struct {
+	File string `yaml:"file"`
+	Env  string `yaml:"env"`
+}
+
+// Enabled reports whether tokens are configured.
+func (t TokensConfig) Enabled() bool { return t.tokens().Enabled() }
+
+// tokens is t as the daemon plumbing loads it.
+func (t TokensConfig) tokens() daemon.Tokens { return daemon.Tokens(t) }
 
 // AdminConfig is the admin HTTP endpoint (Config.Admin): the status pages, which show
-// client identities. addr (default 127.0.0.1:7072 in a file; empty: not served), tokens
-// (required on every request when set; required when addr is not a loopback address), tls
-// (cert_file, key_file: HTTPS).
-type AdminConfig = daemon.Admin
+// client identities. The distributor's AdminConfig has the same fields.
+type AdminConfig struct {
+	// Addr is where it listens (default DefaultAdminAddr in a file; empty: not served).
+	Addr string `yaml:"addr"`
+	// Tokens, when set, are required on every request (Authorization: Bearer); required
+	// when Addr is not a loopback address.
+	Tokens TokensConfig `yaml:"tokens"`
+	// TLS serves the endpoint over HTTPS (CertFile, KeyFile; ClientCAFile is refused).
+	TLS TLSConfig `yaml:"tls"`
+}
+
+// admin is a as the daemon plumbing checks and loads it.
+func (a AdminConfig) admin() daemon.Admin {
+	return daemon.Admin{Addr: a.Addr, Tokens: a.Tokens.tokens(), TLS: a.TLS.server()}
+}
 
 // Principal is who a target is: the name of its bearer token, or the identity of its
 // client certificate (its first URI SAN, else its subject CN, else its first DNS SAN).

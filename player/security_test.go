@@ -565,7 +565,7 @@ func TestReflectionAuthenticated(t *testing.T) {
 func TestSecurityConfig(t *testing.T) {
 	sec := newSecured(t)
 	base := func() Config {
-		return Config{Brokers: []string{"k:9092"}, Streams: []StreamConfig{{Name: "s"}}}
+		return Config{Kafka: kafkaconn.Config{Brokers: []string{"k:9092"}}, Streams: []StreamConfig{{Name: "s"}}}
 	}
 	for _, tc := range []struct {
 		name string
@@ -588,7 +588,6 @@ func TestSecurityConfig(t *testing.T) {
 			c.Access = []Grant{{Principals: []string{"a"}, Streams: []string{"*"}}}
 		}, "access[0].views"},
 		{"bad declared view", func(c *Config) { c.Insecure = true; c.Streams[0].Views = []string{"["} }, "views: bad pattern"},
-		{"both brokers", func(c *Config) { c.Insecure = true; c.Kafka.Brokers = []string{"other:9092"} }, "brokers and kafka.brokers"},
 		{"kafka sasl", func(c *Config) { c.Insecure = true; c.Kafka.SASL.Mechanism = "PLAIN" }, "kafka.sasl.user"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -601,11 +600,11 @@ func TestSecurityConfig(t *testing.T) {
 		})
 	}
 	c := base()
-	c.Brokers, c.Kafka.Brokers = nil, []string{"k:9092"}
+	c.Kafka.Brokers = []string{"k:9092"}
 	c.TLS = TLSConfig{CertFile: sec.cert, KeyFile: sec.key, ClientCAFile: sec.ca}
 	p, err := New(c)
 	if err != nil {
-		t.Fatalf("kafka.brokers alone, TLS with client CAs: %v", err)
+		t.Fatalf("TLS with client CAs: %v", err)
 	}
 	_ = p.Close()
 }
@@ -623,7 +622,7 @@ func testKafkaSecured(t *testing.T, conn kafkaconn.Config) {
 	e := newEnv(t, nil)
 	e.produce(50, []string{"a", "b"}, 10, newRand(18))
 	tp := startPlayer(t, e, func(c *Config) {
-		c.Brokers, c.Kafka = nil, conn
+		c.Kafka = conn
 		c.Kafka.ClientID = "player-secured-test"
 		c.HistoryBytes = 1 // recoveries read Kafka
 	})

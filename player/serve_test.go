@@ -39,7 +39,7 @@ func TestRunServes(t *testing.T) {
 	}
 	_ = prod.Close()
 
-	cfg := Config{Insecure: true, Listen: testenv.FreeAddr(t), HTTPAddr: testenv.FreeAddr(t), Brokers: brokers,
+	cfg := Config{Insecure: true, Listen: testenv.FreeAddr(t), HTTPAddr: testenv.FreeAddr(t), Kafka: kafkaconn.Config{Brokers: brokers},
 		Streams: []StreamConfig{{Name: "s", Topic: topic}}, ShutdownGrace: 2 * time.Second, Admin: AdminConfig{Addr: testenv.FreeAddr(t)}}
 	reg := prometheus.NewRegistry()
 	marker := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_marker_total", Help: "marker"})
@@ -101,8 +101,19 @@ func TestRunServes(t *testing.T) {
 	if code, body := getFrom(cfg.Admin.Addr, "/status.json"); code != 200 || !strings.Contains(body, `"topic": "`+topic+`"`) {
 		t.Errorf("/status.json: %d %s", code, body)
 	}
-	if code, body := getFrom(cfg.Admin.Addr, "/status"); code != 200 || !strings.Contains(body, "<html>") {
-		t.Errorf("/status: %d %s", code, body)
+	if code, body := getFrom(cfg.Admin.Addr, "/status"); code != 200 || !strings.Contains(body, `"topic": "`+topic+`"`) {
+		t.Errorf("/status without Accept: %d %s, want the JSON", code, body)
+	}
+	req, _ := http.NewRequest("GET", "http://"+cfg.Admin.Addr+"/status", nil)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Errorf("/status for a browser: %v", err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "<html>") {
+			t.Errorf("/status for a browser: %d %s", resp.StatusCode, b)
+		}
 	}
 	for _, path := range []string{"/status", "/status.json"} {
 		if code, _ := get(path); code != http.StatusNotFound {
@@ -160,7 +171,7 @@ func TestRunAddressTaken(t *testing.T) {
 		{func(c *Config) { c.HTTPAddr = ln.Addr().String() }, "player: http_addr:"},
 	} {
 		// no broker listens on port 1: connecting would fail with another error
-		cfg := Config{Insecure: true, Brokers: []string{"127.0.0.1:1"}, Streams: []StreamConfig{{Name: "s"}}}
+		cfg := Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: []string{"127.0.0.1:1"}}, Streams: []StreamConfig{{Name: "s"}}}
 		tc.mod(&cfg)
 		p, err := New(cfg)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/statecast/statecast/internal/checker"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
@@ -38,7 +39,7 @@ func TestSessionsRandomized(t *testing.T) {
 func sessionsRun(t *testing.T, seed uint64) {
 	p, err := New(Config{
 		Insecure: true,
-		Brokers:  []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}},
+		Kafka:    kafkaconn.Config{Brokers: []string{"unused:9092"}}, Streams: []StreamConfig{{Name: "s"}},
 		TargetBudgetBytes: 16 << 10, MaxBatchBytes: 2 << 10, MaxBatchEntries: 8,
 		ProgressInterval: time.Millisecond, AckTimeout: time.Minute, HistoryBytes: 1 << 30,
 	})

@@ -2,7 +2,6 @@ package player
 
 import (
 	"cmp"
-	"encoding/json"
 	"html/template"
 	"net/http"
 	"slices"
@@ -157,38 +156,36 @@ type pageHistory struct {
 	LastLag                 map[string]string
 }
 
-// StatusHandler serves the status page: JSON at any path ending in ".json" or with
-// "Accept: application/json", HTML otherwise. The page's charts sample the player every
-// few seconds from the first call on, until the player is closed.
+// StatusHandler serves the status page: Status as JSON, or as an HTML page for a browser.
+// The rule is every status page's (the distributor's, a cache's): a request gets HTML only
+// when its Accept header names text/html and not application/json and its path does not
+// end in ".json"; anything else (a path ending in ".json", Accept: application/json, curl's
+// */*, no Accept header) gets JSON. The page's charts sample the player every few seconds
+// from the first call on, until the player is closed.
 func (p *Player) StatusHandler() http.Handler {
 	p.hist.Start(p.ctx.Done(), p.sample)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		st := p.Status()
-		if strings.HasSuffix(r.URL.Path, ".json") || strings.Contains(r.Header.Get("Accept"), "application/json") {
-			w.Header().Set("Content-Type", "application/json")
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(st)
-			return
+	return statuspage.Handler(statusPage, p.started, p.Status, p.pageData)
+}
+
+// pageData is what the HTML page shows of st: the streams and their charts.
+func (p *Player) pageData(st Status) any {
+	ph := pageHistory{Rates: map[string][]float64{}, Lags: map[string][]float64{}, TargetLags: map[string][]float64{},
+		LastRate: map[string]float64{}, LastLag: map[string]string{}}
+	for _, ss := range st.Streams {
+		ph.Rates[ss.Name] = p.hist.Values("rate/" + ss.Name)
+		if r := ph.Rates[ss.Name]; len(r) > 0 {
+			ph.LastRate[ss.Name] = r[len(r)-1]
 		}
-		ph := pageHistory{Rates: map[string][]float64{}, Lags: map[string][]float64{}, TargetLags: map[string][]float64{},
-			LastRate: map[string]float64{}, LastLag: map[string]string{}}
-		for _, ss := range st.Streams {
-			ph.Rates[ss.Name] = p.hist.Values("rate/" + ss.Name)
-			if r := ph.Rates[ss.Name]; len(r) > 0 {
-				ph.LastRate[ss.Name] = r[len(r)-1]
-			}
-			ph.Lags[ss.Name] = p.hist.Values("lag/" + ss.Name)
-			var lag float64
-			for _, t := range ss.Targets {
-				lag = max(lag, t.LagSeconds)
-				ph.TargetLags[ss.Name+"/"+t.ID] = p.hist.Values("tlag/" + ss.Name + "/" + t.ID)
-			}
-			ph.LastLag[ss.Name] = statuspage.Duration(time.Duration(lag * float64(time.Second)))
+		ph.Lags[ss.Name] = p.hist.Values("lag/" + ss.Name)
+		var lag float64
+		for _, t := range ss.Targets {
+			lag = max(lag, t.LagSeconds)
+			ph.TargetLags[ss.Name+"/"+t.ID] = p.hist.Values("tlag/" + ss.Name + "/" + t.ID)
 		}
-		statusPage.Render(w, struct {
-			Streams []StreamStatus
-			Hist    pageHistory
-		}{st.Streams, ph}, p.started)
-	})
+		ph.LastLag[ss.Name] = statuspage.Duration(time.Duration(lag * float64(time.Second)))
+	}
+	return struct {
+		Streams []StreamStatus
+		Hist    pageHistory
+	}{st.Streams, ph}
 }

@@ -47,9 +47,17 @@ func TestStatusAndMetrics(t *testing.T) {
 		t.Fatalf("status: %+v", st)
 	}
 	rec = httptest.NewRecorder()
-	tp.p.StatusHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/status", nil))
+	req := httptest.NewRequest("GET", "/status", nil)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+	tp.p.StatusHandler().ServeHTTP(rec, req)
 	if !strings.Contains(rec.Body.String(), e.topic) || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
 		t.Fatalf("status html: %s", rec.Body.String())
+	}
+	// a request that does not ask for HTML (curl, a script) gets the JSON
+	rec = httptest.NewRecorder()
+	tp.p.StatusHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/status", nil))
+	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil || rec.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("/status without Accept: %v: %s", err, rec.Body.String())
 	}
 	fams, err := reg.Gather()
 	if err != nil {

@@ -94,13 +94,13 @@ func (s *stream) connect() error {
 	kc.Consumer.MaxWaitTime = 100 * time.Millisecond
 	kc.Consumer.Fetch.Default = 4 << 20
 	var err error
-	if s.client, err = sarama.NewClient(s.p.cfg.Brokers, kc); err != nil {
+	if s.client, err = sarama.NewClient(s.p.cfg.Kafka.Brokers, kc); err != nil {
 		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
 	}
-	if s.recClient, err = sarama.NewClient(s.p.cfg.Brokers, kc); err != nil {
+	if s.recClient, err = sarama.NewClient(s.p.cfg.Kafka.Brokers, kc); err != nil {
 		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
 	}
-	if s.offClient, err = sarama.NewClient(s.p.cfg.Brokers, kc); err != nil {
+	if s.offClient, err = sarama.NewClient(s.p.cfg.Kafka.Brokers, kc); err != nil {
 		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
 	}
 	parts, err := s.client.Partitions(s.cfg.Topic)

@@ -125,10 +125,10 @@ func BenchmarkColdStart(b *testing.B) {
 	playerReady := time.Since(pstart)
 
 	dir := b.TempDir()
-	client := func(stateDir string, window int32) (time.Duration, *cacheclient.Client) {
+	client := func(stateDir string, grpcWindow bool) (time.Duration, *cacheclient.Client) {
 		start := time.Now()
 		c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: "s", Service: "bench", StateDir: stateDir,
-			ReadyIdle: 100 * time.Millisecond, MaxBatchEntries: 4096, MaxBatchBytes: 4 << 20, RecvWindow: window},
+			ReadyIdle: 100 * time.Millisecond, MaxBatchEntries: 4096, MaxBatchBytes: 4 << 20, DynamicRecvWindow: grpcWindow},
 			cacheclient.WithLogger(benchLogger()))
 		if err != nil {
 			b.Fatal(err)
@@ -150,29 +150,29 @@ func BenchmarkColdStart(b *testing.B) {
 	b.ResetTimer()
 	tReplay := replay()
 	// cold: the default client (8 MiB flow-control window, DefaultRecvWindow);
-	// cold-grpcwin: the same with gRPC's own window (RecvWindow -1), run first or second
+	// cold-grpcwin: the same with gRPC's own window (DynamicRecvWindow), run first or second
 	// alternately (CC_BENCH_ORDER=1: second).
 	var tCold, tColdG time.Duration
 	var c *cacheclient.Client
 	stopProf := cpuProfile(b, "cold")
 	if os.Getenv("CC_BENCH_ORDER") == "1" {
-		tCold, c = client("", 0)
+		tCold, c = client("", false)
 		c.Close()
-		tColdG, c = client("", -1)
+		tColdG, c = client("", true)
 		c.Close()
 	} else {
-		tColdG, c = client("", -1)
+		tColdG, c = client("", true)
 		c.Close()
-		tCold, c = client("", 0)
+		tCold, c = client("", false)
 		c.Close()
 	}
 	stopProf()
-	_, c = client(dir, 0) // writes the state file at Close
+	_, c = client(dir, false) // writes the state file at Close
 	tClose := time.Now()
 	c.Close()
 	closeWrite := time.Since(tClose)
 	stopProf = cpuProfile(b, "restart")
-	tRestart, c := client(dir, 0)
+	tRestart, c := client(dir, false)
 	stopProf()
 	c.Close()
 	b.StopTimer()

@@ -168,7 +168,7 @@ func startPlayerP(t testing.TB, e *kafkaEnv, mod func(*player.Config)) (*player.
 	t.Helper()
 	cfg := player.Config{
 		Insecure:         true,
-		Brokers:          e.brokers,
+		Kafka:            kafkaconn.Config{Brokers: e.brokers},
 		Streams:          []player.StreamConfig{{Name: "s", Topic: e.topic}},
 		ProgressInterval: 50 * time.Millisecond,
 		ShutdownGrace:    time.Second,

@@ -39,7 +39,7 @@ func startPlayerProc(b testing.TB, brokers []string, topic string) string {
 	for i, br := range brokers {
 		bl[i] = q(br)
 	}
-	cfg := fmt.Sprintf("insecure: true\nlisten: \"127.0.0.1:0\"\nhttp_addr: \"127.0.0.1:0\"\nadmin: {addr: \"\"}\nbrokers: [%s]\nclient_id: cacheclient-bench-player\n"+
+	cfg := fmt.Sprintf("insecure: true\nlisten: \"127.0.0.1:0\"\nhttp_addr: \"127.0.0.1:0\"\nadmin: {addr: \"\"}\nkafka: {brokers: [%s], client_id: cacheclient-bench-player}\n"+
 		"streams: [{name: s, topic: %s}]\nprogress_interval: 50ms\nshutdown_grace: 1s\n", strings.Join(bl, ", "), q(topic))
 	cfgPath := filepath.Join(dir, "player.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {

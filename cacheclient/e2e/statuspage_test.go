@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/statecast/statecast/cacheclient"
+	"github.com/statecast/statecast/cacheclient/cachestatus"
 	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/internal/statuspage"
 	"github.com/statecast/statecast/internal/testenv"
@@ -115,7 +116,7 @@ func TestStatusPagesInBrowser(t *testing.T) {
 	psrv := httptest.NewServer(p.AdminHandler())
 	t.Cleanup(psrv.Close)
 	mux := http.NewServeMux()
-	mux.Handle("/cache/status", cacheclient.StatusHandler(c))
+	mux.Handle("/cache/status", cachestatus.Handler(c))
 	csrv := httptest.NewServer(mux)
 	t.Cleanup(csrv.Close)
 

@@ -35,7 +35,7 @@ func TestExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listen != ":7070" || c.HTTPAddr != ":7071" || c.Admin.Addr != "127.0.0.1:7072" || len(c.Brokers) != 1 || c.Brokers[0] != "k1:9092" ||
+	if c.Listen != ":7070" || c.HTTPAddr != ":7071" || c.Admin.Addr != "127.0.0.1:7072" || len(c.Kafka.Brokers) != 1 || c.Kafka.Brokers[0] != "k1:9092" ||
 		c.TLS.ClientCAFile == "" || c.Tokens.File == "" || len(c.Access) != 2 || c.Insecure ||
 		len(c.Streams) != 1 || c.Streams[0].Name != "sportsbook" || c.AckTimeout != 30*time.Second || c.HistoryBytes != 64<<20 {
 		t.Fatalf("decoded %+v", c)
@@ -45,7 +45,7 @@ func TestExampleConfig(t *testing.T) {
 // TestBadConfig: a bad config file makes run fail (main exits 1) before connecting.
 func TestBadConfig(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.yaml")
-	if err := os.WriteFile(path, []byte("brokers: [x]\nstreamz: []\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("kafka: {brokers: [x]}\nstreamz: []\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := run(context.Background(), daemon.Env{Config: path, Log: slog.New(slog.DiscardHandler), Reg: prometheus.NewRegistry()}); !errors.Is(err, player.ErrConfig) {
@@ -61,7 +61,7 @@ func TestBadConfig(t *testing.T) {
 func TestExitStatus(t *testing.T) {
 	bin := testenv.BuildCommand(t, "github.com/statecast/statecast/cmd/player")
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	if err := os.WriteFile(bad, []byte("brokers: [x]\nstreamz: []\n"), 0o600); err != nil {
+	if err := os.WriteFile(bad, []byte("kafka: {brokers: [x]}\nstreamz: []\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

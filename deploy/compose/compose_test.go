@@ -273,7 +273,7 @@ func TestConfigs(t *testing.T) {
 		if !exposes(s, port(t, c.Listen)) || !exposes(s, port(t, c.HTTPAddr)) {
 			t.Errorf("%s: listen %s or http_addr %s not published", name, c.Listen, c.HTTPAddr)
 		}
-		checkBrokers(t, p, name, c.Brokers)
+		checkBrokers(t, p, name, c.Kafka.Brokers)
 		if len(c.Streams) != 1 || c.Streams[0].Topic != distTopic || c.Streams[0].Name != demo.Topic {
 			t.Errorf("%s: streams %+v, want %s from topic %s", name, c.Streams, demo.Topic, distTopic)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/statecast/statecast/cacheclient/cacheprom"
 	"github.com/statecast/statecast/distributor"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/player"
 )
 
@@ -69,7 +70,7 @@ func registered(t *testing.T) map[string]bool {
 	if _, err := distributor.New(dcfg, distributor.WithRegisterer(r)); err != nil {
 		t.Fatal(err)
 	}
-	pcfg := player.Config{Insecure: true, Brokers: []string{"localhost:9092"}, Streams: []player.StreamConfig{{Name: "s"}}}
+	pcfg := player.Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: []string{"localhost:9092"}}, Streams: []player.StreamConfig{{Name: "s"}}}
 	if _, err := player.New(pcfg, player.WithRegisterer(r)); err != nil {
 		t.Fatal(err)
 	}

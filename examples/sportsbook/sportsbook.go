@@ -104,7 +104,7 @@ func addIndexes[T any](v *cacheclient.View[T], rules map[string]func(T) []string
 
 // Config configures the service.
 type Config struct {
-	// Client is the cache client's config (players, stream, client id, state directory).
+	// Client is the cache client's config (players, stream, service, state directory).
 	Client cacheclient.Config
 	// DB, when set, is the demo database the write endpoints change; without it they
 	// answer 501. The service does not close it.

@@ -21,6 +21,7 @@ import (
 	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/examples/sportsbook/demo"
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/player"
 )
 
@@ -93,7 +94,7 @@ func startStack(t *testing.T) *stack {
 	if err := d.WaitReady(wctx); err != nil {
 		t.Fatalf("distributor ready: %v", err)
 	}
-	p, err := player.New(player.Config{Insecure: true, Brokers: brokers, Streams: []player.StreamConfig{{Name: "sportsbook", Topic: topic}},
+	p, err := player.New(player.Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: brokers}, Streams: []player.StreamConfig{{Name: "sportsbook", Topic: topic}},
 		ProgressInterval: 100 * time.Millisecond, ShutdownGrace: time.Second}, player.WithLogger(logger()))
 	if err != nil {
 		t.Fatal(err)

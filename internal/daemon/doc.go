@@ -3,8 +3,12 @@
 //
 //   - LoadYAML/DecodeYAML: the config file loader behind distributor.LoadConfig and
 //     player.LoadConfig (strict fields, ${VAR} expansion in values after parsing);
-//   - ListenHTTP/HTTPServer.Serve: the HTTP endpoint that each daemon's Run serves
-//     (/metrics, /livez, /readyz, /healthz and the daemon's own pages) on its Config.HTTPAddr;
+//   - ListenServers/Servers.Serve: the two HTTP endpoints that each daemon's Run listens on
+//     first and serves until it ends, the read-only one (/metrics, /livez, /readyz,
+//     /healthz) on its Config.HTTPAddr and the admin one, whose files it reloads
+//     (ListenHTTP/HTTPServer are one endpoint);
+//   - Default: the one rule for a number of a config (zero: the default; negative: an
+//     error naming the key);
 //   - Main/OnSignal: the commands' main (flags, logger, registry, signals, exit status);
 //   - the security both share: bearer tokens kept as hashes and compared in constant time
 //     (Tokens, TokenSet), TLS certificates from PEM files (ServerTLS, TLSFiles), both read

@@ -1,11 +1,13 @@
 // Package statuspage is what the status pages of the distributor, the player and
-// cacheclient share: one layout (version, uptime, auto-refresh, embedded CSS, no script and
-// no external asset), a short in-memory history of samples per series, and inline-SVG
-// sparklines drawn from it. A number alone says little about a lag or a rate; its last few
-// minutes say whether it grows.
+// cacheclient share: one handler with one rule for JSON or HTML (Handler, WantsJSON), one
+// layout (version, uptime, auto-refresh, embedded CSS, no script and no external asset), a
+// short in-memory history of samples per series, and inline-SVG sparklines drawn from it.
+// A number alone says little about a lag or a rate; its last few minutes say whether it
+// grows.
 package statuspage
 
 import (
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"math"
@@ -273,8 +275,34 @@ func (p *Page) Render(w http.ResponseWriter, data any, started time.Time) {
 		int(Interval / time.Second), data})
 }
 
-// WantsHTML tells whether r asks for the HTML page (a browser: Accept names text/html)
-// rather than JSON.
-func WantsHTML(r *http.Request) bool {
-	return strings.Contains(r.Header.Get("Accept"), "text/html")
+// WantsJSON is the one rule by which every status page chooses between its JSON and its
+// HTML: a request gets the HTML page only when it asks for it the way a browser does, by
+// an Accept header that names text/html and not application/json, on a path that does not
+// end in ".json". Anything else gets JSON: a path ending in ".json" whatever its Accept
+// header, Accept: application/json, and a request that names no type (curl, a script, a
+// probe), so that a program never has to parse HTML.
+func WantsJSON(r *http.Request) bool {
+	if strings.HasSuffix(r.URL.Path, ".json") {
+		return true
+	}
+	accept := r.Header.Get("Accept")
+	return !strings.Contains(accept, "text/html") || strings.Contains(accept, "application/json")
+}
+
+// Handler is the handler of every status page (the distributor's, the player's and a
+// cache's): at each request it takes the component's status, and by WantsJSON serves it as
+// indented JSON or renders page with html(status) as the page's data (started: the
+// component's start, for its uptime).
+func Handler[T any](page *Page, started time.Time, status func() T, html func(T) any) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := status()
+		if WantsJSON(r) {
+			w.Header().Set("Content-Type", "application/json")
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(st)
+			return
+		}
+		page.Render(w, html(st), started)
+	})
 }

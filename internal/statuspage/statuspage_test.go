@@ -64,3 +64,40 @@ func TestFormat(t *testing.T) {
 		t.Fatal(Num(3), Num(0.12345))
 	}
 }
+
+// TestHandlerNegotiation: the one rule of every status page: HTML only for a browser's
+// request (Accept names text/html, not application/json, on a path not ending in .json);
+// JSON for everything else, curl's */* and no Accept header included.
+func TestHandlerNegotiation(t *testing.T) {
+	page := New("t", `{{define "body"}}<p id="n">{{.}}</p>{{end}}`, nil)
+	h := Handler(page, time.Now(), func() map[string]int { return map[string]int{"n": 7} }, func(st map[string]int) any { return st["n"] })
+	const browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+	for _, tc := range []struct {
+		path, accept string
+		html         bool
+	}{
+		{"/status", browser, true},
+		{"/status", "text/html", true},
+		{"/cache/status", browser, true},
+		{"/status", "", false},
+		{"/status", "*/*", false},
+		{"/status", "application/json", false},
+		{"/status", "application/json, text/html", false},
+		{"/status.json", browser, false},
+		{"/status.json", "", false},
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", tc.path, nil)
+		if tc.accept != "" {
+			req.Header.Set("Accept", tc.accept)
+		}
+		h.ServeHTTP(rec, req)
+		ct, body := rec.Header().Get("Content-Type"), rec.Body.String()
+		switch {
+		case tc.html && (!strings.HasPrefix(ct, "text/html") || !strings.Contains(body, `<p id="n">7</p>`)):
+			t.Errorf("%s, Accept %q: want the HTML page, got %s: %s", tc.path, tc.accept, ct, body)
+		case !tc.html && (ct != "application/json" || strings.TrimSpace(body) != "{\n  \"n\": 7\n}"):
+			t.Errorf("%s, Accept %q: want JSON, got %s: %s", tc.path, tc.accept, ct, body)
+		}
+	}
+}

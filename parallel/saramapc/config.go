@@ -1,6 +1,7 @@
 package saramapc
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -144,15 +145,20 @@ type Config struct {
 	InvalidMetadata MetadataPolicy
 }
 
-// Validate fills the defaults and checks the config. Errors wrap ErrConfig. New calls it.
+// Validate fills the defaults and checks the config, Engine's settings included (as
+// parallel.Config.Validate checks them). Errors wrap ErrConfig and name the field by its Go
+// path (Engine.MaxConcurrency; the Kafka block's fields as kafkaconn names them,
+// kafka.tls.ca_file); every problem is reported at once. Zero takes the default; a negative
+// duration, count or size is refused. New calls it.
 func (c *Config) Validate() error {
 	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if len(c.Kafka.Brokers) == 0 {
 		c.Kafka.Brokers = c.Brokers
 	}
 	c.Brokers = c.Kafka.Brokers
 	if len(c.Brokers) == 0 {
-		errs = append(errs, errors.New("no Brokers"))
+		bad("Brokers: required (or Kafka.Brokers)")
 	} else if c.Sarama == nil || c.Sarama == c.built {
 		if c.Kafka.ClientID == "" {
 			c.Kafka.ClientID = DefaultClientID
@@ -161,48 +167,61 @@ func (c *Config) Validate() error {
 			errs = append(errs, err)
 		}
 	} else if c.Kafka.TLS.Enabled || c.Kafka.SASL.Mechanism != "" || c.Kafka.Timeout != 0 {
-		errs = append(errs, errors.New("the tls, sasl and timeout of Kafka are not used with Sarama: set them in one place"))
+		bad("Kafka.TLS, Kafka.SASL, Kafka.Timeout: not used with Sarama: set them in one place")
 	}
 	if c.Group == "" {
-		errs = append(errs, errors.New("no Group"))
+		bad("Group: required")
 	}
 	if len(c.Topics) == 0 {
-		errs = append(errs, errors.New("no Topics"))
+		bad("Topics: required")
 	}
 	switch c.Commit {
 	case CommitAsync, CommitSync:
 		if c.Engine.Handler == nil && c.Engine.BatchHandler == nil {
-			errs = append(errs, errors.New("no Engine.Handler"))
+			bad("Engine.Handler: required (or Engine.BatchHandler) with Commit %v", c.Commit)
 		}
 		if c.TxnHandler != nil {
-			errs = append(errs, fmt.Errorf("TxnHandler needs Commit %v", CommitTransactional))
+			bad("TxnHandler: needs Commit %v", CommitTransactional)
 		}
 	case CommitTransactional:
 		if c.TxnHandler == nil {
-			errs = append(errs, errors.New("no TxnHandler"))
+			bad("TxnHandler: required with Commit %v", c.Commit)
 		}
 		if c.Engine.Handler != nil || c.Engine.BatchHandler != nil {
-			errs = append(errs, fmt.Errorf("Engine.Handler and BatchHandler must be nil with Commit %v (TxnHandler runs instead)", c.Commit))
+			bad("Engine.Handler, Engine.BatchHandler: must be nil with Commit %v (TxnHandler runs instead)", c.Commit)
 		}
 		if c.IsolationLevel != ReadCommitted {
 			// The claim's start offset is read with require_stable only under
 			// read_committed; otherwise it may predate a transaction that is committing.
-			errs = append(errs, fmt.Errorf("Commit %v needs IsolationLevel ReadCommitted", c.Commit))
+			bad("IsolationLevel: Commit %v needs ReadCommitted", c.Commit)
 		}
 	default:
-		errs = append(errs, fmt.Errorf("unknown CommitMode %d", c.Commit))
+		bad("Commit: unknown CommitMode %d", c.Commit)
 	}
 	if c.IsolationLevel != ReadCommitted && c.IsolationLevel != ReadUncommitted {
-		errs = append(errs, fmt.Errorf("unknown IsolationLevel %d", c.IsolationLevel))
+		bad("IsolationLevel: unknown value %d", c.IsolationLevel)
 	}
 	if c.DeadLetterTopic != "" && c.Engine.OnFailure != parallel.FailSkip {
-		errs = append(errs, errors.New("DeadLetterTopic needs Engine.OnFailure FailSkip"))
+		bad("DeadLetterTopic: needs Engine.OnFailure FailSkip")
 	}
-	if c.CommitInterval < 0 || c.RevokeTimeout < 0 || c.DrainTimeout < 0 {
-		errs = append(errs, errors.New("negative duration"))
+	// Engine's own settings, checked now rather than at the first claim. Its handler is
+	// checked above (mode by mode) and set by the consumer under CommitTransactional: a
+	// stand-in keeps the engine's check to the other fields.
+	engine := c.Engine
+	engine.Handler, engine.BatchHandler = func(context.Context, parallel.Record[Message]) error { return nil }, nil
+	if err := engine.Validate(); err != nil {
+		bad("Engine: %w", err)
 	}
-	if c.MaxPendingBytes < 0 || c.Engine.MaxAttempts < 0 {
-		errs = append(errs, errors.New("negative limit"))
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"CommitInterval", c.CommitInterval}, {"RevokeTimeout", c.RevokeTimeout}, {"DrainTimeout", c.DrainTimeout}} {
+		if f.v < 0 {
+			bad("%s: %v is negative (0 takes the default)", f.name, f.v)
+		}
+	}
+	if c.MaxPendingBytes < 0 {
+		bad("MaxPendingBytes: %d is negative (0 takes the default)", c.MaxPendingBytes)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))

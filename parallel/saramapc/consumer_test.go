@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,6 +40,45 @@ func TestConfigValidation(t *testing.T) {
 	}
 	if _, err := New(cfg, WithRegisterer(reg)); !errors.Is(err, ErrConfig) {
 		t.Errorf("second registration in one registry: %v, want ErrConfig", err)
+	}
+}
+
+// TestConfigErrors: a bad value, a negative duration or size included (Engine's too), fails
+// Validate with ErrConfig naming the field by its Go path; zero takes the default.
+func TestConfigErrors(t *testing.T) {
+	h := func(context.Context, parallel.Record[Message]) error { return nil }
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"no brokers", func(c *Config) { c.Brokers = nil }, "Brokers: required"},
+		{"no group", func(c *Config) { c.Group = "" }, "Group: required"},
+		{"no topics", func(c *Config) { c.Topics = nil }, "Topics: required"},
+		{"no handler", func(c *Config) { c.Engine.Handler = nil }, "Engine.Handler: required"},
+		{"bad commit mode", func(c *Config) { c.Commit = 9 }, "Commit: unknown"},
+		{"bad isolation", func(c *Config) { c.IsolationLevel = 9 }, "IsolationLevel: unknown"},
+		{"dead letters without FailSkip", func(c *Config) { c.DeadLetterTopic = "dl" }, "DeadLetterTopic: needs Engine.OnFailure FailSkip"},
+		{"negative CommitInterval", func(c *Config) { c.CommitInterval = -time.Second }, "CommitInterval: -1s is negative"},
+		{"negative RevokeTimeout", func(c *Config) { c.RevokeTimeout = -time.Second }, "RevokeTimeout: -1s is negative"},
+		{"negative DrainTimeout", func(c *Config) { c.DrainTimeout = -time.Second }, "DrainTimeout: -1s is negative"},
+		{"negative MaxPendingBytes", func(c *Config) { c.MaxPendingBytes = -1 }, "MaxPendingBytes: -1 is negative"},
+		{"negative Engine.MaxAttempts", func(c *Config) { c.Engine.MaxAttempts = -1 }, "Engine: parallel: invalid config: MaxAttempts: -1 is negative"},
+		{"negative Engine.MaxConcurrency", func(c *Config) { c.Engine.MaxConcurrency = -1 }, "Engine: parallel: invalid config: MaxConcurrency: -1 is negative"},
+		{"negative Kafka.Timeout", func(c *Config) { c.Kafka.Timeout = -time.Second }, "kafka.timeout: -1s is negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Config{Brokers: []string{"x"}, Group: "g", Topics: []string{"t"}, Engine: parallel.Config[Message]{Handler: h}}
+			tc.edit(&c)
+			if err := c.Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate = %v, want ErrConfig containing %q", err, tc.want)
+			}
+		})
+	}
+	c := Config{Brokers: []string{"x"}, Group: "g", Topics: []string{"t"}, Engine: parallel.Config[Message]{Handler: h}}
+	if err := c.Validate(); err != nil || c.CommitInterval != time.Second || c.MaxPendingBytes != DefaultMaxPendingBytes ||
+		c.Engine.MaxAttempts != parallel.DefaultMaxAttempts {
+		t.Fatalf("zero values: %v, %+v", err, c)
 	}
 }
 

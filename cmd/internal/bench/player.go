@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/statecast/statecast/internal/checker"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/player"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
@@ -46,7 +47,7 @@ type Player struct {
 // when not nil, adjusts its config.
 func StartPlayer(brokers []string, topic string, tweak func(*player.Config)) (*Player, error) {
 	// Views "*": the targets subscribe before their views have records in the topic.
-	cfg := player.Config{Insecure: true, Brokers: brokers, Streams: []player.StreamConfig{{Name: topic, Views: []string{"*"}}}}
+	cfg := player.Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: brokers}, Streams: []player.StreamConfig{{Name: topic, Views: []string{"*"}}}}
 	if tweak != nil {
 		tweak(&cfg)
 	}

@@ -28,7 +28,7 @@ import (
 // ClientConfig is the configuration of a client process: a service embedding cacheclient
 // with secondary indexes and a state directory, as the run starts it (`chaos client`).
 type ClientConfig struct {
-	ID       string   `json:"id"`      // cacheclient's ClientID, the delivery checker's target
+	ID       string   `json:"id"`      // cacheclient's InstanceID, the delivery checker's target
 	Stream   string   `json:"stream"`  // the stream (topic)
 	Players  []string `json:"players"` // the players' addresses (the run's proxies)
 	Views    []string `json:"views"`

@@ -333,7 +333,7 @@ func distributorConf(dsn, broker, id, httpAddr string) string {
 // target budgets small enough that recoveries read from Kafka.
 func playerConf(grpcAddr, httpAddr, broker, id string) string {
 	b, _ := json.MarshalIndent(map[string]any{
-		"listen": grpcAddr, "http_addr": httpAddr, "brokers": []string{broker}, "client_id": id,
+		"listen": grpcAddr, "http_addr": httpAddr, "kafka": map[string]any{"brokers": []string{broker}, "client_id": id},
 		"streams":     []map[string]any{{"name": streamName}},
 		"ack_timeout": ackTimeout.String(), "history_bytes": historyBytes, "target_budget_bytes": targetBudget,
 		"shutdown_grace": "2s", "insecure": true,

@@ -178,7 +178,7 @@ func TestGet(t *testing.T) {
 	}
 	_ = prod.Close()
 
-	p, err := player.New(player.Config{Insecure: true, Brokers: brokers, Streams: []player.StreamConfig{{Name: "s", Topic: topic}}})
+	p, err := player.New(player.Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: brokers}, Streams: []player.StreamConfig{{Name: "s", Topic: topic}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/statecast/statecast/cacheclient"
 	"github.com/statecast/statecast/examples/sportsbook"
+	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/player"
 )
 
@@ -54,8 +55,8 @@ type runningPlayer struct {
 func startPlayer(ctx context.Context, brokers []string, topic, addr string, log *slog.Logger) (*runningPlayer, bool, error) {
 	p, err := player.New(player.Config{
 		Insecure: true, // the demo's player serves loopback only
-		Brokers:  brokers, Streams: []player.StreamConfig{{Name: StreamName, Topic: topic}},
-		ClientID: "statecast-dev-player", ShutdownGrace: time.Second,
+		Kafka:    kafkaconn.Config{Brokers: brokers, ClientID: "statecast-dev-player"},
+		Streams:  []player.StreamConfig{{Name: StreamName, Topic: topic}}, ShutdownGrace: time.Second,
 	}, player.WithLogger(log))
 	if err != nil {
 		return nil, false, err

@@ -1,51 +1,46 @@
-package cacheclient
+package cachestatus
 
 import (
-	"encoding/json"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/statecast/statecast/cacheclient"
 	"github.com/statecast/statecast/internal/statuspage"
 )
 
-// StatusHandler returns a status page of c that a service can mount on its own HTTP server
-// (mux.Handle("/cache/status", cacheclient.StatusHandler(c))): the connection, readiness,
-// stream and source positions, lag and staleness with charts of their last minutes, the
-// counters, the last error, and per view its entries, position, memory and hidden rows.
-// A browser gets HTML (refreshing itself); a path ending in ".json" or
-// "Accept: application/json" gets Stats as JSON. Its charts sample c every few seconds from
-// this call until c is closed. Call it once per client.
-func StatusHandler(c *Client) http.Handler {
-	c.hist.Start(c.closing, c.sample)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		st := c.Stats()
-		if strings.HasSuffix(r.URL.Path, ".json") || strings.Contains(r.Header.Get("Accept"), "application/json") {
-			w.Header().Set("Content-Type", "application/json")
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(st)
-			return
-		}
-		hist := map[string][]float64{}
+// Handler returns a status page of c that a service can mount on its own HTTP server: the
+// connection, readiness, stream and source positions, lag and staleness with charts of
+// their last minutes, the counters, the last error, and per view its entries, position,
+// memory and hidden rows. Stats as JSON, or the HTML page (refreshing itself) for a
+// browser, by the rule of every status page (the distributor's, the player's): a request
+// gets HTML only when its Accept header names text/html and not application/json and its
+// path does not end in ".json"; anything else gets JSON. Its charts sample c every few
+// seconds from this call until c is closed. Call it once per client. The page shows the
+// service's view names and positions: mount it where the service's other admin pages are,
+// not on a public port.
+func Handler(c *cacheclient.Client) http.Handler {
+	hist := statuspage.NewHistory()
+	hist.Start(c.Done(), func(h *statuspage.History) { sample(h, c.Stats()) })
+	info := c.Info()
+	return statuspage.Handler(body, info.Created, c.Stats, func(st cacheclient.Stats) any {
+		charts := map[string][]float64{}
 		for _, n := range []string{"lag", "stale", "rate"} {
-			hist[n] = c.hist.Values(n)
+			charts[n] = hist.Values(n)
 		}
 		for _, v := range st.Views {
-			hist["len/"+v.Name] = c.hist.Values("len/" + v.Name)
+			charts["len/"+v.Name] = hist.Values("len/" + v.Name)
 		}
-		statusBody.Render(w, struct {
+		return struct {
 			Stream, Service, Instance string
-			Stats
+			cacheclient.Stats
 			Hist map[string][]float64
-		}{c.cfg.Stream, c.cfg.Service, c.cfg.InstanceID, st, hist}, c.st.created)
+		}{info.Stream, info.Service, info.InstanceID, st, charts}
 	})
 }
 
 // sample records the page's charts: lag in entries, staleness, entries applied per second,
 // and each view's size.
-func (c *Client) sample(h *statuspage.History) {
-	s := c.Stats()
+func sample(h *statuspage.History, s cacheclient.Stats) {
 	h.Gauge("lag", float64(s.LagEntries))
 	h.Gauge("stale", s.Staleness.Seconds())
 	h.Rate("rate", float64(s.EntriesApplied), time.Now())
@@ -54,7 +49,9 @@ func (c *Client) sample(h *statuspage.History) {
 	}
 }
 
-var statusBody = statuspage.New("statecast cache", `{{define "body"}}
+// body is the cache's page: its identity, state, positions, lag, counters and last error;
+// per view its entries, position, memory and hidden rows.
+var body = statuspage.New("statecast cache", `{{define "body"}}
 <h2>stream {{.Stream}}</h2>
 <dl class="kv">
 <dt>service / instance</dt><dd>{{.Service}} / {{.Instance}}</dd>
