@@ -3,6 +3,7 @@ package distributor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -46,6 +47,9 @@ func (w *walSession) runCycle(ctx context.Context, first *capture.Snapshot) erro
 		}
 		err := w.cycle(ctx, snap)
 		snap.Close(ctx)
+		if errors.Is(err, errCycleAgain) {
+			continue
+		}
 		if !errors.Is(err, errNoPrefix) || attempt >= 100 {
 			return err
 		}
@@ -173,6 +177,10 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 				ch = newViewChanges()
 			}
 			if err := w.mappedOut(ctx, snap.Tx, a, ch, src, t); err != nil {
+				if errors.Is(err, errBulk) {
+					w.bulkOut(ctx, snap.Tx, v, src, t)
+					continue
+				}
 				if isErr(err, ErrView) {
 					s.failView(st, err, "changes")
 					continue
@@ -187,6 +195,13 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 	w.positionOf(t, pos, commitTime)
 	read := time.Now()
 	if err := s.publishTxn(ctx, t); err != nil {
+		var ve *ViewError
+		if errors.As(err, &ve) && s.views[ve.View] != nil && s.views[ve.View].failed == nil {
+			// A streamed read (wal_bulk.go) met a row that stops its view: the
+			// transaction was aborted, nothing of it is read.
+			s.failView(s.views[ve.View], err, "changes")
+			return fmt.Errorf("%w: %w", errCycleAgain, err)
+		}
 		return err
 	}
 	if s.log.Enabled(ctx, slog.LevelDebug) {
@@ -273,8 +288,8 @@ func (w *walSession) takeReading(ctx context.Context, snap *capture.Snapshot, re
 				a = w.newMappedRead(v)
 				reads[v] = a
 			}
-			if err := a.read(ctx, snap.Tx, ch); err != nil && !isErr(err, ErrView) {
-				return 0, 0, early, err // a view's error fails only that view, in the cycle
+			if err := a.read(ctx, snap.Tx, ch); err != nil && !isErr(err, ErrView) && !errors.Is(err, errBulk) {
+				return 0, 0, early, err // a view's error fails only that view, in the cycle; errBulk reads it whole
 			}
 		}
 	}

@@ -25,11 +25,15 @@ const (
 	// cycles, in the background (wal_behind.go); a stopped view is not read: its retry
 	// reads it. Phase reread, label unmapped.
 	fullUnmapped
+	// fullBulk: a cycle's changes reach a large share of a mapped view's rows: the cycle
+	// reads it whole, streamed, and publishes what changed (wal_bulk.go). Phase reread,
+	// label bulk.
+	fullBulk
 )
 
 // String is the reason's label value in statecast_distributor_full_rereads_total, which
 // docs/operations.md documents and deploy/prometheus/alerts.yaml groups by: unmapped,
-// reconcile or retry (start-up reads are not re-reads and are not counted).
+// reconcile, retry or bulk (start-up reads are not re-reads and are not counted).
 func (r fullReason) String() string {
 	switch r {
 	case fullStartup:
@@ -40,6 +44,8 @@ func (r fullReason) String() string {
 		return "retry"
 	case fullUnmapped:
 		return "unmapped"
+	case fullBulk:
+		return "bulk"
 	}
 	return fmt.Sprintf("fullReason(%d)", int(r))
 }

@@ -214,7 +214,13 @@ func startBulkPhase(ctx context.Context, w io.Writer, env *bench.DistEnv, o capt
 		Streams:  []distributor.StreamConfig{{Topic: ph.topic, Capture: distributor.CaptureWAL, Views: []distributor.ViewConfig{view}}},
 	}
 	var err error
-	if ph.dist, err = bench.StartChildDistributor(ctx, cfg, co, *o.log); err != nil {
+	if *o.log {
+		co.Log = "info"
+		if *o.debug {
+			co.Log = "debug"
+		}
+	}
+	if ph.dist, err = bench.StartChildDistributor(ctx, cfg, co); err != nil {
 		return nil, err
 	}
 	ph.snapshot = ph.dist.Ready

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime/metrics"
@@ -30,6 +31,7 @@ const (
 	childEnv     = "CACHEBENCH_CHILD_DISTRIBUTOR" // the config's JSON
 	childCPUEnv  = "CACHEBENCH_CHILD_CPUPROFILE"
 	childHeapEnv = "CACHEBENCH_CHILD_MEMPROFILE"
+	childLogEnv  = "CACHEBENCH_CHILD_LOG" // "info" or "debug": the distributor's log on stderr
 )
 
 // ChildMain runs the child's side when this process is one (childEnv set) and returns
@@ -61,7 +63,15 @@ func runChild(js string) error {
 		}
 		defer func() { pprof.StopCPUProfile(); out.Close() }()
 	}
-	d, err := distributor.New(cfg)
+	var opts []distributor.Option
+	if l := os.Getenv(childLogEnv); l != "" {
+		level := slog.LevelInfo
+		if l == "debug" {
+			level = slog.LevelDebug
+		}
+		opts = append(opts, distributor.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))))
+	}
+	d, err := distributor.New(cfg, opts...)
 	if err != nil {
 		return err
 	}
@@ -209,17 +219,19 @@ type ChildDistributor struct {
 	Ready time.Duration // Run → WaitReady, measured in the child
 }
 
-// ChildOptions are a child's environment: GOMEMLIMIT ("" for none) and the profiles it
-// writes when it stops ("" for none).
+// ChildOptions are a child's environment: GOMEMLIMIT ("" for none), the profiles it
+// writes when it stops ("" for none) and its log level ("", "info", "debug"; the log goes
+// to stderr).
 type ChildOptions struct {
 	MemLimit   string
+	Log        string
 	CPUProfile string
 	MemProfile string
 }
 
 // StartChildDistributor starts a distributor with cfg in a child process and returns once
-// it is ready (its start-up epochs published). Its log goes to stderr only when log is set.
-func StartChildDistributor(ctx context.Context, cfg distributor.Config, o ChildOptions, log bool) (*ChildDistributor, error) {
+// it is ready (its start-up epochs published).
+func StartChildDistributor(ctx context.Context, cfg distributor.Config, o ChildOptions) (*ChildDistributor, error) {
 	js, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
@@ -229,13 +241,11 @@ func StartChildDistributor(ctx context.Context, cfg distributor.Config, o ChildO
 		return nil, err
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), childEnv+"="+string(js), childCPUEnv+"="+o.CPUProfile, childHeapEnv+"="+o.MemProfile)
+	cmd.Env = append(os.Environ(), childEnv+"="+string(js), childCPUEnv+"="+o.CPUProfile, childHeapEnv+"="+o.MemProfile, childLogEnv+"="+o.Log)
 	if o.MemLimit != "" {
 		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+o.MemLimit)
 	}
-	if log {
-		cmd.Stderr = os.Stderr
-	}
+	cmd.Stderr = os.Stderr // its errors, and its log when asked
 	c := &ChildDistributor{cmd: cmd, lines: make(chan string, 4)}
 	if c.in, err = cmd.StdinPipe(); err != nil {
 		return nil, err

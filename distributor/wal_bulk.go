@@ -1,0 +1,196 @@
+package distributor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/statecast/statecast/schemas/record"
+	"github.com/statecast/statecast/schemas/record/pgjson"
+	"github.com/statecast/statecast/schemas/record/recordsarama"
+)
+
+// A cycle whose changes reach a large share of a mapped view's rows — an UPDATE of a
+// whole table, a migration, a parent of many children re-parented — reads the view
+// whole instead, in one sequential read in the cycle's snapshot, and streams the rows
+// whose content hash changed (and the tombstones of the keys that vanished) to the
+// producer as it reads them, inside the cycle's Kafka transaction.
+//
+// Why whole: past a share of the rows, reading them by key through an index costs more
+// than reading them all in order; and what the mapped read holds per row until it
+// publishes (the row's value, its key in several sets, the changed values) made such a
+// cycle need several times the memory of the view's own state. Why streamed: a snapshot
+// epoch holds its rows to validate the whole view before its first record is sent, which
+// a cycle need not do — its records are one Kafka transaction, so a row that stops the
+// view (a bad value, an SQL error) aborts the transaction and nothing of it is ever read;
+// the cycle is then taken again without the view (errCycleAgain). What the read keeps
+// until the broker acknowledged is the view's new state: key → hash (the keys in shared
+// chunks) and, for a view with reverse maps, those maps.
+//
+// The records are the view's changed rows, as a mapped read publishes them (not an
+// epoch): the caches apply them with the cycle's other records at its position record.
+//
+// A cycle that is still being sent after half the transaction timeout is committed in
+// parts (producer.publish); at the read rates measured (docs/BENCHMARKS.md, capture-bulk)
+// that is a cycle of tens of millions of rows. Its first parts are then readable before
+// its position record: caches still apply it at that record, but a bad row or a crash
+// after a part was committed leaves that part's rows in the topic, without the rest.
+
+// bulkShare: a mapped view whose changes in one cycle reach more rows than this share of
+// its published rows is read whole (capture-bulk -share measured the crossing: see
+// docs/BENCHMARKS.md).
+var bulkShare = 0.25
+
+// bulkMinRows: a view with fewer published rows than this always takes the mapped read:
+// a small view costs little either way.
+var bulkMinRows = 10_000
+
+// errBulk: the cycle's changes reach so many of the view's rows that it is read whole.
+var errBulk = errors.New("distributor: the changes reach a large share of the view's rows: read whole")
+
+// errCycleAgain: a view stopped while the cycle was sent (its Kafka transaction aborted):
+// the cycle is taken again, without it.
+var errCycleAgain = errors.New("distributor: a view stopped while the cycle was sent; taking the cycle again")
+
+// bulkLimit is how many changed rows of v a cycle reads by its mapping.
+func bulkLimit(st *viewState) int {
+	if len(st.hashes) < bulkMinRows {
+		return -1 // no limit
+	}
+	return int(bulkShare * float64(len(st.hashes)))
+}
+
+// bulkRead is a streamed whole read of a view in a cycle: a part's next.
+type bulkRead struct {
+	ctx    context.Context
+	w      *walSession
+	st     *viewState
+	tx     pgx.Tx
+	rows   pgx.Rows
+	codec  *rowCodec
+	hdrs   []sarama.RecordHeader
+	hashes map[string]uint64 // the view's new state
+	deps   []*depMap
+	gone   []string // published keys the read did not find: tombstones
+	prog   *progress
+	// published counts the changed rows sent, tombs the tombstones.
+	published, tombs int64
+	read             bool // the query's rows are all read
+}
+
+// bulkOut adds to t a streamed whole read of v in tx: its changed rows and tombstones,
+// and the view's new state once the broker acknowledged them.
+func (w *walSession) bulkOut(ctx context.Context, tx pgx.Tx, v *walView, src source, t *txnOut) {
+	s, st := w.s, v.st
+	meta := record.Meta{View: st.cfg.Name, Kind: record.KindRow, Txn: true, Epoch: st.epoch, SourceTime: src.time, SourceLSN: src.lsn}
+	b := &bulkRead{ctx: ctx, w: w, st: st, tx: tx, hdrs: recordsarama.Headers(meta)}
+	t.body = append(t.body, part{next: b.next})
+	t.done = append(t.done, func() {
+		st.hashes = b.hashes
+		if len(st.depSpecs) > 0 {
+			st.deps = b.deps
+		}
+		s.m.rows.WithLabelValues(s.cfg.Topic, st.cfg.Name).Add(float64(b.published))
+		s.m.tombstones.WithLabelValues(s.cfg.Topic, st.cfg.Name).Add(float64(b.tombs))
+		s.m.rereads.WithLabelValues(s.cfg.Topic, st.cfg.Name, fullBulk.String()).Inc()
+	})
+}
+
+// next returns the next record to publish: a changed row, then the tombstones; nil at
+// the end. A row that stops the view ends the read with its *ViewError.
+func (b *bulkRead) next() (*sarama.ProducerMessage, error) {
+	if b.rows == nil && !b.read {
+		if err := b.start(); err != nil {
+			return nil, err
+		}
+	}
+	st := b.st
+	name := st.cfg.Name
+	hdr := headerBytes(name)
+	for !b.read {
+		if !b.rows.Next() {
+			err := b.rows.Err()
+			b.rows.Close()
+			b.read = true
+			b.prog.end()
+			if err != nil {
+				return nil, sqlError(st.cfg, err)
+			}
+			for k := range st.hashes {
+				if _, ok := b.hashes[k]; !ok {
+					b.gone = append(b.gone, k)
+				}
+			}
+			break
+		}
+		b.prog.row()
+		raw := b.rows.RawValues()
+		key, value, err := b.codec.encode(raw)
+		if err != nil {
+			return nil, b.stop(err)
+		}
+		if n := len(key) + len(value) + hdr + recordOverhead; n > b.codec.maxBytes {
+			return nil, b.stop(&ViewError{View: name, Key: key, Err: fmt.Errorf("record of %d bytes exceeds the broker's message limit of %d bytes", n, b.codec.maxBytes)})
+		}
+		h := record.RowHash(b.codec.keyBuf, value)
+		before := len(b.hashes)
+		b.hashes[key] = h
+		if len(b.hashes) == before {
+			return nil, b.stop(&ViewError{View: name, Key: key, Err: errors.New("duplicate key in one snapshot (key columns must be unique in the view)")})
+		}
+		for _, m := range b.deps {
+			m.set(key, m.identity(raw))
+		}
+		if old, ok := st.hashes[key]; ok && old == h {
+			continue
+		}
+		b.published++
+		return &sarama.ProducerMessage{Key: sarama.StringEncoder(key), Value: sarama.ByteEncoder(value), Headers: b.hdrs}, nil
+	}
+	if len(b.gone) == 0 {
+		return nil, nil
+	}
+	k := b.gone[len(b.gone)-1]
+	b.gone = b.gone[:len(b.gone)-1]
+	b.tombs++
+	return &sarama.ProducerMessage{Key: sarama.StringEncoder(k), Headers: b.hdrs}, nil
+}
+
+// start runs the view's query.
+func (b *bulkRead) start() error {
+	st, s := b.st, b.w.s
+	b.prog = s.startProgress(st.cfg.Name, fullBulk.phase())
+	b.prog.expect(int64(len(st.hashes)))
+	rows, err := b.tx.Query(b.ctx, st.cfg.SQL, pgjson.ResultFormats)
+	if err != nil {
+		b.read = true
+		b.prog.end()
+		return sqlError(st.cfg, err)
+	}
+	if !sameColumns(st.enc, rows.FieldDescriptions()) {
+		rows.Close()
+		b.read = true
+		b.prog.end()
+		st.enc = nil
+		return fmt.Errorf("distributor: view %q: the query's columns changed; retrying", st.cfg.Name)
+	}
+	b.rows = rows
+	b.codec = newRowCodec(st.cfg, st.enc, s.cfg.maxBytes, headerBytes(st.cfg.Name)+recordOverhead)
+	b.codec.keyArena = true // the keys become the view's state
+	b.hashes = make(map[string]uint64, len(st.hashes))
+	for _, d := range st.depSpecs {
+		b.deps = append(b.deps, newDepMap(d.cols))
+	}
+	return nil
+}
+
+// stop ends the read after err.
+func (b *bulkRead) stop(err error) error {
+	b.rows.Close()
+	b.read = true
+	b.prog.end()
+	return err
+}
