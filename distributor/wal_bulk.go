@@ -42,7 +42,7 @@ import (
 // bulkShare: a mapped view whose changes in one cycle reach more rows than this share of
 // its published rows is read whole (capture-bulk -share measured the crossing: see
 // docs/BENCHMARKS.md).
-var bulkShare = 0.25
+var bulkShare = 0.15
 
 // bulkMinRows: a view with fewer published rows than this always takes the mapped read:
 // a small view costs little either way.

@@ -1,0 +1,150 @@
+package distributor
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/statecast/statecast/schemas/record"
+)
+
+// TestWALBulk: transactions that change every row of a 50,000-row table are read whole
+// and streamed to the producer inside the cycle's Kafka transaction (wal_bulk.go). A row
+// that stops its view in the middle of the stream (a division by zero in the view's SQL)
+// aborts the transaction: no record of it is readable (read_committed), the cycle is
+// taken again without the view, which is stale until the row is fixed. An UPDATE of every
+// row then reaches the stream as one source transaction, equal to PostgreSQL.
+func TestWALBulk(t *testing.T) {
+	e := newEnv(t)
+	const n = 50_000
+	const bad = n / 2
+	e.exec(`CREATE TABLE bulk (id bigint PRIMARY KEY, val int NOT NULL, pad text NOT NULL)`)
+	e.exec(`INSERT INTO bulk SELECT i, 0, md5(i::text) FROM generate_series(1, $1::int) i`, n)
+	views := []ViewConfig{
+		// First: its streamed part is sent before the other view's.
+		{Name: "ratio", SQL: "SELECT id, val, 100 / (7 - val) AS q FROM bulk", Key: []string{"id"}},
+		{Name: "rows", SQL: "SELECT id, val, pad FROM bulk", Key: []string{"id"}},
+	}
+	reg := prometheus.NewRegistry()
+	d, err := New(e.walConfig(views...), WithLogger(testLogger(t)), WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int64
+	d.sendHook = func(context.Context, string) { sent.Add(1) }
+	r := &running{d: d, finished: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.err = d.Run(ctx); close(r.finished) }()
+	t.Cleanup(func() { r.stop(t) })
+	r.waitReady(t)
+	recs := e.waitConverged(t, "the snapshot", views...)
+	snapEnd := recs[len(recs)-1].offset
+
+	// Row `bad` makes "ratio" divide by zero; every other row changes in both views.
+	before := sent.Load()
+	e.exec(`UPDATE bulk SET val = CASE WHEN id = $1 THEN 7 ELSE val + 1 END`, bad)
+	recs = waitFor(t, e, "rows published, ratio stopped", func(recs []rec) bool {
+		return e.converged(recs, views[1]) && staleIn(t, recs, "ratio")
+	})
+	for _, rr := range recs {
+		if rr.offset > snapEnd && rr.meta.View == "ratio" {
+			t.Fatalf("a record of the stopped view is readable: %s", rr)
+		}
+	}
+	// The retried cycle sent rows' n records and a position record; more were sent first,
+	// in the aborted transaction: ratio's rows before the bad one.
+	if fed := sent.Load() - before - n - 1; fed < bad/2 {
+		t.Fatalf("%d records sent before the abort: want the stream to reach the middle of the read (%d)", fed, bad)
+	}
+	if got := bulkReads(t, reg, e.topic, "rows"); got < 1 {
+		t.Fatalf("rows was not read whole (bulk re-reads %v)", got)
+	}
+	checkGroups(t, recs)
+
+	// Fixed: ratio's retry reads it in full and resumes it.
+	e.exec(`UPDATE bulk SET val = 1 WHERE id = $1`, bad)
+	e.waitConverged(t, "ratio resumed", views...)
+
+	// Every row again, one source transaction: the changed rows of both views, then one
+	// position record.
+	e.exec(`UPDATE bulk SET val = val + 1`)
+	recs = waitFor(t, e, "every row updated", func(recs []rec) bool {
+		return e.converged(recs, views...) && !staleIn(t, recs, "ratio")
+	})
+	checkGroups(t, recs)
+	var lsn string
+	for _, rr := range recs {
+		if rr.meta.Kind == record.KindRow && rr.meta.View == "rows" && strings.Contains(string(rr.value), `"val":2`) {
+			lsn = rr.meta.SourceLSN
+		}
+	}
+	first, last, rows := -1, -1, 0
+	for i, rr := range recs {
+		if rr.meta.SourceLSN != lsn || rr.meta.Kind == record.KindPosition {
+			continue
+		}
+		if first < 0 {
+			first = i
+		}
+		last = i
+		rows++
+	}
+	if rows != 2*n {
+		t.Fatalf("the UPDATE's source transaction holds %d records, want %d (both views' rows)", rows, 2*n)
+	}
+	if last-first+1 != rows || recs[last+1].meta.Kind != record.KindPosition || recs[last+1].meta.SourceLSN != lsn {
+		t.Fatalf("the UPDATE's records are not one source transaction ending with its position record (records %d..%d, then %s)", first, last, recs[last+1])
+	}
+	if got := bulkReads(t, reg, e.topic, "ratio"); got < 1 {
+		t.Fatalf("ratio was not read whole (bulk re-reads %v)", got)
+	}
+}
+
+// staleIn reports whether the last position record of recs names view as stale.
+func staleIn(t *testing.T, recs []rec, view string) bool {
+	t.Helper()
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].meta.Kind != record.KindPosition {
+			continue
+		}
+		p, err := record.ParsePosition(recs[i].value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range p.Stale {
+			if v == view {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+// bulkReads is statecast_distributor_full_rereads_total{reason="bulk"} of a view.
+func bulkReads(t *testing.T, reg *prometheus.Registry, topic, view string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "statecast_distributor_full_rereads_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			vals := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				vals[lp.GetName()] = lp.GetValue()
+			}
+			if vals["stream"] == topic && vals["view"] == view && vals["reason"] == "bulk" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
