@@ -22,7 +22,9 @@ import (
 //  3. re-read in the snapshot the view rows those transactions touched (wal_view.go), or
 //     whole views (the first cycle, reconciles, tables a view cannot map, truncates); when
 //     a backlog streams in, the rows of the transactions received so far are read while
-//     the rest arrives (takeReading), so the re-read overlaps the receipt;
+//     the rest arrives (takeReading), so the re-read overlaps the receipt; a view whose
+//     changes reach a large share of its rows is read whole and streamed to the producer
+//     as it is read (wal_bulk.go);
 //  4. publish what changed and a position record: every commit up to the position is in
 //     the stream, because the snapshot is exactly the database after that prefix;
 //  5. once the broker acknowledged it, confirm the position to the slot.

@@ -205,6 +205,7 @@ type bulkPhase struct {
 	topic    string
 	snapshot time.Duration
 	snapMem  bench.Mem
+	held     int64 // the distributor's live heap before a transaction
 }
 
 type bulkResult struct {
@@ -238,8 +239,10 @@ func startBulkPhase(ctx context.Context, w io.Writer, env *bench.DistEnv, o capt
 		return nil, err
 	}
 	fmt.Fprintf(w, "view %s: %s\n", view.Name, strings.Join(strings.Fields(view.SQL), " "))
-	fmt.Fprintf(w, "  baseline: start-up snapshot of %d rows (Run -> WaitReady)  %s ms;  distributor peak RSS %s, peak heap %s (live after GC %s), heap after %s\n",
-		rows, bench.MS(ph.snapshot), bench.MiB(ph.snapMem.PeakRSS), bench.MiB(ph.snapMem.PeakHeap), bench.MiB(ph.snapMem.PeakLive), bench.MiB(ph.snapMem.Heap))
+	fmt.Fprintf(w, "  baseline: start-up snapshot of %d rows (Run -> WaitReady)  %s ms\n", rows, bench.MS(ph.snapshot))
+	fmt.Fprintf(w, "    distributor: peak RSS %s, peak heap %s, peak live heap %s; held after it: %s live = %.0f B per row\n",
+		bench.MiB(ph.snapMem.PeakRSS), bench.MiB(ph.snapMem.PeakHeap), bench.MiB(ph.snapMem.PeakLive), bench.MiB(ph.snapMem.Live), float64(ph.snapMem.Live)/float64(rows))
+	ph.held = ph.snapMem.Live
 	if ph.player, err = bench.StartPlayer(env.Brokers, ph.topic, nil); err != nil {
 		ph.close()
 		return nil, err
@@ -260,9 +263,11 @@ func startBulkPhase(ctx context.Context, w io.Writer, env *bench.DistEnv, o capt
 // (-1), as before (0), as after (1) or neither (2, an error). want rows must end as after.
 func (ph *bulkPhase) run(ctx context.Context, w io.Writer, what, sql string, want int, class func(key string, v int64) int) (bulkResult, error) {
 	var res bulkResult
-	if _, err := ph.dist.Mem(ctx); err != nil { // a new phase of the child's memory
+	before, err := ph.dist.Mem(ctx) // a new phase of the child's memory
+	if err != nil {
 		return res, err
 	}
+	ph.held = before.Live
 	bench.ResetSelfHWM()
 	watch, err := bench.WatchPositions(ph.env.Brokers, ph.topic)
 	if err != nil {
@@ -325,8 +330,8 @@ func (ph *bulkPhase) run(ctx context.Context, w io.Writer, what, sql string, wan
 	fmt.Fprintf(w, "    COMMIT returned after %s ms; %d records before the position record\n", bench.MS(committed), read)
 	fmt.Fprintf(w, "    commit -> last record in Kafka  %s ms  (%.2f x snapshot)\n", bench.MS(res.kafka), bench.Ratio(res.kafka, ph.snapshot))
 	fmt.Fprintf(w, "    commit -> cache shows it whole  %s ms  (%.2f x snapshot)\n", bench.MS(res.cache), bench.Ratio(res.cache, ph.snapshot))
-	fmt.Fprintf(w, "    distributor: peak RSS %s, peak heap %s (live after GC %s), heap after %s\n",
-		bench.MiB(res.mem.PeakRSS), bench.MiB(res.mem.PeakHeap), bench.MiB(res.mem.PeakLive), bench.MiB(res.mem.Heap))
+	fmt.Fprintf(w, "    distributor: peak RSS %s, peak heap %s, peak live heap %s = held before + %.0f B per changed row\n",
+		bench.MiB(res.mem.PeakRSS), bench.MiB(res.mem.PeakHeap), bench.MiB(res.mem.PeakLive), float64(res.mem.PeakLive-ph.held)/float64(want))
 	fmt.Fprintf(w, "    player + cacheclient process: peak RSS %s (info)\n", bench.MiB(hwm))
 	fmt.Fprintf(w, "    cuts sampled while it applied: %d (%d all old, %d all new, %d partial, %d with a row neither old nor new)\n",
 		s.samples, s.old, s.new, s.partial, s.bad)

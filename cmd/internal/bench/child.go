@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
@@ -131,8 +132,9 @@ type Mem struct {
 	PeakRSS  int64 // VmHWM since the previous phase (reset through /proc/self/clear_refs)
 	RSS      int64 // VmRSS at the end
 	PeakHeap int64 // the highest Go heap (objects, live and not yet swept) sampled every 5 ms
-	PeakLive int64 // the highest live heap the collector measured (after a GC)
+	PeakLive int64 // the highest live heap the collector measured (at the end of a GC)
 	Heap     int64 // the heap's objects at the end
+	Live     int64 // the live heap at the end (after a forced GC): what the phase left held
 }
 
 // memSampler samples the Go heap of this process.
@@ -174,6 +176,11 @@ func (m *memSampler) take() Mem {
 	h, l := heapNow()
 	m.mu.Lock()
 	out := Mem{PeakRSS: hwm, RSS: rss, PeakHeap: max(m.peak, h), PeakLive: max(m.live, l), Heap: h}
+	m.mu.Unlock()
+	runtime.GC() // the next phase's live peak starts from what is held now
+	h, l = heapNow()
+	out.Live = l
+	m.mu.Lock()
 	m.peak, m.live = h, l
 	m.mu.Unlock()
 	resetHWM()

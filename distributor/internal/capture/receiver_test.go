@@ -295,3 +295,55 @@ func mustExec(ctx context.Context, t *testing.T, conn *pgx.Conn, sql string) {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
+
+// TestReceiverStreamed: with the server's logical_decoding_work_mem at its minimum, large
+// transactions are streamed while they run (protocol 2); the receiver hands one over at
+// its commit with every change but those of a subtransaction rolled back to its savepoint,
+// drops one that aborted, and keeps the commit order with the transactions sent whole.
+func TestReceiverStreamed(t *testing.T) {
+	ctx, conn, dsn := openDB(t)
+	s := startStream(ctx, t, conn, dsn+"&logical_decoding_work_mem=64kB")
+	s.run(ctx, t)
+	mustExec(ctx, t, conn, `BEGIN;
+		INSERT INTO sports SELECT i, 'sport ' || i FROM generate_series(1, 3000) i;
+		SAVEPOINT a;
+		INSERT INTO sports SELECT i, 'sport ' || i FROM generate_series(3001, 5000) i;
+		ROLLBACK TO SAVEPOINT a;
+		INSERT INTO sports SELECT i, 'sport ' || i FROM generate_series(6001, 6010) i;
+		COMMIT`)
+	mustExec(ctx, t, conn, `BEGIN; INSERT INTO sports SELECT i, 'gone ' || i FROM generate_series(7001, 10000) i; ROLLBACK`)
+	mustExec(ctx, t, conn, "INSERT INTO sports VALUES (20000, 'small')")
+
+	snap, err := BeginSnapshot(ctx, s.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close(ctx)
+	txns, _, err := s.sub.Take(ctx, snap.Insert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(txns) != 2 {
+		t.Fatalf("%d transactions, want the streamed one and the small one:\n%s", len(txns), s.summary(txns))
+	}
+	ids := map[string]int{}
+	for _, c := range txns[0].Changes {
+		ids[s.summary([]*Txn{{Changes: []Change{c}}})]++
+	}
+	if len(txns[0].Changes) != 3010 || ids["sports I new=1"] != 1 || ids["sports I new=6010"] != 1 || ids["sports I new=3001"] != 0 {
+		t.Fatalf("streamed transaction: %d changes, want 3000 + 10 (the savepoint's rolled back)", len(txns[0].Changes))
+	}
+	if got := s.summary(txns[1:]); got != "sports I new=20000" {
+		t.Fatalf("second transaction %q", got)
+	}
+	if txns[1].CommitLSN <= txns[0].EndLSN {
+		t.Fatalf("positions out of order: %+v then %+v", txns[0], txns[1])
+	}
+	var streamed int64
+	if err := conn.QueryRow(ctx, "SELECT coalesce((SELECT stream_txns FROM pg_stat_replication_slots WHERE slot_name = $1), 0)", s.slot).Scan(&streamed); err != nil {
+		t.Fatal(err)
+	}
+	if streamed < 1 {
+		t.Fatal("the server streamed no transaction: the test did not exercise streaming")
+	}
+}
