@@ -63,27 +63,45 @@ func bulkLimit(st *viewState) int {
 	return int(bulkShare * float64(len(st.hashes)))
 }
 
-// bulkRead is a streamed whole read of a view in a cycle: a part's next.
+// bulkBatch is how many records the reading goroutine hands to the producer at a time;
+// bulkAhead how many batches it may read ahead: what a streamed read holds beyond the
+// producer's own pipeline.
+const (
+	bulkBatch = 512
+	bulkAhead = 4
+)
+
+// bulkRead is a streamed whole read of a view in a cycle: a part's next. A goroutine
+// reads and encodes the rows (the snapshot's connection is its own until it returns)
+// while the publisher loop feeds the producer, so the read and the sends overlap.
 type bulkRead struct {
-	ctx    context.Context
-	w      *walSession
-	st     *viewState
-	tx     pgx.Tx
-	rows   pgx.Rows
-	codec  *rowCodec
-	hdrs   []sarama.RecordHeader
-	hashes map[string]uint64 // the view's new state
-	deps   []*depMap
-	gone   []string // published keys the read did not find: tombstones
-	prog   *progress
-	// published counts the changed rows sent, tombs the tombstones.
+	ctx   context.Context
+	w     *walSession
+	st    *viewState
+	tx    pgx.Tx
+	hdrs  []sarama.RecordHeader
+	out   chan bulkItem
+	quit  chan struct{}
+	done  chan struct{} // closed when the goroutine returned
+	batch []*sarama.ProducerMessage
+	ended bool
+	// Set by the goroutine, read once out is closed: the view's new state, and the
+	// changed rows and tombstones it sent.
+	hashes           map[string]uint64
+	deps             []*depMap
 	published, tombs int64
-	read             bool // the query's rows are all read
+}
+
+// bulkItem is a batch of records, or the error that ends the read.
+type bulkItem struct {
+	msgs []*sarama.ProducerMessage
+	err  error
 }
 
 // bulkOut adds to t a streamed whole read of v in tx: its changed rows and tombstones,
-// and the view's new state once the broker acknowledged them.
-func (w *walSession) bulkOut(ctx context.Context, tx pgx.Tx, v *walView, src source, t *txnOut) {
+// and the view's new state once the broker acknowledged them. The caller closes the read
+// (bulkRead.close) before tx ends.
+func (w *walSession) bulkOut(ctx context.Context, tx pgx.Tx, v *walView, src source, t *txnOut) *bulkRead {
 	s, st := w.s, v.st
 	meta := record.Meta{View: st.cfg.Name, Kind: record.KindRow, Txn: true, Epoch: st.epoch, SourceTime: src.time, SourceLSN: src.lsn}
 	b := &bulkRead{ctx: ctx, w: w, st: st, tx: tx, hdrs: recordsarama.Headers(meta)}
@@ -97,49 +115,104 @@ func (w *walSession) bulkOut(ctx context.Context, tx pgx.Tx, v *walView, src sou
 		s.m.tombstones.WithLabelValues(s.cfg.Topic, st.cfg.Name).Add(float64(b.tombs))
 		s.m.rereads.WithLabelValues(s.cfg.Topic, st.cfg.Name, fullBulk.String()).Inc()
 	})
+	return b
 }
 
-// next returns the next record to publish: a changed row, then the tombstones; nil at
-// the end. A row that stops the view ends the read with its *ViewError.
+// next returns the next record to publish: the changed rows, then the tombstones; nil
+// at the end. A row that stops the view ends the read with its *ViewError. The query
+// starts at the first call, when the producer reaches the part.
 func (b *bulkRead) next() (*sarama.ProducerMessage, error) {
-	if b.rows == nil && !b.read {
+	if b.out == nil {
 		if err := b.start(); err != nil {
+			b.ended = true
 			return nil, err
 		}
 	}
+	for len(b.batch) == 0 {
+		if b.ended {
+			return nil, nil
+		}
+		it, ok := <-b.out
+		if !ok {
+			b.ended = true
+			return nil, nil
+		}
+		if it.err != nil {
+			b.ended = true
+			return nil, it.err
+		}
+		b.batch = it.msgs
+	}
+	m := b.batch[0]
+	b.batch = b.batch[1:]
+	return m, nil
+}
+
+// start runs the view's query and the goroutine that reads it.
+func (b *bulkRead) start() error {
+	st, s := b.st, b.w.s
+	b.out, b.quit, b.done = make(chan bulkItem, bulkAhead), make(chan struct{}), make(chan struct{})
+	rows, err := b.tx.Query(b.ctx, st.cfg.SQL, pgjson.ResultFormats)
+	if err != nil {
+		close(b.done)
+		return sqlError(st.cfg, err)
+	}
+	if !sameColumns(st.enc, rows.FieldDescriptions()) {
+		rows.Close()
+		close(b.done)
+		st.enc = nil
+		return fmt.Errorf("distributor: view %q: the query's columns changed; retrying", st.cfg.Name)
+	}
+	codec := newRowCodec(st.cfg, st.enc, s.cfg.maxBytes, headerBytes(st.cfg.Name)+recordOverhead)
+	codec.keyArena = true // the keys become the view's state
+	b.hashes = make(map[string]uint64, len(st.hashes))
+	for _, d := range st.depSpecs {
+		b.deps = append(b.deps, newDepMap(d.cols))
+	}
+	prog := s.startProgress(st.cfg.Name, fullBulk.phase())
+	prog.expect(int64(len(st.hashes)))
+	go func() {
+		defer close(b.done)
+		defer close(b.out)
+		defer prog.end()
+		defer rows.Close()
+		if err := b.read(rows, codec, prog); err != nil {
+			b.send(bulkItem{err: err})
+		}
+	}()
+	return nil
+}
+
+// read reads rows and sends the records to publish, in batches; false from send (the
+// read was closed) ends it.
+func (b *bulkRead) read(rows pgx.Rows, codec *rowCodec, prog *progress) error {
 	st := b.st
 	name := st.cfg.Name
 	hdr := headerBytes(name)
-	for !b.read {
-		if !b.rows.Next() {
-			err := b.rows.Err()
-			b.rows.Close()
-			b.read = true
-			b.prog.end()
-			if err != nil {
-				return nil, sqlError(st.cfg, err)
-			}
-			for k := range st.hashes {
-				if _, ok := b.hashes[k]; !ok {
-					b.gone = append(b.gone, k)
-				}
-			}
-			break
+	batch := make([]*sarama.ProducerMessage, 0, bulkBatch)
+	flush := func() bool {
+		if len(batch) == 0 {
+			return true
 		}
-		b.prog.row()
-		raw := b.rows.RawValues()
-		key, value, err := b.codec.encode(raw)
+		ok := b.send(bulkItem{msgs: batch})
+		batch = make([]*sarama.ProducerMessage, 0, bulkBatch)
+		return ok
+	}
+	for rows.Next() {
+		prog.row()
+		raw := rows.RawValues()
+		key, value, err := codec.encode(raw)
 		if err != nil {
-			return nil, b.stop(err)
+			return err
 		}
-		if n := len(key) + len(value) + hdr + recordOverhead; n > b.codec.maxBytes {
-			return nil, b.stop(&ViewError{View: name, Key: key, Err: fmt.Errorf("record of %d bytes exceeds the broker's message limit of %d bytes", n, b.codec.maxBytes)})
+		if n := len(key) + len(value) + hdr + recordOverhead; n > codec.maxBytes {
+			return &ViewError{View: name, Key: key, Err: fmt.Errorf("record of %d bytes exceeds the broker's message limit of %d bytes", n, codec.maxBytes)}
 		}
-		h := record.RowHash(b.codec.keyBuf, value)
+		h := record.RowHash(codec.keyBuf, value)
 		before := len(b.hashes)
 		b.hashes[key] = h
 		if len(b.hashes) == before {
-			return nil, b.stop(&ViewError{View: name, Key: key, Err: errors.New("duplicate key in one snapshot (key columns must be unique in the view)")})
+			return &ViewError{View: name, Key: key, Err: errors.New("duplicate key in one snapshot (key columns must be unique in the view)")}
 		}
 		for _, m := range b.deps {
 			m.set(key, m.identity(raw))
@@ -148,49 +221,48 @@ func (b *bulkRead) next() (*sarama.ProducerMessage, error) {
 			continue
 		}
 		b.published++
-		return &sarama.ProducerMessage{Key: sarama.StringEncoder(key), Value: sarama.ByteEncoder(value), Headers: b.hdrs}, nil
+		batch = append(batch, &sarama.ProducerMessage{Key: sarama.StringEncoder(key), Value: sarama.ByteEncoder(value), Headers: b.hdrs})
+		if len(batch) == bulkBatch && !flush() {
+			return nil
+		}
 	}
-	if len(b.gone) == 0 {
-		return nil, nil
-	}
-	k := b.gone[len(b.gone)-1]
-	b.gone = b.gone[:len(b.gone)-1]
-	b.tombs++
-	return &sarama.ProducerMessage{Key: sarama.StringEncoder(k), Headers: b.hdrs}, nil
-}
-
-// start runs the view's query.
-func (b *bulkRead) start() error {
-	st, s := b.st, b.w.s
-	b.prog = s.startProgress(st.cfg.Name, fullBulk.phase())
-	b.prog.expect(int64(len(st.hashes)))
-	rows, err := b.tx.Query(b.ctx, st.cfg.SQL, pgjson.ResultFormats)
-	if err != nil {
-		b.read = true
-		b.prog.end()
+	if err := rows.Err(); err != nil {
 		return sqlError(st.cfg, err)
 	}
-	if !sameColumns(st.enc, rows.FieldDescriptions()) {
-		rows.Close()
-		b.read = true
-		b.prog.end()
-		st.enc = nil
-		return fmt.Errorf("distributor: view %q: the query's columns changed; retrying", st.cfg.Name)
+	for k := range st.hashes {
+		if _, ok := b.hashes[k]; ok {
+			continue
+		}
+		b.tombs++
+		batch = append(batch, &sarama.ProducerMessage{Key: sarama.StringEncoder(k), Headers: b.hdrs})
+		if len(batch) == bulkBatch && !flush() {
+			return nil
+		}
 	}
-	b.rows = rows
-	b.codec = newRowCodec(st.cfg, st.enc, s.cfg.maxBytes, headerBytes(st.cfg.Name)+recordOverhead)
-	b.codec.keyArena = true // the keys become the view's state
-	b.hashes = make(map[string]uint64, len(st.hashes))
-	for _, d := range st.depSpecs {
-		b.deps = append(b.deps, newDepMap(d.cols))
-	}
+	flush()
 	return nil
 }
 
-// stop ends the read after err.
-func (b *bulkRead) stop(err error) error {
-	b.rows.Close()
-	b.read = true
-	b.prog.end()
-	return err
+// send hands it to next; false when the read was closed first.
+func (b *bulkRead) send(it bulkItem) bool {
+	select {
+	case b.out <- it:
+		return true
+	case <-b.quit:
+		return false
+	}
+}
+
+// close stops the goroutine, if it runs, and waits for it: the snapshot's connection is
+// free again.
+func (b *bulkRead) close() {
+	if b.out == nil {
+		return
+	}
+	select {
+	case <-b.quit:
+	default:
+		close(b.quit)
+	}
+	<-b.done
 }

@@ -180,7 +180,8 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 			}
 			if err := w.mappedOut(ctx, snap.Tx, a, ch, src, t); err != nil {
 				if errors.Is(err, errBulk) {
-					w.bulkOut(ctx, snap.Tx, v, src, t)
+					b := w.bulkOut(ctx, snap.Tx, v, src, t)
+					defer b.close() // before the snapshot ends (runCycle)
 					continue
 				}
 				if isErr(err, ErrView) {
@@ -213,7 +214,12 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 		delete(w.full, st)
 	}
 	w.answer(nil, readViews...)
-	w.pending = rest
+	// A copy: rest shares its array with the published transactions, whose changes (64 B
+	// a row, a million for one large UPDATE) it would keep alive until the next cycle.
+	w.pending = nil
+	if len(rest) > 0 {
+		w.pending = append([]*capture.Txn(nil), rest...)
+	}
 	w.published(pos, confirm)
 	s.m.cycleTime.WithLabelValues(s.cfg.Topic).Observe(time.Since(start).Seconds())
 	s.m.captureLag.WithLabelValues(s.cfg.Topic).Set(max(0, time.Since(commitTime).Seconds()))
