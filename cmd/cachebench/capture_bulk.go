@@ -82,7 +82,7 @@ func runCaptureBulk(ctx context.Context, args *bench.Args, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "distributor: a child process (GOMEMLIMIT=%s), alone; player and cacheclient in this process; limit judged: %s (the production overlay's)\n",
 		orNone(*memLimit), bench.MiB(productionMemLimit))
-	fmt.Fprintln(w, "time = just before COMMIT was sent -> (kafka) the position record after the transaction read read_committed, (cache) cacheclient WaitFor returned")
+	fmt.Fprintln(w, "time = just before COMMIT was sent -> (kafka) the topic's last stable offset passed the position record after the transaction, (cache) cacheclient WaitFor returned")
 	fmt.Fprintln(w, "whole = a Cut sampled continuously while the cache applies shows the transaction's rows all old or all new")
 	fmt.Fprintln(w)
 
@@ -303,12 +303,12 @@ func (ph *bulkPhase) run(ctx context.Context, w io.Writer, what, sql string, wan
 	wctx, cancel := context.WithTimeout(ctx, *ph.o.timeout)
 	defer cancel()
 	var kafkaAt time.Time
-	var read int64
+	var posAt int64
 	var kerr error
 	kdone := make(chan struct{})
 	go func() {
 		defer close(kdone)
-		kafkaAt, read, kerr = watch.Wait(wctx, lsn)
+		kafkaAt, posAt, kerr = watch.Wait(wctx, lsn)
 	}()
 	err = ph.cache.Client.WaitFor(wctx, cacheclient.LSN(lsn))
 	cacheAt := time.Now()
@@ -327,7 +327,7 @@ func (ph *bulkPhase) run(ctx context.Context, w io.Writer, what, sql string, wan
 	final := checkCut(ph.cache.Client.Read(), view, class)
 	hwm, _ := bench.SelfMem()
 	fmt.Fprintf(w, "  %s:\n", what)
-	fmt.Fprintf(w, "    COMMIT returned after %s ms; %d records before the position record\n", bench.MS(committed), read)
+	fmt.Fprintf(w, "    COMMIT returned after %s ms; its position record at offset %d\n", bench.MS(committed), posAt)
 	fmt.Fprintf(w, "    commit -> last record in Kafka  %s ms  (%.2f x snapshot)\n", bench.MS(res.kafka), bench.Ratio(res.kafka, ph.snapshot))
 	fmt.Fprintf(w, "    commit -> cache shows it whole  %s ms  (%.2f x snapshot)\n", bench.MS(res.cache), bench.Ratio(res.cache, ph.snapshot))
 	fmt.Fprintf(w, "    distributor: peak RSS %s, peak heap %s, peak live heap %s = held before + %.0f B per changed row\n",

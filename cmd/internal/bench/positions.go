@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -14,25 +13,17 @@ import (
 	"github.com/statecast/statecast/schemas/record"
 )
 
-// PositionWatch reads a stream's topic read_committed, from the end it had when the watch
-// started, for the position record that reaches a source position, and samples the
-// topic's last stable offset every 2 ms: the moment that offset passed the position
-// record is when the last record of the source transactions up to it became readable in
-// Kafka (the consumer that finds the record may read a large transaction later than that).
+// PositionWatch samples a stream's topic's last stable offset every 2 ms and, at each new
+// one, reads the record just before the commit marker that ends the topic there: when it
+// is a position record at or past a source position, the last record of the source
+// transactions up to it became readable in Kafka at that sample. It reads one record per
+// committed transaction, not the transactions' records, so that it does not compete
+// with the player and the cacheclient beside it for the CPU.
 type PositionWatch struct {
 	client sarama.Client
-	pc     sarama.PartitionConsumer
 	cons   sarama.Consumer
-
-	mu      sync.Mutex
-	samples []lsoSample
-	quit    chan struct{}
-	wg      sync.WaitGroup
-}
-
-type lsoSample struct {
-	at  time.Time
-	lso int64
+	topic  string
+	start  int64 // the last stable offset when the watch started
 }
 
 // WatchPositions starts a watch of topic's new records.
@@ -43,119 +34,103 @@ func WatchPositions(brokers []string, topic string) (*PositionWatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	end, err := cl.GetOffset(topic, 0, sarama.OffsetNewest)
-	if err != nil {
-		cl.Close()
-		return nil, err
-	}
 	cons, err := sarama.NewConsumerFromClient(cl)
 	if err != nil {
 		cl.Close()
 		return nil, err
 	}
-	pc, err := cons.ConsumePartition(topic, 0, end)
-	if err != nil {
-		cons.Close()
-		cl.Close()
+	p := &PositionWatch{client: cl, cons: cons, topic: topic}
+	if p.start, err = p.lso(); err != nil {
+		p.Close()
 		return nil, err
 	}
-	p := &PositionWatch{client: cl, pc: pc, cons: cons, quit: make(chan struct{})}
-	p.wg.Add(1)
-	go p.sample(topic)
 	return p, nil
 }
 
-// sample records the last stable offset until Close.
-func (p *PositionWatch) sample(topic string) {
-	defer p.wg.Done()
+// lso is the topic's last stable offset: what a read_committed reader reads up to.
+func (p *PositionWatch) lso() (int64, error) {
+	b, err := p.client.Leader(p.topic, 0)
+	if err != nil {
+		return 0, err
+	}
+	req := sarama.NewOffsetRequest(p.client.Config().Version)
+	req.IsolationLevel = sarama.ReadCommitted
+	req.AddBlock(p.topic, 0, sarama.OffsetNewest, 1)
+	resp, err := b.GetAvailableOffsets(req)
+	if err != nil {
+		return 0, err
+	}
+	blk := resp.GetBlock(p.topic, 0)
+	if blk == nil {
+		return 0, fmt.Errorf("bench: no offset of %s", p.topic)
+	}
+	if blk.Err != sarama.ErrNoError {
+		return 0, blk.Err
+	}
+	return blk.Offset, nil
+}
+
+// Wait returns when a position record at or past lsn became readable in Kafka, and its
+// offset.
+func (p *PositionWatch) Wait(ctx context.Context, lsn cacheclient.LSN) (time.Time, int64, error) {
+	last := p.start
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {
-		case <-p.quit:
-			return
+		case <-ctx.Done():
+			return time.Time{}, 0, ctx.Err()
 		case <-t.C:
 		}
-		b, err := p.client.Leader(topic, 0)
-		if err != nil {
+		l, err := p.lso()
+		if err != nil || l == last {
 			continue
 		}
-		req := sarama.NewOffsetRequest(p.client.Config().Version)
-		req.IsolationLevel = sarama.ReadCommitted
-		req.AddBlock(topic, 0, sarama.OffsetNewest, 1)
-		resp, err := b.GetAvailableOffsets(req)
+		at := time.Now()
+		last = l
+		// A transaction ends with its commit marker at l-1; its last record is at l-2.
+		ok, err := p.positionAt(ctx, l-2, lsn)
 		if err != nil {
-			continue
+			return time.Time{}, 0, err
 		}
-		if blk := resp.GetBlock(topic, 0); blk != nil && blk.Err == sarama.ErrNoError {
-			at := time.Now()
-			p.mu.Lock()
-			if n := len(p.samples); n == 0 || p.samples[n-1].lso != blk.Offset {
-				p.samples = append(p.samples, lsoSample{at, blk.Offset})
-			}
-			p.mu.Unlock()
+		if ok {
+			return at, l - 2, nil
 		}
 	}
 }
 
-// readable returns when the last stable offset first passed offset.
-func (p *PositionWatch) readable(offset int64) (time.Time, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, s := range p.samples {
-		if s.lso > offset {
-			return s.at, true
-		}
+// positionAt reports whether the record at offset is a position record at or past lsn.
+func (p *PositionWatch) positionAt(ctx context.Context, offset int64, lsn cacheclient.LSN) (bool, error) {
+	if offset < p.start {
+		return false, nil
 	}
-	return time.Time{}, false
-}
-
-// Wait returns when the first position record at or past lsn became readable in Kafka,
-// and the number of records read before it.
-func (p *PositionWatch) Wait(ctx context.Context, lsn cacheclient.LSN) (time.Time, int64, error) {
-	key := record.ControlKey("", record.KindPosition)
-	var n int64
-	for {
-		select {
-		case m := <-p.pc.Messages():
-			if !bytes.Equal(m.Key, key) {
-				n++
-				continue
-			}
-			pos, err := record.ParsePosition(m.Value)
-			if err != nil {
-				return time.Time{}, n, err
-			}
-			at, err := cacheclient.ParseLSN(pos.LSN)
-			if err != nil {
-				return time.Time{}, n, err
-			}
-			if at < lsn {
-				continue
-			}
-			for {
-				if t, ok := p.readable(m.Offset); ok {
-					return t, n, nil
-				}
-				select {
-				case <-ctx.Done():
-					return time.Time{}, n, ctx.Err()
-				case <-time.After(2 * time.Millisecond):
-				}
-			}
-		case err := <-p.pc.Errors():
-			return time.Time{}, n, fmt.Errorf("bench: position watch: %w", err)
-		case <-ctx.Done():
-			return time.Time{}, n, ctx.Err()
+	pc, err := p.cons.ConsumePartition(p.topic, 0, offset)
+	if err != nil {
+		return false, err
+	}
+	defer pc.Close()
+	select {
+	case m := <-pc.Messages():
+		if m.Offset != offset || !bytes.Equal(m.Key, record.ControlKey("", record.KindPosition)) {
+			return false, nil
 		}
+		pos, err := record.ParsePosition(m.Value)
+		if err != nil {
+			return false, err
+		}
+		at, err := cacheclient.ParseLSN(pos.LSN)
+		return err == nil && at >= lsn, err
+	case err := <-pc.Errors():
+		return false, fmt.Errorf("bench: position watch: %w", err)
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-time.After(5 * time.Second):
+		return false, nil
 	}
 }
 
 // Close stops the watch.
 func (p *PositionWatch) Close() {
-	close(p.quit)
-	p.wg.Wait()
-	_ = p.pc.Close()
 	_ = p.cons.Close()
 	_ = p.client.Close()
 }
