@@ -278,20 +278,10 @@ func (ph *bulkPhase) run(ctx context.Context, w io.Writer, what, sql string, wan
 	if err != nil {
 		return res, err
 	}
-	var pre string
 	if _, err := tx.Exec(ctx, sql); err != nil {
 		_ = tx.Rollback(ctx)
 		return res, err
 	}
-	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&pre); err != nil {
-		_ = tx.Rollback(ctx)
-		return res, err
-	}
-	lsn, err := cacheclient.ParseLSN(pre)
-	if err != nil {
-		return res, err
-	}
-	lsn++ // past the start of the commit record: a position there follows the commit
 	view := ph.cache.View(ph.view)
 	sampler := newCutSampler(ph.cache.Client, view, class)
 	sent := time.Now()
@@ -300,6 +290,18 @@ func (ph *bulkPhase) run(ctx context.Context, w io.Writer, what, sql string, wan
 		return res, err
 	}
 	committed := time.Since(sent)
+	// The commit's position as a service reads it (docs/operations.md: after COMMIT, on
+	// its connection): a position record at or past it follows the commit.
+	var after string
+	if err := ph.env.Conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&after); err != nil {
+		sampler.stop()
+		return res, err
+	}
+	lsn, err := cacheclient.ParseLSN(after)
+	if err != nil {
+		sampler.stop()
+		return res, err
+	}
 	wctx, cancel := context.WithTimeout(ctx, *ph.o.timeout)
 	defer cancel()
 	var kafkaAt time.Time
