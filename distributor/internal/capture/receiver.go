@@ -450,7 +450,7 @@ func (r *Receiver) decode(data []byte) error {
 		}
 	case *pglogrepl.StreamStartMessageV2:
 		st := r.streams[m.Xid]
-		if st == nil {
+		if st == nil || m.FirstSegment == 1 { // a first segment starts the transaction over
 			st = &streamed{t: &Txn{Xid: m.Xid}}
 			r.streams[m.Xid] = st
 		}
