@@ -69,8 +69,8 @@ func TestDevDemo(t *testing.T) {
 		`!ctl|event_markets|end  {"epoch":1,"rows":60,`,
 		`!ctl|selections|end  {"epoch":1,"rows":140,`,
 		// how the distributor maps the join views' tables
-		"events         competitions: by column(s) competition_id (declared in depends)",
-		"event_markets  competitions: by column(s) competition_id (selected)",
+		"events         competitions: by column(s) competition_id = competitions.id",
+		"event_markets  competitions: by column(s) competition_id = competitions.id",
 		": ends a source transaction of ",
 		// the changes, as source transactions
 		`txn selections|10001|100011  {"market_id":10001,"id":100011,"name":"Home","price":"2.150"}`,

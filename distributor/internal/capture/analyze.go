@@ -149,20 +149,23 @@ func (d *ViewDeps) Describe() []string {
 		}
 		var parts []string
 		for _, m := range ms {
-			parts = append(parts, d.describe(m))
+			parts = append(parts, d.describe(m, len(ms) > 1))
 		}
 		out = append(out, fmt.Sprintf("%s: %s", t, strings.Join(parts, "; ")))
 	}
 	return append(out, d.Notes...)
 }
 
-func (d *ViewDeps) describe(m *Mapping) string {
+// describe says how one mapping reaches the view; the occurrence is named when the table
+// has several, or is read through a view or a subquery.
+func (d *ViewDeps) describe(m *Mapping, several bool) string {
 	names := make([]string, len(m.Cols))
 	for i, c := range m.Cols {
 		names[i] = d.Columns[c].Name
 	}
 	var b strings.Builder
-	if m.Occurrence != "" && m.Occurrence != m.Table.String() {
+	nested := strings.Contains(m.Occurrence, " in ") || strings.Contains(m.Occurrence, "(in a subquery)")
+	if m.Occurrence != "" && m.Occurrence != m.Table.String() && (several || nested) {
 		b.WriteString("as " + m.Occurrence + ", ")
 	}
 	if m.IsKey {
