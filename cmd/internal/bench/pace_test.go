@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -78,5 +79,51 @@ func TestEvery(t *testing.T) {
 	defer mu.Unlock()
 	if n != after {
 		t.Errorf("f ran %d more times after stop returned", n-after)
+	}
+}
+
+func TestPaceWriters(t *testing.T) {
+	var mu sync.Mutex
+	per := map[int]int{}
+	err := PaceWriters(context.Background(), PaceConfig{Writers: 3, Interval: time.Millisecond, Calls: 30}, func(_ context.Context, i int) error {
+		mu.Lock()
+		per[i]++
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := per[0] + per[1] + per[2]; n != 30 || per[0] == 0 || per[1] == 0 || per[2] == 0 {
+		t.Errorf("calls per writer %v, want 30 in all from every writer", per)
+	}
+
+	// An error of one writer stops the others and is returned.
+	boom := errors.New("boom")
+	calls := 0
+	err = PaceWriters(context.Background(), PaceConfig{Writers: 2, Interval: time.Millisecond, Duration: time.Minute}, func(_ context.Context, i int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 5 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) {
+		t.Errorf("err = %v, want boom", err)
+	}
+
+	// A duration ends the run.
+	start := time.Now()
+	if err := PaceWriters(context.Background(), PaceConfig{Writers: 2, Interval: time.Millisecond, Duration: 20 * time.Millisecond},
+		func(context.Context, int) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("a 20 ms run took %v", d)
+	}
+	if PaceWriters(context.Background(), PaceConfig{Writers: 1}, func(context.Context, int) error { return nil }) == nil {
+		t.Error("a run without a limit was accepted")
 	}
 }
