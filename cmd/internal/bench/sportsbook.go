@@ -583,7 +583,11 @@ func (sb *Sportsbook) txn(ctx context.Context, i int, before func(*SportsbookTxn
 	t := p.next(sb.seq.Add(1))
 	t.Writer = i
 	seq := t.Version
+	// BEGIN goes with the statements: one round trip before COMMIT, as a client that
+	// pipelines its statements has, so that 4 writers reach 1,000 commits/s on a busy
+	// machine.
 	b := &pgx.Batch{}
+	b.Queue("BEGIN")
 	var xid string
 	b.Queue("SELECT pg_current_xact_id()::text").QueryRow(func(r pgx.Row) error { return r.Scan(&xid) })
 	if len(t.prices) > 0 {
@@ -619,12 +623,13 @@ func (sb *Sportsbook) txn(ctx context.Context, i int, before func(*SportsbookTxn
 		b.Queue(`INSERT INTO sb.bets (selection_id, customer_id, stake, placed_at, seq)
 			SELECT s, c, st, now(), $4 FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS u(s, c, st)`, sels, custs, stakes, seq)
 	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	committed := false
+	defer func() {
+		if !committed {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
 	x, err := strconv.ParseUint(xid, 10, 64)
@@ -636,9 +641,14 @@ func (sb *Sportsbook) txn(ctx context.Context, i int, before func(*SportsbookTxn
 		before(t)
 	}
 	t.Sent = time.Now()
-	if err := tx.Commit(ctx); err != nil {
+	tag, err := conn.Exec(ctx, "COMMIT")
+	if err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
+	if tag.String() != "COMMIT" {
+		return nil, fmt.Errorf("commit: the server answered %s", tag)
+	}
+	committed = true
 	t.Done = time.Now()
 	return t, nil
 }
