@@ -95,3 +95,38 @@ func waitUntil(cond func() bool) error {
 	}
 	return context.DeadlineExceeded
 }
+
+// TestProbeOrdered: an ordered probe meets a writer's expectations in the order they were
+// made, each writer on its own.
+func TestProbeOrdered(t *testing.T) {
+	cache := &fakeCache{rows: map[string]int64{}}
+	p := NewProbe(cache.look)
+	defer p.Close()
+	p.Ordered()
+	a1, a2 := &Txn{Writer: 0}, &Txn{Writer: 0}
+	b1 := &Txn{Writer: 1}
+	p.Expect(a1, "x", 1)
+	p.Expect(a2, "y", 2)
+	p.Expect(a2, "x", 2)
+	p.Expect(b1, "z", 3)
+	// y shows a2's version but x not even a1's: writer 0 waits at a1; writer 1 goes on.
+	cache.set("y", 2)
+	cache.set("z", 3)
+	p.Notify()
+	if err := waitUntil(func() bool { return p.Pending() == 3 }); err != nil {
+		t.Fatalf("%d pending, want 3: %v", p.Pending(), err)
+	}
+	if !a1.Visible.IsZero() || !a2.Visible.IsZero() || b1.Visible.IsZero() {
+		t.Fatalf("a1 %v, a2 %v, b1 %v", a1.Visible, a2.Visible, b1.Visible)
+	}
+	if err := p.Wait(context.Background(), 20*time.Millisecond); err == nil || !strings.Contains(err.Error(), "key x: want version 1") {
+		t.Fatalf("Wait with x missing: %v", err)
+	}
+	cache.set("x", 2)
+	if err := p.Wait(context.Background(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if a1.Visible.IsZero() || a2.Visible.IsZero() {
+		t.Fatal("writer 0's transactions not visible")
+	}
+}
