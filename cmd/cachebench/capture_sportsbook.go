@@ -131,6 +131,7 @@ func runCaptureSportsbook(ctx context.Context, args *bench.Args, w io.Writer) er
 		return err
 	}
 
+	fmt.Fprintln(w)
 	if err := aloneRound("after"); err != nil {
 		return err
 	}
@@ -276,6 +277,9 @@ func sportsbookRun(ctx context.Context, w io.Writer, env *bench.DistEnv, o captu
 	}
 	if len(waitErrs) == 0 {
 		deadline = time.Now()
+	}
+	for _, p := range probes {
+		p.Close() // nothing is marked visible after the deadline
 	}
 	xs := make([]uint32, len(all))
 	for i, t := range all {
