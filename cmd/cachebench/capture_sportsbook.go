@@ -168,6 +168,7 @@ type sportsbookResult struct {
 	floor    []time.Duration        // commit -> received by pg_recvlogical, measured transactions
 	rate     float64                // commits per second achieved, measured
 	target   int
+	start    time.Time // of the steady state
 	deadline time.Time // the end of the wait for the last commits: the time of the ones not visible by then
 	// drain is from the writers' last commit to the last commit visible in every view;
 	// pending, per view, the commits not visible yet when the writers stopped.
@@ -292,7 +293,7 @@ func sportsbookRun(ctx context.Context, w io.Writer, env *bench.DistEnv, o captu
 		return nil, err
 	}
 
-	r := &sportsbookResult{views: c.views, target: c.rate, deadline: deadline, pending: make([]int, len(c.views)),
+	r := &sportsbookResult{views: c.views, target: c.rate, start: measured, deadline: deadline, pending: make([]int, len(c.views)),
 		cycles:  bench.HistogramOf(reg, "statecast_distributor_cycle_duration_seconds"),
 		rereads: bench.CounterSum(reg, "statecast_distributor_full_rereads_total", "view")}
 	var lastDone, lastVisible time.Time
@@ -409,18 +410,12 @@ func (r *sportsbookResult) print(w io.Writer, alone bench.Pool, aloneFloor []tim
 	// The lag over the run: a pipeline that keeps up has the same p50 from the first
 	// window to the last; one that falls behind grows.
 	if len(r.txns) > 0 {
-		first := r.txns[0].Sent
-		for _, t := range r.txns {
-			if t.Sent.Before(first) {
-				first = t.Sent
-			}
-		}
 		const window = 10 * time.Second
 		var lines []string
 		for from := time.Duration(0); ; from += window {
 			var sv, ss []time.Duration
 			for _, s := range r.seen {
-				d := s.txn.Sent.Sub(first)
+				d := s.txn.Sent.Sub(r.start)
 				if d < from || d >= from+window {
 					continue
 				}
