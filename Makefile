@@ -5,6 +5,16 @@ ENVFILE := $(RUN)/env
 # Integration tests read STATECAST_PG_DSN and STATECAST_KAFKA_BROKERS from $(ENVFILE).
 TESTFLAGS ?= -race -count=1 -timeout 60m
 
+# The repository's Go modules. The root module holds the libraries, daemons and commands;
+# deploy/ (its tests load Kubernetes manifests with kustomize, the compose project with
+# compose-go, images with go-containerregistry) and cacheclient/e2e/ (a browser test with
+# chromedp) are modules of their own, so that a service embedding cacheclient does not get
+# those in its module graph. go test ./... in the root does not enter them: the targets
+# below run each module in turn (and go on past a failing one, to fail at the end).
+MODULES := . deploy cacheclient/e2e
+# in_modules runs the shell command $(1) in each module's directory.
+in_modules = rc=0; for m in $(MODULES); do echo "== $$m"; (cd $$m && $(1)) || rc=1; done; exit $$rc
+
 # What make images stamps: a semantic version from the nearest v* tag (v0.0.0-dev before
 # the first), the commit, and the commit's time as the images' creation time.
 VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo v0.0.0-dev)
@@ -13,9 +23,10 @@ CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
 
 .PHONY: test demo infra down deps tools unit vet lint bench fuzz chaos proto proto-check images
 
-## test: start PostgreSQL and Kafka (idempotent), install tools, run the whole suite with -race.
+## test: start PostgreSQL and Kafka (idempotent), install tools, run the whole suite (every
+## module) with -race.
 test: deps tools proto-check infra vet lint
-	set -a; . $(ENVFILE); set +a; $(GO) test $(TESTFLAGS) ./...
+	set -a; . $(ENVFILE); set +a; $(call in_modules,$(GO) test $(TESTFLAGS) ./...)
 
 ## demo: run the main job on embedded defaults (seeded PostgreSQL, in-process Kafka).
 demo: deps
@@ -25,7 +36,7 @@ demo: deps
 	set -a; . $(RUN)/pg.env; set +a; $(RUN)/bin/cachectl dev
 
 deps:
-	$(GO) mod download
+	$(call in_modules,$(GO) mod download)
 
 ## tools: what the model check needs (spin) and the status pages' browser test (chromium),
 ## from Debian.
@@ -42,17 +53,17 @@ down:
 	deploy/local/down.sh
 
 vet:
-	$(GO) vet ./...
+	$(call in_modules,$(GO) vet ./...)
 
 ## lint: staticcheck, pinned in tools/go.mod and built into .run/bin (dead code, deprecated calls).
 lint:
 	@mkdir -p $(RUN)/bin
 	cd tools && GOWORK=off GOFLAGS= $(GO) build -o $(RUN)/bin/ honnef.co/go/tools/cmd/staticcheck
-	$(RUN)/bin/staticcheck ./...
+	$(call in_modules,$(RUN)/bin/staticcheck ./...)
 
 ## unit: the suite without starting servers (integration tests skip outside CI).
 unit:
-	$(GO) test -race -count=1 ./...
+	$(call in_modules,$(GO) test -race -count=1 ./...)
 
 ## fuzz: run every fuzz target for FUZZTIME each (tools/fuzz.sh; not part of make test).
 ## A failing input is written under the package's testdata/fuzz/<Target>/: commit it with
@@ -61,15 +72,16 @@ FUZZTIME ?= 20s
 FUZZFLAGS ?=
 fuzz:
 	@if [ -f $(ENVFILE) ]; then set -a; . $(ENVFILE); set +a; fi; \
-	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZFLAGS="$(FUZZFLAGS)" tools/fuzz.sh
+	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZFLAGS="$(FUZZFLAGS)" MODULES="$(MODULES)" tools/fuzz.sh
 
 bench: infra
-	set -a; . $(ENVFILE); set +a; $(GO) test -run '^$$' -bench . -benchmem ./...
+	set -a; . $(ENVFILE); set +a; $(call in_modules,$(GO) test -run '^$$' -bench . -benchmem ./...)
 
 ## images: OCI images of distributor, player, cachectl and sportsbook, without a container
-## engine: .run/images/<name>.tar (docker load -i), static binaries in .run/images/bin.
+## engine: .run/images/<name>.tar (docker load -i), static binaries in .run/images/bin. The
+## builder is in the deploy module; it builds the binaries in the root module.
 images: deps
-	$(GO) run ./deploy/images -out $(RUN)/images -version $(VERSION) -commit $(COMMIT) $(if $(CREATED),-created $(CREATED))
+	cd deploy && $(GO) run ./images -out $(RUN)/images -version $(VERSION) -commit $(COMMIT) $(if $(CREATED),-created $(CREATED))
 
 ## chaos: the chaos run (cmd/internal/chaos) with its own PostgreSQL and Kafka: random faults
 ## for about DURATION while writers make at least CHANGES source changes, then every cache

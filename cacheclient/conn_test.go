@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -405,40 +406,47 @@ func TestSourceTimeFarFuture(t *testing.T) {
 // the backlog, then nothing for longer than ReadyIdle) does not count as caught up: the
 // client is ready once its applied position reaches the head_index of the first frame.
 func TestResumeReadyAtHeadNotIdle(t *testing.T) {
-	dir := t.TempDir()
-	gap := make(chan struct{})
-	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
-		if h.ResumeIndex == nil {
-			return s.snapshot(5, ent(1, "1", evJSON(1, "a")))
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		gap := make(chan struct{})
+		fp := startMemFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+			if h.ResumeIndex == nil {
+				return s.snapshot(5, ent(1, "1", evJSON(1, "a")))
+			}
+			head := func(m *statecastv1.SubscribeResponse) *statecastv1.SubscribeResponse { m.HeadIndex = 20; return m }
+			batch := func(es ...*statecastv1.Entry) *statecastv1.SubscribeResponse {
+				return head(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Batch{Batch: &statecastv1.Batch{Entries: es}}})
+			}
+			if err := s.send(batch(ent(8, "2", evJSON(2, "a")))); err != nil {
+				return err
+			}
+			select { // the recovery is slow: nothing for many ReadyIdle periods
+			case <-gap:
+			case <-s.s.Context().Done():
+				return s.s.Context().Err()
+			}
+			if err := s.send(batch(ent(15, "3", evJSON(3, "a")))); err != nil {
+				return err
+			}
+			return s.send(batch(ent(20, "4", evJSON(4, "a"))))
+		})
+		c, _ := startClient(t, Config{StateDir: dir}, nil, fp)
+		waitReady(t, c)
+		fp.waitFor(t, "ack 5", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 5 })
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
 		}
-		head := func(m *statecastv1.SubscribeResponse) *statecastv1.SubscribeResponse { m.HeadIndex = 20; return m }
-		batch := func(es ...*statecastv1.Entry) *statecastv1.SubscribeResponse {
-			return head(&statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_Batch{Batch: &statecastv1.Batch{Entries: es}}})
+		c2, v2 := startClient(t, Config{StateDir: dir, ReadyIdle: 20 * time.Millisecond}, nil, fp)
+		fp.waitFor(t, "ack 8", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 8 })
+		time.Sleep(300 * time.Millisecond) // 15 × ReadyIdle without a frame (virtual)
+		synctest.Wait()
+		if c2.Ready() {
+			t.Fatalf("ready at index %d, behind the head 20 the player had at subscribe", c2.Position())
 		}
-		if err := s.send(batch(ent(8, "2", evJSON(2, "a")))); err != nil {
-			return err
+		close(gap)
+		waitReady(t, c2)
+		if c2.Position() != 20 || v2.Len() != 4 {
+			t.Fatalf("ready at index %d with %d rows, want 20 and 4", c2.Position(), v2.Len())
 		}
-		<-gap // the recovery is slow: nothing for many ReadyIdle periods
-		if err := s.send(batch(ent(15, "3", evJSON(3, "a")))); err != nil {
-			return err
-		}
-		return s.send(batch(ent(20, "4", evJSON(4, "a"))))
 	})
-	c, _ := startClient(t, Config{StateDir: dir}, nil, fp)
-	waitReady(t, c)
-	fp.waitFor(t, "ack 5", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 5 })
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	c2, v2 := startClient(t, Config{StateDir: dir, ReadyIdle: 20 * time.Millisecond}, nil, fp)
-	fp.waitFor(t, "ack 8", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 8 })
-	time.Sleep(300 * time.Millisecond) // 15 × ReadyIdle without a frame
-	if c2.Ready() {
-		t.Fatalf("ready at index %d, behind the head 20 the player had at subscribe", c2.Position())
-	}
-	close(gap)
-	waitReady(t, c2)
-	if c2.Position() != 20 || v2.Len() != 4 {
-		t.Fatalf("ready at index %d with %d rows, want 20 and 4", c2.Position(), v2.Len())
-	}
 }

@@ -1,7 +1,6 @@
 package cacheclient
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"slices"
@@ -9,28 +8,16 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/statecast/statecast/internal/testenv"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestDecodeFailureIsLoud: a row the decoder refuses (in a snapshot or live) is logged at
 // Error level with its view, key and error, counted per view with its key among the most
 // recent ones, shown as a hidden row while it is refused, and reported to the hook; a
 // later version that decodes brings the row back.
 func TestDecodeFailureIsLoud(t *testing.T) {
-	var logs syncBuffer
+	var logs testenv.LockedBuffer
 	var mu sync.Mutex
 	var hooked []string
 	checked := make(chan struct{}) // the test read the stats after ack 6: the next batches may come

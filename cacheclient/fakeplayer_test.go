@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
@@ -25,6 +27,7 @@ type script func(conn int, h *statecastv1.Hello, s *fakeStream) error
 type fakePlayer struct {
 	statecastv1.UnimplementedPlayerServer
 	addr   string
+	mem    bool // startMemFake
 	srv    *grpc.Server
 	script script
 
@@ -46,7 +49,41 @@ func startFake(t *testing.T, sc script) *fakePlayer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp := &fakePlayer{addr: lis.Addr().String(), srv: grpc.NewServer(), script: sc, change: make(chan struct{})}
+	return serveFake(t, lis, lis.Addr().String(), false, sc)
+}
+
+// memFakes are the fakes of startMemFake by address, for memDialer.
+var (
+	memFakes sync.Map // string → *bufconn.Listener
+	memPorts atomic.Int32
+)
+
+// startMemFake is startFake on an in-memory listener, for tests in a synctest bubble: a
+// goroutine blocked on a socket is not durably blocked, so the bubble's clock would never
+// move, while one blocked on a bufconn pipe (a sync.Cond) is. Its address is a host:port
+// that only memDialer reaches; clients of it need memDialer (startClient adds it).
+func startMemFake(t *testing.T, sc script) *fakePlayer {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	addr := fmt.Sprintf("127.0.0.77:%d", memPorts.Add(1))
+	memFakes.Store(addr, lis)
+	t.Cleanup(func() { memFakes.Delete(addr) })
+	return serveFake(t, lis, addr, true, sc)
+}
+
+// memDialer makes a client dial the in-memory fakes instead of TCP.
+func memDialer() Option {
+	return WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		lis, ok := memFakes.Load(addr)
+		if !ok {
+			return nil, fmt.Errorf("no in-memory fake player at %s", addr)
+		}
+		return lis.(*bufconn.Listener).DialContext(ctx)
+	}))
+}
+
+func serveFake(t *testing.T, lis net.Listener, addr string, mem bool, sc script) *fakePlayer {
+	fp := &fakePlayer{addr: addr, mem: mem, srv: grpc.NewServer(), script: sc, change: make(chan struct{})}
 	statecastv1.RegisterPlayerServer(fp.srv, fp)
 	done := make(chan struct{})
 	go func() { defer close(done); fp.srv.Serve(lis) }()
@@ -182,14 +219,18 @@ func evJSON(id int, sport string) string { return fmt.Sprintf(`{"id":%d,"sport":
 // startClient starts a client with an "events" view on the fakes and closes it at cleanup.
 func startClient(t *testing.T, cfg Config, setup func(c *Client, v *View[event]), fps ...*fakePlayer) (*Client, *View[event]) {
 	t.Helper()
+	var opts []Option
 	for _, fp := range fps {
 		cfg.Addresses = append(cfg.Addresses, fp.addr)
+		if fp.mem && opts == nil {
+			opts = append(opts, memDialer())
+		}
 	}
 	cfg.Stream, cfg.Service = "s", "t"
 	if cfg.BackoffMin == 0 {
 		cfg.BackoffMin, cfg.BackoffMax = time.Millisecond, 10*time.Millisecond
 	}
-	c, err := New(cfg)
+	c, err := New(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -80,12 +81,15 @@ func expectNow(t *testing.T, what string, ch <-chan error) error {
 	}
 }
 
+// expectBlocked checks, in a synctest bubble, that WaitFor still waits once everything
+// else is blocked: it has seen all there is.
 func expectBlocked(t *testing.T, what string, ch <-chan error) {
 	t.Helper()
+	synctest.Wait()
 	select {
 	case err := <-ch:
 		t.Fatalf("%s: WaitFor returned %v, want it still waiting", what, err)
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 }
 
@@ -95,126 +99,134 @@ func expectBlocked(t *testing.T, what string, ch <-chan error) {
 // stale (a view of another client does not matter), and when the stream's position
 // records carry no source position (polling).
 func TestWaitFor(t *testing.T) {
-	st := newSteps()
-	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
-		if err := s.snapshot(5, ent(1, "1", evJSON(1, "a")), posEnt(3, "0/10")); err != nil {
-			return err
+	synctest.Test(t, func(t *testing.T) {
+		st := newSteps()
+		fp := startMemFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+			if err := s.snapshot(5, ent(1, "1", evJSON(1, "a")), posEnt(3, "0/10")); err != nil {
+				return err
+			}
+			if err := st.pause(s); err != nil {
+				return err
+			}
+			if err := s.batch(txnEnt(6, "events", "2", evJSON(2, "a"))); err != nil {
+				return err
+			}
+			if err := st.pause(s); err != nil {
+				return err
+			}
+			if err := s.batch(txnEnt(7, "markets", "m", evJSON(7, "m")), posEnt(8, "0/20")); err != nil {
+				return err
+			}
+			if err := st.pause(s); err != nil {
+				return err
+			}
+			if err := s.batch(posEnt(9, "0/30", "markets", "other")); err != nil {
+				return err
+			}
+			if err := st.pause(s); err != nil {
+				return err
+			}
+			if err := s.batch(posEnt(10, "0/40", "other")); err != nil {
+				return err
+			}
+			if err := st.pause(s); err != nil {
+				return err
+			}
+			return s.batch(posEnt(11, ""))
+		})
+		c, events, markets := startTwoViews(t, Config{}, fp)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		st.at(t, "the snapshot")
+		if err := c.WaitFor(ctx, mustLSN(t, "0/10")); err != nil {
+			t.Fatalf("WaitFor(0/10) after the snapshot at 0/10: %v", err)
 		}
-		if err := st.pause(s); err != nil {
-			return err
+		short, scancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		asked := time.Now()
+		if err := c.WaitFor(short, mustLSN(t, "0/11")); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("WaitFor(0/11) at 0/10: %v, want the context's deadline", err)
 		}
-		if err := s.batch(txnEnt(6, "events", "2", evJSON(2, "a"))); err != nil {
-			return err
+		if d := time.Since(asked); d != 20*time.Millisecond {
+			t.Fatalf("WaitFor(0/11) at 0/10 returned after %v, want at the context's deadline, 20ms", d)
 		}
-		if err := st.pause(s); err != nil {
-			return err
+		scancel()
+		const waiters = 500
+		var wg sync.WaitGroup
+		var bad sync.Map
+		for i := range waiters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pos := LSN(0x11 + i%16) // 0/11 .. 0/20: above the snapshot's, reached by the transaction
+				if err := c.WaitFor(ctx, pos); err != nil {
+					bad.Store(i, err)
+					return
+				}
+				// Returned: the client reflects the transaction that reached pos, in every view.
+				if cut := c.Read(); cut.SourcePosition() < pos || markets.In(cut).Len() != 1 || events.In(cut).Len() != 2 {
+					bad.Store(i, fmt.Errorf("returned for %v at source %v with %d markets", pos, cut.SourcePosition(), markets.In(cut).Len()))
+				}
+			}()
 		}
-		if err := s.batch(txnEnt(7, "markets", "m", evJSON(7, "m")), posEnt(8, "0/20")); err != nil {
-			return err
+		w30 := waitResult(c, ctx, mustLSN(t, "0/30"))
+		st.resume()
+		st.at(t, "the transaction's first row")
+		expectBlocked(t, "inside the transaction", w30)
+		st.resume()
+		st.at(t, "the position 0/20")
+		wg.Wait()
+		bad.Range(func(k, v any) bool { t.Errorf("waiter %v: %v", k, v); return true })
+		expectBlocked(t, "at 0/20", w30)
+		st.resume()
+		st.at(t, "the position 0/30 with markets stale")
+		err := expectNow(t, "stale view", w30)
+		var se *StaleViewError
+		if !errors.Is(err, ErrStaleView) || !errors.As(err, &se) || se.View != "markets" || se.Position != mustLSN(t, "0/30") || len(se.Views) != 1 {
+			t.Fatalf("WaitFor(0/30) with markets stale: %v", err)
 		}
-		if err := st.pause(s); err != nil {
-			return err
+		if err := c.WaitFor(ctx, mustLSN(t, "0/20")); !errors.Is(err, ErrStaleView) {
+			t.Fatalf("WaitFor(0/20) while markets is stale: %v", err)
 		}
-		if err := s.batch(posEnt(9, "0/30", "markets", "other")); err != nil {
-			return err
+		st.resume()
+		st.at(t, "the position 0/40, only another client's view stale")
+		if err := c.WaitFor(ctx, mustLSN(t, "0/40")); err != nil {
+			t.Fatalf("WaitFor(0/40): %v", err)
 		}
-		if err := st.pause(s); err != nil {
-			return err
+		st.resume()
+		fp.waitFor(t, "ack 11", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 11 })
+		if err := c.WaitFor(ctx, mustLSN(t, "0/1")); !errors.Is(err, ErrNoSourcePosition) {
+			t.Fatalf("WaitFor after a position record without lsn: %v, want ErrNoSourcePosition", err)
 		}
-		if err := s.batch(posEnt(10, "0/40", "other")); err != nil {
-			return err
-		}
-		if err := st.pause(s); err != nil {
-			return err
-		}
-		return s.batch(posEnt(11, ""))
 	})
-	c, events, markets := startTwoViews(t, Config{}, fp)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st.at(t, "the snapshot")
-	if err := c.WaitFor(ctx, mustLSN(t, "0/10")); err != nil {
-		t.Fatalf("WaitFor(0/10) after the snapshot at 0/10: %v", err)
-	}
-	short, scancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	if err := c.WaitFor(short, mustLSN(t, "0/11")); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("WaitFor(0/11) at 0/10: %v, want the context's deadline", err)
-	}
-	scancel()
-	const waiters = 500
-	var wg sync.WaitGroup
-	var bad sync.Map
-	for i := range waiters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pos := LSN(0x11 + i%16) // 0/11 .. 0/20: above the snapshot's, reached by the transaction
-			if err := c.WaitFor(ctx, pos); err != nil {
-				bad.Store(i, err)
-				return
-			}
-			// Returned: the client reflects the transaction that reached pos, in every view.
-			if cut := c.Read(); cut.SourcePosition() < pos || markets.In(cut).Len() != 1 || events.In(cut).Len() != 2 {
-				bad.Store(i, fmt.Errorf("returned for %v at source %v with %d markets", pos, cut.SourcePosition(), markets.In(cut).Len()))
-			}
-		}()
-	}
-	w30 := waitResult(c, ctx, mustLSN(t, "0/30"))
-	st.resume()
-	st.at(t, "the transaction's first row")
-	expectBlocked(t, "inside the transaction", w30)
-	st.resume()
-	st.at(t, "the position 0/20")
-	wg.Wait()
-	bad.Range(func(k, v any) bool { t.Errorf("waiter %v: %v", k, v); return true })
-	expectBlocked(t, "at 0/20", w30)
-	st.resume()
-	st.at(t, "the position 0/30 with markets stale")
-	err := expectNow(t, "stale view", w30)
-	var se *StaleViewError
-	if !errors.Is(err, ErrStaleView) || !errors.As(err, &se) || se.View != "markets" || se.Position != mustLSN(t, "0/30") || len(se.Views) != 1 {
-		t.Fatalf("WaitFor(0/30) with markets stale: %v", err)
-	}
-	if err := c.WaitFor(ctx, mustLSN(t, "0/20")); !errors.Is(err, ErrStaleView) {
-		t.Fatalf("WaitFor(0/20) while markets is stale: %v", err)
-	}
-	st.resume()
-	st.at(t, "the position 0/40, only another client's view stale")
-	if err := c.WaitFor(ctx, mustLSN(t, "0/40")); err != nil {
-		t.Fatalf("WaitFor(0/40): %v", err)
-	}
-	st.resume()
-	fp.waitFor(t, "ack 11", func(_ []*statecastv1.Hello, acks []int64) bool { return lastAck(acks) == 11 })
-	if err := c.WaitFor(ctx, mustLSN(t, "0/1")); !errors.Is(err, ErrNoSourcePosition) {
-		t.Fatalf("WaitFor after a position record without lsn: %v, want ErrNoSourcePosition", err)
-	}
 }
 
 // TestWaitForReleasedByClose: waiters end with ErrClosed when the client closes; a stream
 // without position records keeps them waiting until then.
 func TestWaitForReleasedByClose(t *testing.T) {
-	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
-		return s.snapshot(5, ent(1, "1", evJSON(1, "a")))
-	})
-	c, _ := startClient(t, Config{}, nil, fp)
-	waitReady(t, c)
-	ch := make(chan error, 50)
-	for range cap(ch) {
-		go func() { ch <- c.WaitFor(context.Background(), 1) }()
-	}
-	time.Sleep(20 * time.Millisecond)
-	if len(ch) != 0 {
-		t.Fatalf("WaitFor returned %v without any position record", <-ch)
-	}
-	c.Close()
-	for range cap(ch) {
-		if err := expectNow(t, "close", ch); !errors.Is(err, ErrClosed) {
-			t.Fatalf("WaitFor after Close: %v", err)
+	synctest.Test(t, func(t *testing.T) {
+		fp := startMemFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
+			return s.snapshot(5, ent(1, "1", evJSON(1, "a")))
+		})
+		c, _ := startClient(t, Config{}, nil, fp)
+		waitReady(t, c)
+		ch := make(chan error, 50)
+		for range cap(ch) {
+			go func() { ch <- c.WaitFor(context.Background(), 1) }()
 		}
-	}
-	if err := c.WaitFor(context.Background(), 1); !errors.Is(err, ErrClosed) {
-		t.Fatalf("WaitFor on a closed client: %v", err)
-	}
+		synctest.Wait() // the waiters have seen everything the stream has
+		if len(ch) != 0 {
+			t.Fatalf("WaitFor returned %v without any position record", <-ch)
+		}
+		c.Close()
+		for range cap(ch) {
+			if err := expectNow(t, "close", ch); !errors.Is(err, ErrClosed) {
+				t.Fatalf("WaitFor after Close: %v", err)
+			}
+		}
+		if err := c.WaitFor(context.Background(), 1); !errors.Is(err, ErrClosed) {
+			t.Fatalf("WaitFor on a closed client: %v", err)
+		}
+	})
 }
 
 // TestSourcePositionPersisted: the applied source position (and stale views) is in the

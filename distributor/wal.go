@@ -82,7 +82,7 @@ type walSession struct {
 	tables  map[uint32][]*walView       // base table → the views that read it
 	pending []*capture.Txn              // received, not shown by a snapshot yet
 	waiting map[*viewState][]chan error // reconcile requests, answered by the next cycle
-	full    map[*viewState]string       // views to read in full by the next cycle, and why
+	full    map[*viewState]fullReason   // views to read in full by the next cycle, and why
 	stale   staleWAL                    // when an idle stream has the server flush its WAL
 }
 
@@ -97,7 +97,7 @@ func (g *group) walSession(ctx context.Context) error {
 	seen := map[uint32]bool{}
 	ws := make([]*walSession, len(g.streams))
 	for i, s := range g.streams {
-		w := &walSession{s: s, tables: map[uint32][]*walView{}, waiting: map[*viewState][]chan error{}, full: map[*viewState]string{}}
+		w := &walSession{s: s, tables: map[uint32][]*walView{}, waiting: map[*viewState][]chan error{}, full: map[*viewState]fullReason{}}
 		defer w.answer(errors.New("distributor: capture session ended"))
 		ts, err := w.analyze(ctx)
 		if err != nil {
@@ -183,7 +183,7 @@ func (g *group) walSession(ctx context.Context) error {
 // first when the slot is new), then the loop.
 func (w *walSession) run(ctx context.Context, first *capture.Snapshot, recvDone <-chan struct{}) error {
 	for _, v := range w.views {
-		w.full[v.st] = "start-up"
+		w.full[v.st] = fullStartup
 	}
 	if err := w.runCycle(ctx, first); err != nil {
 		return err
@@ -437,7 +437,7 @@ func (w *walSession) request(req reconcileReq) {
 		}
 		return
 	}
-	w.full[st] = "reconcile"
+	w.full[st] = fullReconcile
 	if req.done != nil {
 		w.waiting[st] = append(w.waiting[st], req.done)
 	}
@@ -486,7 +486,7 @@ func (w *walSession) dueRetries() {
 	now := time.Now()
 	for _, v := range w.views {
 		if v.st.failed != nil && !now.Before(v.st.retryAt) {
-			w.full[v.st] = "retry"
+			w.full[v.st] = fullRetry
 		}
 	}
 }

@@ -85,7 +85,7 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 	for i, t := range shown {
 		for _, v := range w.fullReads(t) {
 			if _, ok := w.full[v.st]; !ok {
-				w.full[v.st] = "changes of a table it cannot map"
+				w.full[v.st] = fullUnmapped
 			}
 		}
 		if i < readTo {
@@ -105,11 +105,11 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 		reason, full := w.full[st]
 		switch {
 		case full:
-			if st.failed != nil && reason != "retry" && reason != "reconcile" {
+			if st.failed != nil && reason != fullRetry && reason != fullReconcile {
 				continue // stopped: its retry reads it in full
 			}
-			rewrite := st.cfg.RefreshMode == ModeRewrite && reason == "reconcile"
-			prog := s.startProgress(st.cfg.Name, phaseOf(reason))
+			rewrite := st.cfg.RefreshMode == ModeRewrite && reason == fullReconcile
+			prog := s.startProgress(st.cfg.Name, reason.phase())
 			r, err := readView(ctx, snap.Tx, st, true, rewrite, src, s.cfg.maxBytes, headerBytes(st.cfg.Name), prog)
 			prog.end()
 			if isErr(err, ErrView) {
@@ -138,8 +138,8 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 					s.resumeView(st)
 				}
 			})
-			if reason != "start-up" {
-				s.m.rereads.WithLabelValues(s.cfg.Topic, st.cfg.Name, reasonLabel(reason)).Inc()
+			if reason != fullStartup {
+				s.m.rereads.WithLabelValues(s.cfg.Topic, st.cfg.Name, reason.String()).Inc()
 			}
 		case (changes[v] != nil || reads[v] != nil) && st.failed == nil:
 			a, ch := reads[v], changes[v]
@@ -269,26 +269,6 @@ func (w *walSession) addChanges(changes map[*walView]*viewChanges, t *capture.Tx
 			ch.add(v, c)
 		}
 	}
-}
-
-// phaseOf is the progress phase of a full read done for reason.
-func phaseOf(reason string) string {
-	switch reason {
-	case "start-up":
-		return "snapshot"
-	case "reconcile":
-		return "reconcile"
-	}
-	return "reread"
-}
-
-// reasonLabel keeps the metric's label values few.
-func reasonLabel(reason string) string {
-	switch reason {
-	case "reconcile", "retry":
-		return reason
-	}
-	return "unmapped"
 }
 
 // fullReads lists the views that t's changes make re-read in full: a change of a table the

@@ -165,17 +165,17 @@ func TestTopicID(t *testing.T) {
 		return errors.Is(err, kafkaconn.ErrTopicMissing)
 	})
 	var second sarama.Uuid
+	created := false
 	waitFor(t, "the topic created again", func() bool {
-		err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false)
-		if err != nil {
-			return false // the deletion may still be under way
+		if !created {
+			// The deletion may still be under way.
+			created = admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false) == nil
+			if !created {
+				return false
+			}
 		}
 		second, err = kafkaconn.TopicID(client, topic)
-		for err != nil || second == (sarama.Uuid{}) {
-			time.Sleep(50 * time.Millisecond)
-			second, err = kafkaconn.TopicID(client, topic)
-		}
-		return true
+		return err == nil && second != (sarama.Uuid{})
 	})
 	if second == first {
 		t.Fatalf("the recreated topic has the same ID %v", first)

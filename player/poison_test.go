@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
@@ -24,7 +25,7 @@ import (
 func TestPoisonRecordsSkipped(t *testing.T) {
 	e := newEnv(t, nil)
 	e.produce(5, []string{"a", "b"}, 10, newRand(1))
-	var logs syncBuffer
+	var logs testenv.LockedBuffer
 	tp := startPlayerTB(t, e, func(c *Config) { c.MaxRecordBytes = 64 << 10; c.HistoryBytes = 1 },
 		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if !strings.Contains(logs.String(), "the topic accepts records larger than max_record_bytes") {
@@ -112,7 +113,8 @@ func TestPoisonRecordsSkipped(t *testing.T) {
 	}
 
 	live := read("live", nil, last)
-	time.Sleep(200 * time.Millisecond) // admitted before the poison is produced: it gets it live
+	// Admitted and following the log before the poison is produced: it gets it live.
+	waitFor(t, 30*time.Second, "the live target in N", func() bool { return targetStatus(tp.p, "live").State == "N" })
 
 	meta := record.Meta{View: "b", Kind: record.KindRow, Epoch: 1, SourceTime: time.Now(), SourceLSN: "0/1"}
 	foreign := recordsarama.ProducerMessage(e.topic, record.EncodeKey("a", "foreign"), []byte(`{"id":"foreign"}`), meta)

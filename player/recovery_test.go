@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 	"testing"
-	"time"
+	"testing/synctest"
 )
 
 // fakeSource follows the source contract over the records in items: it holds those up to
@@ -144,27 +144,27 @@ func TestRecoveryFetcher(t *testing.T) {
 // resyncs the target on the same stream: a new term, then ResyncRequired and a snapshot
 // at the main position in the catch-up queue, and fetchingCompleted.
 func TestRecoveryFetcherLogStartMoved(t *testing.T) {
-	p, err := New(Config{Insecure: true, Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	s := p.streams["s"]
-	s.offsetsHook = func() (int64, int64, error) { return 10, 11, nil }
-	s.current.Store(10)
-	tg := newTarget(s, "r", nil, 1, StateRF, 512, 1<<20)
-	tg.lastAck, tg.sentUpTo = 3, 3
-	s.mu.Lock()
-	s.terms["r"] = 1
-	s.byClient["r"] = tg
-	s.register(tg)
-	s.mu.Unlock()
+	synctest.Test(t, func(t *testing.T) {
+		p, err := New(Config{Insecure: true, Brokers: []string{"unused:9092"}, Streams: []StreamConfig{{Name: "s"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		s := p.streams["s"]
+		s.offsetsHook = func() (int64, int64, error) { return 10, 11, nil }
+		s.current.Store(10)
+		tg := newTarget(s, "r", nil, 1, StateRF, 512, 1<<20)
+		tg.lastAck, tg.sentUpTo = 3, 3
+		s.mu.Lock()
+		s.terms["r"] = 1
+		s.byClient["r"] = tg
+		s.register(tg)
+		s.mu.Unlock()
 
-	moved := &fakeSource{t: tg, term: 1, err: fmt.Errorf("%w: test", errLogStartMoved), upTo: math.MaxInt64}
-	tg.recoveryFetcher(1, 4, 8, moved)
+		moved := &fakeSource{t: tg, term: 1, err: fmt.Errorf("%w: test", errLogStartMoved), upTo: math.MaxInt64}
+		tg.recoveryFetcher(1, 4, 8, moved)
 
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+		synctest.Wait() // the resync needs no time: once nothing runs, it is done
 		tg.mu.Lock()
 		state, term := tg.q.state, tg.q.term
 		var frames []string
@@ -180,15 +180,8 @@ func TestRecoveryFetcherLogStartMoved(t *testing.T) {
 		}
 		tg.mu.Unlock()
 		want := []string{"resync REASON_BELOW_LOG_START", "begin 10", "end 10"}
-		if state == StateFC && slices.Equal(frames, want) {
-			if term != 2 {
-				t.Fatalf("term %d after the resync, want 2", term)
-			}
-			return
+		if state != StateFC || !slices.Equal(frames, want) || term != 2 {
+			t.Fatalf("state %s term %d frames %q, want FC, term 2 and %q", state, term, frames, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("state %s term %d frames %q, want FC with %q", state, term, frames, want)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	})
 }

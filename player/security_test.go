@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +26,7 @@ import (
 
 	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/kafkaconn"
-	"github.com/statecast/statecast/schemas/gen/statecast/v1"
+	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 
 // secured is a player's security setting in a test: its PKI, the files it serves from
@@ -329,7 +328,7 @@ func TestIdentity(t *testing.T) {
 	e.produce(20, []string{"a"}, 10, newRand(12))
 	sec := newSecured(t)
 	sec.setTokens(t, map[string]string{"pricing": "tok-pricing-0123456789", "intruder": "tok-intruder-0123456789"})
-	var logs syncBuffer
+	var logs testenv.LockedBuffer
 	reg := prometheus.NewRegistry()
 	tp := startPlayerTB(t, e, func(c *Config) {
 		c.Insecure = false
@@ -634,22 +633,4 @@ func testKafkaSecured(t *testing.T, conn kafkaconn.Config) {
 	last = e.produce(50, []string{"a", "b"}, 10, newRand(19))
 	sessionUntil(t, c, tp.addr, 30*time.Second, func() bool { return c.Applied() >= last }) // a recovery from its index
 	e.check()
-}
-
-// syncBuffer is a log sink for one test's player.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

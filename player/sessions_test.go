@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -25,7 +26,12 @@ import (
 // frame against the records.
 func TestSessionsRandomized(t *testing.T) {
 	for seed := range uint64(6) {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { sessionsRun(t, seed) })
+		// In a synctest bubble the pauses, the progress ticker and the time-outs are
+		// virtual: a paused goroutine still lets the others run ahead of it (the clock moves
+		// only once all wait), so the overflows and recoveries happen as on a real clock.
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { sessionsRun(t, seed) })
+		})
 	}
 }
 

@@ -46,7 +46,7 @@ func envInt(name string, def int) int {
 // production: this process holds only the baseline's map and the clients.
 // CC_BENCH_PLAYER=inproc runs it in this process.
 //
-// Run: go test -run '^$' -bench ColdStart -benchtime 1x -timeout 60m ./cacheclient/e2e/
+// Run (in this module): cd cacheclient/e2e && go test -run '^$' -bench ColdStart -benchtime 1x -timeout 60m .
 func BenchmarkColdStart(b *testing.B) {
 	keys := envInt("CC_BENCH_KEYS", 1_000_000)
 	records := envInt("CC_BENCH_RECORDS", 3*keys)

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/statecast/statecast/internal/testenv"
 )
 
 // startPlayerProc runs the player command (./cmd/player) as a separate process serving one
@@ -28,11 +30,8 @@ func startPlayerProc(b testing.TB, brokers []string, topic string) string {
 	dir := b.TempDir()
 	bin := os.Getenv("CC_BENCH_PLAYER_BIN")
 	if bin == "" {
-		bin = filepath.Join(dir, "player")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/statecast/statecast/cmd/player").CombinedOutput()
-		if err != nil {
-			b.Fatalf("go build ./cmd/player: %v\n%s", err, out)
-		}
+		// Built in the root module: this module's go.sum holds only what its tests import.
+		bin = testenv.BuildCommand(b, "github.com/statecast/statecast/cmd/player")
 	}
 	// The same settings as startPlayerB (in-process player); everything else default.
 	q := func(s string) string { j, _ := json.Marshal(s); return string(j) }

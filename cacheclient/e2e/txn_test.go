@@ -197,14 +197,23 @@ func TestTxnSnapshotInOpenTransactionThroughPlayer(t *testing.T) {
 	e := newKafkaEnv(t)
 	l := newLedger(10)
 	e.putTxn(l.nextLSN(), l.all()...)
-	addr, _ := startPlayerWith(t, e, nil)
+	p, addr, _ := startPlayerP(t, e, nil)
 	first, _, _ := accounts(t, []string{addr}, cacheclient.Config{}) // follows the head, to know the player read it
 	waitReady(t, first)
 	rnd := rand.New(rand.NewPCG(7, 8))
 	half := e.putTxn("", l.moves(rnd, 20)...) // the transaction's rows, not its end
 	eventually(t, "the player read the open transaction", func() bool { return first.Stats().Head >= half })
-	c, a, b := accounts(t, []string{addr}, cacheclient.Config{})
-	time.Sleep(300 * time.Millisecond) // the snapshot arrives and is staged
+	c, a, b := accounts(t, []string{addr}, cacheclient.Config{InstanceID: "late"})
+	// The client acknowledges the snapshot's end once it has staged (or, wrongly, published)
+	// it: nothing it shows changes after that until more records come.
+	eventually(t, "the snapshot acknowledged", func() bool {
+		for _, tg := range p.Status().Streams[0].Targets {
+			if tg.ID == "late" && tg.LastAck >= half {
+				return true
+			}
+		}
+		return false
+	})
 	if c.Ready() || c.Position() != -1 {
 		t.Fatalf("bootstrapped inside a transaction: ready %v position %d", c.Ready(), c.Position())
 	}

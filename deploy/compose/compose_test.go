@@ -119,7 +119,7 @@ func TestProject(t *testing.T) {
 	if v := p.Services["postgres"].Volumes; len(v) != 1 || v[0].Source != schema || !strings.HasPrefix(v[0].Target, "/docker-entrypoint-initdb.d/") || !v[0].ReadOnly {
 		t.Errorf("postgres volumes %+v: want the demo's schema.sql as an init script", v)
 	}
-	root, err := ociimage.ModuleDir(".")
+	root, err := ociimage.RootModuleDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 // images): static binaries, each appended as one layer to an empty base (package
 // deploy/internal/ociimage), written as tarballs that `docker load -i` reads.
 //
-//	go run ./deploy/images -out .run/images -version v0.1.0 -commit $(git rev-parse HEAD) \
+//	cd deploy && go run ./images -out ../.run/images -version v0.1.0 -commit $(git rev-parse HEAD) \
 //	    -created $(git log -1 --format=%cI) [-arch amd64] [name ...]
 //
 // With no names it builds every image: distributor, player, cachectl, sportsbook.
@@ -55,7 +55,7 @@ func run(out, version, commit, created, arch string, names []string) error {
 			specs = append(specs, s)
 		}
 	}
-	mod, err := ociimage.ModuleDir(".")
+	mod, err := ociimage.RootModuleDir(".")
 	if err != nil {
 		return err
 	}

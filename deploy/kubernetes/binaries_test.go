@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -46,7 +45,7 @@ import (
 func TestProbesAgainstBinaries(t *testing.T) {
 	admin := testenv.PostgresDSN(t)
 	brokers := testenv.KafkaBrokers(t)
-	mod, err := ociimage.ModuleDir(".")
+	mod, err := ociimage.RootModuleDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,24 +211,7 @@ type pod struct {
 	ports     portMap
 	cmd       *exec.Cmd
 	exited    <-chan struct{} // closed when cmd.Wait returned
-	out       *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	out       *testenv.LockedBuffer
 }
 
 // startPod runs exe as d's container: the config file of its ConfigMap at the path the
@@ -239,7 +221,7 @@ func startPod(t *testing.T, exe string, o objects, d appsv1.Deployment, secrets 
 	rewrite func(cfg map[string]any, ports portMap)) *pod {
 	t.Helper()
 	c := d.Spec.Template.Spec.Containers[0]
-	p := &pod{container: c, ports: portMap{}, out: &syncBuffer{}}
+	p := &pod{container: c, ports: portMap{}, out: &testenv.LockedBuffer{}}
 	for _, cp := range c.Ports {
 		_, port, _ := strings.Cut(testenv.FreeAddr(t), ":")
 		n, _ := strconv.Atoi(port)

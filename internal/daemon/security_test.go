@@ -10,8 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/statecast/statecast/internal/testenv"
@@ -169,36 +169,57 @@ func TestTLSFilesReload(t *testing.T) {
 	}
 }
 
-// TestWatch: Watch reloads what changed and logs a failure once, without the content.
+// TestWatch: Watch reloads what changed at its next read, and logs a failure once, without
+// the content.
 func TestWatch(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tokens")
-	writeFile(t, path, "a=tok-one\n")
-	s, err := LoadTokens(Tokens{File: path}, "tokens")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Watch(ctx, 10*time.Millisecond, slog.New(slog.NewTextHandler(&logs, nil)), s)
-	}()
-	defer func() { cancel(); <-done }()
-	writeFile(t, path, "a=tok-two\n")
-	waitUntil(t, func() bool { _, ok := s.Lookup("tok-two"); return ok })
-	_ = os.Remove(path)
-	waitUntil(t, func() bool { return strings.Contains(logs.String(), "reload failed") })
-	time.Sleep(100 * time.Millisecond)
-	if n := strings.Count(logs.String(), "reload failed"); n != 1 {
-		t.Errorf("a missing file logged %d times:\n%s", n, logs.String())
-	}
-	if strings.Contains(logs.String(), "tok-") {
-		t.Errorf("a token in the log:\n%s", logs.String())
-	}
-	if _, ok := s.Lookup("tok-two"); !ok {
-		t.Error("a missing file dropped the tokens")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const interval = 10 * time.Millisecond
+		path := filepath.Join(t.TempDir(), "tokens")
+		writeFile(t, path, "a=tok-one\n")
+		s, err := LoadTokens(Tokens{File: path}, "tokens")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs testenv.LockedBuffer
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			Watch(ctx, interval, slog.New(slog.NewTextHandler(&logs, nil)), s)
+		}()
+		defer func() { cancel(); <-done }()
+		// next lets n intervals pass and waits until Watch has handled the reads they brought.
+		next := func(n int) {
+			time.Sleep(time.Duration(n) * interval)
+			synctest.Wait()
+		}
+		writeFile(t, path, "a=tok-two\n")
+		next(1)
+		if _, ok := s.Lookup("tok-two"); !ok {
+			t.Fatal("the changed file was not reloaded at the next read")
+		}
+		if _, ok := s.Lookup("tok-one"); ok {
+			t.Error("the replaced token is still accepted")
+		}
+		if n := strings.Count(logs.String(), "reloaded"); n != 1 {
+			t.Errorf("a change logged %d times:\n%s", n, logs.String())
+		}
+		_ = os.Remove(path)
+		next(1)
+		if !strings.Contains(logs.String(), "reload failed") {
+			t.Fatalf("a missing file was not logged at the next read:\n%s", logs.String())
+		}
+		next(10)
+		if n := strings.Count(logs.String(), "reload failed"); n != 1 {
+			t.Errorf("a missing file logged %d times over 11 reads:\n%s", n, logs.String())
+		}
+		if strings.Contains(logs.String(), "tok-") {
+			t.Errorf("a token in the log:\n%s", logs.String())
+		}
+		if _, ok := s.Lookup("tok-two"); !ok {
+			t.Error("a missing file dropped the tokens")
+		}
+	})
 }
 
 // TestAdmin: a non-loopback admin address needs tokens; requests need a valid token when
@@ -244,35 +265,6 @@ func TestAdmin(t *testing.T) {
 			t.Errorf("token %q: %d %s, want %d", tok, resp.StatusCode, body, want)
 		}
 	}
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's goroutine and the test's.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestAdminTLS: admin.tls serves the admin endpoint over HTTPS with the configured

@@ -1,7 +1,3 @@
-// Package pggate is a TCP proxy in front of PostgreSQL that can hold the replication
-// connections alone: a distributor behind it keeps running its queries while its WAL
-// stream waits, so a backlog builds up in its own slot. Benchmarks time the catch-up;
-// tests check what a cycle does with a backlog.
 package pggate
 
 import (
@@ -11,9 +7,10 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"sync"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/statecast/statecast/internal/faultproxy"
 )
 
 // Gate is a TCP proxy in front of PostgreSQL that can hold what the server sends on
@@ -27,15 +24,7 @@ import (
 // startup message to tell replication connections apart: point it at a server reached
 // without TLS (sslmode=disable or prefer).
 type Gate struct {
-	ln     net.Listener
-	target string
-
-	mu     sync.Mutex
-	held   bool
-	open   chan struct{} // closed while not held
-	closed bool
-	conns  map[net.Conn]bool
-	wg     sync.WaitGroup
+	p *faultproxy.Proxy
 }
 
 // gateReadBuffer is the socket receive buffer of the gate's server side: small, so that
@@ -53,132 +42,36 @@ func Start(dsn string) (*Gate, string, error) {
 	if err != nil || u.Scheme == "" {
 		return nil, "", fmt.Errorf("pggate: the DSN must be a URL: %q", dsn)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := faultproxy.New(net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port)), faultproxy.WithSetup(setup))
 	if err != nil {
 		return nil, "", err
 	}
-	g := &Gate{ln: ln, target: net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port)), open: make(chan struct{}), conns: map[net.Conn]bool{}}
-	close(g.open)
-	u.Host = ln.Addr().String()
-	g.wg.Go(g.accept)
-	return g, u.String(), nil
+	u.Host = p.Addr()
+	return &Gate{p: p}, u.String(), nil
 }
 
 // Hold stops forwarding what the server sends on replication connections (at most one
 // read of gateReadBuffer bytes per connection is already in the gate).
-func (g *Gate) Hold() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.held {
-		g.held = true
-		g.open = make(chan struct{})
-	}
-}
+func (g *Gate) Hold() { g.p.Blackhole() }
 
 // Release forwards again.
-func (g *Gate) Release() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.held {
-		g.held = false
-		close(g.open)
-	}
-}
+func (g *Gate) Release() { g.p.Heal() }
 
 // Close stops the gate and closes every connection through it.
-func (g *Gate) Close() {
-	_ = g.ln.Close()
-	g.Release()
-	g.mu.Lock()
-	g.closed = true
-	for c := range g.conns {
-		_ = c.Close()
-	}
-	g.mu.Unlock()
-	g.wg.Wait()
-}
+func (g *Gate) Close() { g.p.Close() }
 
-// track adds c to the connections Close closes (false: the gate is closed) or removes it.
-func (g *Gate) track(c net.Conn, add bool) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !add {
-		delete(g.conns, c)
-		return true
-	}
-	if g.closed {
-		return false
-	}
-	g.conns[c] = true
-	return true
-}
-
-func (g *Gate) accept() {
-	for {
-		c, err := g.ln.Accept()
-		if err != nil {
-			return
-		}
-		g.wg.Go(func() { g.serve(c) })
-	}
-}
-
-// serve proxies one client connection.
-func (g *Gate) serve(client net.Conn) {
-	defer client.Close()
-	if !g.track(client, true) {
-		return
-	}
-	defer g.track(client, false)
+// setup reads a client's startup message and passes it on: a replication connection's
+// link is held by Hold in what the server sends, others never are.
+func setup(client net.Conn) (faultproxy.Link, error) {
 	startup, replication, err := readStartup(client)
 	if err != nil {
-		return
+		return faultproxy.Link{}, err
 	}
-	server, err := net.Dial("tcp", g.target)
-	if err != nil {
-		return
+	link := faultproxy.Link{Preamble: startup}
+	if replication {
+		link.Hold, link.ServerReadBuffer = faultproxy.ToClient, gateReadBuffer
 	}
-	defer server.Close()
-	if !g.track(server, true) {
-		return
-	}
-	defer g.track(server, false)
-	if tc, ok := server.(*net.TCPConn); ok && replication {
-		_ = tc.SetReadBuffer(gateReadBuffer)
-	}
-	if _, err := server.Write(startup); err != nil {
-		return
-	}
-	done := make(chan struct{}, 2)
-	go func() {
-		_, _ = io.Copy(server, client)
-		_ = server.Close()
-		done <- struct{}{}
-	}()
-	go func() {
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := server.Read(buf)
-			if n > 0 {
-				if replication {
-					g.mu.Lock()
-					open := g.open
-					g.mu.Unlock()
-					<-open
-				}
-				if _, werr := client.Write(buf[:n]); werr != nil {
-					break
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
-		_ = client.Close()
-		done <- struct{}{}
-	}()
-	<-done
-	<-done
+	return link, nil
 }
 
 // Protocol codes of the requests a client may send before its startup message.

@@ -180,22 +180,34 @@ func (k *Kafka) stop() {
 	_ = cmd.Run()
 }
 
-// repoRoot walks up from the working directory to the directory holding go.mod.
+// repoRoot walks up from the working directory to the repository's root: the directory
+// whose go.mod is the module github.com/statecast/statecast. The go.mod of a nested
+// module on the way (deploy/, cacheclient/e2e/) is passed over.
 func repoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && isRootModule(b) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
+			return "", fmt.Errorf("no go.mod of github.com/statecast/statecast above the working directory")
 		}
 		dir = parent
 	}
+}
+
+// isRootModule reports whether gomod's module line names github.com/statecast/statecast.
+func isRootModule(gomod []byte) bool {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`) == "github.com/statecast/statecast"
+		}
+	}
+	return false
 }
 
 // Postgres is a dedicated PostgreSQL cluster started for one test by

@@ -1,26 +1,32 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
 // BuildCommand builds the command of package pkg (an import path) into the test's
-// temporary directory and returns the binary's path.
+// temporary directory and returns the binary's path. go build runs in the repository's
+// root module, so that a test of a nested module (deploy/, cacheclient/e2e/) builds a
+// command of the root module with the root's go.mod and go.sum.
 func BuildCommand(t testing.TB, pkg string) string {
 	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatalf("testenv: go build %s: %v", pkg, err)
+	}
 	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("testenv: go build %s: %v\n%s", pkg, err, out)
 	}
 	return bin
@@ -30,7 +36,7 @@ func BuildCommand(t testing.TB, pkg string) string {
 // buffer) and its end.
 type Proc struct {
 	cmd  *exec.Cmd
-	out  lockedBuffer
+	out  LockedBuffer
 	done chan struct{}
 	err  error
 }
@@ -116,21 +122,4 @@ func leaks(line, secret string) bool {
 		}
 	}
 	return false
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

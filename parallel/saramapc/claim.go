@@ -41,18 +41,85 @@ func (h *groupHandler) resume(claim sarama.ConsumerGroupClaim) (*parallel.Checkp
 	return &cp, nil
 }
 
+// claimRun is one claimed partition, from its engine's start to its final commit. sarama's
+// ConsumeClaim goroutine runs it (consumeClaim): it feeds the engine (intake) and, under
+// CommitSync, commits; under the other modes a committer goroutine of its own commits
+// (committer). Those two goroutines share observed (atomic), last and fenced (under mu)
+// and ended (a channel); the other fields are set before the committer starts and are
+// only read afterwards.
+type claimRun struct {
+	h         *groupHandler
+	cfg       Config
+	sess      sarama.ConsumerGroupSession
+	claim     sarama.ConsumerGroupClaim
+	topic     string
+	partition int32
+	name      string // "topic/partition": the engine's key in Consumer.Stats, and in logs
+	eng       *parallel.Engine[Message]
+	pend      *pendingOutputs // CommitTransactional: the outputs awaiting their transaction; nil otherwise
+	instance  *string         // the static member id (Consumer.Group.InstanceId), nil without one
+
+	// observed: whether there is anything to commit (a resume point or a submitted record).
+	// Atomic, so that intake never waits for a commit in progress.
+	observed atomic.Bool
+
+	mu     sync.Mutex        // serializes commits; guards last and fenced
+	last   parallel.Progress // what the last successful commit committed
+	fenced bool              // the broker refused a transaction: the final commit is skipped
+
+	// ended is closed (once, endOnce) when the claim must stop early: fenced, or the
+	// producer failed.
+	ended   chan struct{}
+	endOnce sync.Once
+
+	stopCommitter chan struct{} // closed by finish: the committer returns
+	wg            sync.WaitGroup
+}
+
+// consumeClaim runs one claim on sarama's ConsumeClaim goroutine until the session ends,
+// the engine stops or the claim must end early, and returns the error that ends Run (nil
+// for a claim that simply ended).
 func (h *groupHandler) consumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	cfg := h.c.cfg
-	topic, partition := claim.Topic(), claim.Partition()
-	resume, err := h.resume(claim)
+	r, err := h.newClaimRun(sess, claim)
 	if err != nil {
 		return err
 	}
+	h.c.mu.Lock()
+	h.c.engines[r.name] = r.eng
+	h.c.mu.Unlock()
+	defer func() {
+		h.c.mu.Lock()
+		delete(h.c.engines, r.name)
+		h.c.mu.Unlock()
+	}()
+	if r.cfg.Commit != CommitSync {
+		r.wg.Go(r.committer)
+	}
+	err = r.intake()
+	if err == nil {
+		err = r.eng.Err()
+	}
+	return r.finish(err)
+}
+
+// newClaimRun reads where the claim resumes and starts its engine (on sarama's
+// ConsumeClaim goroutine, before anything else runs).
+func (h *groupHandler) newClaimRun(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) (*claimRun, error) {
+	cfg := h.c.cfg
+	resume, err := h.resume(claim)
+	if err != nil {
+		return nil, err
+	}
+	r := &claimRun{
+		h: h, cfg: cfg, sess: sess, claim: claim, topic: claim.Topic(), partition: claim.Partition(),
+		last: parallel.Progress{Watermark: -1}, ended: make(chan struct{}), stopCommitter: make(chan struct{}),
+	}
+	r.name = fmt.Sprintf("%s/%d", r.topic, r.partition)
 	ecfg := cfg.Engine
 	ecfg.Resume = resume
-	var pend *pendingOutputs
 	if cfg.Commit == CommitTransactional {
-		pend = newPendingOutputs(cfg.MaxPendingBytes)
+		pend := newPendingOutputs(cfg.MaxPendingBytes)
+		r.pend = pend
 		ecfg.Handler = h.c.txnHandler(pend)
 		userHook := ecfg.Hooks.OnComplete
 		ecfg.Hooks.OnComplete = func(offset int64, attempts int, failed bool) {
@@ -63,212 +130,115 @@ func (h *groupHandler) consumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		}
 	}
 	if cfg.DeadLetterTopic != "" {
-		ecfg.DeadLetter = h.deadLetterSink(pend, cfg.Engine.DeadLetter)
+		ecfg.DeadLetter = h.deadLetterSink(r.pend, cfg.Engine.DeadLetter)
 	}
-	eng, err := parallel.New(ecfg)
-	if err != nil {
-		return err
+	if r.eng, err = parallel.New(ecfg); err != nil {
+		return nil, err
 	}
-	name := fmt.Sprintf("%s/%d", topic, partition)
-	h.c.mu.Lock()
-	h.c.engines[name] = eng
-	h.c.mu.Unlock()
-	defer func() {
-		h.c.mu.Lock()
-		delete(h.c.engines, name)
-		h.c.mu.Unlock()
-	}()
-
-	var instance *string
 	if id := cfg.Sarama.Consumer.Group.InstanceId; id != "" {
-		instance = &id
+		r.instance = &id
 	}
+	r.observed.Store(resume != nil)
+	return r, nil
+}
 
-	// observed: whether there is anything to commit (a resume point or a submitted record).
-	// Atomic, so that intake never waits for a commit in progress.
-	var observed atomic.Bool
-	observed.Store(resume != nil)
-	var mu sync.Mutex // serializes commits; guards last and fenced
-	last := parallel.Progress{Watermark: -1}
-	commit := func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if !observed.Load() {
-			return nil
-		}
-		p := eng.Progress()
-		if p.Watermark == last.Watermark && p.Metadata == last.Metadata {
-			return nil
-		}
-		var err error
-		outputs := 0
-		if pend != nil {
-			// The member on whose behalf the transaction commits, read for each one (a
-			// cooperative rebalance moves a retained claim to a new generation): the broker
-			// refuses a transaction of an older generation (KIP-447), so an instance that
-			// lost the partition cannot commit.
-			gm := sarama.NewConsumerGroupMetadataFromSession(sess, cfg.Group, instance)
-			outputs, err = h.txn.commitTxn(pend, gm, topic, partition, p)
-			var fatal *fatalProducerError
-			if errors.Is(err, ErrFenced) && !errors.As(err, &fatal) &&
-				(sess.GenerationID() != gm.GenerationID || sess.MemberID() != gm.MemberID) {
-				// The session moved on during the transaction: retry with the new one.
-				err = fmt.Errorf("saramapc: generation changed during the transaction, retrying: %v", err)
-			}
-		} else {
-			err = h.coord.Commit(sess.GenerationID(), sess.MemberID(), topic, partition, p)
-		}
-		h.c.committed(topic, partition, p, outputs, err)
-		if err != nil {
-			return err
-		}
-		last = p
-		return nil
-	}
-
-	// ended is closed when the claim must stop early: fenced, or the producer failed.
-	ended := make(chan struct{})
-	var endOnce sync.Once
-	var fenced bool
-	// handleCommitErr reports whether the claim may go on after a failed commit.
-	handleCommitErr := func(err error, what string) bool {
-		var fe *fatalProducerError
-		switch {
-		case errors.As(err, &fe):
-			h.c.fail(err)
-		case errors.Is(err, ErrFenced):
-			h.c.log.Warn("saramapc: claim fenced, ending it", "partition", name, "err", err)
-			mu.Lock()
-			fenced = true
-			mu.Unlock()
-		default:
-			h.c.log.Warn("saramapc: "+what, "partition", name, "err", err)
-			return true
-		}
-		endOnce.Do(func() { close(ended) })
-		return false
-	}
-
-	stopCommitter := make(chan struct{})
-	var wg sync.WaitGroup
-	if cfg.Commit != CommitSync {
-		var kick <-chan struct{}
-		if pend != nil {
-			kick = pend.kick
-		}
-		wg.Go(func() {
-			t := time.NewTicker(cfg.CommitInterval)
-			defer t.Stop()
-			for {
-				select {
-				case <-stopCommitter:
-					return
-				case <-t.C:
-				case <-kick:
-				}
-				if err := commit(); err != nil {
-					if !handleCommitErr(err, "periodic commit") {
-						return
-					}
-					if pend != nil && pend.pressure.Load() {
-						// Handlers may be waiting for room: retry soon, not at the next tick.
-						time.AfterFunc(100*time.Millisecond, pend.completed)
-					}
-				}
-			}
-		})
-	}
-
-	// submit hands msg to the engine. Under CommitSync a Submit blocked for a whole
-	// CommitInterval gives way to a commit, so commits stay periodic when intake is full.
-	submit := func(ctx context.Context, rec parallel.Record[Message]) error {
-		if cfg.Commit != CommitSync {
-			return eng.Submit(ctx, rec)
-		}
-		for {
-			sctx, cancel := context.WithTimeout(ctx, cfg.CommitInterval)
-			err := eng.Submit(sctx, rec)
-			cancel()
-			if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
-				return err
-			}
-			if err := commit(); err != nil {
-				return err
-			}
-		}
-	}
+// intake submits the partition's messages to the engine, in offset order, and under
+// CommitSync commits every CommitInterval, until the session ends, the engine stops, the
+// claim is ended early (ended) or a commit or a submission fails; it returns that failure
+// (nil when it stopped for another reason). It runs on sarama's ConsumeClaim goroutine.
+func (r *claimRun) intake() error {
 	var syncTick <-chan time.Time
-	if cfg.Commit == CommitSync {
-		t := time.NewTicker(cfg.CommitInterval)
+	if r.cfg.Commit == CommitSync {
+		t := time.NewTicker(r.cfg.CommitInterval)
 		defer t.Stop()
 		syncTick = t.C
 	}
-
-	var runErr error
-	ctx := sess.Context()
-loop:
+	ctx := r.sess.Context()
 	for {
 		select {
 		case <-ctx.Done():
-			break loop
-		case <-eng.Done():
-			break loop
-		case <-ended:
-			break loop
+			return nil
+		case <-r.eng.Done():
+			return nil
+		case <-r.ended:
+			return nil
 		case <-syncTick:
-			if err := commit(); err != nil {
-				runErr = err
-				break loop
+			if err := r.commit(); err != nil {
+				return err
 			}
-		case msg, ok := <-claim.Messages():
+		case msg, ok := <-r.claim.Messages():
 			if !ok {
-				break loop
+				return nil
 			}
-			observed.Store(true)
-			err := submit(ctx, parallel.Record[Message]{Key: msg.Key, Offset: msg.Offset, Value: msg, Size: len(msg.Key) + len(msg.Value)})
+			r.observed.Store(true)
+			err := r.submit(ctx, parallel.Record[Message]{Key: msg.Key, Offset: msg.Offset, Value: msg, Size: len(msg.Key) + len(msg.Value)})
 			if err != nil {
 				if errors.Is(err, context.Canceled) || errors.Is(err, parallel.ErrClosed) {
-					break loop
+					return nil
 				}
 				if !errors.Is(err, parallel.ErrOffsetOrder) {
-					runErr = err
-					break loop
+					return err
 				}
 				// A redelivered offset (sarama never does this within a claim): skip it.
 			}
 		}
 	}
-	if runErr == nil {
-		runErr = eng.Err()
-	}
+}
 
-	mode, timeout := parallel.NoDrain, cfg.RevokeTimeout
-	if cfg.Drain && h.c.closing() && runErr == nil {
-		mode, timeout = parallel.Drain, cfg.DrainTimeout
+// submit hands rec to the engine. Under CommitSync a Submit blocked for a whole
+// CommitInterval gives way to a commit, so commits stay periodic when intake is full. It
+// runs on sarama's ConsumeClaim goroutine (intake).
+func (r *claimRun) submit(ctx context.Context, rec parallel.Record[Message]) error {
+	if r.cfg.Commit != CommitSync {
+		return r.eng.Submit(ctx, rec)
 	}
-	if pend != nil && mode == parallel.NoDrain {
-		pend.close() // handlers waiting for room give up: their records run again later
+	for {
+		sctx, cancel := context.WithTimeout(ctx, r.cfg.CommitInterval)
+		err := r.eng.Submit(sctx, rec)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			return err
+		}
+		if err := r.commit(); err != nil {
+			return err
+		}
+	}
+}
+
+// finish ends the claim, whose intake ended with runErr (its failure or the engine's
+// error; nil for neither): it shuts the engine down (drained when Run is closing with
+// Config.Drain and nothing failed, else within RevokeTimeout), stops the committer and
+// commits the final progress unless the claim was fenced. It returns the claim's error:
+// runErr, or under CommitSync a failed final commit. It runs on sarama's ConsumeClaim
+// goroutine.
+func (r *claimRun) finish(runErr error) error {
+	mode, timeout := parallel.NoDrain, r.cfg.RevokeTimeout
+	if r.cfg.Drain && r.h.c.closing() && runErr == nil {
+		mode, timeout = parallel.Drain, r.cfg.DrainTimeout
+	}
+	if r.pend != nil && mode == parallel.NoDrain {
+		r.pend.close() // handlers waiting for room give up: their records run again later
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
-	if err := eng.Shutdown(sctx, mode); err != nil {
-		h.c.log.Warn("saramapc: claim shutdown", "partition", name, "err", err)
+	if err := r.eng.Shutdown(sctx, mode); err != nil {
+		r.h.c.log.Warn("saramapc: claim shutdown", "partition", r.name, "err", err)
 	}
 	cancel()
-	if pend != nil {
-		pend.close()
+	if r.pend != nil {
+		r.pend.close()
 	}
-	close(stopCommitter)
-	wg.Wait()
-	mu.Lock()
-	skip := fenced
-	mu.Unlock()
+	close(r.stopCommitter)
+	r.wg.Wait()
+	r.mu.Lock()
+	skip := r.fenced
+	r.mu.Unlock()
 	if !skip {
-		if err := commit(); err != nil {
-			if cfg.Commit == CommitSync && runErr == nil {
+		if err := r.commit(); err != nil {
+			if r.cfg.Commit == CommitSync && runErr == nil {
 				runErr = err
 			} else {
 				// Not fatal: the next owner reprocesses from the last successful commit.
-				handleCommitErr(err, "final commit")
+				r.handleCommitErr(err, "final commit")
 			}
 		}
 	}

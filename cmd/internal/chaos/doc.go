@@ -13,11 +13,11 @@
 // writer goroutines on PostgreSQL: inserts, updates, deletes and multi-row transactions
 // over five views (a filtered one, two joins, a composite key; views.go).
 //
-// Every hop goes through a TCP proxy of the run (proxy.go), one per component and server,
-// so that a fault hits one connection path: distributor⇄PostgreSQL, distributor⇄Kafka,
-// player⇄Kafka, client⇄player. Kafka clients connect to the addresses the broker
-// advertises, not to the one they were given; the broker therefore has one listener per
-// proxied component, each advertising that component's proxy port
+// Every hop goes through a TCP proxy of the run (internal/faultproxy), one per component
+// and server, so that a fault hits one connection path: distributor⇄PostgreSQL,
+// distributor⇄Kafka, player⇄Kafka, client⇄player. Kafka clients connect to the addresses
+// the broker advertises, not to the one they were given; the broker therefore has one
+// listener per proxied component, each advertising that component's proxy port
 // (STATECAST_KAFKA_LISTENERS of deploy/local/kafka.sh), and every connection of the
 // component, after the bootstrap too, goes through its proxy.
 //

@@ -15,6 +15,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/statecast/statecast/internal/faultproxy"
 	"github.com/statecast/statecast/kafkaconn"
 )
 
@@ -220,7 +221,7 @@ type run struct {
 	dists   []*proc
 	players []*proc
 	clients []*proc
-	proxies map[string]*proxy
+	proxies map[string]*faultproxy.Proxy
 	http    map[string]string // distributor, player, client → its HTTP address
 	views   map[string][]string
 	sums    []int64
@@ -265,7 +266,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, start: time.Now(), procs: map[string]*proc{}, proxies: map[string]*proxy{}, http: map[string]string{},
+	r := &run{cfg: cfg, start: time.Now(), procs: map[string]*proc{}, proxies: map[string]*faultproxy.Proxy{}, http: map[string]string{},
 		views: map[string][]string{}, faults: map[string]int{}, httpc: &http.Client{Timeout: 10 * time.Second}}
 	r.tapCtx, r.stopTap = context.WithCancel(context.Background())
 	r.logf("seed %d (replay: make chaos SEED=%d DURATION=%v CHANGES=%d)", cfg.Seed, cfg.Seed, cfg.Duration, cfg.Changes)
@@ -458,7 +459,7 @@ func (r *run) resolve(f fault) []string {
 		for _, p := range r.players {
 			h := p.name + "/" + role
 			all = append(all, h)
-			if r.proxies[h].live() > 0 {
+			if r.proxies[h].Links() > 0 {
 				live = append(live, h)
 			}
 		}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/statecast/statecast/internal/faultproxy"
 )
 
 // The run's own PostgreSQL and Kafka, started by deploy/local's scripts with private state
@@ -98,9 +100,9 @@ func (p *pgServer) Stop() {
 
 // kafkaListener is a broker listener for one component, advertised as its proxy's port.
 type kafkaListener struct {
-	name  string // KAFKA_LISTENER_NAME
-	port  int    // where the broker listens
-	proxy *proxy // where the component connects, and what the metadata says
+	name  string            // KAFKA_LISTENER_NAME
+	port  int               // where the broker listens
+	proxy *faultproxy.Proxy // where the component connects, and what the metadata says
 }
 
 // kafkaServer is the run's broker.

@@ -18,6 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/statecast/statecast/internal/faultproxy"
 )
 
 // findRepo walks up from the working directory to the module root.
@@ -110,8 +112,10 @@ var clientViews = [][]string{
 	{"accounts", "rich", "items", "lines", "priced_lines"},
 }
 
-func (r *run) addProxy(name, target string) (*proxy, error) {
-	p, err := newProxy(name, target)
+// addProxy starts a proxy to target and keeps it under name, the hop's name in faults'
+// targets.
+func (r *run) addProxy(name, target string) (*faultproxy.Proxy, error) {
+	p, err := faultproxy.New(target)
 	if err != nil {
 		return nil, err
 	}

@@ -60,18 +60,35 @@ func BuildBinary(ctx context.Context, moduleDir, pkg, out string, b Build) error
 	return nil
 }
 
-// ModuleDir returns the root of the module that holds dir (where go.mod is).
-func ModuleDir(dir string) (string, error) {
+// RootModule is the module whose commands the images hold: the repository's root module.
+// deploy/ is a module of its own (deploy/go.mod) nested in it.
+const RootModule = "github.com/statecast/statecast"
+
+// RootModuleDir returns the directory of the statecast root module (the go.mod whose
+// module line is RootModule) at or above dir: where go build ./cmd/... runs. A go.mod of
+// another module on the way, such as deploy/go.mod, is passed over.
+func RootModuleDir(dir string) (string, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
 	}
 	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && modulePath(b) == RootModule {
 			return d, nil
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no go.mod above %s", dir)
+			return "", fmt.Errorf("no go.mod of module %s at or above %s", RootModule, dir)
 		}
 	}
+}
+
+// modulePath is the path on a go.mod's module line ("" when it has none).
+func modulePath(gomod []byte) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`)
+		}
+	}
+	return ""
 }

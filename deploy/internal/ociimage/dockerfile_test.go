@@ -106,7 +106,7 @@ func pairs(t *testing.T, args string) map[string]string {
 // built the same way, the same files, user, ports, entrypoint, arguments and labels — so
 // that `docker build` and `make images` give the same images.
 func TestDockerfile(t *testing.T) {
-	mod, err := ModuleDir(".")
+	mod, err := RootModuleDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ var testBuild = Build{
 // reads it back by its tags, checks its manifest and config, and runs the binary taken
 // out of its layer with -version.
 func TestImages(t *testing.T) {
-	mod, err := ModuleDir(".")
+	mod, err := RootModuleDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}
