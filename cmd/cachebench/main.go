@@ -30,6 +30,8 @@ var benchmarks = []bench.Benchmark{
 		Run: runCaptureThroughput},
 	{Name: "capture-fanout", About: "WAL capture: a competition rename reaching its 10,000 rows of a three-table join view, vs re-reading the whole view",
 		Run: runCaptureFanout},
+	{Name: "capture-sportsbook", About: "WAL capture: commit -> visible per view of a sportsbook of real size (joins, aggregates, EXISTS, UNION ALL, window, DISTINCT ON, subqueries, CTE beside single-table views), 4 writers at 1,000 commits/s, vs the single-table views and capture-latency alone",
+		Run: runCaptureSportsbook},
 	{Name: "player-delay", About: "delivery delay (player vs bare gRPC fan-out vs sarama consumers), 2-20 targets x 1-10 KB at 1,000 entries/s",
 		Run: runPlayerDelay},
 	{Name: "player-throughput", About: "fan-out throughput to 20 targets with 1 KB entries vs a raw gRPC fan-out on loopback",
