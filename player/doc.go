@@ -60,13 +60,14 @@
 //
 // # Guarantees
 //
-// In the words of DESIGN.md: a target receives indexes in strictly increasing order
-// (ordered), never an index twice across reconnects and player restarts (unique), every
-// record of its views once faults stop, or a snapshot that includes its effect (reliable),
-// and, resuming from i, exactly the records after i (resumable). The player holds no
-// durable state: any player can serve any target, which resumes from the index it sends.
-// A slow target never slows the others and holds at most Config.TargetBudgetBytes: past
-// it, it is caught up again from the log instead of buffered, without being disconnected.
+// The delivery guarantees of docs/architecture.md: a target receives indexes in strictly
+// increasing order (ordered), never an index twice across reconnects and player restarts
+// (unique), every record of its views once faults stop, or a snapshot that includes its
+// effect (reliable), and, resuming from i, exactly the records after i (resumable). The
+// player holds no durable state: any player can serve any target, which resumes from the
+// index it sends. A slow target never slows the others and holds at most
+// Config.TargetBudgetBytes: past it, it is caught up again from the log instead of
+// buffered, without being disconnected.
 //
 // # Configuration
 //
