@@ -2,7 +2,8 @@
 // statecast player, keeps typed views of a stream in memory behind the service's own
 // secondary indexes, runs change handlers, and can persist its state to restart quickly.
 // It depends on gRPC and protobuf only (never on a Kafka or PostgreSQL client; a test
-// checks the dependency list). Prometheus metrics live in the subpackage cacheprom.
+// checks the dependency list). Prometheus metrics live in the subpackage cacheprom, the
+// status page in cachestatus.
 //
 // # Use
 //
@@ -192,6 +193,7 @@
 // handler that panics has failed that attempt (retried, then [Hooks].OnHandlerError).
 // Every recovered panic is counted ([Stats].Panics) and logged (the first ones with their
 // stack).
+//
 // cacheprom.NewCollector exports Stats to Prometheus on each scrape.
 //
 // # Concurrency rules
@@ -201,9 +203,9 @@
 //     safe from any goroutine at any time.
 //   - Decoders and index functions must be pure and must not call the client (an index
 //     function's values for an object are computed again when the object is replaced:
-//     one that panics then leaves the old values indexed). Index
-//     functions and the decoding of live rows run on the connection goroutine; the rows of
-//     a snapshot or state file are decoded on GOMAXPROCS goroutines at once.
+//     one that panics then leaves the old values indexed). Index functions and the
+//     decoding of live rows run on the connection goroutine; the rows of a snapshot or
+//     state file are decoded on GOMAXPROCS goroutines at once.
 //   - Hooks run on the connection goroutine, except OnHandlerError (a handler goroutine),
 //     OnPersist (the persistence goroutine, or Close) and the OnResync of an unusable state
 //     file (the load goroutine). They must be fast and must not call back into the client
@@ -212,6 +214,22 @@
 // # Internals
 //
 // The rest of this comment is for maintainers.
+//
+// Files. The API: client.go (Client: New, Register, Start, Run, Close, WaitReady),
+// config.go (Config and its defaults, Validate, the options, Hooks), credentials.go
+// (TLSFiles, the token sources, DefaultInstanceID), view.go (View and Version: Get, Range,
+// the secondary indexes; Decoder, IndexFunc), read.go (Cut, Read, View.In, and the
+// publication), source.go (LSN, ParseLSN, WaitFor), handlers.go (OnChange and its
+// options), keys.go (Key, SplitKey), errors.go (the sentinels and the error types),
+// stats.go (Stats, ViewStats), info.go (Info, Done), panic.go (PanicError; the decoders
+// and index functions run under recover, as dispatch.go runs handlers). The machinery: conn.go (the
+// connection goroutine: dialling, failover, one Subscribe session), frame.go (the frames'
+// decoder), receive.go (the order checks and what each frame does), apply.go (entries
+// applied to the working versions, the changes, the epoch accounting), snapshot.go (a
+// snapshot staged and built beside the live version), trie.go (the persistent hash trie),
+// dispatch.go (a handler's changes on a parallel.Engine), handled.go (the newest Cut whose
+// changes every handler completed), persist.go (the state file: written, verified,
+// loaded).
 //
 // Goroutines. The connection goroutine (one per client) holds one Subscribe stream to one
 // player at a time: it receives frames, checks their order, applies batches, publishes
@@ -278,9 +296,9 @@
 //
 // Order checks and resync. The client keeps its applied position and checks every frame
 // like an ordered consumer: batch positions must be strictly increasing and above the
-// applied position (or the last staged one), snapshot frames must be well nested, keys must belong to a subscribed
-// view. Any anomaly drops the stream and resubscribes from the applied position (a batch
-// is checked whole before any of it is applied). ResyncRequired is followed by a snapshot.
+// applied position (or the last staged one), snapshot frames must be well nested, keys
+// must belong to a subscribed view. Any anomaly drops the stream and resubscribes from the
+// applied position (a batch is checked whole before any of it is applied). ResyncRequired is followed by a snapshot.
 // The epoch check counts the rows the decoder refused too (they are hidden but accounted),
 // with the row hashes of schemas/record; a mismatch resubscribes without a resume
 // position.

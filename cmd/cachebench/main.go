@@ -1,12 +1,3 @@
-// Command cachebench runs statecast's benchmarks against the real PostgreSQL and Kafka
-// (STATECAST_PG_DSN, STATECAST_KAFKA_BROKERS; `make infra` starts them).
-//
-//	cachebench                 lists the benchmarks
-//	cachebench <name> [flags]  runs one; `cachebench <name> -h` shows its flags
-//
-// Every benchmark prints the baseline it is compared with, measured in the same run. Each
-// benchmark's file holds its flags and its scenario; the instruments they share are in
-// cmd/internal/bench. docs/BENCHMARKS.md says what each one measures and its latest result.
 package main
 
 import (

@@ -12,14 +12,20 @@
 //     origins). The result, a [ViewDeps], says per table whether its changes map to view
 //     rows through output columns that hold the table's identity ([Mapping]) or force a
 //     full re-read of the view, and why.
-//   - [EnsurePublication] and [Slot] manage the stream's publication and logical slot:
-//     created when missing, validated when present (another plugin, another database, a
-//     missing table, an invalidated slot: errors that name it).
+//   - [Lookup] re-reads the rows of a view whose output columns hold given values (a
+//     changed table's identities, or the view's keys), in chunks, through the condition
+//     PostgreSQL pushes down into the view's query.
+//   - [EnsurePublication] and the slot's functions ([LookupSlot], [SlotInfo.Check],
+//     [CreateSlot], [DropSlot], [Retained]) manage the stream's publication and logical
+//     slot: created when missing, validated when present (another plugin, another
+//     database, a missing table, an invalidated slot: errors that name it).
 //   - [Receiver] owns the replication connection: it decodes pgoutput messages into
 //     [Txn]s (the changed rows' identity values, old and new, per relation), tracks how far
-//     the server has decoded (keepalives), and reports the confirmed position back.
+//     the server has decoded (keepalives), and reports the confirmed position back. Each
+//     stream that reads the slot has a [Sub] of its own: the transactions that touch its
+//     tables, and the position it confirmed (the slot is confirmed at the lowest).
 //   - [Snapshot] is a REPEATABLE READ transaction whose visibility (xmin, xmax, in-progress
-//     xids) and WAL insert position were read with its first statement. With [Receiver.Take]
+//     xids) and WAL insert position were read with its first statement. With [Sub.Take]
 //     it yields the transactions the snapshot reflects: every transaction it shows must be
 //     received first (the receiver has decoded past the insert position), and the visible
 //     ones must form a prefix of the commit order ([Split]); then the snapshot is the state
@@ -29,8 +35,16 @@
 // # Goroutines
 //
 // The Receiver runs one goroutine (Run) that alone reads from and writes to the replication
-// connection; other goroutines talk to it through methods that only touch its mutex-guarded
-// state (Take, Pending, Confirm, Ping) and a wake (the socket's read deadline set to now)
-// that interrupts a blocked read so that a ping or a confirmation goes out at once. Everything else in the package is called
-// by the distributor's publisher loop and holds no goroutine.
+// connection; other goroutines talk to it through methods (its own and its Subs': Take,
+// Pending, Confirm, Ping) that only touch its mutex-guarded state, and a wake (the
+// socket's read deadline set to now) that interrupts a blocked read so that a ping or a
+// confirmation goes out at once. Everything else in the package is called by the
+// distributor's publisher loops and holds no goroutine.
+//
+// # Files
+//
+// analyze.go (Analyze and what it returns: ViewSpec, ViewDeps, Table, Column, Mapping),
+// lookup.go (Lookup), publication.go (EnsurePublication), slot.go (the slot's functions,
+// SlotInfo, ErrSlotLost), receiver.go (Receiver, Sub, Txn, Change, Identity, LSN),
+// snapshot.go (Snapshot: BeginSnapshot, ImportSnapshot, Split; FlushWAL, WALPositions).
 package capture
