@@ -129,8 +129,10 @@
 //     the views' analysis, the publication, the slot, the receiver, the loop and the idle
 //     position records), wal_cycle.go (one cycle: snapshot, prefix, re-reads, publish,
 //     confirm), wal_view.go (how changed base rows become changed view rows: keys, reverse
-//     maps, reads of the changed identities), wal_reason.go (why a cycle reads a view in
-//     full), wal_flush.go (an idle stream has the server flush its WAL).
+//     maps, hops, reads of the changed values), wal_behind.go (a view re-read in full off
+//     the cycles, in a snapshot a cycle exports, following the stream at a position of
+//     its own meanwhile), wal_reason.go (why a view is read in full), wal_flush.go (an
+//     idle stream has the server flush its WAL).
 //
 // Run starts the HTTP servers, the dependency checks (watchDeps) and, per group (a polling
 // stream alone, or the wal streams that share a slot), its lifecycle (group.run): standby
@@ -150,7 +152,10 @@
 //     (capture.Receiver.Run), the only goroutine on the replication connection, and per
 //     stream of the group its session loop (walSession.loop), which is that stream's
 //     publisher loop with the same ownership: it alone reads, publishes, and touches
-//     viewState and its walSession;
+//     viewState and its walSession — but for a view it has handed to a background
+//     re-read (wal_behind.go: one goroutine per such read, on a connection of its own,
+//     reading the view's state while the loop leaves that view alone, and handing its
+//     result back to the loop to publish);
 //   - per stream, the cron scheduler (robfig/cron/v3), which sends reconcile requests;
 //   - per send, one goroutine that counts the producer's acknowledgements; per commit, one
 //     that runs it, so that an ended ctx need not wait for it (producer.go); per long read,

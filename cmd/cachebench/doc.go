@@ -11,7 +11,8 @@
 // Files: main.go (the list of benchmarks and main), one file per benchmark, named after
 // it: distributor_snapshot.go, distributor_latency.go, capture_latency.go,
 // capture_throughput.go, capture_fanout.go, player_delay.go, player_throughput.go,
-// player_scale.go; and capture.go, what the capture benchmarks share (their flags, their
+// player_scale.go, capture_sportsbook.go (a sportsbook's views of every shape in one
+// stream under four writers); and capture.go, what the capture benchmarks share (their flags, their
 // table and view, the goals' verdict lines, and the pg_recvlogical floor they are compared
 // with).
 package main

@@ -37,5 +37,7 @@
 //     commit times), capture.go (Pipeline, Cache, Publication), probe.go (Probe, when a
 //     transaction became visible in a view), recvlogical.go (RecvLogical, pg_recvlogical
 //     as the floor) with pgoutput.go (its output split into pgoutput messages), slots.go
-//     (creating and dropping slots).
+//     (creating and dropping slots), sportsbook.go (the sportsbook workload: its schema
+//     of real size, its views of every shape, writers that know which view rows each
+//     commit changes).
 package bench

@@ -8,10 +8,13 @@
 //
 //   - [Analyze] asks PostgreSQL which base tables a view's SQL reads (the dependencies of a
 //     temporary view built from it, never a parse of the SQL in Go), each table's replica
-//     identity, and where the view's output columns come from (the result's column
-//     origins). The result, a [ViewDeps], says per table whether its changes map to view
-//     rows through output columns that hold the table's identity ([Mapping]) or force a
-//     full re-read of the view, and why.
+//     identity, and how each place a table appears in the query reaches the view's rows:
+//     derived from the query tree the server stores for the view and for every database
+//     view it reads (read with package pgtree): equalities, hops through joined tables,
+//     correlated sublinks, grouping, window partitions, DISTINCT ON, set operations. The
+//     result, a [ViewDeps], gives per table a [Mapping] per occurrence — the output columns
+//     that hold the changed row's values, and the [Hop]s that turn its values into theirs
+//     — or why its changes force a full re-read of the view.
 //   - [Lookup] re-reads the rows of a view whose output columns hold given values (a
 //     changed table's identities, or the view's keys), in chunks, through the condition
 //     PostgreSQL pushes down into the view's query.
@@ -43,8 +46,11 @@
 //
 // # Files
 //
-// analyze.go (Analyze and what it returns: ViewSpec, ViewDeps, Table, Column, Mapping),
-// lookup.go (Lookup), publication.go (EnsurePublication), slot.go (the slot's functions,
+// analyze.go (Analyze and what it returns: ViewSpec, ViewDeps, Table, Column, Mapping,
+// Hop), querytree.go (the stored query trees, equality operators and volatile functions
+// from the catalog), derive.go (the bindings of each level of the tree: which values of a
+// changed row each column holds), route.go (each occurrence's Mapping chosen from them),
+// lookup.go (Lookup, the hops' query), publication.go (EnsurePublication), slot.go (the slot's functions,
 // SlotInfo, ErrSlotLost), receiver.go (Receiver, Sub, Txn, Change, Identity, LSN),
 // snapshot.go (Snapshot: BeginSnapshot, ImportSnapshot, Split; FlushWAL, WALPositions).
 package capture
