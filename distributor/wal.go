@@ -276,6 +276,9 @@ func (w *walSession) analyzeOnce(ctx context.Context) (views []*walView, tables,
 		if err != nil {
 			return nil, nil, nil, w.configErr(err)
 		}
+		if err := wv.plan(ctx, tx); err != nil {
+			return nil, nil, nil, w.configErr(err)
+		}
 		views = append(views, wv)
 		for _, t := range d.Tables {
 			w.tables[t.OID] = append(w.tables[t.OID], wv)

@@ -158,6 +158,20 @@ func newWalView(st *viewState, d *capture.ViewDeps) (*walView, error) {
 	return v, nil
 }
 
+// plan has PostgreSQL's planner say, for each lookup of v, whether reading its rows one
+// value at a time is cheaper (capture.Lookup.Plan).
+func (v *walView) plan(ctx context.Context, tx pgx.Tx) error {
+	for _, l := range append([]*capture.Lookup{v.byKey, v.byKeyText}, v.byCols...) {
+		if l == nil {
+			continue
+		}
+		if err := l.Plan(ctx, tx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // bindColumns places each route's columns among its table's captured columns.
 func (v *walView) bindColumns(captured map[uint32]capture.TableColumns) {
 	for oid, rs := range v.routes {
@@ -269,6 +283,7 @@ type mappedRead struct {
 	keys  map[capture.Identity]struct{}            // key values read
 	cols  []map[capture.Identity]struct{}          // per reverse map: the values read
 	err   error                                    // the read that failed: the view's cycle fails with it
+	took  time.Duration                            // the time its reads took
 }
 
 func (w *walSession) newMappedRead(v *walView) *mappedRead {
@@ -322,7 +337,9 @@ func (a *mappedRead) duplicate(key string) error {
 // it reads nothing more and returns that error.
 func (a *mappedRead) read(ctx context.Context, tx pgx.Tx, ch *viewChanges) error {
 	if a.err == nil {
+		start := time.Now()
 		a.err = a.readNew(ctx, tx, ch)
+		a.took += time.Since(start)
 	}
 	return a.err
 }
@@ -480,10 +497,13 @@ func (w *walSession) mappedOut(ctx context.Context, tx pgx.Tx, a *mappedRead, ch
 		missing = append(missing, tuple)
 	}
 	if len(missing) > 0 {
+		start := time.Now()
 		if err := a.run(ctx, tx, a.v.byKeyText, missing); err != nil {
 			return sqlError(cfg, err)
 		}
+		a.took += time.Since(start)
 	}
+	s.m.viewRead.WithLabelValues(s.cfg.Topic, cfg.Name).Add(a.took.Seconds())
 
 	var rows []pendingRow
 	var tombs int64

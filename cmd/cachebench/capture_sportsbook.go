@@ -177,6 +177,7 @@ type sportsbookResult struct {
 	pending []int
 	cycles  bench.Histogram
 	rereads map[string]float64
+	reads   map[string]float64 // seconds the cycles spent re-reading each view's changed rows
 }
 
 // sportsbookRun seeds nothing: it runs the sportsbook's pipeline, cache and floor on the
@@ -296,7 +297,8 @@ func sportsbookRun(ctx context.Context, w io.Writer, env *bench.DistEnv, o captu
 
 	r := &sportsbookResult{views: c.views, target: c.rate, start: measured, duration: c.duration, deadline: deadline, pending: make([]int, len(c.views)),
 		cycles:  bench.HistogramOf(reg, "statecast_distributor_cycle_duration_seconds"),
-		rereads: bench.CounterSum(reg, "statecast_distributor_full_rereads_total", "view")}
+		rereads: bench.CounterSum(reg, "statecast_distributor_full_rereads_total", "view"),
+		reads:   bench.CounterSum(reg, "statecast_distributor_view_read_seconds_total", "view")}
 	var lastDone, lastVisible time.Time
 	for _, t := range all {
 		if !t.Sent.Before(measured) {
@@ -471,6 +473,15 @@ func (r *sportsbookResult) print(w io.Writer, alone bench.Pool, aloneFloor []tim
 	}
 	fmt.Fprintf(w, "distributor, whole run: %d cycles, mean %s ms, p50 %s ms, p99 %s ms (quantiles from its histogram's buckets); full re-reads of a view: %s\n",
 		r.cycles.Count, bench.MS(r.cycles.Mean), bench.MS(r.cycles.P50), bench.MS(r.cycles.P99), strings.Join(rr, ", "))
+	var reads []string
+	for _, v := range r.views {
+		if sec := r.reads[v.Name]; sec > 0 && r.cycles.Count > 0 {
+			reads = append(reads, fmt.Sprintf("%s %.1f", v.Name, 1000*sec/float64(r.cycles.Count)))
+		}
+	}
+	if len(reads) > 0 {
+		fmt.Fprintf(w, "re-reading each view's changed rows, ms per cycle: %s\n", strings.Join(reads, ", "))
+	}
 	fmt.Fprintln(w)
 
 	met, goals := 0, 0

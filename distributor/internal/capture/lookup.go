@@ -18,7 +18,11 @@ type Lookup struct {
 	sql    string
 	params []uint32 // one array parameter per column: its array type
 	elems  []uint32 // and its element type
-
+	// single reads the rows of one tuple (cols = $1 AND …, a parameter per column of type
+	// elems); perValue is up to how many tuples a lookup reads them one tuple at a time
+	// (Plan): 0, never.
+	single   string
+	perValue int
 }
 
 // lookupChunk bounds the tuples of one statement.
@@ -40,6 +44,7 @@ func NewLookup(d *ViewDeps, viewSQL string, cols []int) (*Lookup, error) {
 		names = append(names, "_sc."+pgx.Identifier{col.Name}.Sanitize())
 	}
 	l.sql = lookupSQL(viewSQL, names, "unnest("+strings.Join(unnest, ", ")+")")
+	l.single = singleSQL(viewSQL, names, func(i int) string { return fmt.Sprintf("$%d", i+1) })
 	return l, nil
 }
 
@@ -97,6 +102,10 @@ func NewKeyLookup(d *ViewDeps, viewSQL string) (*Lookup, error) {
 	}
 	from := fmt.Sprintf("(SELECT %s FROM unnest(%s) AS _k(%s))", strings.Join(casts, ", "), strings.Join(args, ", "), keyArgs(len(d.Key)))
 	l.sql = lookupSQL(viewSQL, names, from)
+	l.single = singleSQL(viewSQL, names, func(i int) string {
+		cast, _ := keyTextCast(d.Columns[d.Key[i]], fmt.Sprintf("$%d", i+1))
+		return cast
+	})
 	return l, nil
 }
 
@@ -139,6 +148,9 @@ func keyTextCast(col Column, arg string) (string, bool) {
 // key texts for a key lookup) in tx and calls each with every row found (binary result
 // values, valid until the next call). Tuples are sent in chunks.
 func (l *Lookup) Run(ctx context.Context, tx pgx.Tx, tuples [][][]byte, each func(row [][]byte) error) error {
+	if len(tuples) <= l.perValue {
+		return l.runEach(ctx, tx, tuples, each)
+	}
 	conn := tx.Conn().PgConn()
 	formats := []int16{1}
 	for len(tuples) > 0 {
@@ -192,4 +204,13 @@ func encodeArray(elem uint32, tuples [][][]byte, c int) []byte {
 		b = append(b, t[c]...)
 	}
 	return b
+}
+
+// singleSQL is the lookup of one tuple: names[i] = value(i), AND-ed.
+func singleSQL(viewSQL string, names []string, value func(int) string) string {
+	conds := make([]string, len(names))
+	for i, n := range names {
+		conds[i] = n + " = " + value(i)
+	}
+	return fmt.Sprintf("SELECT * FROM (%s) AS _sc WHERE %s", viewSQL, strings.Join(conds, " AND "))
 }
