@@ -78,31 +78,33 @@ func TestWALDifferential(t *testing.T) {
 	t.Logf("seed %d, %s, %d views: replay with %s=%d", seed, what, len(views), envDiffSeed, seed)
 	rig := newDiffRig(t, views)
 	start := time.Now()
+	done := 0
 	defer func() {
 		rig.stats.records = rig.cache.count
-		t.Logf("%s in %s", &rig.stats, time.Since(start).Round(time.Second))
+		t.Logf("%d checks of %d views in %s: %s", done, len(views), time.Since(start).Round(time.Second), &rig.stats)
 	}()
 	prop := func(rt *rapid.T) { rig.run(rt, drawDiffPlan(rt)) }
-	if duration == 0 {
-		rapid.Check(t, prop)
-		return
-	}
-	// A run of a given duration is a series of rapid runs of diffRound checks each, the
-	// k-th from seed + k·diffRoundStride (rapid's own seeds within a run stay below
-	// that): rapid ends a run only at its count or at the test's deadline, and the
-	// deadline also bounds the shrinking of a failure found near it.
-	for k, done := 0, 0; done < checks && time.Since(start) < duration; k++ {
+	// A run is a series of rapid runs of diffRound checks, the k-th from seed +
+	// k·diffRoundStride (rapid's own seeds within a run stay below that): rapid ends a run
+	// only at its count or near the test's deadline, which would also cut the shrinking
+	// of a failure found near it. The seed and the number of checks replay a run, whatever
+	// its duration.
+	for k := 0; done < checks && (duration == 0 || time.Since(start) < duration); k++ {
 		n := min(diffRound, checks-done)
 		s := seed + uint64(k)*diffRoundStride
 		t.Logf("checks %d–%d: -rapid.seed=%d -rapid.checks=%d", done+1, done+n, s, n)
 		diffSetFlag(t, "rapid.seed", strconv.FormatUint(s, 10))
-		diffSetFlag(t, "rapid.checks", strconv.Itoa(n))
+		rn := n
+		if testing.Short() {
+			rn *= 5 // rapid runs a fifth of its count under -short
+		}
+		diffSetFlag(t, "rapid.checks", strconv.Itoa(rn))
 		rapid.Check(t, prop)
 		done += n
 	}
 }
 
-// A timed run's rounds.
+// A run's rounds.
 const (
 	diffRound       = 10
 	diffRoundStride = 1_000_003
@@ -135,9 +137,9 @@ func diffViews(t *testing.T) []diffView {
 	return out
 }
 
-// diffFlags resolves the seed, the number of checks and the duration, and hands the first
-// two to rapid (through its flags, which it reads when Check starts; restored when the
-// test ends).
+// diffFlags resolves the seed, the number of checks and the duration, and sets rapid's
+// flags for fail files and shrinking (it reads its flags when Check starts; restored when
+// the test ends).
 func diffFlags(t *testing.T) (seed uint64, checks int, duration time.Duration) {
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -156,7 +158,6 @@ func diffFlags(t *testing.T) (seed uint64, checks int, duration time.Duration) {
 		_, _ = rand.Read(b[:])
 		seed = binary.LittleEndian.Uint64(b[:])
 	}
-	diffSetFlag(t, "rapid.seed", strconv.FormatUint(seed, 10))
 	// A fail file would be left in the source tree and replayed by every later run: the
 	// seed replays the case instead.
 	if !set["rapid.failfile"] {
@@ -176,9 +177,8 @@ func diffFlags(t *testing.T) (seed uint64, checks int, duration time.Duration) {
 	default:
 		checks = diffShortChecks
 	}
-	diffSetFlag(t, "rapid.checks", strconv.Itoa(checks))
 	if testing.Short() {
-		return seed, max(1, checks/5), 0 // rapid runs a fifth; no long run
+		return seed, max(1, checks/5), 0 // a fifth, as rapid does; no long run
 	}
 	if s := os.Getenv(envDiffDuration); s != "" {
 		if duration, err = time.ParseDuration(s); err != nil || duration <= 0 {
@@ -406,7 +406,7 @@ type diffStats struct {
 func (s *diffStats) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return fmt.Sprintf("%d checks (with shrinking), %d batches, %d transactions, %d statements (%d rolled back to their savepoint), %d view comparisons, %d view reconciles, %d records read",
+	return fmt.Sprintf("%d property runs (with rapid's replays and shrinking), %d batches, %d transactions, %d statements (%d rolled back to their savepoint), %d view comparisons, %d view reconciles, %d records read",
 		s.checks, s.batches, s.txns, s.stmts, s.failedStmts, s.comparisons, s.reconciles, s.records)
 }
 
