@@ -32,6 +32,8 @@ CREATE TABLE scores (
 	event_id int PRIMARY KEY REFERENCES events ON DELETE CASCADE ON UPDATE CASCADE,
 	home int NOT NULL,
 	away int NOT NULL);
+-- An odds feed's sequence number, which only the bursts of transactions change.
+CREATE TABLE feed (id int PRIMARY KEY, seq bigint NOT NULL);
 
 CREATE VIEW event_board AS
 	SELECT e.id AS event_id, e.status, count(DISTINCT m.id) AS markets, count(s.id) AS selections, min(s.price) AS best_price
@@ -69,6 +71,7 @@ INSERT INTO selections VALUES
 	(9, 5, 1.75, 'open'), (10, 7, 2.50, 'open'), (11, 7, 1.60, 'suspended'), (12, 8, 4.00, 'open'),
 	(13, 9, 1.95, 'open'), (14, 9, 1.95, 'open'), (15, 10, 3.30, 'open'), (16, 1, 1.50, 'open');
 INSERT INTO scores VALUES (1, 1, 0), (4, 2, 2);
+INSERT INTO feed VALUES (1, 0);
 `
 
 // diffView is one shape of the corpus. known, when set, says how the current mapping
@@ -83,6 +86,7 @@ type diffView struct {
 
 var diffCorpus = []diffView{
 	{name: "sports", sql: `SELECT id, name FROM sports`, key: []string{"id"}},
+	{name: "feed", sql: `SELECT id, seq FROM feed`, key: []string{"id"}},
 	{name: "open_markets", sql: `SELECT id, event_id, name FROM markets WHERE status = 'open'`, key: []string{"id"}},
 	{name: "market_events", sql: `SELECT m.id, m.name, m.status, e.id AS event_id, e.status AS event_status, e.starts_at
 		FROM markets m JOIN events e ON e.id = m.event_id`, key: []string{"id"}},

@@ -22,6 +22,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/statecast/statecast/distributor/internal/capture"
+	"github.com/statecast/statecast/internal/pggate"
 	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/pgjson"
@@ -164,8 +165,14 @@ func diffFlags(t *testing.T) (seed uint64, checks int, duration time.Duration) {
 		diffSetFlag(t, "rapid.nofailfile", "true")
 	}
 	// A check takes seconds: rapid's default 30s of shrinking tries a dozen smaller cases.
+	// But not past half the time left before go test's timeout: its panic skips the
+	// cleanups, and the run's replication slot would keep the server's WAL.
 	if !set["rapid.shrinktime"] && os.Getenv("RAPID_SHRINKTIME") == "" {
-		diffSetFlag(t, "rapid.shrinktime", diffShrinkTime.String())
+		shrink := diffShrinkTime
+		if d, ok := t.Deadline(); ok {
+			shrink = max(10*time.Second, min(shrink, time.Until(d)/2))
+		}
+		diffSetFlag(t, "rapid.shrinktime", shrink.String())
 	}
 	switch s := os.Getenv(envDiffChecks); {
 	case s != "":
@@ -210,6 +217,7 @@ type diffBatch struct {
 	// (their order, and so their outcome, is PostgreSQL's choice; the oracle reads it).
 	concurrent bool
 	reconcile  bool // reconcile every view after the comparison
+	burst      bool // one-statement transactions sent in one round trip (execBurst)
 }
 
 type diffTxn struct{ stmts []string }
@@ -219,12 +227,19 @@ func drawDiffPlan(t *rapid.T) diffPlan {
 	txn := rapid.Custom(func(t *rapid.T) diffTxn {
 		return diffTxn{stmts: rapid.SliceOfN(stmt, 1, 5).Draw(t, "statements")}
 	})
+	// A burst: a backlog (execBurst) of one-statement transactions, more than twice as
+	// many as a cycle reads at once while it receives the rest (earlyTxns).
+	one := rapid.Custom(func(t *rapid.T) diffTxn { return diffTxn{stmts: []string{drawDiffStmt(t)}} })
 	batch := rapid.Custom(func(t *rapid.T) diffBatch {
-		return diffBatch{
-			txns:       rapid.SliceOfN(txn, 1, 4).Draw(t, "transactions"),
-			concurrent: rapid.IntRange(0, 2).Draw(t, "concurrent") == 2,
-			reconcile:  rapid.IntRange(0, 3).Draw(t, "reconcile") == 3,
+		var b diffBatch
+		if b.burst = rapid.IntRange(0, 9).Draw(t, "burst") == 9; b.burst {
+			b.txns = rapid.SliceOfN(one, 2*earlyTxns+2, 2*earlyTxns+40).Draw(t, "burst transactions")
+		} else {
+			b.txns = rapid.SliceOfN(txn, 1, 4).Draw(t, "transactions")
 		}
+		b.concurrent = rapid.IntRange(0, 2).Draw(t, "concurrent") == 2
+		b.reconcile = rapid.IntRange(0, 3).Draw(t, "reconcile") == 3
+		return b
 	})
 	return diffPlan{batches: rapid.SliceOfN(batch, 1, 4).Draw(t, "batches")}
 }
@@ -419,6 +434,7 @@ type diffRig struct {
 	deps    map[string][]string // view → how each table is mapped (ViewDeps.Describe)
 	conns   [2]*pgx.Conn        // the concurrent batches' connections
 	encs    []*pgjson.Encoder   // per view, compiled by the first comparison
+	gate    *pggate.Gate        // in front of the distributor's connections (execBurst)
 	cache   *diffCache
 	stats   diffStats
 	logBuf  []string     // the current check's transactions and outcomes
@@ -434,9 +450,18 @@ func newDiffRig(t *testing.T, corpus []diffView) *diffRig {
 		r.views = append(r.views, ViewConfig{Name: v.name, SQL: v.sql, Key: v.key, Depends: v.depends})
 	}
 	cfg := e.walConfig(r.views...)
-	// Unmapped views are re-read in full after every change of their tables; the default
-	// debounce would make every batch wait half a second for them.
+	// Unmapped views are re-read in full after every change of their tables, at most once
+	// per debounce: the default would make many batches wait half a second.
 	cfg.Streams[0].RereadDebounce = 5 * time.Millisecond
+	// A burst is written while the gate holds the replication stream: released, it is a
+	// backlog, which a cycle reads while it receives the rest (takeReading).
+	gate, dsn, err := pggate.Start(cfg.Postgres.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gate.Close)
+	cfg.Postgres.DSN = dsn
+	r.gate = gate
 	deps, err := Dependencies(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -493,7 +518,7 @@ func (r *diffRig) run(rt *rapid.T, plan diffPlan) {
 		fail(err)
 	}
 	for i, b := range plan.batches {
-		r.logBuf = append(r.logBuf, fmt.Sprintf("batch %d%s:", i+1, map[bool]string{true: " (two connections at once)"}[b.concurrent && len(b.txns) > 1]))
+		r.logBuf = append(r.logBuf, fmt.Sprintf("batch %d%s:", i+1, map[bool]string{true: " (two connections at once)"}[b.concurrent && (b.burst || len(b.txns) > 1)]))
 		if err := r.execBatch(ctx, b); err != nil {
 			fail(fmt.Errorf("batch %d: %w", i+1, err))
 		}
@@ -513,7 +538,7 @@ func (r *diffRig) run(rt *rapid.T, plan diffPlan) {
 // reset truncates every table and loads diffFixture, in one transaction: every view is
 // re-read in full.
 func (r *diffRig) reset(ctx context.Context) error {
-	if _, err := r.e.db.Exec(ctx, "BEGIN; TRUNCATE sports, teams, events, markets, selections, scores; "+diffFixture+" COMMIT"); err != nil {
+	if _, err := r.e.db.Exec(ctx, "BEGIN; TRUNCATE sports, teams, events, markets, selections, scores, feed; "+diffFixture+" COMMIT"); err != nil {
 		return fmt.Errorf("reset: %w", err)
 	}
 	return nil
@@ -532,6 +557,9 @@ func (r *diffRig) execBatch(ctx context.Context, b diffBatch) error {
 	r.stats.batches++
 	r.stats.txns += len(b.txns)
 	r.stats.mu.Unlock()
+	if b.burst {
+		return r.execBurst(ctx, b)
+	}
 	logs := make([][]string, len(b.txns))
 	if !b.concurrent || len(b.txns) < 2 {
 		for i, txn := range b.txns {
@@ -568,6 +596,46 @@ func (r *diffRig) execBatch(ctx context.Context, b diffBatch) error {
 	}
 	r.logBuf = append(r.logBuf, slices.Concat(logs...)...)
 	return nil
+}
+
+// diffFeedBump is what every burst transaction does besides its statement.
+const diffFeedBump = "UPDATE feed SET seq = seq + 1"
+
+// execBurst commits the burst's one-statement transactions in one round trip per
+// connection while the gate holds the replication stream: released, they are a backlog,
+// received while a cycle that shows them all reads the first ones. Each in a DO block
+// whose exception handler is the statement's savepoint (an error rolls back only it), and
+// without waiting for its WAL flush (the burst is quicker). Each also
+// bumps the feed: pgoutput sends no transaction that changed nothing, and many of the
+// statements fail or find no row.
+func (r *diffRig) execBurst(ctx context.Context, b diffBatch) error {
+	conns := []*pgx.Conn{r.e.db}
+	if b.concurrent {
+		conns = r.conns[:]
+	}
+	logs := make([][]string, len(conns))
+	errs := make([]error, len(conns))
+	var wg sync.WaitGroup
+	for c, conn := range conns {
+		var sql strings.Builder
+		logs[c] = []string{fmt.Sprintf("  burst on connection %d: one round trip, each statement in its own transaction with %s, its error ignored:", c+1, diffFeedBump)}
+		n := 0
+		for i := c; i < len(b.txns); i += len(conns) {
+			stmt := b.txns[i].stmts[0]
+			fmt.Fprintf(&sql, "BEGIN; SET LOCAL synchronous_commit = off; DO $$BEGIN %s; EXCEPTION WHEN OTHERS THEN NULL; END$$; %s; COMMIT;\n", stmt, diffFeedBump)
+			logs[c] = append(logs[c], "    "+stmt+";")
+			n++
+		}
+		wg.Go(func() { _, errs[c] = conn.Exec(ctx, sql.String()) })
+		r.stats.mu.Lock()
+		r.stats.stmts += n
+		r.stats.mu.Unlock()
+	}
+	r.gate.Hold()
+	wg.Wait()
+	r.gate.Release()
+	r.logBuf = append(r.logBuf, slices.Concat(logs...)...)
+	return errors.Join(errs...)
 }
 
 func (r *diffRig) execTxn(ctx context.Context, c *pgx.Conn, txn diffTxn) ([]string, error) {
