@@ -63,7 +63,7 @@ const (
 	envDiffViews    = "STATECAST_DIFF_VIEWS"
 )
 
-// diffShortChecks is the run of make test: about a second a check on a quiet machine.
+// diffShortChecks is the run of make test: 3 to 4 s a check on a busy 2-core machine.
 const diffShortChecks = 12
 
 // diffShrinkTime bounds the minimization of a failing case (-rapid.shrinktime overrides).
