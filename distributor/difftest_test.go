@@ -868,6 +868,7 @@ type diffCache struct {
 	rows    map[string]map[string]string // view → key → value
 	pending []rec                        // the current source transaction
 	pos     capture.LSN                  // the last position record's
+	at      capture.LSN                  // the position every view reflects: pos, or the earliest view behind it
 	stale   []string
 	// bad is the first inconsistency of the stream itself (an epoch-end that does not
 	// describe the cache, a position that goes back).
@@ -970,7 +971,18 @@ func (c *diffCache) apply(r rec) {
 	if l < c.pos {
 		c.fail(fmt.Errorf("offset %d: position %s went back from %s", r.offset, l, c.pos))
 	}
-	c.pos, c.stale = l, p.Stale
+	c.pos, c.at, c.stale = l, l, p.Stale
+	for v, b := range p.Behind {
+		bl, err := capture.ParseLSN(b)
+		if err != nil {
+			c.fail(fmt.Errorf("offset %d: view %s behind at %q: %w", r.offset, v, b, err))
+			return
+		}
+		if bl > l {
+			c.fail(fmt.Errorf("offset %d: view %s behind at %s, ahead of the stream's %s", r.offset, v, bl, l))
+		}
+		c.at = min(c.at, bl)
+	}
 }
 
 func (c *diffCache) applyOne(r rec) {
@@ -995,14 +1007,15 @@ func (c *diffCache) fail(err error) {
 	}
 }
 
-// waitPosition reads until a position record reaches pos (bounded).
+// waitPosition reads until a position record says every view reflects pos (the stream's
+// position and that of each view behind it; bounded), as a client's WaitFor does.
 func (c *diffCache) waitPosition(ctx context.Context, pos capture.LSN) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		if _, err := c.read(ctx); err != nil {
 			return err
 		}
-		if c.pos >= pos {
+		if c.at >= pos {
 			if len(c.stale) > 0 {
 				return fmt.Errorf("position %s: views stopped (stale): %v", c.pos, c.stale)
 			}
