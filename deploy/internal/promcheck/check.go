@@ -32,7 +32,10 @@ type Checker struct {
 type Result struct {
 	// Metrics are the registered metrics it reads (a histogram's name for its series).
 	Metrics []string
-	Errs    []error
+	// Labels are the labels of its result's series, sorted; nil when the check cannot
+	// tell (a dashboard's legend may name only these).
+	Labels []string
+	Errs   []error
 }
 
 // labelSet is the labels a (sub)expression's series may carry; nil: not known (the check
@@ -84,7 +87,9 @@ func (c *Checker) Check(expr string) Result {
 		return res
 	}
 	k := &check{c: c, res: &res, kinds: map[parser.Expr]kind{}}
-	k.labels(e)
+	if ls := k.labels(e); ls != nil {
+		res.Labels = ls.sorted()
+	}
 	slices.Sort(res.Metrics)
 	res.Metrics = slices.Compact(res.Metrics)
 	return res
@@ -236,7 +241,11 @@ func (k *check) aggregate(e *parser.AggregateExpr) labelSet {
 	if inner != nil {
 		for _, g := range e.Grouping {
 			if !inner[g] {
-				k.errorf("%s: %s by %q, which its operand's series do not carry (%s)", e, e.Op, g, strings.Join(inner.sorted(), ", "))
+				how := "by"
+				if e.Without {
+					how = "without"
+				}
+				k.errorf("%s: %s %s %q, which its operand's series do not carry (%s)", e, e.Op, how, g, strings.Join(inner.sorted(), ", "))
 			}
 		}
 	}

@@ -60,6 +60,7 @@ func TestCheck(t *testing.T) {
 		{`statecast_distributor_slot_behind`, nil, "no registry of the code has this metric"},
 		{`statecast_distributor_slot_behind_bytes{view="v"}`, nil, `has no label "view"`},
 		{`sum by (view) (statecast_distributor_active)`, nil, `sum by "view", which its operand's series do not carry`},
+		{`sum without (view) (statecast_distributor_active)`, nil, `sum without "view", which its operand's series do not carry`},
 		{`sum by (stream) (rate(statecast_distributor_slot_behind_bytes[5m]))`, nil, "a gauge: rate() is for counters"},
 		{`deriv(statecast_distributor_rows_published_total[5m])`, nil, "a counter: use rate()"},
 		{`statecast_distributor_cycle_duration_seconds`, nil, "is a histogram"},
@@ -84,6 +85,20 @@ func TestCheck(t *testing.T) {
 		}
 		if tc.metrics != nil && !slices.Equal(res.Metrics, tc.metrics) {
 			t.Errorf("%s: metrics %v, want %v", tc.expr, res.Metrics, tc.metrics)
+		}
+	}
+
+	// The labels of a result, which a legend may name.
+	for expr, want := range map[string][]string{
+		`max by (stream) (statecast_distributor_slot_behind_bytes)`:                                                                                {"stream"},
+		`statecast_distributor_active`:                                                                                                             {"instance", "job", "namespace", "stream"},
+		`sum without (instance) (statecast_distributor_active)`:                                                                                    {"job", "namespace", "stream"},
+		`histogram_quantile(0.5, sum by (le, stream) (rate(statecast_player_delivery_delay_seconds_bucket[5m])))`:                                  {"stream"},
+		`sum by (stream) (statecast_distributor_active) * on (stream) group_left (view) max by (stream, view) (statecast_distributor_view_failed)`: {"stream", "view"},
+		`sum(statecast_player_targets{state="S"}) or vector(0)`:                                                                                    {},
+	} {
+		if res := c.Check(expr); len(res.Errs) > 0 || !slices.Equal(res.Labels, want) {
+			t.Errorf("%s: labels %v (%v), want %v", expr, res.Labels, res.Errs, want)
 		}
 	}
 }
