@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -134,7 +135,7 @@ func (k *check) selector(vs *parser.VectorSelector) labelSet {
 	all := k.seriesNames()
 	name := vs.Name
 	for _, m := range vs.LabelMatchers {
-		if m.Name != labels.MetricName {
+		if m.Name != model.MetricNameLabel {
 			continue
 		}
 		if m.Type == labels.MatchEqual {
@@ -175,7 +176,7 @@ func (k *check) selector(vs *parser.VectorSelector) labelSet {
 		ls[l] = true
 	}
 	for _, m := range vs.LabelMatchers {
-		if m.Name != labels.MetricName && !ls[m.Name] {
+		if m.Name != model.MetricNameLabel && !ls[m.Name] {
 			k.errorf("%s: %s has no label %q (it has %s)", vs, strings.Join(series, "|"), m.Name, strings.Join(ls.sorted(), ", "))
 		}
 	}
