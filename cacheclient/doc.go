@@ -123,7 +123,8 @@
 //
 // [View.AddIndex] registers an [IndexFunc] that returns zero, one or many values per
 // object; [View.ByIndex], [View.ByIndexKeys] and [View.IndexValues] read them (and the
-// same methods of [Version]). Indexes are maintained from the old and the new object on
+// same methods of [Version]), ByIndex and ByIndexKeys in the order of the key texts,
+// IndexValues in the order of the values (Range, a walk of the trie, has no order). Indexes are maintained from the old and the new object on
 // every change and updated with the batch that changes them; values without objects are
 // removed.
 //
