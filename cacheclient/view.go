@@ -221,7 +221,6 @@ func collectKeys(n *keySet, out []string) []string {
 	return out
 }
 
-
 // ByIndexKeys returns the keys indexed under value, sorted.
 func (s *Version[T]) ByIndexKeys(index, value string) []string {
 	set := s.set(index, value)
