@@ -73,8 +73,8 @@ streams:
 }
 
 // TestAnalyze: validate -analyze asks PostgreSQL how each wal view's tables reach its rows
-// and says which views fall back to re-reading in full, and why; a view over a table
-// without a key is refused with its fix.
+// (a parent reached through the join's equality) and says which views fall back to
+// re-reading in full, and why; a view over a table without a key is refused with its fix.
 func TestAnalyze(t *testing.T) {
 	dsn := testenv.NewDatabase(t)
 	ctx := context.Background()
@@ -103,9 +103,9 @@ streams:
 	for _, want := range []string{
 		"stream sb: capture wal, slot statecast_sb",
 		"events: by the view's key",
-		"competitions: full re-read of the view on every change (no output column is competitions.id",
+		"competitions: by the view's key (through events.competition_id = competitions.id)",
 		"view ranked:",
-		"full re-read of the view on every change (the query uses window functions)",
+		"full re-read of the view on every change (a window function not partitioned by a column that holds its value)",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
