@@ -16,6 +16,9 @@ type viewState struct {
 	epoch uint64
 	// ended is the last epoch whose epoch-end is in the topic.
 	ended uint64
+	// def is the definition (viewDef) that epoch was read with; "" when unknown (an older
+	// writer's epoch, or none).
+	def string
 	// watermark is the key text of the highest incremental value published ("" = none).
 	watermark string
 	// incType is the PostgreSQL type OID of the incremental column (0 until a read saw it).

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/statecast/statecast/distributor/internal/capture"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // A wal stream (capture: wal) publishes what its logical replication slot reports, in
@@ -54,18 +55,28 @@ func (g *group) runWAL(ctx context.Context) error {
 }
 
 // restoreWAL rebuilds the stream's state and source position from its topic (retried
-// until it succeeds or ctx ends).
+// until it succeeds or ctx ends), and notes the views the last position record names
+// stale or behind: their rows in the topic are older than its position, so the next
+// session reads them in full (warm.go).
 func (s *stream) restoreWAL(ctx context.Context) error {
 	return s.retry(ctx, "restore", "restore failed; retrying", func() error {
 		s.resetState()
-		var pos string
+		s.position = 0
+		s.mustRead = map[string]string{}
+		var last record.Position
 		prog := s.startProgress("", "restore")
-		n, err := restore(ctx, &s.d.cfg.Kafka, s.cfg.Topic, s.views, &pos, s.log, prog)
+		n, err := restore(ctx, &s.d.cfg.Kafka, s.cfg.Topic, s.views, &last, s.log, prog)
 		prog.end()
-		if err == nil && pos != "" {
-			if s.position, err = capture.ParseLSN(pos); err != nil {
+		if err == nil && last.LSN != "" {
+			if s.position, err = capture.ParseLSN(last.LSN); err != nil {
 				err = fmt.Errorf("distributor: the topic's last position record: %w", err)
 			}
+		}
+		for _, v := range last.Stale {
+			s.mustRead[v] = "stopped at the last position"
+		}
+		for v := range last.Behind {
+			s.mustRead[v] = "behind the stream at the last position"
 		}
 		if err == nil {
 			s.log.Info("state restored from the topic", "stream", s.cfg.Topic, "records", n, "source_position", s.position)
@@ -170,7 +181,7 @@ func (g *group) walSession(ctx context.Context) error {
 	errc := make(chan error, len(ws))
 	var wg sync.WaitGroup
 	for i, w := range ws {
-		wg.Go(func() { errc <- w.run(ctx, firsts[i], recvDone) })
+		wg.Go(func() { errc <- w.run(ctx, firsts[i], start, snapName != "", recvDone) })
 	}
 	err = <-errc
 	cancel()
@@ -185,15 +196,21 @@ func (g *group) walSession(ctx context.Context) error {
 	return err
 }
 
-// run is a stream's part of the session: the first cycle (every view read in full, in
-// first when the slot is new), then the loop.
-func (w *walSession) run(ctx context.Context, first *capture.Snapshot, recvDone <-chan struct{}) error {
-	for _, v := range w.views {
-		w.full[v.st] = fullStartup
+// run is a stream's part of the session: the first cycle (the views that need it read
+// in full, in first when the slot is new: wal_start.go), then the loop.
+func (w *walSession) run(ctx context.Context, first *capture.Snapshot, slotStart capture.LSN, newSlot bool, recvDone <-chan struct{}) error {
+	firstDone := false
+	defer func() { w.carryBehind(firstDone) }()
+	if err := w.startReads(ctx, slotStart, newSlot); err != nil {
+		if first != nil {
+			first.Close(ctx)
+		}
+		return err
 	}
 	if err := w.runCycle(ctx, first); err != nil {
 		return err
 	}
+	firstDone = true
 	w.s.markServing()
 	return w.loop(ctx, recvDone)
 }
