@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,6 +42,11 @@ func (g *group) runWAL(ctx context.Context) error {
 		}
 		if errors.Is(err, ErrConfig) {
 			return err
+		}
+		if reanalyze(err) {
+			g.d.log.Info("a table's schema changed: analyzing the views again in a new session", "stream", g.topics(), "reason", err)
+			attempt = -1
+			continue
 		}
 		if time.Since(start) > time.Minute {
 			attempt = 0
@@ -94,6 +100,8 @@ type walSession struct {
 	pending []*capture.Txn              // received, not shown by a snapshot yet
 	waiting map[*viewState][]chan error // reconcile requests, answered by the next cycle
 	full    map[*viewState]fullReason   // views to read in full by the next cycle, and why
+	// unanalyzed are the views stopped because their SQL failed the analysis (wal_ddl.go).
+	unanalyzed []*viewState
 	stale   staleWAL                    // when an idle stream has the server flush its WAL
 	behind  behindState                 // views re-read off the cycles (wal_behind.go)
 	bg      sync.WaitGroup              // their background reads
@@ -283,11 +291,14 @@ func (w *walSession) analyzeOnce(ctx context.Context) (views []*walView, tables,
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	seen, full := map[uint32]bool{}, map[uint32]bool{}
+	w.unanalyzed = nil
 	for _, st := range s.order {
-		v := st.cfg
-		d, err := capture.Analyze(ctx, tx, capture.ViewSpec{Name: v.Name, SQL: v.SQL, Key: v.Key, Tables: v.Tables, Depends: v.Depends})
+		d, err := w.analyzeView(ctx, tx, st)
 		if err != nil {
-			return nil, nil, nil, w.configErr(err)
+			return nil, nil, nil, err
+		}
+		if d == nil {
+			continue // stopped: its SQL does not run any more (wal_ddl.go)
 		}
 		wv, err := newWalView(st, d)
 		if err != nil {
@@ -389,6 +400,9 @@ func (w *walSession) loop(ctx context.Context, recvDone <-chan struct{}) error {
 	nextTick := time.Now().Add(s.cfg.PositionInterval)
 	var nextSlotCheck time.Time
 	for {
+		if err := w.schemaChanged(ctx); err != nil {
+			return err
+		}
 		// Taken before the state is looked at: a transaction received after this closes it,
 		// so the wait below cannot miss it.
 		notify := w.recv.Notify()
@@ -427,6 +441,9 @@ func (w *walSession) loop(ctx context.Context, recvDone <-chan struct{}) error {
 		}
 		wake := nextTick
 		if at, ok := w.nextRetry(); ok && at.Before(wake) {
+			wake = at
+		}
+		if at, ok := w.nextReanalyze(); ok && at.Before(wake) {
 			wake = at
 		}
 		if at, ok := w.nextReread(); ok && at.Before(wake) {
@@ -495,6 +512,12 @@ func (w *walSession) request(req reconcileReq) {
 	if st == nil {
 		if req.done != nil {
 			req.done <- fmt.Errorf("%w: %q", ErrUnknownView, req.view)
+		}
+		return
+	}
+	if slices.Contains(w.unanalyzed, st) {
+		if req.done != nil {
+			req.done <- st.failed // left out of the session: nothing to read it with
 		}
 		return
 	}

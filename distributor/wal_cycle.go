@@ -312,7 +312,7 @@ func (w *walSession) fullReads(t *capture.Txn) []*walView {
 	}
 	for _, c := range t.Changes {
 		for _, v := range w.tables[c.Rel] {
-			if c.Unknown || v.deps.Maps[c.Rel] == nil {
+			if c.Unknown || v.deps.Maps[c.Rel] == nil || v.readsMissing(c) {
 				add(v)
 			}
 		}
