@@ -100,11 +100,11 @@ type walSession struct {
 	pending []*capture.Txn              // received, not shown by a snapshot yet
 	waiting map[*viewState][]chan error // reconcile requests, answered by the next cycle
 	full    map[*viewState]fullReason   // views to read in full by the next cycle, and why
-	// unanalyzed are the views stopped because their SQL failed the analysis (wal_ddl.go).
-	unanalyzed []*viewState
 	stale   staleWAL                    // when an idle stream has the server flush its WAL
 	behind  behindState                 // views re-read off the cycles (wal_behind.go)
 	bg      sync.WaitGroup              // their background reads
+	// unanalyzed are the views stopped because their SQL failed the analysis (wal_ddl.go).
+	unanalyzed []*viewState
 }
 
 // walSession runs one session of the group until an error (or ctx's end): the views'
