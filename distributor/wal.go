@@ -34,6 +34,7 @@ func (g *group) runWAL(ctx context.Context) error {
 		}
 		defer stopCron()
 	}
+	quick := 0 // sessions ended for a schema change in a row, restarted at once
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
 		err := g.walSession(ctx)
@@ -43,13 +44,17 @@ func (g *group) runWAL(ctx context.Context) error {
 		if errors.Is(err, ErrConfig) {
 			return err
 		}
-		if reanalyze(err) {
-			g.d.log.Info("a table's schema changed: analyzing the views again in a new session", "stream", g.topics(), "reason", err)
-			attempt = -1
-			continue
-		}
 		if time.Since(start) > time.Minute {
-			attempt = 0
+			attempt, quick = 0, 0
+		}
+		// A schema change is not an error: the next session analyzes the views again at
+		// once. Should every session find one (a DDL repeated, or an analysis that cannot
+		// agree with the server), the sessions back off as after an error.
+		if reanalyze(err) && quick < 3 {
+			quick++
+			attempt--
+			g.d.log.Info("a table's schema changed: analyzing the views again in a new session", "stream", g.topics(), "reason", err)
+			continue
 		}
 		d := backoff(attempt)
 		g.countErr("capture")
