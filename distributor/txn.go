@@ -92,7 +92,7 @@ func (s *stream) epochOut(t *txnOut, r *viewRead, mode string) {
 	st.epoch++ // used even if the epoch fails: a later epoch never reuses its number
 	epoch := st.epoch
 	meta := record.Meta{View: name, Epoch: epoch, SourceTime: r.src.time, SourceLSN: r.src.lsn}
-	def := viewDef(st.cfg, st.enc)
+	def := viewDef(st, st.enc)
 	t.body = append(t.body,
 		controlPart(name, meta, &record.EpochBegin{Epoch: epoch, Mode: mode, SourceLSN: r.src.lsn, SourceTime: r.src.time, Def: def}),
 		rowsPart(r.publish, meta))

@@ -11,10 +11,13 @@ import (
 	"github.com/statecast/statecast/schemas/record/pgjson"
 )
 
-// A view's definition is what decides its rows: its SQL, its key, the columns its result
+// A view's definition is what decides its rows: its query, its key, the columns its result
 // has (names and types: a `SELECT *` gains a column when its table does, and a column
 // whose type changed is encoded differently), and the tables and dependencies it names
-// (they decide which tables' changes are captured for it). Each epoch records it
+// (they decide which tables' changes are captured for it). A wal view's query is taken as
+// PostgreSQL reads it (capture.ViewDeps.Definition, from the session's analysis), so that
+// a change of the text's layout alone is not one, and a database view it reads that was
+// redefined is; a polled view's is its SQL text. Each epoch records it
 // (record.EpochEnd.Def), and a restart compares the restored one with the configuration's:
 // a view whose definition is unchanged is not read in full again (wal.go's warm start),
 // one whose definition changed gets one reconcile epoch.
@@ -24,16 +27,23 @@ import (
 // the upgrade instead of keeping rows written the old way.
 const encodingVersion = 1
 
-// viewDef is the definition of v's rows when its query's result is what enc was compiled
+// viewDef is the definition of st's rows when its query's result is what enc was compiled
 // for: record.DefVersion, ':', 16 hex digits.
-func viewDef(v *ViewConfig, enc *pgjson.Encoder) string {
+func viewDef(st *viewState, enc *pgjson.Encoder) string {
+	v := st.cfg
 	var b []byte
 	str := func(s string) {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
 		b = append(b, s...)
 	}
 	b = binary.BigEndian.AppendUint32(b, encodingVersion)
-	str(v.SQL)
+	if st.query != "" {
+		str("analyzed")
+		str(st.query)
+	} else {
+		str("text")
+		str(v.SQL)
+	}
 	list := func(l []string) {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(l)))
 		for _, s := range l {

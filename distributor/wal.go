@@ -305,6 +305,7 @@ func (w *walSession) analyzeOnce(ctx context.Context) (views []*walView, tables,
 		if d == nil {
 			continue // stopped: its SQL does not run any more (wal_ddl.go)
 		}
+		st.query = d.Definition
 		wv, err := newWalView(st, d)
 		if err != nil {
 			return nil, nil, nil, w.configErr(err)

@@ -113,7 +113,7 @@ func (w *walSession) needsFullRead(ctx context.Context, tx pgx.Tx, v *walView) (
 		return "", err
 	}
 	st.enc = enc
-	if def := viewDef(st.cfg, enc); def != st.def {
+	if def := viewDef(st, enc); def != st.def {
 		return fmt.Sprintf("definition changed (%s, was %s)", def, st.def), nil
 	}
 	return "", nil
