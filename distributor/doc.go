@@ -29,7 +29,8 @@
 // Config.Admin.Addr (AdminHandler: /status, POST /reconcile?view=NAME, behind its tokens;
 // without tokens only on a loopback address), connects, creates every missing topic (compacted, one
 // partition; an unusable existing one is refused), and runs every stream until ctx ends.
-// WaitReady returns once every stream has published its start-up epochs; Reconcile asks
+// WaitReady returns once every stream has published its start-up epochs (a wal stream: its
+// first cycle); Reconcile asks
 // for an epoch of one view now; Active reports whether this process holds every stream.
 //
 // # Guarantees
@@ -51,9 +52,13 @@
 //     first record is sent. A view that fails stops Run with a *ViewError (ErrView) and
 //     nothing of it is published.
 //   - No other state store: after a restart the topic is read back (key → content hash,
-//     last epoch, watermark), and each view's start-up epoch publishes only the rows that
-//     changed or appeared and tombstones for keys that vanished, deletes made while the
-//     distributor was down included. Unchanged rows are never republished.
+//     last epoch and the definition it was read with, watermark, last position), and each
+//     view's start-up epoch publishes only the rows that changed or appeared and tombstones
+//     for keys that vanished, deletes made while the distributor was down included.
+//     Unchanged rows are never republished. A wal stream on its existing slot reads in full
+//     only the views whose definition changed or that were stopped or behind: the others
+//     continue from the slot, which sends again every commit it was not told of
+//     (wal_start.go).
 //   - One writer per stream: a stream publishes only while this process holds its
 //     PostgreSQL advisory lock (checked every 500 ms; publishing stops when it is lost);
 //     another process waits on the lock (standby) and takes over when the holder's session
