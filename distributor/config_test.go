@@ -311,7 +311,7 @@ func TestOperationsDocConfig(t *testing.T) {
 		t.Fatalf("%+v", c)
 	}
 	if w.Capture != CaptureWAL || w.Slot != "statecast_shop" || w.Publication != "statecast_shop" || w.PositionInterval != DefaultPositionInterval ||
-		len(w.Views) != 2 || w.Views[1].Depends["products"][0] != "sku" || s.Capture != CapturePoll {
+		w.ReplicaIdentity != ReplicaIdentityFull || len(w.Views) != 3 || w.Views[1].Depends != nil || s.Capture != CapturePoll {
 		t.Fatalf("the wal stream %+v", w)
 	}
 	want := s.Defaults

@@ -100,12 +100,14 @@ func New(cfg Config, opts ...Option) (*Distributor, error) {
 // PostgreSQL and Kafka, makes sure every stream's topic exists (created compacted with one
 // partition; an unusable one is refused), and runs every stream until ctx ends: each waits
 // for its advisory lock (standby), restores its state from the topic, publishes its start-up
-// epochs, then polls and reconciles. While Kafka does not answer at start-up, Run retries
+// epochs, then follows the WAL (capture: wal) or polls (capture: poll), and reconciles when
+// asked. While Kafka does not answer at start-up, Run retries
 // with backoff for Config.StartupTimeout; PostgreSQL is waited for by each stream as a
 // standby. Every Config.HealthInterval it checks both (Readiness). It returns nil after ctx
 // ends (graceful shutdown), or the first fatal error: a taken HTTP address, Kafka still
-// unreachable after the start-up timeout, a bad topic or a view that cannot be published
-// (*ViewError; nothing of that view was published). Run may be called once.
+// unreachable after the start-up timeout, a bad topic, a configuration the database
+// refuses (ErrConfig). A view that cannot be published (*ViewError) stops alone — nothing
+// of it is published — and is retried, while the others go on. Run may be called once.
 func (d *Distributor) Run(ctx context.Context) (err error) {
 	d.mu.Lock()
 	if d.running {

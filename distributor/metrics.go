@@ -22,6 +22,7 @@ type metrics struct {
 	position   *prometheus.GaugeVec     // stream: the source position (LSN as a number)
 	cycleTime  *prometheus.HistogramVec // stream: snapshot to broker ack of a cycle
 	cycleTxns  *prometheus.CounterVec   // stream: source transactions published
+	viewRead   *prometheus.CounterVec   // stream, view: seconds a wal cycle spent re-reading the view's changed rows
 	rereads    *prometheus.CounterVec   // stream, view, reason: full re-reads
 	slotLost   *prometheus.CounterVec   // stream
 	slotRetain *prometheus.GaugeVec     // stream: bytes of WAL the slot retains
@@ -89,6 +90,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Duration of a wal cycle, from its snapshot to the broker's ack of its position record.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"stream"}),
+		viewRead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "statecast_distributor_view_read_seconds_total",
+			Help: "Time wal cycles spent re-reading a view's rows that their transactions changed (its lookups, its hops): what each view costs the stream's cycles.",
+		}, []string{"stream", "view"}),
 		cycleTxns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "statecast_distributor_source_transactions_total",
 			Help: "PostgreSQL transactions of a wal stream's tables published.",
@@ -124,7 +129,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"stream"}),
 	}
 	for _, c := range []prometheus.Collector{m.readRows, m.epochTime, m.captureLag, m.rows, m.tombstones, m.pollTime, m.epoch, m.errors, m.active, m.watermarkT, m.incBeyond, m.incNulls, m.produceRetries, m.viewFailed,
-		m.position, m.cycleTime, m.cycleTxns, m.rereads, m.slotLost, m.slotRetain, m.slotBehind} {
+		m.position, m.cycleTime, m.viewRead, m.cycleTxns, m.rereads, m.slotLost, m.slotRetain, m.slotBehind} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -88,7 +88,7 @@ END $$;`)
 	if _, err := gate.Exec(ctx, "SELECT pg_advisory_unlock(4242)"); err != nil {
 		t.Fatal(err)
 	}
-	recs = e.waitConverged(t, "the held view", items, slow)
+	e.waitConverged(t, "the held view", items, slow)
 	recs = waitFor(t, e, "a position without views behind", func(recs []rec) bool {
 		return len(lastPosition(t, recs).Behind) == 0 && e.converged(recs, items, slow)
 	})

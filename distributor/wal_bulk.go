@@ -8,6 +8,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/statecast/statecast/distributor/internal/capture"
+
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/pgjson"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
@@ -161,7 +163,7 @@ func (b *bulkRead) start() error {
 		rows.Close()
 		close(b.done)
 		st.enc = nil
-		return fmt.Errorf("distributor: view %q: the query's columns changed; retrying", st.cfg.Name)
+		return fmt.Errorf("distributor: view %q: %w; retrying", st.cfg.Name, capture.ErrColumnsChanged)
 	}
 	codec := newRowCodec(st.cfg, st.enc, s.cfg.maxBytes, headerBytes(st.cfg.Name)+recordOverhead)
 	codec.keyArena = true // the keys become the view's state

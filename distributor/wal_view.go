@@ -118,6 +118,7 @@ func newWalView(st *viewState, d *capture.ViewDeps) (*walView, error) {
 	if v.byKey, err = capture.NewLookup(d, sql, d.Key); err != nil {
 		return nil, err
 	}
+	oldSpecs := st.depSpecs
 	st.depSpecs = nil
 	weak := false
 	for _, t := range d.Tables {
@@ -153,9 +154,26 @@ func newWalView(st *viewState, d *capture.ViewDeps) (*walView, error) {
 			return nil, fmt.Errorf("%w (needed to re-read the rows that leave an outer join's match; select the joined tables' keys differently or use capture: poll)", err)
 		}
 	}
-	// The reverse maps are rebuilt by the session's first full read.
-	st.deps = nil
+	// The reverse maps of an earlier session of the activation hold while the analysis
+	// gives the same ones; others are rebuilt by the session's first full read.
+	if !slices.EqualFunc(oldSpecs, st.depSpecs, func(a, b depSpec) bool { return slices.Equal(a.cols, b.cols) }) {
+		st.deps = nil
+	}
 	return v, nil
+}
+
+// plan has PostgreSQL's planner say, for each lookup of v, whether reading its rows one
+// value at a time is cheaper (capture.Lookup.Plan).
+func (v *walView) plan(ctx context.Context, tx pgx.Tx) error {
+	for _, l := range append([]*capture.Lookup{v.byKey, v.byKeyText}, v.byCols...) {
+		if l == nil {
+			continue
+		}
+		if err := l.Plan(ctx, tx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // bindColumns places each route's columns among its table's captured columns.
@@ -278,6 +296,7 @@ type mappedRead struct {
 	cols  []map[capture.Identity]struct{}          // per reverse map: the values read
 	n     int                                      // the values looked up (keys, mapped values), after the hops
 	err   error                                    // the read that failed: the view's cycle fails with it; errBulk: read whole
+	took  time.Duration                            // the time its reads took
 }
 
 func (w *walSession) newMappedRead(v *walView) *mappedRead {
@@ -334,7 +353,9 @@ func (a *mappedRead) read(ctx context.Context, tx pgx.Tx, ch *viewChanges) error
 		a.err = errBulk
 	}
 	if a.err == nil {
+		start := time.Now()
 		a.err = a.readNew(ctx, tx, ch)
+		a.took += time.Since(start)
 	}
 	if errors.Is(a.err, errBulk) {
 		// What was read so far is not needed: the view is read whole.
@@ -503,10 +524,13 @@ func (w *walSession) mappedOut(ctx context.Context, tx pgx.Tx, a *mappedRead, ch
 		missing = append(missing, tuple)
 	}
 	if len(missing) > 0 {
+		start := time.Now()
 		if err := a.run(ctx, tx, a.v.byKeyText, missing); err != nil {
 			return sqlError(cfg, err)
 		}
+		a.took += time.Since(start)
 	}
+	s.m.viewRead.WithLabelValues(s.cfg.Topic, cfg.Name).Add(a.took.Seconds())
 
 	var rows []pendingRow
 	var tombs int64

@@ -18,7 +18,8 @@ var (
 	benchWork     = flag.String("pc.work", defaultWork, "simulated work function of the seed table (see sleepers)")
 )
 
-// seedRow is one row of the Parallel Consumer table in seeds/001 (published numbers).
+// seedRow is one row of the table of published durations in Confluent's Parallel Consumer
+// documentation (docs/BENCHMARKS.md, The Parallel Consumer table, gives its conditions).
 type seedRow struct {
 	ordering  Ordering
 	keys      int // 0: not relevant
@@ -145,10 +146,11 @@ func runChannelBaseline(recs []Record[time.Duration], workers int, sleep func(ti
 	return time.Since(start), actual
 }
 
-// BenchmarkSeedTable reproduces the Parallel Consumer table of seeds/001: 10,000 messages,
-// random 0–5 ms processing, one partition. The processing is simulated by the -pc.work
-// function (default timerthread+cal: a precise timer thread, calibrated so the work takes
-// its nominal time on average, unlike time.Sleep on Linux; see BenchmarkSleepAccuracy); the engine and the channel baseline call the same one. Each row
+// BenchmarkSeedTable reproduces the Parallel Consumer table (docs/BENCHMARKS.md): 10,000
+// messages, random 0–5 ms processing, one partition. The processing is simulated by the
+// -pc.work function (default timerthread+cal: a precise timer thread, calibrated so the
+// work takes its nominal time on average, unlike time.Sleep on Linux; see
+// BenchmarkSleepAccuracy); the engine and the channel baseline call the same one. Each row
 // prints the published Parallel Consumer duration (measured by Confluent at maxConcurrency
 // 100 with 16 threads, on their hardware) and the lower bound for the same workload.
 func BenchmarkSeedTable(b *testing.B) {

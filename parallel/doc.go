@@ -3,7 +3,7 @@
 // workers, so one slow record no longer stalls the whole stream, while order is kept where
 // it matters. It is the Go counterpart of Confluent's Parallel Consumer, without Kafka:
 // the engine knows nothing about sarama; the sarama consumer-group consumer built on it
-// lives in the subpackage parallel/saramapc.
+// lives in the subpackage parallel/saramapc, the Prometheus metrics in parallel/pcprom.
 //
 // # Records, ordering and offsets
 //
@@ -102,4 +102,14 @@
 //     handlers that ignore their context (Done is closed when the last worker exits).
 //     Progress after Shutdown is the final checkpoint to commit.
 //   - A handler panic is recovered and treated as an error wrapping ErrHandlerPanic.
+//
+// # Files
+//
+// engine.go (Engine: New, Submit, the workers, retries, Progress, Stats, Shutdown),
+// config.go (Config, Ordering, FailurePolicy, ShutdownMode, Backoff, Hooks, Validate),
+// record.go (Record, Handler, BatchHandler, DeadLetter), ready.go (the queue of records
+// that may start, heaviest backlog first), tracker.go (the observed offsets, the
+// watermark and the metadata estimate), checkpoint.go (Checkpoint and its encoding),
+// errors.go (the sentinels, RecordError). ready.go and tracker.go are not safe for
+// concurrent use: the engine's lock guards them.
 package parallel

@@ -60,26 +60,39 @@
 //
 // # Guarantees
 //
-// In the words of DESIGN.md: a target receives indexes in strictly increasing order
-// (ordered), never an index twice across reconnects and player restarts (unique), every
-// record of its views once faults stop, or a snapshot that includes its effect (reliable),
-// and, resuming from i, exactly the records after i (resumable). The player holds no
-// durable state: any player can serve any target, which resumes from the index it sends.
-// A slow target never slows the others and holds at most Config.TargetBudgetBytes: past
-// it, it is caught up again from the log instead of buffered, without being disconnected.
+// The delivery guarantees of docs/architecture.md: a target receives indexes in strictly
+// increasing order (ordered), never an index twice across reconnects and player restarts
+// (unique), every record of its views once faults stop, or a snapshot that includes its
+// effect (reliable), and, resuming from i, exactly the records after i (resumable). The
+// player holds no durable state: any player can serve any target, which resumes from the
+// index it sends. A slow target never slows the others and holds at most
+// Config.TargetBudgetBytes: past it, it is caught up again from the log instead of
+// buffered, without being disconnected.
 //
 // # Configuration
 //
 // Config lists the streams, the Kafka connection (kafkaconn.Config: TLS, SASL) and how
 // gRPC is secured (TLS or Insecure); every other field has a documented default: batch
-// bounds, the per-target byte budget, the ack time-out, the progress
-// interval, the tombstone horizon (read from the topic unless set), the in-memory history
-// for recoveries, the shutdown grace.
+// bounds, the per-target byte budget, the ack time-out, the progress interval, the
+// tombstone horizon (read from the topic unless set), the in-memory history for
+// recoveries, the shutdown grace.
 //
 // # Internals
 //
 // The rest of this comment is for the package's maintainers: how the paper's algorithms
 // map to the files, what the player adds, and the goroutines and locks.
+//
+// The files outside the algorithms: player.go (Player: New, Run, Serve, WaitReady, Close,
+// the HTTP handlers), config.go (Config, StreamConfig, Keepalive, the defaults,
+// LoadConfig, Validate), security.go (TLSConfig, TokensConfig, AdminConfig, Principal and
+// the interceptors that authenticate every call), access.go (Grant: Config.Access and the
+// authorization of a Hello), grant.go (a position entry's stale list cut to the views a
+// target may see), tlswrite.go (TLS credentials that write a flush's TLS records with one
+// system call), entry.go (item, what a queue holds: an entry marshalled once or a frame;
+// the batch and progress encodings; the poison records no target is sent), errors.go (the
+// sentinels and StatusTable, their gRPC codes), check.go (Check: player -check),
+// status.go (Status and the status page), metrics.go (the Prometheus metrics, per stream
+// and per service).
 //
 // Algorithm 1 (target queue: push/front/pop/suspend/fetchingCompleted) is queue.go: a
 // normal and a catch-up FIFO, the states N, RF, FC, S (State), and a term checked on every
@@ -164,6 +177,8 @@
 // three Kafka clients (connections): the main fetcher's, the recovery fetchers', and one
 // for the offset look-ups of admissions (behind the main fetcher's long-poll fetches they
 // would wait for its MaxWaitTime). Per target: the Subscribe handler (health checker), the
-// sender, the receiver, and at most one recovery fetcher at a time (per term). Lock order: stream.mu, then target.mu. Every goroutine is
+// sender, the receiver, and at most one recovery fetcher at a time (per term). Per Player:
+// the gRPC and HTTP servers, and the watcher that reads the TLS and token files again when
+// they change (daemon.Watch). Lock order: stream.mu, then target.mu. Every goroutine is
 // tracked by the Player's WaitGroup or the gRPC server; Close waits.
 package player

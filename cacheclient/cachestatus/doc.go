@@ -6,4 +6,7 @@
 //
 // The page is the one the distributor and the player serve for themselves (one layout, one
 // rule for HTML or JSON): see Handler.
+//
+// One file, handler.go, holds it: Handler, the page's template and the sampling of
+// cacheclient.Stats into the page's history.
 package cachestatus

@@ -139,9 +139,11 @@ func span(txns []*bench.Txn, end func(*bench.Txn) time.Time) time.Duration {
 // floorPub is the publication of the floor's slots.
 const floorPub = "bench_floor"
 
-// floor is pg_recvlogical on a pgoutput slot of its own, over captureTable.
+// floor is pg_recvlogical on a pgoutput slot of its own, over the tables of a publication
+// (captureTable's: floorPub).
 type floor struct {
 	env  *bench.DistEnv
+	pub  string
 	slot string
 	rl   *bench.RecvLogical
 }
@@ -149,16 +151,21 @@ type floor struct {
 // newFloor creates the slot (and the publication, once): the floor decodes every commit
 // after this moment.
 func newFloor(ctx context.Context, env *bench.DistEnv) (*floor, error) {
+	return newFloorOf(ctx, env, floorPub, func() error { return bench.Publication(ctx, env.Conn, floorPub, captureTable) })
+}
+
+// newFloorOf is newFloor over the publication pub, created by create when missing.
+func newFloorOf(ctx context.Context, env *bench.DistEnv, pub string, create func() error) (*floor, error) {
 	var exists bool
-	if err := env.Conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_publication WHERE pubname = $1)", floorPub).Scan(&exists); err != nil {
+	if err := env.Conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_publication WHERE pubname = $1)", pub).Scan(&exists); err != nil {
 		return nil, err
 	}
 	if !exists {
-		if err := bench.Publication(ctx, env.Conn, floorPub, captureTable); err != nil {
+		if err := create(); err != nil {
 			return nil, err
 		}
 	}
-	f := &floor{env: env, slot: bench.UniqueName("bench_floor")}
+	f := &floor{env: env, pub: pub, slot: bench.UniqueName("bench_floor")}
 	if _, err := bench.CreateSlot(ctx, env.Conn, f.slot, "pgoutput"); err != nil {
 		return nil, err
 	}
@@ -167,7 +174,7 @@ func newFloor(ctx context.Context, env *bench.DistEnv) (*floor, error) {
 
 // start starts pg_recvlogical on the slot.
 func (f *floor) start(o captureOpts) (err error) {
-	f.rl, err = bench.StartRecvLogical(bench.RecvLogicalConfig{Bin: *o.recvlogical, DSN: f.env.DSN, Slot: f.slot, Publication: floorPub})
+	f.rl, err = bench.StartRecvLogical(bench.RecvLogicalConfig{Bin: *o.recvlogical, DSN: f.env.DSN, Slot: f.slot, Publication: f.pub})
 	return err
 }
 

@@ -38,36 +38,12 @@ func runCaptureLatency(ctx context.Context, args *bench.Args, w io.Writer) error
 		return err
 	}
 	defer env.Close()
-	if *rate <= 0 {
-		return errors.New("-rate must be positive")
-	}
-
-	wl, err := bench.NewWorkload(ctx, bench.WorkloadConfig{DSN: env.DSN, Table: captureTable, Writers: *writers, Live: *live, RowsPerTxn: 1, Pad: *pad})
+	c := latencyConfig{rate: *rate, writers: *writers, duration: *duration, count: *count, warmup: *warmup, live: *live, pad: *pad}
+	wl, err := c.workload(ctx, env)
 	if err != nil {
 		return err
 	}
 	defer wl.Close()
-	if err := wl.Populate(ctx); err != nil {
-		return err
-	}
-	pipe, err := bench.StartPipeline(ctx, env, env.DSN, []distributor.ViewConfig{captureView}, o.distOpts()...)
-	if err != nil {
-		return err
-	}
-	defer pipe.Close()
-	cache, err := bench.StartCache(ctx, pipe.Player.Addr(), pipe.Topic, map[string]cacheclient.Decoder[int64]{captureView.Name: bench.VersionDecoder})
-	if err != nil {
-		return err
-	}
-	defer cache.Close()
-	fl, err := newFloor(ctx, env)
-	if err != nil {
-		return err
-	}
-	defer fl.close()
-	if err := fl.start(o); err != nil {
-		return err
-	}
 
 	limit := fmt.Sprintf("for %v", *duration)
 	if *count > 0 {
@@ -83,66 +59,11 @@ func runCaptureLatency(ctx context.Context, args *bench.Args, w io.Writer) error
 	fmt.Fprintln(w, "context: the LogPlayer paper's log-store design reached 7.16 ms average, 12.47 ms p99 (8 vCPUs); its Kafka-EOS design 45 / 61 ms")
 	fmt.Fprintln(w)
 
-	probe := cache.Probe(captureView.Name)
-	expect := func(t *bench.Txn) { probe.Expect(t, t.Key, t.Version) }
-	if *warmup > 0 {
-		warm, err := wl.Run(ctx, bench.RunConfig{Rate: float64(*rate), Duration: *warmup, Hooks: bench.Hooks{BeforeCommit: expect}})
-		if err != nil {
-			return err
-		}
-		if err := probe.Wait(ctx, *o.timeout); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
-		}
-		if err := fl.rl.WaitXids(ctx, xids(warm), *o.timeout); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
-		}
-	}
-
-	var (
-		mu    sync.Mutex
-		waits []waited
-		wg    sync.WaitGroup
-	)
-	// The waiters get -timeout from the end of the run (set below).
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	afterCommit := func(t *bench.Txn) {
-		wg.Go(func() {
-			wt := waited{t: t, start: time.Now()}
-			pos, err := cacheclient.ParseLSN(t.LSN)
-			if err == nil {
-				err = cache.Client.WaitFor(wctx, pos)
-			}
-			wt.end = time.Now()
-			wt.err = err
-			mu.Lock()
-			waits = append(waits, wt)
-			mu.Unlock()
-		})
-	}
-	rc := bench.RunConfig{Rate: float64(*rate), Hooks: bench.Hooks{BeforeCommit: expect, AfterCommit: afterCommit, ReadLSN: true}}
-	if *count > 0 {
-		rc.Txns = *count
-	} else {
-		rc.Duration = *duration
-	}
-	txns, err := wl.Run(ctx, rc)
+	r, err := c.measure(ctx, env, wl, o)
 	if err != nil {
 		return err
 	}
-	timer := time.AfterFunc(*o.timeout, cancel)
-	defer timer.Stop()
-	if err := probe.Wait(ctx, *o.timeout); err != nil {
-		return err
-	}
-	if err := fl.rl.WaitXids(ctx, xids(txns), *o.timeout); err != nil {
-		return err
-	}
-	wg.Wait()
-	if err := wl.Check(ctx); err != nil {
-		return err
-	}
-
+	txns := r.txns
 	achieved := float64(len(txns)) / span(txns, func(t *bench.Txn) time.Time { return t.Done }).Seconds()
 	fmt.Fprintf(w, "achieved: %d commits at %.0f commits/s (target %d)\n", len(txns), achieved, *rate)
 	if achieved < 0.95*float64(*rate) {
@@ -150,9 +71,9 @@ func runCaptureLatency(ctx context.Context, args *bench.Args, w io.Writer) error
 	}
 	fmt.Fprintln(w, bench.Summarize(commitSpan(txns, func(t *bench.Txn) (time.Time, bool) { return t.Done, true })).Line("COMMIT round trip (info)"))
 	for _, op := range bench.Ops {
-		fmt.Fprintln(w, bench.Summarize(commitSpan(byOp(txns, op), fl.at)).Line("floor: pg_recvlogical, "+op.String()))
+		fmt.Fprintln(w, bench.Summarize(commitSpan(byOp(txns, op), r.floorAt)).Line("floor: pg_recvlogical, "+op.String()))
 	}
-	floorAll := bench.Summarize(commitSpan(txns, fl.at))
+	floorAll := bench.Summarize(commitSpan(txns, r.floorAt))
 	fmt.Fprintln(w, floorAll.Line("floor: pg_recvlogical, all"))
 	for _, op := range bench.Ops {
 		fmt.Fprintln(w, bench.Summarize(commitSpan(byOp(txns, op), visibleAt)).Line("commit -> visible, "+op.String()))
@@ -162,7 +83,7 @@ func runCaptureLatency(ctx context.Context, args *bench.Args, w io.Writer) error
 
 	var afterWrite, call []time.Duration
 	var failed []error
-	for _, wt := range waits {
+	for _, wt := range r.waits {
 		if wt.err != nil {
 			failed = append(failed, wt.err)
 			continue
@@ -188,4 +109,132 @@ func runCaptureLatency(ctx context.Context, args *bench.Args, w io.Writer) error
 		return fmt.Errorf("%d WaitFor calls failed", len(failed))
 	}
 	return nil
+}
+
+// latencyConfig is capture-latency's scenario: single-row commits at a steady rate, each
+// writer taking turns with an insert, an update and a delete, WaitFor after each.
+type latencyConfig struct {
+	rate, writers, count, live, pad int
+	duration, warmup                time.Duration
+}
+
+// workload connects the scenario's writers to captureTable (which env has) and populates
+// it.
+func (c latencyConfig) workload(ctx context.Context, env *bench.DistEnv) (*bench.Workload, error) {
+	if c.rate <= 0 {
+		return nil, errors.New("-rate must be positive")
+	}
+	wl, err := bench.NewWorkload(ctx, bench.WorkloadConfig{DSN: env.DSN, Table: captureTable, Writers: c.writers, Live: c.live, RowsPerTxn: 1, Pad: c.pad})
+	if err != nil {
+		return nil, err
+	}
+	if err := wl.Populate(ctx); err != nil {
+		wl.Close()
+		return nil, err
+	}
+	return wl, nil
+}
+
+// latencyResult is one run of the scenario: its measured transactions (Visible set), the
+// WaitFor calls, and when the floor received each commit.
+type latencyResult struct {
+	txns  []*bench.Txn
+	waits []waited
+	floor map[uint32]time.Time
+}
+
+func (r *latencyResult) floorAt(t *bench.Txn) (time.Time, bool) {
+	at, ok := r.floor[t.Xid]
+	return at, ok
+}
+
+// measure runs the scenario with wl on a pipeline, a cache and a floor of its own, all
+// closed when it returns: the warm-up, then the measured run, until every commit is
+// visible, received by the floor and returned from WaitFor.
+func (c latencyConfig) measure(ctx context.Context, env *bench.DistEnv, wl *bench.Workload, o captureOpts) (*latencyResult, error) {
+	pipe, err := bench.StartPipeline(ctx, env, env.DSN, []distributor.ViewConfig{captureView}, o.distOpts()...)
+	if err != nil {
+		return nil, err
+	}
+	defer pipe.Close()
+	cache, err := bench.StartCache(ctx, pipe.Player.Addr(), pipe.Topic, map[string]cacheclient.Decoder[int64]{captureView.Name: bench.VersionDecoder})
+	if err != nil {
+		return nil, err
+	}
+	defer cache.Close()
+	fl, err := newFloor(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	defer fl.close()
+	if err := fl.start(o); err != nil {
+		return nil, err
+	}
+
+	probe := cache.Probe(captureView.Name)
+	expect := func(t *bench.Txn) { probe.Expect(t, t.Key, t.Version) }
+	if c.warmup > 0 {
+		warm, err := wl.Run(ctx, bench.RunConfig{Rate: float64(c.rate), Duration: c.warmup, Hooks: bench.Hooks{BeforeCommit: expect}})
+		if err != nil {
+			return nil, err
+		}
+		if err := probe.Wait(ctx, *o.timeout); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+		if err := fl.rl.WaitXids(ctx, xids(warm), *o.timeout); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+
+	var (
+		mu    sync.Mutex
+		waits []waited
+		wg    sync.WaitGroup
+	)
+	// The waiters get -timeout from the end of the run (set below).
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	afterCommit := func(t *bench.Txn) {
+		wg.Go(func() {
+			wt := waited{t: t, start: time.Now()}
+			pos, err := cacheclient.ParseLSN(t.LSN)
+			if err == nil {
+				err = cache.Client.WaitFor(wctx, pos)
+			}
+			wt.end = time.Now()
+			wt.err = err
+			mu.Lock()
+			waits = append(waits, wt)
+			mu.Unlock()
+		})
+	}
+	rc := bench.RunConfig{Rate: float64(c.rate), Hooks: bench.Hooks{BeforeCommit: expect, AfterCommit: afterCommit, ReadLSN: true}}
+	if c.count > 0 {
+		rc.Txns = c.count
+	} else {
+		rc.Duration = c.duration
+	}
+	txns, err := wl.Run(ctx, rc)
+	if err != nil {
+		return nil, err
+	}
+	timer := time.AfterFunc(*o.timeout, cancel)
+	defer timer.Stop()
+	if err := probe.Wait(ctx, *o.timeout); err != nil {
+		return nil, err
+	}
+	if err := fl.rl.WaitXids(ctx, xids(txns), *o.timeout); err != nil {
+		return nil, err
+	}
+	wg.Wait()
+	if err := wl.Check(ctx); err != nil {
+		return nil, err
+	}
+	r := &latencyResult{txns: txns, waits: waits, floor: map[uint32]time.Time{}}
+	for _, t := range txns {
+		if at, ok := fl.at(t); ok {
+			r.floor[t.Xid] = at
+		}
+	}
+	return r, nil
 }

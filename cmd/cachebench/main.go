@@ -1,12 +1,3 @@
-// Command cachebench runs statecast's benchmarks against the real PostgreSQL and Kafka
-// (STATECAST_PG_DSN, STATECAST_KAFKA_BROKERS; `make infra` starts them).
-//
-//	cachebench                 lists the benchmarks
-//	cachebench <name> [flags]  runs one; `cachebench <name> -h` shows its flags
-//
-// Every benchmark prints the baseline it is compared with, measured in the same run. Each
-// benchmark's file holds its flags and its scenario; the instruments they share are in
-// cmd/internal/bench. docs/BENCHMARKS.md says what each one measures and its latest result.
 package main
 
 import (
@@ -32,6 +23,8 @@ var benchmarks = []bench.Benchmark{
 		Run: runCaptureBulk},
 	{Name: "capture-fanout", About: "WAL capture: a competition rename reaching its 10,000 rows of a three-table join view, vs re-reading the whole view",
 		Run: runCaptureFanout},
+	{Name: "capture-sportsbook", About: "WAL capture: commit -> visible per view of a sportsbook of real size (joins, aggregates, EXISTS, UNION ALL, window, DISTINCT ON, subqueries, CTE beside single-table views), 4 writers at 1,000 commits/s, vs the single-table views and capture-latency alone",
+		Run: runCaptureSportsbook},
 	{Name: "player-delay", About: "delivery delay (player vs bare gRPC fan-out vs sarama consumers), 2-20 targets x 1-10 KB at 1,000 entries/s",
 		Run: runPlayerDelay},
 	{Name: "player-throughput", About: "fan-out throughput to 20 targets with 1 KB entries vs a raw gRPC fan-out on loopback",

@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// Guarantee names a delivery guarantee of DESIGN.md.
+// Guarantee names one of the delivery guarantees of docs/architecture.md (Guarantees).
 type Guarantee string
 
 // The guarantees the checker reports.

@@ -1,5 +1,6 @@
 // Package checker records what each target of the player received and reports violations
-// of the delivery guarantees of DESIGN.md by name: ordered, unique, reliable, resumable.
+// of the delivery guarantees by name: ordered, unique, reliable, resumable (the first four
+// of docs/architecture.md, Guarantees; the list below says how each is checked).
 //
 // A test creates one Checker, calls Hello / Batch / Progress / SnapshotBegin / SnapshotEnd /
 // Resync for every frame a target sends or receives (in the order the target saw them), and
@@ -48,4 +49,10 @@
 //
 // All methods are safe for concurrent use; events of one target must be recorded in the
 // order that target observed them (the usual case: one goroutine per target).
+//
+// Files: checker.go (Checker and its recording methods, Guarantee and its sentinels,
+// Violation, Error, Options), proto.go (recording from the player's protobuf messages:
+// HelloMsg, Response, EntryOf), topic.go (ReadTopic, the truth read back from Kafka),
+// truth.go (the truth indexed by position, the views a target subscribes to), evaluate.go
+// (Check's reasoning, one target's events replayed against the truth).
 package checker

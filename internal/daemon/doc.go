@@ -1,8 +1,9 @@
 // Package daemon holds what statecast's two daemons, the distributor and the player, share
 // in their shape, so that a maintainer who knows one knows the other:
 //
-//   - LoadYAML/DecodeYAML: the config file loader behind distributor.LoadConfig and
-//     player.LoadConfig (strict fields, ${VAR} expansion in values after parsing);
+//   - Load/Parse over LoadYAML/DecodeYAML: the config file loader behind
+//     distributor.LoadConfig and player.LoadConfig (strict fields, ${VAR} expansion in
+//     values after parsing, then the config's Validate);
 //   - ListenServers/Servers.Serve: the two HTTP endpoints that each daemon's Run listens on
 //     first and serves until it ends, the read-only one (/metrics, /livez, /readyz,
 //     /healthz) on its Config.HTTPAddr and the admin one, whose files it reloads
@@ -16,4 +17,12 @@
 //     token unless it listens on a loopback address (Admin, AdminServer).
 //
 // The libraries import it; cmd mains only parse flags, load the config and call Run.
+//
+// Files: yaml.go (Load, Parse, LoadYAML, DecodeYAML), servers.go (ListenServers,
+// Servers), http.go (ListenHTTP, HTTPServer), admin.go (Admin, AdminServer,
+// GuardTokens, IsLoopback), tokens.go (Tokens, TokenSet, BearerToken, HashToken),
+// tlsfiles.go (ServerTLS, TLSFiles), reload.go (Reloadable, Watch), defaults.go
+// (Default), main.go (Main, Env, Probe, OnSignal). A TokenSet and a TLSFiles are read by
+// request goroutines while Watch, on a goroutine of the daemon's, replaces what they
+// hold: each keeps its current state behind an atomic pointer.
 package daemon

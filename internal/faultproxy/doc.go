@@ -26,4 +26,10 @@
 //
 // The package does not import testing: the chaos rig and the benchmarks use it outside
 // tests.
+//
+// One file, proxy.go, holds it all: Proxy and its faults, Link, Direction and WithSetup.
+// A Proxy's methods may be called from any goroutine (one mutex guards its state); it
+// runs one goroutine that accepts, and per connection one that serves it and two that
+// copy its two directions. Close stops accepting, closes every connection and waits for
+// those goroutines.
 package faultproxy

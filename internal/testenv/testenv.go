@@ -1,8 +1,3 @@
-// Package testenv gives integration tests the real PostgreSQL and Kafka started by
-// deploy/local (make test exports their addresses).
-//
-// Outside CI a test whose server is missing is skipped with a message saying how to start
-// it; under CI (CI=true) it fails instead, so a broken environment can never pass as green.
 package testenv
 
 import (

@@ -137,4 +137,14 @@
 //     one: each claim has its own engine, and the broker rejects commits of an old generation.
 //   - When Run's ctx ends and Config.Drain is set, queued records are finished first (at
 //     most Config.DrainTimeout).
+//
+// # Files
+//
+// consumer.go (Consumer: New, Run, Stats, CommitStats; the group handler), config.go
+// (Config, CommitMode, IsolationLevel, MetadataPolicy, Validate), claim.go (one claimed
+// partition: its resume point, its engine, the intake), claim_commit.go (the claim's
+// commits and its committer goroutine), offsets.go (committing and fetching offsets with
+// metadata through explicit requests: CommitProgress, FetchCheckpoint), txn.go
+// (CommitTransactional: TxnHandler, Producer, the outputs pending their transaction),
+// deadletter.go (the dead-letter topic, DeadLetterMessage).
 package saramapc

@@ -17,4 +17,29 @@
 //
 // Receivers, consumers and the fan-out record what they receive under their own locks;
 // read them (Latencies, DispatchSpans, AllHave) from any goroutine.
+//
+// Files:
+//
+//   - the command: registry.go (Benchmark, Main, Args: the list and the command line),
+//     flags.go (flag helpers), profile.go (the profiling flags and Layout);
+//   - measuring: summary.go (Summary, Quantile, Ratio, Verdict, Rate, Pool), histogram.go
+//     (a Prometheus histogram read back), payload.go (timestamped payloads), pace.go
+//     (Pace, Every, WaitFor);
+//   - Kafka: kafka.go (topics and end offsets), producer.go (Producer and its AckLog,
+//     ProduceSync, ProduceAsync), consumers.go (plain sarama consumers, a baseline),
+//     arrivals.go (when each key first reached a topic);
+//   - delivery: receiver.go (the in-process gRPC receivers and what they recorded),
+//     fanout.go (the bare gRPC fan-out, a baseline), barekafka.go (that fan-out fed from
+//     Kafka like the player's fetcher), player.go (an in-process player), distributor.go
+//     (DistEnv, the database and Kafka of a distributor benchmark, and an in-process
+//     distributor), child.go (StartChildDistributor: a distributor alone in a child
+//     process, its peak RSS and Go heap measured per phase);
+//   - WAL capture: workload.go (Workload, the writers and their transactions' xids and
+//     commit times), capture.go (Pipeline, Cache, Publication), probe.go (Probe, when a
+//     transaction became visible in a view), recvlogical.go (RecvLogical, pg_recvlogical
+//     as the floor) with pgoutput.go (its output split into pgoutput messages), slots.go
+//     (creating and dropping slots), sportsbook.go (the sportsbook workload: its schema
+//     of real size, its views of every shape, writers that know which view rows each
+//     commit changes), positions.go (PositionWatch: when a position record became
+//     readable in Kafka, from the topic's last stable offset).
 package bench

@@ -64,3 +64,26 @@ func HistogramOf(g prometheus.Gatherer, name string) Histogram {
 	h.P50, h.P99 = q(0.5), q(0.99)
 	return h
 }
+
+// CounterSum gathers the counter name from g, summed per value of its label label (the
+// metric missing: an empty map).
+func CounterSum(g prometheus.Gatherer, name, label string) map[string]float64 {
+	out := map[string]float64{}
+	mfs, err := g.Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label {
+					out[lp.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}

@@ -39,3 +39,19 @@ func TestHistogramOf(t *testing.T) {
 		t.Error("a missing histogram is not zero")
 	}
 }
+
+func TestCounterSum(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rereads_total", Help: "c"}, []string{"view", "reason"})
+	reg.MustRegister(c)
+	c.WithLabelValues("a", "unmapped").Add(3)
+	c.WithLabelValues("a", "retry").Add(1)
+	c.WithLabelValues("b", "unmapped").Add(2)
+	got := CounterSum(reg, "rereads_total", "view")
+	if len(got) != 2 || got["a"] != 4 || got["b"] != 2 {
+		t.Errorf("per view = %v, want a 4, b 2", got)
+	}
+	if len(CounterSum(reg, "missing", "view")) != 0 {
+		t.Error("a missing counter is not empty")
+	}
+}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -104,6 +105,66 @@ func TestEvery(t *testing.T) {
 		stop() // a second stop is harmless
 		if got := count(); got != after {
 			t.Errorf("f ran %d more times after stop returned", got-after)
+		}
+	})
+}
+
+func TestPaceWriters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 2 writers, each every 2 ms, staggered by 1 ms, until 10 ms: writer 0 at 0, 2, .., 8
+		// ms, writer 1 at 1, 3, .., 9 ms.
+		var mu sync.Mutex
+		at := map[int][]time.Duration{}
+		start := time.Now()
+		err := PaceWriters(context.Background(), PaceConfig{Writers: 2, Interval: 2 * time.Millisecond, Duration: 10 * time.Millisecond},
+			func(_ context.Context, i int) error {
+				mu.Lock()
+				at[i] = append(at[i], time.Since(start))
+				mu.Unlock()
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for w := range 2 {
+			if len(at[w]) != 5 {
+				t.Fatalf("writer %d called at %v, want 5 calls", w, at[w])
+			}
+			for k, d := range at[w] {
+				if want := time.Duration(2*k+w) * time.Millisecond; d != want {
+					t.Fatalf("writer %d's call %d at %v, want %v", w, k, d, want)
+				}
+			}
+		}
+
+		// A call count ends the run, counted over all writers.
+		n := 0
+		if err := PaceWriters(context.Background(), PaceConfig{Writers: 3, Interval: time.Millisecond, Calls: 30}, func(context.Context, int) error {
+			mu.Lock()
+			n++
+			mu.Unlock()
+			return nil
+		}); err != nil || n != 30 {
+			t.Fatalf("%d calls (%v), want 30", n, err)
+		}
+
+		// An error of one writer stops the others and is returned.
+		boom := errors.New("boom")
+		calls := 0
+		err = PaceWriters(context.Background(), PaceConfig{Writers: 2, Interval: time.Millisecond, Duration: time.Minute}, func(context.Context, int) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls++
+			if calls == 5 {
+				return boom
+			}
+			return nil
+		})
+		if !errors.Is(err, boom) || calls > 6 {
+			t.Errorf("err = %v after %d calls, want boom after 5 (or 6: the other writer's call under way)", err, calls)
+		}
+		if PaceWriters(context.Background(), PaceConfig{Writers: 1}, func(context.Context, int) error { return nil }) == nil {
+			t.Error("a run without a limit was accepted")
 		}
 	})
 }

@@ -101,3 +101,44 @@ func TestProbe(t *testing.T) {
 		}
 	})
 }
+
+// TestProbeOrdered: an ordered probe meets a writer's expectations in the order they were
+// made, each writer on its own.
+func TestProbeOrdered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cache := &fakeCache{rows: map[string]int64{}}
+		p := NewProbe(cache.look)
+		defer p.Close()
+		p.Ordered()
+		ctx := context.Background()
+		a1, a2 := &Txn{Writer: 0}, &Txn{Writer: 0}
+		b1 := &Txn{Writer: 1}
+		p.Expect(a1, "x", 1)
+		p.Expect(a2, "y", 2)
+		p.Expect(a2, "x", 2)
+		p.Expect(b1, "z", 3)
+		// y shows a2's version but x not even a1's: writer 0 waits at a1; writer 1 goes on.
+		cache.set("y", 2)
+		cache.set("z", 3)
+		notified := time.Now()
+		p.Notify()
+		synctest.Wait()
+		if n := p.Pending(); n != 3 {
+			t.Fatalf("%d pending after the Notify, want 3", n)
+		}
+		if !a1.Visible.IsZero() || !a2.Visible.IsZero() || !b1.Visible.Equal(notified) {
+			t.Fatalf("notified at %v: a1 visible %v, a2 %v, b1 %v", notified, a1.Visible, a2.Visible, b1.Visible)
+		}
+		if err := p.Wait(ctx, 20*time.Millisecond); err == nil || !strings.Contains(err.Error(), "key x: want version 1") {
+			t.Fatalf("Wait with x missing: %v", err)
+		}
+		synctest.Wait()
+		cache.set("x", 2)
+		if err := p.Wait(ctx, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if a1.Visible.IsZero() || !a2.Visible.Equal(a1.Visible) {
+			t.Fatalf("writer 0's transactions visible at %v and %v, want both at the same read", a1.Visible, a2.Visible)
+		}
+	})
+}

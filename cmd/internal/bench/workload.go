@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -197,55 +196,25 @@ func (w *Workload) Run(ctx context.Context, rc RunConfig) ([]*Txn, error) {
 	if rc.Duration <= 0 && rc.Txns <= 0 {
 		return nil, errors.New("bench: workload: a run needs a duration or a transaction count")
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	var interval time.Duration // between one writer's transactions
 	if rc.Rate > 0 {
 		interval = time.Duration(float64(time.Second) * float64(w.cfg.RowsPerTxn*w.cfg.Writers) / rc.Rate)
 	}
-	start := time.Now()
-	var end time.Time
-	if rc.Duration > 0 {
-		end = start.Add(rc.Duration)
-	}
-	var begun atomic.Int64
 	out := make([][]*Txn, len(w.writers))
-	var wg sync.WaitGroup
-	for i, wr := range w.writers {
-		wg.Go(func() {
-			// The writers' schedules are staggered so that their commits interleave evenly.
-			next := start.Add(interval * time.Duration(i) / time.Duration(len(w.writers)))
-			for {
-				if d := time.Until(next); d > 0 {
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(d):
-					}
-				}
-				if ctx.Err() != nil || !end.IsZero() && !time.Now().Before(end) ||
-					rc.Txns > 0 && begun.Add(1) > int64(rc.Txns) {
-					return
-				}
-				t, err := w.txn(ctx, wr, rc.Hooks)
-				if err != nil {
-					cancel(err)
-					return
-				}
-				out[i] = append(out[i], t)
-				next = next.Add(interval)
+	err := PaceWriters(ctx, PaceConfig{Writers: len(w.writers), Interval: interval, Duration: rc.Duration, Calls: rc.Txns},
+		func(ctx context.Context, i int) error {
+			t, err := w.txn(ctx, w.writers[i], rc.Hooks)
+			if err != nil {
+				return err
 			}
+			out[i] = append(out[i], t)
+			return nil
 		})
-	}
-	wg.Wait()
 	var all []*Txn
 	for _, ts := range out {
 		all = append(all, ts...)
 	}
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return all, err
-	}
-	return all, ctx.Err()
+	return all, err
 }
 
 // txn runs one transaction of writer wr.

@@ -56,10 +56,15 @@
 // # Files
 //
 // run.go holds the run's life (Config, Result, the sequence of phases, the helpers that
-// ask the processes for their state); setup.go starts the servers, proxies and processes
-// and writes their configs; writes.go the writers and the read-your-writes and atomicity
-// probes; inject.go applies a fault and heals it; check.go the final checks; procs.go the
-// supervised processes; client.go the `chaos client` program; tap.go the stream's tap.
+// ask the processes for their state); servers.go the run's own PostgreSQL and Kafka
+// (deploy/local's scripts with private state: started, restarted, crashed, killed);
+// setup.go builds the commands, starts the servers, proxies and processes and writes
+// their configs; views.go the schema and the views; workload.go the
+// writer workload (the seed data, each writer's partition of the rows, the transactions
+// it draws and the view rows they must produce); writes.go the writers and the
+// read-your-writes and atomicity probes; faults.go the plan; inject.go applies a fault
+// and heals it; check.go the final checks; procs.go the supervised processes; client.go
+// the `chaos client` program; tap.go the stream's tap.
 //
 // Violations name what, where and how: the client, the view, the key, the expected row and
 // the one found. Result.Summary is one line: changes, faults by kind, violations, time to

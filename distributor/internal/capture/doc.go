@@ -8,18 +8,27 @@
 //
 //   - [Analyze] asks PostgreSQL which base tables a view's SQL reads (the dependencies of a
 //     temporary view built from it, never a parse of the SQL in Go), each table's replica
-//     identity, and where the view's output columns come from (the result's column
-//     origins). The result, a [ViewDeps], says per table whether its changes map to view
-//     rows through output columns that hold the table's identity ([Mapping]) or force a
-//     full re-read of the view, and why.
-//   - [EnsurePublication] and [Slot] manage the stream's publication and logical slot:
-//     created when missing, validated when present (another plugin, another database, a
-//     missing table, an invalidated slot: errors that name it).
+//     identity, and how each place a table appears in the query reaches the view's rows:
+//     derived from the query tree the server stores for the view and for every database
+//     view it reads (read with package pgtree): equalities, hops through joined tables,
+//     correlated sublinks, grouping, window partitions, DISTINCT ON, set operations. The
+//     result, a [ViewDeps], gives per table a [Mapping] per occurrence — the output columns
+//     that hold the changed row's values, and the [Hop]s that turn its values into theirs
+//     — or why its changes force a full re-read of the view.
+//   - [Lookup] re-reads the rows of a view whose output columns hold given values (a
+//     changed table's identities, or the view's keys), in chunks, through the condition
+//     PostgreSQL pushes down into the view's query.
+//   - [EnsurePublication] and the slot's functions ([LookupSlot], [SlotInfo.Check],
+//     [CreateSlot], [DropSlot], [Retained]) manage the stream's publication and logical
+//     slot: created when missing, validated when present (another plugin, another
+//     database, a missing table, an invalidated slot: errors that name it).
 //   - [Receiver] owns the replication connection: it decodes pgoutput messages into
 //     [Txn]s (the changed rows' identity values, old and new, per relation), tracks how far
-//     the server has decoded (keepalives), and reports the confirmed position back.
+//     the server has decoded (keepalives), and reports the confirmed position back. Each
+//     stream that reads the slot has a [Sub] of its own: the transactions that touch its
+//     tables, and the position it confirmed (the slot is confirmed at the lowest).
 //   - [Snapshot] is a REPEATABLE READ transaction whose visibility (xmin, xmax, in-progress
-//     xids) and WAL insert position were read with its first statement. With [Receiver.Take]
+//     xids) and WAL insert position were read with its first statement. With [Sub.Take]
 //     it yields the transactions the snapshot reflects: every transaction it shows must be
 //     received first (the receiver has decoded past the insert position), and the visible
 //     ones must form a prefix of the commit order ([Split]); then the snapshot is the state
@@ -29,8 +38,20 @@
 // # Goroutines
 //
 // The Receiver runs one goroutine (Run) that alone reads from and writes to the replication
-// connection; other goroutines talk to it through methods that only touch its mutex-guarded
-// state (Take, Pending, Confirm, Ping) and a wake (the socket's read deadline set to now)
-// that interrupts a blocked read so that a ping or a confirmation goes out at once. Everything else in the package is called
-// by the distributor's publisher loop and holds no goroutine.
+// connection; other goroutines talk to it through methods (its own and its Subs': Take,
+// Pending, Confirm, Ping) that only touch its mutex-guarded state, and a wake (the
+// socket's read deadline set to now) that interrupts a blocked read so that a ping or a
+// confirmation goes out at once. Everything else in the package is called by the
+// distributor's publisher loops and holds no goroutine.
+//
+// # Files
+//
+// analyze.go (Analyze and what it returns: ViewSpec, ViewDeps, Table, Column, Mapping,
+// Hop), querytree.go (the stored query trees, equality operators and volatile functions
+// from the catalog), derive.go (the bindings of each level of the tree: which values of a
+// changed row each column holds), route.go (each occurrence's Mapping chosen from them),
+// lookup.go (Lookup, the hops' query), lookup_plan.go (a lookup one value at a time where
+// the planner cannot take an array down to the view's tables), publication.go (EnsurePublication), slot.go (the slot's functions,
+// SlotInfo, ErrSlotLost), receiver.go (Receiver, Sub, Txn, Change, Identity, LSN),
+// snapshot.go (Snapshot: BeginSnapshot, ImportSnapshot, Split; FlushWAL, WALPositions).
 package capture

@@ -11,6 +11,7 @@
 // Field names are PostgreSQL's (varno, targetList…), so a reader takes the fields it
 // knows and ignores the rest: the fields added by later server versions do not break it.
 //
-// Read parses a tree into Nodes; the accessors (Node.Int, Node.List, …) return zero
+// Files: read.go (Read, the reader of the text form), node.go (Node and its accessors,
+// Walk). Read parses a tree into Nodes; the accessors (Node.Int, Node.List, …) return zero
 // values for missing or differently typed fields. Nothing here holds a goroutine.
 package pgtree

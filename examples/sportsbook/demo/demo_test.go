@@ -1,7 +1,6 @@
 package demo_test
 
 import (
-	"reflect"
 	"testing"
 
 	"github.com/statecast/statecast/distributor"
@@ -29,7 +28,9 @@ func TestConfig(t *testing.T) {
 			t.Errorf("view %s: %+v, want %+v", v.Name, v.ViewSettings, want)
 		}
 	}
-	if d := s.Views[1].Depends; s.Views[1].Name != "events" || !reflect.DeepEqual(d, map[string][]string{"competitions": {"competition_id"}}) {
-		t.Errorf("view %s depends %v", s.Views[1].Name, d)
+	for _, v := range s.Views {
+		if v.Depends != nil {
+			t.Errorf("view %s declares depends %v: the analysis maps every join of the demo by itself", v.Name, v.Depends)
+		}
 	}
 }

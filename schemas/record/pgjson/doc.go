@@ -20,4 +20,12 @@
 // Types without a mapping are refused by Compile/NewEncoder with a *TypeError naming the
 // column and the type. Concurrency: an Encoder is immutable after construction and safe
 // for concurrent use; the Append methods only write to the dst they are given.
+//
+// Files: encoder.go (Encoder: Compile, NewEncoder, the Append methods, ResultFormats),
+// types.go (the type table, TypeInfo, LookupTypes for enums, citext and arrays of
+// them), scalar.go (the scalar types' encoders), numeric.go, interval.go and array.go
+// (numeric, interval and arrays), jsonstr.go (JSON string escaping), minlen.go
+// (MinValueLen, MinKeyLen: a lower bound of a row's encoded size from the raw values'
+// lengths, so that an oversized row is refused before it is encoded), errors.go (TypeError, the
+// sentinels).
 package pgjson
