@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
@@ -92,6 +93,7 @@ type bulkRead struct {
 	hashes           map[string]uint64
 	deps             []*depMap
 	published, tombs int64
+	took             time.Duration // from the query to the read's end (sends included)
 }
 
 // bulkItem is a batch of records, or the error that ends the read.
@@ -116,6 +118,7 @@ func (w *walSession) bulkOut(ctx context.Context, tx pgx.Tx, v *walView, src sou
 		s.m.rows.WithLabelValues(s.cfg.Topic, st.cfg.Name).Add(float64(b.published))
 		s.m.tombstones.WithLabelValues(s.cfg.Topic, st.cfg.Name).Add(float64(b.tombs))
 		s.m.rereads.WithLabelValues(s.cfg.Topic, st.cfg.Name, fullBulk.String()).Inc()
+		s.m.viewRead.WithLabelValues(s.cfg.Topic, st.cfg.Name).Add(b.took.Seconds())
 	})
 	return b
 }
@@ -153,6 +156,7 @@ func (b *bulkRead) next() (*sarama.ProducerMessage, error) {
 // start runs the view's query and the goroutine that reads it.
 func (b *bulkRead) start() error {
 	st, s := b.st, b.w.s
+	started := time.Now()
 	b.out, b.quit, b.done = make(chan bulkItem, bulkAhead), make(chan struct{}), make(chan struct{})
 	rows, err := b.tx.Query(b.ctx, st.cfg.SQL, pgjson.ResultFormats)
 	if err != nil {
@@ -181,6 +185,7 @@ func (b *bulkRead) start() error {
 		if err := b.read(rows, codec, prog); err != nil {
 			b.send(bulkItem{err: err})
 		}
+		b.took = time.Since(started)
 	}()
 	return nil
 }
