@@ -126,7 +126,7 @@ func staleIn(t *testing.T, recs []rec, view string) bool {
 }
 
 // bulkReads is statecast_distributor_full_rereads_total{reason="bulk"} of a view.
-func bulkReads(t *testing.T, reg *prometheus.Registry, topic, view string) float64 {
+func bulkReads(t *testing.T, reg prometheus.Gatherer, topic, view string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -147,4 +147,50 @@ func bulkReads(t *testing.T, reg *prometheus.Registry, topic, view string) float
 		}
 	}
 	return 0
+}
+
+// TestWALBulkReverseMaps: a cycle read whole leaves the reverse maps of the view's new
+// rows, which the next, mapped cycle needs. A view over children joined to a parent
+// maps a parent's change by its column parent_id (= p.id): the rows that hold the
+// parent's key now are read by it, those that held it come from a reverse map. One transaction changes every child and moves 50 of the 1,000 to a
+// new parent (read whole: past 15 % of the rows); deleting that parent is then one
+// change, mapped, and must find those 50 rows through the map the whole read built and
+// tombstone them.
+func TestWALBulkReverseMaps(t *testing.T) {
+	minRows := bulkMinRows
+	bulkMinRows = 0 // before the distributor starts; restored after it stopped
+	t.Cleanup(func() { bulkMinRows = minRows })
+	e := newEnv(t)
+	e.exec(`CREATE TABLE bparent (id int PRIMARY KEY, name text NOT NULL)`)
+	e.exec(`CREATE TABLE bchild (id int PRIMARY KEY, parent_id int NOT NULL, val int NOT NULL)`)
+	e.exec(`INSERT INTO bparent SELECT i, 'p' || i FROM generate_series(1, 10) i`)
+	e.exec(`INSERT INTO bchild SELECT i, 1 + i % 10, 0 FROM generate_series(1, 1000) i`)
+	view := ViewConfig{Name: "children", Key: []string{"id"},
+		SQL: "SELECT c.id, c.val, c.parent_id, p.name FROM bchild c JOIN bparent p ON p.id = c.parent_id"}
+	reg := prometheus.NewRegistry()
+	d, err := New(e.walConfig(view), WithLogger(testLogger(t)), WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &running{d: d, finished: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.err = d.Run(ctx); close(r.finished) }()
+	t.Cleanup(func() { r.stop(t) })
+	r.waitReady(t)
+	e.waitConverged(t, "the snapshot", view)
+
+	e.exec(`BEGIN; INSERT INTO bparent VALUES (11, 'new'); UPDATE bchild SET val = val + 1, parent_id = CASE WHEN id <= 50 THEN 11 ELSE parent_id END; COMMIT`)
+	e.waitConverged(t, "every child changed, 50 moved", view)
+	if got := bulkReads(t, reg, e.topic, "children"); got != 1 {
+		t.Fatalf("the move was read whole %v times, want 1", got)
+	}
+	e.exec(`DELETE FROM bparent WHERE id = 11`)
+	recs := e.waitConverged(t, "the new parent deleted", view)
+	if got := bulkReads(t, reg, e.topic, "children"); got != 1 {
+		t.Fatalf("the delete was read whole (%v whole reads), want it mapped", got)
+	}
+	if n := len(rowsOf(recs, "children")); n != 950 {
+		t.Fatalf("the view holds %d rows, want 950", n)
+	}
 }
