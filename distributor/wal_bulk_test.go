@@ -11,15 +11,16 @@ import (
 	"github.com/statecast/statecast/schemas/record"
 )
 
-// TestWALBulk: transactions that change every row of a 50,000-row table are read whole
-// and streamed to the producer inside the cycle's Kafka transaction (wal_bulk.go). A row
+// TestWALBulk: transactions that change every row of a 12,000-row table (above
+// bulkMinRows) are read whole and streamed to the producer inside the cycle's Kafka
+// transaction (wal_bulk.go). A row
 // that stops its view in the middle of the stream (a division by zero in the view's SQL)
 // aborts the transaction: no record of it is readable (read_committed), the cycle is
 // taken again without the view, which is stale until the row is fixed. An UPDATE of every
 // row then reaches the stream as one source transaction, equal to PostgreSQL.
 func TestWALBulk(t *testing.T) {
 	e := newEnv(t)
-	const n = 50_000
+	const n = 12_000
 	const bad = n / 2
 	e.exec(`CREATE TABLE bulk (id bigint PRIMARY KEY, val int NOT NULL, pad text NOT NULL)`)
 	e.exec(`INSERT INTO bulk SELECT i, 0, md5(i::text) FROM generate_series(1, $1::int) i`, n)
