@@ -69,14 +69,15 @@ func AppendIdentity(dst []byte, v []byte) []byte {
 // it in full. Missing lists the captured columns (by their index in TableColumns.Names)
 // that the table does not have any more (dropped or renamed: the relation message pgoutput
 // sent before the change lacks their names); their values read as NULL, and only the
-// views that map the table through them must re-read it.
+// views that map the table through them must re-read it. (Unknown is next to Op: a
+// transaction of a million rows holds a million Changes, 64 B each so.)
 type Change struct {
 	Rel     uint32
 	Op      Op
+	Unknown bool
 	Old     Identity
 	New     Identity
 	Missing []int
-	Unknown bool
 }
 
 // Txn is one committed source transaction's changes to the published tables.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -375,7 +376,7 @@ func TestReceiverStreamed(t *testing.T) {
 	mustExec(ctx, t, conn, `BEGIN; INSERT INTO sports SELECT i, 'gone ' || i FROM generate_series(7001, 10000) i; ROLLBACK`)
 	mustExec(ctx, t, conn, "INSERT INTO sports VALUES (20000, 'small')")
 
-	snap, err := BeginSnapshot(ctx, s.pool)
+	snap, err := BeginSnapshot(ctx, s.pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,5 +407,16 @@ func TestReceiverStreamed(t *testing.T) {
 	}
 	if streamed < 1 {
 		t.Fatal("the server streamed no transaction: the test did not exercise streaming")
+	}
+}
+
+// TestChangeSize: a Change is 64 B on a 64-bit platform — a transaction of a million
+// rows holds a million of them until its cycle is published.
+func TestChangeSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("not a 64-bit platform")
+	}
+	if n := unsafe.Sizeof(Change{}); n != 64 {
+		t.Fatalf("capture.Change is %d B, want 64 (order its fields by size)", n)
 	}
 }
