@@ -37,3 +37,28 @@ func (t *target) pushMain(it *item) bool {
 	}
 	return true
 }
+
+// dispatch is the push of one entry of a view to the targets that subscribe to it
+// (stream.apply): a target that selects rows of the view gets what its selection
+// chooses, the row decoded once for all of them (cur, and prev: the key's row before
+// it, nil when it had none).
+type dispatch struct {
+	it    *item
+	cur   rowVals
+	prev  *rowVals
+	woken map[*target]struct{}
+}
+
+func (d *dispatch) push(t *target) {
+	x := d.it
+	if d.cur.it != nil {
+		if sel := t.selectionOf(d.it.view); sel != nil {
+			if x = sel.choose(&d.cur, func() bool { return d.prev != nil && sel.passes(d.prev) }); x == nil {
+				return
+			}
+		}
+	}
+	if t.pushMain(x) {
+		d.woken[t] = struct{}{}
+	}
+}

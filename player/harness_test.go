@@ -20,7 +20,7 @@ import (
 	"github.com/statecast/statecast/internal/checker"
 	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/kafkaconn"
-	"github.com/statecast/statecast/schemas/gen/statecast/v1"
+	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
@@ -250,9 +250,11 @@ type client struct {
 	resyncs  []statecastv1.ResyncRequired_Reason
 	batch    int // max batch entries hint
 	stream   string
-	window   int32             // if > 0: the gRPC stream/conn window (no BDP growth), to stall for real
-	dial     []grpc.DialOption // when set: the transport (TLS) and credentials, instead of plaintext
-	service  string            // Hello.service
+	window   int32                        // if > 0: the gRPC stream/conn window (no BDP growth), to stall for real
+	dial     []grpc.DialOption            // when set: the transport (TLS) and credentials, instead of plaintext
+	service  string                       // Hello.service
+	sels     []*statecastv1.Selection     // Hello.selections
+	model    map[string]checker.Selection // the checker's model of sels, by view
 	frames   int
 	maxHead  int64    // highest SubscribeResponse.head_index seen
 	topic    []byte   // the topic ID of the applied index (sent back in Hello.topic_id)
@@ -262,6 +264,7 @@ type client struct {
 	// that end with the start of a source transaction after a position entry (the player
 	// cuts those after the position entry).
 	positions, snapPositions int
+	rowsGot, tombsGot        int // row entries received (live and in snapshots), tombstones among them
 	cutErrs                  []string
 }
 
@@ -312,7 +315,7 @@ func (c *client) session(ctx context.Context, addr string, stopAfter int, pause 
 		return err
 	}
 	c.mu.Lock()
-	hello := &statecastv1.Hello{ClientId: c.id, Service: c.service, Stream: c.stream, Views: c.views, MaxBatchEntries: uint32(c.batch)}
+	hello := &statecastv1.Hello{ClientId: c.id, Service: c.service, Stream: c.stream, Views: c.views, MaxBatchEntries: uint32(c.batch), Selections: c.sels}
 	var resume *int64
 	if c.hasState {
 		r := c.applied
@@ -324,7 +327,11 @@ func (c *client) session(ctx context.Context, addr string, stopAfter int, pause 
 	if err := st.Send(&statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Hello{Hello: hello}}); err != nil {
 		return err
 	}
-	c.chk.Hello(c.id, c.views, resume)
+	if c.model != nil {
+		c.chk.HelloSelect(c.id, c.views, resume, c.model)
+	} else {
+		c.chk.Hello(c.id, c.views, resume)
+	}
 	ack := func(i int64) error {
 		return st.Send(&statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Ack{Ack: &statecastv1.Ack{Index: i}}})
 	}
@@ -364,6 +371,12 @@ func (c *client) session(ctx context.Context, addr string, stopAfter int, pause 
 			lastPos, txnAfter := -1, false
 			for i, en := range m.Batch.Entries {
 				es[i] = checker.Entry{Index: en.Index, Key: string(en.Key), View: en.View, Kind: kindString(en.Kind), Tombstone: en.Tombstone}
+				if en.Kind == statecastv1.Kind_KIND_ROW {
+					c.rowsGot++
+					if en.Tombstone {
+						c.tombsGot++
+					}
+				}
 				switch {
 				case en.Kind == statecastv1.Kind_KIND_POSITION && inSnap:
 					c.snapPositions++

@@ -72,7 +72,12 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 		// A client that predates the service field names its service in client_id.
 		id.service = hello.GetClientId()
 	}
-	t, err := s.admit(id, hello)
+	sels, err := s.selections(hello, nil)
+	if err != nil {
+		p.log.Warn("subscribe refused", "principal", pr.String(), "stream", hello.GetStream(), "err", err)
+		return toStatus(err)
+	}
+	t, err := s.admit(id, hello, sels)
 	if err != nil {
 		return toStatus(err)
 	}

@@ -453,8 +453,10 @@ func (s *stream) apply(m *sarama.ConsumerMessage, live bool, woken map[*target]s
 	if it.view != "" && !s.known[it.view] {
 		s.known[it.view] = true
 	}
+	var prev *item // the key's row before it (the selections' moves out)
 	if it.isRow() {
 		vm, vo := s.rows[it.view], s.order[it.view]
+		prev = vm[it.key]
 		if it.tombstone {
 			if vm != nil {
 				if old, ok := vm[it.key]; ok {
@@ -498,15 +500,18 @@ func (s *stream) apply(m *sarama.ConsumerMessage, live bool, woken map[*target]s
 				}
 			}
 		} else {
-			for t := range s.byView[it.view] {
-				if t.pushMain(it) {
-					woken[t] = struct{}{}
+			d := dispatch{it: it, woken: woken}
+			if it.isRow() {
+				d.cur.it = it
+				if prev != nil {
+					d.prev = &rowVals{it: prev}
 				}
 			}
+			for t := range s.byView[it.view] {
+				d.push(t)
+			}
 			for t := range s.allViews {
-				if t.pushMain(it) {
-					woken[t] = struct{}{}
-				}
+				d.push(t)
 			}
 		}
 	}

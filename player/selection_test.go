@@ -1,0 +1,249 @@
+package player
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/statecast/statecast/internal/checker"
+	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+	"github.com/statecast/statecast/schemas/record"
+	"github.com/statecast/statecast/schemas/record/recordsarama"
+)
+
+func TestSelectionsOfRefused(t *testing.T) {
+	cols := func(v string) []string {
+		if v == "empty" {
+			return nil
+		}
+		return []string{"g", "id", "name"}
+	}
+	sel := func(view, filter string, shard, shards uint32) *statecastv1.Selection {
+		return &statecastv1.Selection{View: view, Filter: filter, ShardIndex: shard, ShardCount: shards}
+	}
+	tests := []struct {
+		name  string
+		views []string
+		sels  []*statecastv1.Selection
+		want  []string // substrings of the error; nil: accepted
+	}{
+		{"equality, IN, ranges, null, boolean operators", []string{"a"},
+			[]*statecastv1.Selection{sel("a", `g == 1 || g in [2, 3] || (g >= 5 && g < 9) || name == null || !(id != "x")`, 0, 0)}, nil},
+		{"a column the view does not have", []string{"a"}, []*statecastv1.Selection{sel("a", `tenant == "x"`, 0, 0)},
+			[]string{`view "a"`, "tenant"}},
+		{"a syntax error", []string{"a"}, []*statecastv1.Selection{sel("a", `g ==`, 0, 0)}, []string{`view "a"`, "Syntax error"}},
+		{"not a bool", []string{"a"}, []*statecastv1.Selection{sel("a", `"text"`, 0, 0)}, []string{`view "a"`, "not a bool"}},
+		{"a view not in the Hello's views", []string{"a"}, []*statecastv1.Selection{sel("b", `g == 1`, 0, 0)}, []string{`view "b"`}},
+		{"two selections of a view", nil, []*statecastv1.Selection{sel("a", "", 0, 2), sel("a", "", 1, 2)}, []string{`two selections of view "a"`}},
+		{"shard index past the count", nil, []*statecastv1.Selection{sel("a", "", 3, 3)}, []string{`view "a"`, "shard_index 3"}},
+		{"shard index without count", nil, []*statecastv1.Selection{sel("a", "", 1, 0)}, []string{`view "a"`, "without a shard_count"}},
+		{"a filter too long", nil, []*statecastv1.Selection{sel("a", strings.Repeat("g == 1 || ", 500)+"true", 0, 0)}, []string{`view "a"`, "at most"}},
+		{"a view with no row yet: parsed only", nil, []*statecastv1.Selection{sel("empty", `anything == 1`, 0, 0)}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := selectionsOf(&statecastv1.Hello{Views: tc.views, Selections: tc.sels}, nil, cols)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrBadHello) {
+				t.Fatalf("err = %v, want ErrBadHello", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestSelectionPasses(t *testing.T) {
+	sels, err := selectionsOf(&statecastv1.Hello{Selections: []*statecastv1.Selection{
+		{View: "a", Filter: `g in [1, 2] && name != null && price > 1.5`},
+		{View: "b", ShardIndex: 1, ShardCount: 4},
+	}}, map[string]string{"a": `tenant == "t1"`}, func(string) []string { return []string{"g", "name", "price", "tenant"} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(view, key, value string) *rowVals {
+		return &rowVals{it: entryItem(&statecastv1.Entry{Index: 1, Key: record.EncodeKey(view, key), Value: []byte(value), View: view})}
+	}
+	for _, tc := range []struct {
+		value string
+		want  bool
+	}{
+		{`{"g":1,"name":"x","price":2.5,"tenant":"t1"}`, true},
+		{`{"g":2,"name":"x","price":"2.5","tenant":"t1"}`, false}, // a string does not compare with a number: no pass
+		{`{"g":3,"name":"x","price":2.5,"tenant":"t1"}`, false},
+		{`{"g":1,"name":null,"price":2.5,"tenant":"t1"}`, false},
+		{`{"g":1,"name":"x","price":2.5,"tenant":"t2"}`, false}, // the grant's mandatory filter
+		{`{"g":1,"name":"x","price":2.5}`, false},               // a column missing from the row
+		{`not json`, false},
+	} {
+		if got := sels["a"].passes(row("a", "k", tc.value)); got != tc.want {
+			t.Errorf("%s: passes = %v, want %v", tc.value, got, tc.want)
+		}
+	}
+	n := 0
+	for i := range 4000 {
+		k := strconv.Itoa(i)
+		got := sels["b"].passes(row("b", k, `{}`))
+		if want := xxhash.Sum64String("b|"+k)%4 == 1; got != want {
+			t.Fatalf("key %s: shard passes = %v, want %v", k, got, want)
+		}
+		if got {
+			n++
+		}
+	}
+	if n < 900 || n > 1100 {
+		t.Errorf("shard 1 of 4 holds %d of 4000 keys", n)
+	}
+}
+
+// selRow is the value of a row of the selection tests: a group g in 0..9.
+func selRow(k string, g int) []byte { return fmt.Appendf(nil, `{"id":%q,"g":%d}`, k, g) }
+
+// produceSel writes n source transactions over views a and b (1 to 6 rows each, keys 0..39,
+// a group g in 0..9 that changes, so rows move in and out of the selections; tombstones
+// mixed in), each ended by a position record.
+func (e *env) produceSel(n int, rnd *rand.Rand) int64 {
+	e.t.Helper()
+	var msgs []*sarama.ProducerMessage
+	views := []string{"a", "b"}
+	for range n {
+		for range 1 + rnd.IntN(6) {
+			v, k := views[rnd.IntN(2)], strconv.Itoa(rnd.IntN(40))
+			var value []byte
+			if rnd.IntN(8) != 0 {
+				value = selRow(k, rnd.IntN(10))
+			}
+			msgs = append(msgs, recordsarama.ProducerMessage(e.topic, record.EncodeKey(v, k), value,
+				record.Meta{View: v, Kind: record.KindRow, Epoch: 1, SourceTime: time.Now(), Txn: true}))
+		}
+		e.lsn += 1 + uint64(rnd.IntN(1000))
+		lsn := e.lsnText()
+		msgs = append(msgs, recordsarama.ProducerMessage(e.topic, record.PositionKey(),
+			(&record.Position{LSN: lsn, Time: time.Now()}).Marshal(),
+			record.Meta{Kind: record.KindPosition, SourceTime: time.Now(), SourceLSN: lsn}))
+	}
+	if err := e.prod.SendMessages(msgs); err != nil {
+		e.t.Fatalf("produce: %v", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, m := range msgs {
+		e.last = max(e.last, m.Offset)
+	}
+	return e.last
+}
+
+// groupModel is the checker's model of a filter on g, written in Go (not CEL).
+func groupModel(pass func(g int) bool) checker.Selection {
+	return func(r checker.Record) bool {
+		var row struct{ G int }
+		return json.Unmarshal(r.Value, &row) == nil && pass(row.G)
+	}
+}
+
+// TestSelectionsEveryPath: targets that select rows (a filter; a shard and a filter; one
+// view filtered, the other whole) receive exactly their rows, with moves in as rows and
+// moves out as tombstones at the index of the change, through every path: the snapshot
+// bootstrap, live dispatch, recovery from the player's history, recovery from Kafka, and
+// a resync's snapshot. The delivery checker compares each with a Go model of its filter.
+func TestSelectionsEveryPath(t *testing.T) {
+	e := newEnv(t, map[string]string{"cleanup.policy": "delete"})
+	rnd := newRand(23)
+	e.produceSel(200, rnd)
+
+	fa := newClient("fa", e.chk, "a")
+	fa.sels = []*statecastv1.Selection{{View: "a", Filter: "g < 3 || g == 7"}}
+	fa.model = map[string]checker.Selection{"a": groupModel(func(g int) bool { return g < 3 || g == 7 })}
+	sb := newClient("sb", e.chk, "b")
+	sb.sels = []*statecastv1.Selection{{View: "b", Filter: "g != 5", ShardIndex: 1, ShardCount: 3}}
+	sb.model = map[string]checker.Selection{"b": func(r checker.Record) bool {
+		return xxhash.Sum64String(r.Key)%3 == 1 && groupModel(func(g int) bool { return g != 5 })(r)
+	}}
+	mix := newClient("mix", e.chk)
+	mix.sels = []*statecastv1.Selection{{View: "a", Filter: "g >= 5"}}
+	mix.model = map[string]checker.Selection{"a": groupModel(func(g int) bool { return g >= 5 })}
+	whole := newClient("whole", e.chk, "a")
+	clients := []*client{fa, sb, mix, whole}
+	caughtUp := func(c *client) func() bool {
+		last := e.lastOffset()
+		return func() bool { return c.Applied() >= last }
+	}
+
+	// The snapshot bootstrap, then live: sessions run while transactions are produced.
+	tp := startPlayer(t, e, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.session(ctx, tp.addr, 0, nil); err != nil {
+				t.Errorf("%s: %v", c.id, err)
+			}
+		}()
+	}
+	for _, c := range clients {
+		waitFor(t, 60*time.Second, c.id+" to take its snapshot", caughtUp(c))
+	}
+	for range 10 {
+		e.produceSel(30, rnd)
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, c := range clients {
+		waitFor(t, 60*time.Second, c.id+" to catch up live", caughtUp(c))
+	}
+	cancel()
+	wg.Wait()
+
+	// Recovery from the player's history: the targets resume after records they missed.
+	e.produceSel(200, rnd)
+	for _, c := range clients {
+		sessionUntil(t, c, tp.addr, 60*time.Second, caughtUp(c))
+	}
+
+	// Recovery from Kafka: a player that keeps no history.
+	tp.stop()
+	e.produceSel(200, rnd)
+	tp = startPlayer(t, e, func(c *Config) { c.HistoryBytes = 1 })
+	for _, c := range clients {
+		sessionUntil(t, c, tp.addr, 60*time.Second, caughtUp(c))
+	}
+
+	// A resync: a resume index past the log's end gets ResyncRequired and a snapshot.
+	e.produceSel(100, rnd)
+	for _, c := range clients {
+		c.mu.Lock()
+		c.applied = 1_000_000
+		c.mu.Unlock()
+		last := e.lastOffset()
+		sessionUntil(t, c, tp.addr, 60*time.Second, func() bool { a := c.Applied(); return a >= last && a < 1_000_000 })
+		if len(c.resyncs) != 1 {
+			t.Errorf("%s: resyncs %v, want one", c.id, c.resyncs)
+		}
+	}
+	for _, c := range clients {
+		t.Logf("%s: %d row entries, %d tombstones", c.id, c.rowsGot, c.tombsGot)
+	}
+	if fa.rowsGot >= whole.rowsGot*3/4 {
+		t.Errorf("the filtered target received %d row entries, the whole view's %d: the filter let too much through", fa.rowsGot, whole.rowsGot)
+	}
+	e.check()
+}
