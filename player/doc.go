@@ -125,8 +125,8 @@
 // the interceptors that authenticate every call), access.go (Grant: Config.Access and the
 // authorization of a Hello), grant.go (a position entry's stale list cut to the views a
 // target may see), selection.go (selections: filters compiled at the Hello, shards, and
-// choose, the one filter of every path), tlswrite.go (TLS credentials that write a flush's TLS records with one
-// system call), entry.go (item, what a queue holds: an entry marshalled once or a frame;
+// choose, the one filter of every path), tlswrite.go (TLS credentials that write a
+// flush's TLS records with one system call), entry.go (item, what a queue holds: an entry marshalled once or a frame;
 // the batch and progress encodings; the poison records no target is sent), errors.go (the
 // sentinels and StatusTable, their gRPC codes), check.go (Check: player -check),
 // status.go (Status and the status page), metrics.go (the Prometheus metrics, per stream
