@@ -67,9 +67,11 @@
 // when it has one. A row that starts passing arrives as the row; one that stops passing,
 // or is deleted while it passed, as a tombstone of its key at the index of the change that
 // moved it, so the move is inside the same source transaction and applied atomically with
-// it. Control and position records are delivered as to any target (an epoch's end still
-// describes the whole view: a client must not check a selected view against it). A client
-// of protocol version 1 sends no selection and is served as before.
+// it. Position records and a selected view's epoch-begin and poll records are delivered
+// as to any target; its epoch-end records are not (their count and hash describe the
+// whole view: a client that checks them would resync forever). A client of protocol
+// version 1 sends no selection and is served as before (a grant's filter applies to it
+// too).
 //
 // Filters are compiled once, at the Hello, in an environment that declares each column
 // of the view (as its rows in the materialized copy show them) as a dyn variable: the

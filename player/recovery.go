@@ -140,6 +140,9 @@ func (t *target) pushCatchup(it *item, term uint64, snapshot bool) bool {
 		if it.frame == nil && !snapshot && (it.index <= t.lastAck || !t.wants(it)) {
 			return true
 		}
+		if it.frame == nil && t.sels != nil && skipsEpochEnd(t, it) {
+			return true
+		}
 		if it.frame == nil && it.isRow() {
 			if sel := t.selectionOf(it.view); sel != nil {
 				if snapshot {

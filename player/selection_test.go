@@ -14,6 +14,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/cespare/xxhash/v2"
+	"google.golang.org/grpc/codes"
 
 	"github.com/statecast/statecast/internal/checker"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
@@ -139,6 +140,13 @@ func (e *env) produceSel(n int, rnd *rand.Rand) int64 {
 		msgs = append(msgs, recordsarama.ProducerMessage(e.topic, record.PositionKey(),
 			(&record.Position{LSN: lsn, Time: time.Now()}).Marshal(),
 			record.Meta{Kind: record.KindPosition, SourceTime: time.Now(), SourceLSN: lsn}))
+		if rnd.IntN(20) == 0 {
+			// An epoch's end counts the whole view: not sent to a target that selects it.
+			v := views[rnd.IntN(2)]
+			msgs = append(msgs, recordsarama.ProducerMessage(e.topic, record.ControlKey(v, record.KindEpochEnd),
+				(&record.EpochEnd{Epoch: 1, Rows: 40, Hash: 1, SourceLSN: lsn}).Marshal(),
+				record.Meta{View: v, Kind: record.KindEpochEnd, Epoch: 1, SourceTime: time.Now(), SourceLSN: lsn}))
+		}
 	}
 	if err := e.prod.SendMessages(msgs); err != nil {
 		e.t.Fatalf("produce: %v", err)
@@ -181,14 +189,25 @@ func TestSelectionsEveryPath(t *testing.T) {
 	mix.sels = []*statecastv1.Selection{{View: "a", Filter: "g >= 5"}}
 	mix.model = map[string]checker.Selection{"a": groupModel(func(g int) bool { return g >= 5 })}
 	whole := newClient("whole", e.chk, "a")
-	clients := []*client{fa, sb, mix, whole}
+	selectionPaths(t, e, rnd, []*client{fa, sb, mix, whole}, nil)
+	t.Logf("row entries (tombstones): filtered %d (%d), whole %d (%d)", fa.rowsGot, fa.tombsGot, whole.rowsGot, whole.tombsGot)
+	if fa.rowsGot >= whole.rowsGot*3/4 {
+		t.Errorf("the filtered target received %d row entries, the whole view's %d: the filter let too much through", fa.rowsGot, whole.rowsGot)
+	}
+}
+
+// selectionPaths runs clients through every path of the player (a snapshot bootstrap and
+// live, a recovery from the history, one from Kafka, a resync), each player made with mod,
+// and checks every delivery with the checker.
+func selectionPaths(t *testing.T, e *env, rnd *rand.Rand, clients []*client, mod func(*Config)) {
+	t.Helper()
 	caughtUp := func(c *client) func() bool {
 		last := e.lastOffset()
 		return func() bool { return c.Applied() >= last }
 	}
 
 	// The snapshot bootstrap, then live: sessions run while transactions are produced.
-	tp := startPlayer(t, e, nil)
+	tp := startPlayer(t, e, mod)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, c := range clients {
@@ -222,7 +241,12 @@ func TestSelectionsEveryPath(t *testing.T) {
 	// Recovery from Kafka: a player that keeps no history.
 	tp.stop()
 	e.produceSel(200, rnd)
-	tp = startPlayer(t, e, func(c *Config) { c.HistoryBytes = 1 })
+	tp = startPlayer(t, e, func(c *Config) {
+		if mod != nil {
+			mod(c)
+		}
+		c.HistoryBytes = 1
+	})
 	for _, c := range clients {
 		sessionUntil(t, c, tp.addr, 60*time.Second, caughtUp(c))
 	}
@@ -239,11 +263,69 @@ func TestSelectionsEveryPath(t *testing.T) {
 			t.Errorf("%s: resyncs %v, want one", c.id, c.resyncs)
 		}
 	}
-	for _, c := range clients {
-		t.Logf("%s: %d row entries, %d tombstones", c.id, c.rowsGot, c.tombsGot)
-	}
-	if fa.rowsGot >= whole.rowsGot*3/4 {
-		t.Errorf("the filtered target received %d row entries, the whole view's %d: the filter let too much through", fa.rowsGot, whole.rowsGot)
-	}
 	e.check()
+}
+
+// TestGrantFilterEveryPath: an access rule's mandatory filter restricts what its principal
+// receives through every path, whether the client selects nothing (a client of protocol
+// version 1: served as before, within its grant) or selects rows itself (both filters
+// apply); a principal granted the view without a filter as well receives it whole. A
+// filtered grant refuses a Hello of every view, and a grant's filter that names a column
+// the view does not have is refused naming it.
+func TestGrantFilterEveryPath(t *testing.T) {
+	e := newEnv(t, map[string]string{"cleanup.policy": "delete"})
+	rnd := newRand(29)
+	e.produceSel(200, rnd)
+	sec := newSecured(t)
+	sec.setTokens(t, map[string]string{"tenant": "tok-tenant-0123456789", "both": "tok-both-0123456789", "bad": "tok-bad-0123456789"})
+	mod := func(c *Config) {
+		c.Insecure = false
+		c.TLS = TLSConfig{CertFile: sec.cert, KeyFile: sec.key}
+		c.Tokens = TokensConfig{File: sec.tokens}
+		c.Access = []Grant{
+			{Principals: []string{"tenant", "both"}, Streams: []string{"s"}, Views: []string{"a"}, Filter: "g < 4"},
+			{Principals: []string{"both"}, Streams: []string{"s"}, Views: []string{"a"}},
+			{Principals: []string{"bad"}, Streams: []string{"s"}, Views: []string{"a"}, Filter: `tenant_id == "t1"`},
+		}
+	}
+	old := newClient("old", e.chk, "a") // no selection of its own
+	old.dial = sec.dial("tok-tenant-0123456789", nil)
+	old.model = map[string]checker.Selection{"a": groupModel(func(g int) bool { return g < 4 })}
+	own := newClient("own", e.chk, "a")
+	own.dial = sec.dial("tok-tenant-0123456789", nil)
+	own.sels = []*statecastv1.Selection{{View: "a", Filter: "g >= 2"}}
+	own.model = map[string]checker.Selection{"a": groupModel(func(g int) bool { return g >= 2 && g < 4 })}
+	both := newClient("both", e.chk, "a")
+	both.dial = sec.dial("tok-both-0123456789", nil)
+	selectionPaths(t, e, rnd, []*client{old, own, both}, mod)
+	if old.rowsGot >= both.rowsGot*3/4 {
+		t.Errorf("the granted target received %d row entries, the whole view's %d: the grant's filter let too much through", old.rowsGot, both.rowsGot)
+	}
+
+	tp := startPlayer(t, e, mod)
+	_, err := subscribe(t, tp.addr, sec.dial("tok-tenant-0123456789", nil), helloOf("every"))
+	wantCode(t, "every view under a filtered grant", err, codes.PermissionDenied, "name the views")
+	_, err = subscribe(t, tp.addr, sec.dial("tok-bad-0123456789", nil), helloOf("bad", "a"))
+	wantCode(t, "a grant's filter on a column the view does not have", err, codes.InvalidArgument, `view "a"`, "tenant_id")
+}
+
+func TestGrantFilterConfig(t *testing.T) {
+	c := Config{Access: []Grant{{Principals: []string{"p"}, Streams: []string{"s"}, Views: []string{"a"}, Filter: "g =="}}}
+	errs := c.checkAccess()
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "access[0].filter") {
+		t.Fatalf("checkAccess = %v, want the filter named", errs)
+	}
+	a := &access{grants: []Grant{
+		{Principals: []string{"p"}, Streams: []string{"s"}, Views: []string{"a", "b"}, Filter: `t == "1"`},
+		{Principals: []string{"p"}, Streams: []string{"s"}, Views: []string{"a"}, Filter: `t == "2"`},
+		{Principals: []string{"p"}, Streams: []string{"s"}, Views: []string{"c"}},
+	}}
+	m, err := a.mandatory(Principal{Name: "p"}, "s", []string{"a", "b", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a": `(t == "1") || (t == "2")`, "b": `(t == "1")`}
+	if len(m) != len(want) || m["a"] != want["a"] || m["b"] != want["b"] {
+		t.Fatalf("mandatory = %v, want %v", m, want)
+	}
 }

@@ -204,7 +204,8 @@ func (c *Checker) Hello(target string, views []string, resume *int64) {
 // record that passes delivered as it is; a record that does not pass (or a tombstone)
 // delivered as a tombstone of its key at its index when the target held the key before
 // it (a move out), and never as a row; snapshots holding exactly the rows that pass; and
-// at the end a state of exactly the passing rows.
+// at the end a state of exactly the passing rows. Its epoch-end records (which count the
+// whole view) may be left out.
 func (c *Checker) HelloSelect(target string, views []string, resume *int64, sels map[string]Selection) {
 	ev := event{kind: evHello, views: slices.Clone(views), sels: sels}
 	if resume != nil {

@@ -138,6 +138,12 @@ func (e *evaluator) selected(r Record) bool {
 	return kindOf(r.Kind) == KindRow && e.selectionOf(r.View) != nil
 }
 
+// optional reports whether r need not be delivered: an epoch-end record of a selected view
+// (it counts the whole view; the player does not send it to a target that holds part).
+func (e *evaluator) optional(r Record) bool {
+	return kindOf(r.Kind) == KindEpochEnd && e.selectionOf(r.View) != nil
+}
+
 func (e *evaluator) liveBatch(entries []Entry) {
 	for _, en := range entries {
 		if e.needSnapshot {
@@ -187,6 +193,7 @@ func (e *evaluator) gap(from, to int64, incl bool) {
 	var miss []Record
 	for _, r := range e.tr.between(e.views, from, to, incl) {
 		switch {
+		case e.optional(r):
 		case !e.selected(r):
 			miss = append(miss, r)
 		case e.passes(r):
@@ -391,7 +398,7 @@ func (e *evaluator) reliableAtEnd() {
 	var miss []Record
 	floor := max(e.base, e.claim)
 	for _, r := range e.tr.between(e.views, floor, e.tr.end(), true) {
-		if !e.lineage[r.Index] && (!e.selected(r) || e.passes(r)) {
+		if !e.lineage[r.Index] && !e.optional(r) && (!e.selected(r) || e.passes(r)) {
 			miss = append(miss, r)
 		}
 	}
