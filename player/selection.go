@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"cel.dev/cel-go/cel"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -92,11 +93,7 @@ func selectionsOf(h *statecastv1.Hello, mandatory map[string]string, columns fun
 // compileFilter compiles a filter over the columns (each a dyn variable: the record format
 // carries JSON, whose values are typed per row); nil columns: the names are not checked.
 func compileFilter(text string, columns []string) (cel.Program, error) {
-	opts := []cel.EnvOption{cel.ParserExpressionSizeLimit(maxFilterBytes)}
-	for _, c := range columns {
-		opts = append(opts, cel.Variable(c, cel.DynType))
-	}
-	env, err := cel.NewEnv(opts...)
+	env, err := filterEnv(columns)
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +113,42 @@ func compileFilter(text string, columns []string) (cel.Program, error) {
 	return env.Program(ast, cel.CostLimit(maxFilterCost))
 }
 
+// envs caches the CEL environments by column list: targets of one view share theirs (an
+// environment is most of a compiled filter's memory). Bounded: past maxEnvs it starts over.
+var envs = struct {
+	sync.Mutex
+	m map[string]*cel.Env
+}{m: map[string]*cel.Env{}}
+
+const maxEnvs = 1024
+
+// filterEnv returns the environment of a view with columns (nil: none declared, for a
+// filter that is only parsed).
+func filterEnv(columns []string) (*cel.Env, error) {
+	key := strings.Join(columns, "\x00")
+	if columns == nil {
+		key = "\x00nil"
+	}
+	envs.Lock()
+	defer envs.Unlock()
+	if env := envs.m[key]; env != nil {
+		return env, nil
+	}
+	opts := []cel.EnvOption{cel.ParserExpressionSizeLimit(maxFilterBytes)}
+	for _, c := range columns {
+		opts = append(opts, cel.Variable(c, cel.DynType))
+	}
+	env, err := cel.NewEnv(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if len(envs.m) >= maxEnvs {
+		clear(envs.m)
+	}
+	envs.m[key] = env
+	return env, nil
+}
+
 // passes reports whether the row r passes the selection (r holds a live row, not a
 // tombstone). A filter whose evaluation fails (a column missing from this row, operands of
 // types that do not compare, the cost bound) does not pass.
@@ -126,11 +159,11 @@ func (sel *selection) passes(r *rowVals) bool {
 	if sel.prog == nil {
 		return true
 	}
-	vars, ok := r.decode()
+	act, ok := r.decode()
 	if !ok {
 		return false
 	}
-	out, _, err := sel.prog.Eval(vars)
+	out, _, err := sel.prog.Eval(act)
 	if err != nil {
 		return false
 	}
@@ -143,18 +176,21 @@ func (sel *selection) passes(r *rowVals) bool {
 // sees the row move out.
 type rowVals struct {
 	it      *item
-	vars    map[string]any
+	act     cel.Activation // the row's columns
 	decoded bool
 	ok      bool
 	tomb    *item
 }
 
-func (r *rowVals) decode() (map[string]any, bool) {
+func (r *rowVals) decode() (cel.Activation, bool) {
 	if !r.decoded {
 		r.decoded = true
-		r.vars, r.ok = decodeRow(r.it.value())
+		if vars, ok := decodeRow(r.it.value()); ok {
+			r.act, _ = cel.NewActivation(vars)
+			r.ok = r.act != nil
+		}
 	}
-	return r.vars, r.ok
+	return r.act, r.ok
 }
 
 // tombstone returns the tombstone of the row's key at the row's index.
