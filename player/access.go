@@ -160,7 +160,11 @@ func (a *access) mandatory(pr Principal, stream string, views []string) (map[str
 		if out == nil {
 			out = map[string]string{}
 		}
-		out[v] = strings.Join(fs, " || ")
+		if len(fs) == 1 {
+			out[v] = fs[0][1 : len(fs[0])-1]
+		} else {
+			out[v] = strings.Join(fs, " || ")
+		}
 	}
 	return out, nil
 }

@@ -36,6 +36,18 @@ type selection struct {
 	shards uint32 // 0: no sharding
 }
 
+// String is the selection as the status page shows it: the effective filter and the shard.
+func (sel *selection) String() string {
+	out := sel.filter
+	if sel.shards > 0 {
+		if out != "" {
+			out += " "
+		}
+		out += fmt.Sprintf("shard %d/%d", sel.shard, sel.shards)
+	}
+	return out
+}
+
 // selectionsOf compiles a Hello's selections (with the grants' mandatory filters, by
 // view: mandatory) into the target's map (nil: nothing selected, every view whole).
 // columns returns the columns of a view as its rows show them (nil when the view holds no

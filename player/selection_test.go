@@ -189,7 +189,15 @@ func TestSelectionsEveryPath(t *testing.T) {
 	mix.sels = []*statecastv1.Selection{{View: "a", Filter: "g >= 5"}}
 	mix.model = map[string]checker.Selection{"a": groupModel(func(g int) bool { return g >= 5 })}
 	whole := newClient("whole", e.chk, "a")
-	selectionPaths(t, e, rnd, []*client{fa, sb, mix, whole}, nil)
+	selectionPaths(t, e, rnd, []*client{fa, sb, mix, whole}, nil, func(p *Player) {
+		// The status page says what each target selects.
+		if got := targetStatus(p, "sb").Selections; len(got) != 1 || got["b"] != "g != 5 shard 1/3" {
+			t.Errorf("status of sb: selections %v", got)
+		}
+		if got := targetStatus(p, "whole").Selections; got != nil {
+			t.Errorf("status of whole: selections %v", got)
+		}
+	})
 	t.Logf("row entries (tombstones): filtered %d (%d), whole %d (%d)", fa.rowsGot, fa.tombsGot, whole.rowsGot, whole.tombsGot)
 	if fa.rowsGot >= whole.rowsGot*3/4 {
 		t.Errorf("the filtered target received %d row entries, the whole view's %d: the filter let too much through", fa.rowsGot, whole.rowsGot)
@@ -199,7 +207,7 @@ func TestSelectionsEveryPath(t *testing.T) {
 // selectionPaths runs clients through every path of the player (a snapshot bootstrap and
 // live, a recovery from the history, one from Kafka, a resync), each player made with mod,
 // and checks every delivery with the checker.
-func selectionPaths(t *testing.T, e *env, rnd *rand.Rand, clients []*client, mod func(*Config)) {
+func selectionPaths(t *testing.T, e *env, rnd *rand.Rand, clients []*client, mod func(*Config), live func(*Player)) {
 	t.Helper()
 	caughtUp := func(c *client) func() bool {
 		last := e.lastOffset()
@@ -228,6 +236,9 @@ func selectionPaths(t *testing.T, e *env, rnd *rand.Rand, clients []*client, mod
 	}
 	for _, c := range clients {
 		waitFor(t, 60*time.Second, c.id+" to catch up live", caughtUp(c))
+	}
+	if live != nil {
+		live(tp.p)
 	}
 	cancel()
 	wg.Wait()
@@ -297,7 +308,11 @@ func TestGrantFilterEveryPath(t *testing.T) {
 	own.model = map[string]checker.Selection{"a": groupModel(func(g int) bool { return g >= 2 && g < 4 })}
 	both := newClient("both", e.chk, "a")
 	both.dial = sec.dial("tok-both-0123456789", nil)
-	selectionPaths(t, e, rnd, []*client{old, own, both}, mod)
+	selectionPaths(t, e, rnd, []*client{old, own, both}, mod, func(p *Player) {
+		if got := targetStatus(p, "own").Selections["a"]; got != "(g < 4) && (g >= 2)" {
+			t.Errorf("status of own: selection %q, want the grant's filter and its own", got)
+		}
+	})
 	if old.rowsGot >= both.rowsGot*3/4 {
 		t.Errorf("the granted target received %d row entries, the whole view's %d: the grant's filter let too much through", old.rowsGot, both.rowsGot)
 	}
@@ -324,7 +339,7 @@ func TestGrantFilterConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"a": `(t == "1") || (t == "2")`, "b": `(t == "1")`}
+	want := map[string]string{"a": `(t == "1") || (t == "2")`, "b": `t == "1"`}
 	if len(m) != len(want) || m["a"] != want["a"] || m["b"] != want["b"] {
 		t.Fatalf("mandatory = %v, want %v", m, want)
 	}
