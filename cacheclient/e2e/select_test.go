@@ -105,6 +105,9 @@ func TestPlayerFilter(t *testing.T) {
 	if got := v.Selection().Filter; got != `sport in ["golf", "tennis"] && id < 20` {
 		t.Fatalf("Selection().Filter = %q", got)
 	}
+	if st := c.Stats(); len(st.Views) != 1 || st.Views[0].Selection != `sport in ["golf", "tennis"] && id < 20` {
+		t.Fatalf("Stats().Views = %+v, want the selection", st.Views)
+	}
 	last = e.put("events", [2]string{"5", ev(5, "soccer")})
 	eventually(t, "a move out under the new filter", func() bool { return c.Position() >= last })
 	if _, ok := v.Get("5"); ok {
