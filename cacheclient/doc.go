@@ -158,8 +158,9 @@
 // # Selections
 //
 // A view may hold part of its rows: Register with [WithFilter] (a CEL expression over the
-// view's columns, evaluated by the player) and/or [WithShard] (shard i of n by a stable
-// hash of the key), see [Selection]. The player sends only those rows: a row that starts
+// view's columns, evaluated by the player), [WithShard] (shard i of n by a stable hash of
+// the key) and [WithColumns] (only these columns of each row: the decoder sees, and the
+// view stores, only them), see [Selection]. The player sends only those rows: a row that starts
 // passing arrives as a create, one that stops passing as a delete, in the source
 // transaction that moved it. Reads, indexes, change handlers, WaitReady and WaitFor work
 // on the subset; a selected view's epoch-end (which counts the whole view) is not checked.
@@ -260,7 +261,7 @@
 // the secondary indexes; Decoder, IndexFunc), read.go (Cut, Read, View.In, and the
 // publication), source.go (LSN, ParseLSN, WaitFor), handlers.go (OnChange and its
 // options), select.go (Selection, WithFilter, WithShard, Reselect, the Hello's
-// selections), keys.go (Key, SplitKey), errors.go (the sentinels and the error types, and how a
+// selections; WithColumns), keys.go (Key, SplitKey), errors.go (the sentinels and the error types, and how a
 // gRPC status becomes a SubscribeError),
 // stats.go (Stats, ViewStats), info.go (Info, Done), panic.go (PanicError; the decoders
 // and index functions run under recover, as dispatch.go runs handlers). The machinery: conn.go (the

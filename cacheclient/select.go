@@ -2,7 +2,9 @@ package cacheclient
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/wire"
@@ -22,10 +24,16 @@ type Selection struct {
 	// ShardIndex of ShardCount: the rows whose key hashes to ShardIndex (xxhash64 of the
 	// record key, mod ShardCount; record.Shard). ShardCount 0: no sharding.
 	ShardIndex, ShardCount uint32
+	// Columns, when not empty, are the columns the view receives of each row: the
+	// decoder sees a value with only those members (the filter sees every column). The
+	// player refuses a column the view does not have.
+	Columns []string
 }
 
 // IsZero reports whether s is the whole view.
-func (s Selection) IsZero() bool { return s == Selection{} }
+func (s Selection) IsZero() bool {
+	return s.Filter == "" && s.ShardIndex == 0 && s.ShardCount == 0 && len(s.Columns) == 0
+}
 
 // String is the selection's text, as the state file and the status pages show it ("" for
 // the whole view).
@@ -40,6 +48,12 @@ func (s Selection) String() string {
 		}
 		out += "shard " + strconv.FormatUint(uint64(s.ShardIndex), 10) + "/" + strconv.FormatUint(uint64(s.ShardCount), 10)
 	}
+	if len(s.Columns) > 0 {
+		if out != "" {
+			out += " "
+		}
+		out += "columns " + strings.Join(slices.Sorted(slices.Values(s.Columns)), ",")
+	}
 	return out
 }
 
@@ -49,6 +63,8 @@ func (s Selection) validate(view string) error {
 		return fmt.Errorf("%w: view %q: shard index %d is not below the shard count %d", ErrConfig, view, s.ShardIndex, s.ShardCount)
 	case s.ShardCount == 0 && s.ShardIndex > 0:
 		return fmt.Errorf("%w: view %q: shard index %d without a shard count", ErrConfig, view, s.ShardIndex)
+	case len(s.Columns) > 0 && slices.Contains(s.Columns, ""):
+		return fmt.Errorf("%w: view %q: an empty column name", ErrConfig, view)
 	case len(s.Filter) > maxFilterBytes:
 		return fmt.Errorf("%w: view %q: a filter of %d bytes, the player takes at most %d", ErrConfig, view, len(s.Filter), maxFilterBytes)
 	}
@@ -65,6 +81,12 @@ type ViewOption func(*Selection)
 // Selection.Filter).
 func WithFilter(expr string) ViewOption { return func(s *Selection) { s.Filter = expr } }
 
+// WithColumns subscribes the view to these columns of each row only (see
+// Selection.Columns): the client stores, and its decoder sees, only them.
+func WithColumns(columns ...string) ViewOption {
+	return func(s *Selection) { s.Columns = slices.Clone(columns) }
+}
+
 // WithShard subscribes the view to shard index of count (see Selection.ShardIndex): a fleet
 // of count replicas, each with its own index, holds each row exactly once.
 func WithShard(index, count uint32) ViewOption {
@@ -74,7 +96,9 @@ func WithShard(index, count uint32) ViewOption {
 // Selection returns what the view subscribes to (the zero Selection: the whole view).
 func (v *View[T]) Selection() Selection {
 	if s := v.sel.Load(); s != nil {
-		return *s
+		c := *s
+		c.Columns = slices.Clone(s.Columns)
+		return c
 	}
 	return Selection{}
 }
@@ -85,7 +109,7 @@ func (v *View[T]) selection() *statecastv1.Selection {
 	if s == nil || s.IsZero() {
 		return nil
 	}
-	return &statecastv1.Selection{View: v.name, Filter: s.Filter, ShardIndex: s.ShardIndex, ShardCount: s.ShardCount}
+	return &statecastv1.Selection{View: v.name, Filter: s.Filter, ShardIndex: s.ShardIndex, ShardCount: s.ShardCount, Columns: s.Columns}
 }
 
 // Reselect changes what the view subscribes to while the client runs: a resubscription
@@ -101,7 +125,7 @@ func (v *View[T]) Reselect(opts ...ViewOption) error {
 	if err := s.validate(v.name); err != nil {
 		return err
 	}
-	if s == v.Selection() {
+	if s.String() == v.Selection().String() {
 		return nil
 	}
 	v.sel.Store(&s)

@@ -61,8 +61,11 @@
 // # Selections: filters and shards
 //
 // A Hello (protocol version 2) may carry a Selection per view: a filter, a CEL expression
-// (cel.dev/cel-go) over the view's columns, and a hash shard (shard_index of shard_count:
-// record.Shard, xxhash64 of the record key mod n). The target then receives of that view
+// (cel.dev/cel-go) over the view's columns, a hash shard (shard_index of shard_count:
+// record.Shard, xxhash64 of the record key mod n), and a column list (rows are sent with
+// their value cut to those members, rowVals.projected: one projection per record and
+// column set, shared by the targets that list the same columns; the filter reads the
+// whole row). The target then receives of that view
 // only the rows that pass both, ANDed with the mandatory filter of its grant (Grant.Filter)
 // when it has one. A row that starts passing arrives as the row; one that stops passing,
 // or is deleted while it passed, as a tombstone of its key at the index of the change that

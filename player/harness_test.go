@@ -265,7 +265,11 @@ type client struct {
 	// cuts those after the position entry).
 	positions, snapPositions int
 	rowsGot, tombsGot        int // row entries received (live and in snapshots), tombstones among them
-	cutErrs                  []string
+	// entryCheck, when set, checks every entry received ("" fine, else why not: kept in
+	// entryErrs, at most 5).
+	entryCheck func(*statecastv1.Entry) string
+	entryErrs  []string
+	cutErrs    []string
 }
 
 func newClient(id string, chk *checker.Checker, views ...string) *client {
@@ -371,6 +375,11 @@ func (c *client) session(ctx context.Context, addr string, stopAfter int, pause 
 			lastPos, txnAfter := -1, false
 			for i, en := range m.Batch.Entries {
 				es[i] = checker.Entry{Index: en.Index, Key: string(en.Key), View: en.View, Kind: kindString(en.Kind), Tombstone: en.Tombstone}
+				if c.entryCheck != nil && len(c.entryErrs) < 5 {
+					if why := c.entryCheck(en); why != "" {
+						c.entryErrs = append(c.entryErrs, fmt.Sprintf("entry %d: %s", en.Index, why))
+					}
+				}
 				if en.Kind == statecastv1.Kind_KIND_ROW {
 					c.rowsGot++
 					if en.Tombstone {

@@ -147,9 +147,11 @@ func (t *target) pushCatchup(it *item, term uint64, snapshot bool) bool {
 			if sel := t.selectionOf(it.view); sel != nil {
 				if snapshot {
 					// A snapshot replaces the target's state: only the rows that pass.
-					if !sel.passes(&rowVals{it: it}) {
+					r := &rowVals{it: it}
+					if !sel.passes(r) {
 						return true
 					}
+					it = r.projected(sel)
 				} else if it = t.chooseCatchup(sel, it); it == nil {
 					return true
 				}

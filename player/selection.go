@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -34,6 +35,10 @@ type selection struct {
 	prog   cel.Program // nil: no filter
 	shard  uint32
 	shards uint32 // 0: no sharding
+	// columns: the members each row's value keeps (nil: every column); colKey names the
+	// set, for the dispatcher's one projection per set.
+	columns map[string]bool
+	colKey  string
 }
 
 // String is the selection as the status page shows it: the effective filter and the shard.
@@ -44,6 +49,12 @@ func (sel *selection) String() string {
 			out += " "
 		}
 		out += fmt.Sprintf("shard %d/%d", sel.shard, sel.shards)
+	}
+	if sel.columns != nil {
+		if out != "" {
+			out += " "
+		}
+		out += "columns " + strings.ReplaceAll(sel.colKey, "\x00", ",")
 	}
 	return out
 }
@@ -75,7 +86,23 @@ func selectionsOf(h *statecastv1.Hello, mandatory map[string]string, columns fun
 		case len(s.GetFilter()) > maxFilterBytes:
 			return nil, fmt.Errorf("%w: view %q: a filter of %d bytes, at most %d", ErrBadHello, v, len(s.GetFilter()), maxFilterBytes)
 		}
-		out[v] = &selection{view: v, filter: strings.TrimSpace(s.GetFilter()), shard: s.GetShardIndex(), shards: s.GetShardCount()}
+		sel := &selection{view: v, filter: strings.TrimSpace(s.GetFilter()), shard: s.GetShardIndex(), shards: s.GetShardCount()}
+		if cs := s.GetColumns(); len(cs) > 0 {
+			known := columns(v)
+			sel.columns = map[string]bool{}
+			for _, c := range cs {
+				switch {
+				case sel.columns[c]:
+					return nil, fmt.Errorf("%w: view %q: column %q listed twice", ErrBadHello, v, c)
+				case known != nil && !slices.Contains(known, c):
+					return nil, fmt.Errorf("%w: view %q has no column %q (its columns: %s)", ErrBadHello, v, c, strings.Join(known, ", "))
+				}
+				sel.columns[c] = true
+			}
+			sorted := slices.Sorted(maps.Keys(sel.columns))
+			sel.colKey = strings.Join(sorted, "\x00")
+		}
+		out[v] = sel
 	}
 	for v, f := range mandatory {
 		sel := out[v]
@@ -192,6 +219,72 @@ type rowVals struct {
 	decoded bool
 	ok      bool
 	tomb    *item
+	proj    map[string]*item // by selection.colKey: the row cut to those columns
+}
+
+// projected returns the row cut to sel's columns (the row itself when sel lists none),
+// made once per column set.
+func (r *rowVals) projected(sel *selection) *item {
+	if sel.columns == nil || r.it.tombstone {
+		return r.it
+	}
+	if p := r.proj[sel.colKey]; p != nil {
+		return p
+	}
+	p := r.it.project(sel.columns)
+	if r.proj == nil {
+		r.proj = map[string]*item{}
+	}
+	r.proj[sel.colKey] = p
+	return p
+}
+
+// project returns the entry with its value cut to the members named in keep, in their
+// order in the value (the record format's order), their bytes as they are.
+func (it *item) project(keep map[string]bool) *item {
+	var e statecastv1.Entry
+	if err := proto.Unmarshal(it.wire, &e); err != nil {
+		panic(fmt.Sprintf("player: unmarshal an entry of ours: %v", err)) // unreachable: entryItem made it
+	}
+	e.Value = projectValue(e.Value, keep)
+	p := entryItem(&e)
+	p.dispatched = it.dispatched
+	return p
+}
+
+// projectValue cuts a row's JSON object to the members named in keep; a value that is not
+// an object is returned as it is.
+func projectValue(value []byte, keep map[string]bool) []byte {
+	d := json.NewDecoder(bytes.NewReader(value))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return value
+	}
+	out := []byte{'{'}
+	for d.More() {
+		start := d.InputOffset()
+		t, err := d.Token()
+		name, ok := t.(string)
+		if err != nil || !ok {
+			return value
+		}
+		nameEnd := d.InputOffset()
+		var raw json.RawMessage
+		if err := d.Decode(&raw); err != nil {
+			return value
+		}
+		if !keep[name] {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		// The member's name as written (after the separator before it), then its value.
+		nb := bytes.TrimLeft(value[start:nameEnd], ", \t\r\n")
+		out = append(out, nb...)
+		out = append(out, ':')
+		out = append(out, raw...)
+	}
+	return append(out, '}')
 }
 
 func (r *rowVals) decode() (cel.Activation, bool) {
@@ -335,7 +428,7 @@ func (it *item) asTombstone() *item {
 // the same source transaction; else nil, nothing to receive.
 func (sel *selection) choose(cur *rowVals, held func() bool) *item {
 	if !cur.it.tombstone && sel.passes(cur) {
-		return cur.it
+		return cur.projected(sel)
 	}
 	if !held() {
 		return nil

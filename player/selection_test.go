@@ -1,6 +1,7 @@
 package player
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -186,7 +187,18 @@ func TestSelectionsEveryPath(t *testing.T) {
 		return xxhash.Sum64String(r.Key)%3 == 1 && groupModel(func(g int) bool { return g != 5 })(r)
 	}}
 	mix := newClient("mix", e.chk)
-	mix.sels = []*statecastv1.Selection{{View: "a", Filter: "g >= 5"}}
+	mix.sels = []*statecastv1.Selection{{View: "a", Filter: "g >= 5", Columns: []string{"g"}}}
+	mix.entryCheck = func(en *statecastv1.Entry) string {
+		// View a's rows come cut to the column g; view b's whole.
+		switch {
+		case en.Kind != statecastv1.Kind_KIND_ROW || en.Tombstone:
+		case en.View == "a" && !bytes.HasPrefix(en.Value, []byte(`{"g":`)):
+			return fmt.Sprintf("view a's row %s, want only its column g", en.Value)
+		case en.View == "b" && !bytes.HasPrefix(en.Value, []byte(`{"id":`)):
+			return fmt.Sprintf("view b's row %s, want it whole", en.Value)
+		}
+		return ""
+	}
 	mix.model = map[string]checker.Selection{"a": groupModel(func(g int) bool { return g >= 5 })}
 	whole := newClient("whole", e.chk, "a")
 	selectionPaths(t, e, rnd, []*client{fa, sb, mix, whole}, nil, func(p *Player) {
@@ -194,10 +206,16 @@ func TestSelectionsEveryPath(t *testing.T) {
 		if got := targetStatus(p, "sb").Selections; len(got) != 1 || got["b"] != "g != 5 shard 1/3" {
 			t.Errorf("status of sb: selections %v", got)
 		}
+		if got := targetStatus(p, "mix").Selections["a"]; got != "g >= 5 columns g" {
+			t.Errorf("status of mix: selection %q", got)
+		}
 		if got := targetStatus(p, "whole").Selections; got != nil {
 			t.Errorf("status of whole: selections %v", got)
 		}
 	})
+	if len(mix.entryErrs) > 0 || mix.rowsGot == 0 {
+		t.Errorf("mix: %d rows, %v", mix.rowsGot, mix.entryErrs)
+	}
 	t.Logf("row entries (tombstones): filtered %d (%d), whole %d (%d)", fa.rowsGot, fa.tombsGot, whole.rowsGot, whole.tombsGot)
 	if fa.rowsGot >= whole.rowsGot*3/4 {
 		t.Errorf("the filtered target received %d row entries, the whole view's %d: the filter let too much through", fa.rowsGot, whole.rowsGot)
@@ -342,5 +360,24 @@ func TestGrantFilterConfig(t *testing.T) {
 	want := map[string]string{"a": `(t == "1") || (t == "2")`, "b": `t == "1"`}
 	if len(m) != len(want) || m["a"] != want["a"] || m["b"] != want["b"] {
 		t.Fatalf("mandatory = %v, want %v", m, want)
+	}
+}
+
+func TestProjectValue(t *testing.T) {
+	keep := map[string]bool{"b": true, `q"x`: true, "d": true}
+	for _, tc := range []struct{ in, want string }{
+		{`{"a":1,"b":"two","c":[1,{"b":2}],"d":{"e":null}}`, `{"b":"two","d":{"e":null}}`},
+		{`{"q\"x":1,"a":2}`, `{"q\"x":1}`},
+		{`{"a":1}`, `{}`},
+		{`[1,2]`, `[1,2]`},
+	} {
+		if got := string(projectValue([]byte(tc.in), keep)); got != tc.want {
+			t.Errorf("projectValue(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	_, err := selectionsOf(&statecastv1.Hello{Selections: []*statecastv1.Selection{{View: "a", Columns: []string{"g", "nope"}}}}, nil,
+		func(string) []string { return []string{"g", "id"} })
+	if !errors.Is(err, ErrBadHello) || !strings.Contains(err.Error(), `view "a" has no column "nope"`) {
+		t.Fatalf("an unknown column: %v", err)
 	}
 }

@@ -208,3 +208,37 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// TestPlayerColumns: a view registered with a column list receives and stores only those
+// columns of each row (the decoder sees them only), while its filter reads any column;
+// the view's memory is that of the smaller rows.
+func TestPlayerColumns(t *testing.T) {
+	e := newKafkaEnv(t)
+	for i := range 50 {
+		e.put("events", [2]string{fmt.Sprint(i), ev(i, []string{"soccer", "tennis"}[i%2])})
+	}
+	addr, _ := startPlayer(t, e)
+	whole, wv := selectedClient(t, addr, "", cacheclient.Hooks{})
+	cut, cv := selectedClient(t, addr, "", cacheclient.Hooks{}, cacheclient.WithColumns("id", "sport"), cacheclient.WithFilter(`name != "event 3"`))
+	for _, c := range []*cacheclient.Client{whole, cut} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		waitReady(t, c)
+	}
+	if wv.Len() != 50 || cv.Len() != 49 {
+		t.Fatalf("rows: whole %d, cut %d; want 50 and 49 (the filter on a column not received)", wv.Len(), cv.Len())
+	}
+	got, ok := cv.Get("4")
+	if !ok || got != (event{ID: 4, Sport: "soccer"}) {
+		t.Fatalf("row 4 = %+v, %v; want id and sport only", got, ok)
+	}
+	if len(cv.ByIndex("sport", "tennis")) != 24 {
+		t.Fatalf("tennis rows %d, want 24", len(cv.ByIndex("sport", "tennis")))
+	}
+	w, c := whole.Stats().Views[0], cut.Stats().Views[0]
+	if c.MemoryBytes >= w.MemoryBytes || c.Selection != `name != "event 3" columns id,sport` {
+		t.Fatalf("cut view: %d bytes (whole %d), selection %q", c.MemoryBytes, w.MemoryBytes, c.Selection)
+	}
+}

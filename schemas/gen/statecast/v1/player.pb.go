@@ -384,7 +384,7 @@ func (x *Hello) GetSelections() []*Selection {
 	return nil
 }
 
-// Selection restricts one view of a subscription to some of its rows.
+// Selection restricts one view of a subscription to some of its rows and columns.
 type Selection struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The view, one of Hello.views (or any view of the stream when Hello.views is empty).
@@ -397,8 +397,13 @@ type Selection struct {
 	// Hash shard: with shard_count n > 0 the target receives the rows whose key hashes to
 	// shard_index (0 <= shard_index < n): xxhash64 of the record key's bytes, mod n
 	// (schemas/README.md, "Shards"). shard_count 0: no sharding.
-	ShardIndex    uint32 `protobuf:"varint,3,opt,name=shard_index,json=shardIndex,proto3" json:"shard_index,omitempty"`
-	ShardCount    uint32 `protobuf:"varint,4,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
+	ShardIndex uint32 `protobuf:"varint,3,opt,name=shard_index,json=shardIndex,proto3" json:"shard_index,omitempty"`
+	ShardCount uint32 `protobuf:"varint,4,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
+	// Columns the target receives of each row (its value then holds only these members, in
+	// the view's column order; the record key is always sent). Empty: every column. A
+	// column the view does not have is refused (INVALID_ARGUMENT naming the view and the
+	// column). The filter sees every column, named or not.
+	Columns       []string `protobuf:"bytes,5,rep,name=columns,proto3" json:"columns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -459,6 +464,13 @@ func (x *Selection) GetShardCount() uint32 {
 		return x.ShardCount
 	}
 	return 0
+}
+
+func (x *Selection) GetColumns() []string {
+	if x != nil {
+		return x.Columns
+	}
+	return nil
 }
 
 // Ack is cumulative: the highest index the client has applied.
@@ -1059,14 +1071,15 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\n" +
 	"selections\x18\v \x03(\v2\x17.statecast.v1.SelectionR\n" +
 	"selectionsB\x0f\n" +
-	"\r_resume_index\"y\n" +
+	"\r_resume_index\"\x93\x01\n" +
 	"\tSelection\x12\x12\n" +
 	"\x04view\x18\x01 \x01(\tR\x04view\x12\x16\n" +
 	"\x06filter\x18\x02 \x01(\tR\x06filter\x12\x1f\n" +
 	"\vshard_index\x18\x03 \x01(\rR\n" +
 	"shardIndex\x12\x1f\n" +
 	"\vshard_count\x18\x04 \x01(\rR\n" +
-	"shardCount\"\x1b\n" +
+	"shardCount\x12\x18\n" +
+	"\acolumns\x18\x05 \x03(\tR\acolumns\"\x1b\n" +
 	"\x03Ack\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\"\x86\x03\n" +
 	"\x11SubscribeResponse\x12+\n" +
