@@ -242,3 +242,58 @@ func TestPlayerColumns(t *testing.T) {
 		t.Fatalf("cut view: %d bytes (whole %d), selection %q", c.MemoryBytes, w.MemoryBytes, c.Selection)
 	}
 }
+
+// TestPlayerShardScaleOut: a shard client going from shard 0 of 3 to shard 0 of 6 (a
+// scale-out, Reselect at run time) keeps the rows of the keys still in its shard: its
+// handlers see deletes of the keys that left it and no change of those that stayed.
+func TestPlayerShardScaleOut(t *testing.T) {
+	e := newKafkaEnv(t)
+	for i := range 300 {
+		e.put("events", [2]string{fmt.Sprint(i), ev(i, "soccer")})
+	}
+	addr, _ := startPlayer(t, e)
+	c, v := selectedClient(t, addr, "", cacheclient.Hooks{}, cacheclient.WithShard(0, 3))
+	var mu sync.Mutex
+	ops := map[string]cacheclient.Op{}
+	if err := cacheclient.OnChange(v, func(_ context.Context, ch cacheclient.Change[event]) error {
+		mu.Lock()
+		ops[ch.Key] = ch.Op
+		mu.Unlock()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitReady(t, c)
+	in := func(n uint32) map[string]string {
+		return subset(e.wantOf("events"), func(k string, _ event) bool { return record.Shard(record.EncodeKey("events", k), n) == 0 })
+	}
+	if !equalView(v, in(3)) {
+		t.Fatalf("shard 0/3: %d rows, want %d", v.Len(), len(in(3)))
+	}
+	// The handlers run behind the apply: wait for the first snapshot's creates.
+	eventually(t, "the first snapshot's creates", func() bool { mu.Lock(); defer mu.Unlock(); return len(ops) == len(in(3)) })
+	mu.Lock()
+	clear(ops)
+	mu.Unlock()
+	if err := v.Reselect(cacheclient.WithShard(0, 6)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "shard 0 of 6", func() bool { return equalView(v, in(6)) })
+	left := len(in(3)) - len(in(6))
+	eventually(t, "the deletes of the keys that left", func() bool { mu.Lock(); defer mu.Unlock(); return len(ops) >= left })
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	for k, op := range ops {
+		if _, stayed := in(6)[k]; stayed || op != cacheclient.OpDelete {
+			t.Errorf("key %s: change %v (stayed in the shard: %v)", k, op, stayed)
+		}
+	}
+	if len(ops) != left {
+		t.Errorf("%d changes, want the %d deletes", len(ops), left)
+	}
+}
