@@ -17,7 +17,7 @@ import (
 )
 
 // BenchmarkShardColdStart: a view of CC_BENCH_KEYS rows (default 1M) served by one
-// in-process player, read by an unsharded client and by the client of shard 0 of
+// player process, read by an unsharded client and by the client of shard 0 of
 // CC_BENCH_SHARDS (default 16), alternating, each a cold start (snapshot bootstrap) to
 // WaitReady. It reports the shard's share of the rows and of the view's memory, and its
 // cold start over the unsharded one's in the same run (best of each).
@@ -43,8 +43,8 @@ func BenchmarkShardColdStart(b *testing.B) {
 		}
 	}
 	prod.Close()
-	addr, stop := startPlayerB(b, &kafkaEnv{brokers: brokers, topic: topic})
-	defer stop()
+	// The player runs as a separate process, as in production and BenchmarkColdStart.
+	addr := startPlayerProc(b, brokers, topic)
 	cold := func(opts ...cacheclient.ViewOption) (time.Duration, cacheclient.ViewStats) {
 		start := time.Now()
 		c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: "s", Service: "bench",
