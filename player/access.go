@@ -50,7 +50,7 @@ func (c *Config) checkAccess() []error {
 			}
 		}
 		if g.Filter != "" {
-			if _, err := compileFilter(g.Filter, nil); err != nil {
+			if _, _, err := compileFilter(g.Filter, nil); err != nil {
 				errs = append(errs, fmt.Errorf("access[%d].filter: %v", i, err))
 			}
 		}

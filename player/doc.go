@@ -97,7 +97,12 @@
 // tombstone (a delete of a key the client does not hold is a no-op), and from then on it
 // knows (target.recSeen, at most 65,536 keys per recovery, dropped when it completes).
 // Resyncs are snapshots. The row is decoded once per record for every target (rowVals);
-// the tombstone is made once per record. Per target a selection costs its compiled
+// the tombstone is made once per record. The dispatcher does not evaluate every selecting
+// target's filter: the selections of a view are indexed (viewIndex, filterindex.go) by
+// their filter's top-level equality or IN conjunct (by column value), else by their
+// shard, else scanned, and a row change goes to the targets whose indexed value is the
+// new or the previous row's (the only ones that can receive a row or a move out), so its
+// cost grows with the targets it concerns, not with all of them. Per target a selection costs its compiled
 // program and, while it recovers, recSeen: nothing per row it holds.
 //
 // # Guarantees
@@ -130,7 +135,8 @@
 // the interceptors that authenticate every call), access.go (Grant: Config.Access and the
 // authorization of a Hello), grant.go (a position entry's stale list cut to the views a
 // target may see), selection.go (selections: filters compiled at the Hello, shards, and
-// choose, the one filter of every path), tlswrite.go (TLS credentials that write a
+// choose, the one filter of every path), filterindex.go (viewIndex: the dispatcher's index
+// of a view's selections by equality value or shard), tlswrite.go (TLS credentials that write a
 // flush's TLS records with one system call), entry.go (item, what a queue holds: an entry marshalled once or a frame;
 // the batch and progress encodings; the poison records no target is sent), errors.go (the
 // sentinels and StatusTable, their gRPC codes), check.go (Check: player -check),

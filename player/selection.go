@@ -39,6 +39,7 @@ type selection struct {
 	// set, for the dispatcher's one projection per set.
 	columns map[string]bool
 	colKey  string
+	eq      *eqPart // the filter's indexed conjunct (filterindex.go); nil: none
 }
 
 // String is the selection as the status page shows it: the effective filter and the shard.
@@ -120,21 +121,21 @@ func selectionsOf(h *statecastv1.Hello, mandatory map[string]string, columns fun
 		if sel.filter == "" {
 			continue
 		}
-		prog, err := compileFilter(sel.filter, columns(v))
+		prog, ast, err := compileFilter(sel.filter, columns(v))
 		if err != nil {
 			return nil, fmt.Errorf("%w: view %q: filter %q: %v", ErrBadHello, v, sel.filter, err)
 		}
-		sel.prog = prog
+		sel.prog, sel.eq = prog, eqPartOf(ast)
 	}
 	return out, nil
 }
 
 // compileFilter compiles a filter over the columns (each a dyn variable: the record format
 // carries JSON, whose values are typed per row); nil columns: the names are not checked.
-func compileFilter(text string, columns []string) (cel.Program, error) {
+func compileFilter(text string, columns []string) (cel.Program, *cel.Ast, error) {
 	env, err := filterEnv(columns)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var ast *cel.Ast
 	var iss *cel.Issues
@@ -144,12 +145,13 @@ func compileFilter(text string, columns []string) (cel.Program, error) {
 		ast, iss = env.Parse(text)
 	}
 	if iss.Err() != nil {
-		return nil, fmt.Errorf("%s", strings.ReplaceAll(iss.Err().Error(), "\n", " "))
+		return nil, nil, fmt.Errorf("%s", strings.ReplaceAll(iss.Err().Error(), "\n", " "))
 	}
 	if columns != nil && ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
-		return nil, fmt.Errorf("yields %s, not a bool", ast.OutputType())
+		return nil, nil, fmt.Errorf("yields %s, not a bool", ast.OutputType())
 	}
-	return env.Program(ast, cel.CostLimit(maxFilterCost))
+	prog, err := env.Program(ast, cel.CostLimit(maxFilterCost))
+	return prog, ast, err
 }
 
 // envs caches the CEL environments by column list: targets of one view share theirs (an
@@ -215,7 +217,8 @@ func (sel *selection) passes(r *rowVals) bool {
 // sees the row move out.
 type rowVals struct {
 	it      *item
-	act     cel.Activation // the row's columns
+	vars    map[string]any // the row's columns
+	act     cel.Activation // the same, for CEL
 	decoded bool
 	ok      bool
 	tomb    *item
@@ -291,11 +294,18 @@ func (r *rowVals) decode() (cel.Activation, bool) {
 	if !r.decoded {
 		r.decoded = true
 		if vars, ok := decodeRow(r.it.value()); ok {
+			r.vars = vars
 			r.act, _ = cel.NewActivation(vars)
 			r.ok = r.act != nil
 		}
 	}
 	return r.act, r.ok
+}
+
+// values returns the row's columns (false: not a decodable row).
+func (r *rowVals) values() (map[string]any, bool) {
+	_, ok := r.decode()
+	return r.vars, ok
 }
 
 // tombstone returns the tombstone of the row's key at the row's index.

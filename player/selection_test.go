@@ -201,7 +201,20 @@ func TestSelectionsEveryPath(t *testing.T) {
 	}
 	mix.model = map[string]checker.Selection{"a": groupModel(func(g int) bool { return g >= 5 })}
 	whole := newClient("whole", e.chk, "a")
-	selectionPaths(t, e, rnd, []*client{fa, sb, mix, whole}, nil, func(p *Player) {
+	// Filters the dispatcher indexes by their equality part (filterindex.go).
+	eq := newClient("eq", e.chk, "a", "b")
+	eq.sels = []*statecastv1.Selection{{View: "a", Filter: `g in [1, 8] && id != "3"`}, {View: "b", Filter: "4 == g"}}
+	eq.model = map[string]checker.Selection{
+		"a": func(r checker.Record) bool {
+			var row struct {
+				ID string
+				G  int
+			}
+			return json.Unmarshal(r.Value, &row) == nil && (row.G == 1 || row.G == 8) && row.ID != "3"
+		},
+		"b": groupModel(func(g int) bool { return g == 4 }),
+	}
+	selectionPaths(t, e, rnd, []*client{fa, sb, mix, whole, eq}, nil, func(p *Player) {
 		// The status page says what each target selects.
 		if got := targetStatus(p, "sb").Selections; len(got) != 1 || got["b"] != "g != 5 shard 1/3" {
 			t.Errorf("status of sb: selections %v", got)
@@ -379,5 +392,102 @@ func TestProjectValue(t *testing.T) {
 		func(string) []string { return []string{"g", "id"} })
 	if !errors.Is(err, ErrBadHello) || !strings.Contains(err.Error(), `view "a" has no column "nope"`) {
 		t.Fatalf("an unknown column: %v", err)
+	}
+}
+
+// TestFilterIndexRandom: the dispatcher's index of selections (viewIndex.candidates) never
+// leaves out a target that has something to receive: for random filters (indexed by an
+// equality or IN part, by a shard, or scanned) and random row changes (updates, creates,
+// deletes, rows missing the column), every target to which choose gives an entry is a
+// candidate, and no candidate comes twice. The seed is printed.
+func TestFilterIndexRandom(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rnd := newRand(seed)
+	cols := func(string) []string { return []string{"g", "h", "id"} }
+	filters := []func() string{
+		func() string { return fmt.Sprintf("g == %d", rnd.IntN(5)) },
+		func() string { return fmt.Sprintf("%d.0 == g", rnd.IntN(5)) },
+		func() string { return fmt.Sprintf("g in [%d, %d] && h != %d", rnd.IntN(5), rnd.IntN(5), rnd.IntN(3)) },
+		func() string { return fmt.Sprintf(`h > %d && id == "%d"`, rnd.IntN(3), rnd.IntN(6)) },
+		func() string { return fmt.Sprintf("g == %d || h == %d", rnd.IntN(5), rnd.IntN(3)) },
+		func() string { return "h == null" },
+		func() string { return "" },
+	}
+	x := newViewIndex()
+	var sels []*selection
+	var targets []*target
+	for i := range 200 {
+		h := &statecastv1.Hello{Selections: []*statecastv1.Selection{{View: "a", Filter: filters[rnd.IntN(len(filters))]()}}}
+		if rnd.IntN(3) == 0 {
+			h.Selections[0].ShardCount = uint32(1 + rnd.IntN(4))
+			h.Selections[0].ShardIndex = uint32(rnd.IntN(int(h.Selections[0].ShardCount)))
+		}
+		if h.Selections[0].Filter == "" && h.Selections[0].ShardCount == 0 {
+			h.Selections[0].Filter = "true"
+		}
+		m, err := selectionsOf(h, nil, cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg := &target{id: strconv.Itoa(i), sels: m}
+		x.add(tg, m["a"])
+		sels, targets = append(sels, m["a"]), append(targets, tg)
+	}
+	// Remove and add some again: the index stays exact.
+	for i := range 20 {
+		x.remove(targets[i], sels[i])
+	}
+	for i := range 10 {
+		x.add(targets[i], sels[i])
+	}
+	live := func(i int) bool { return i < 10 || i >= 20 }
+	row := func(idx int64, key string) *item {
+		var v []byte
+		switch rnd.IntN(6) {
+		case 0: // tombstone
+		case 1:
+			v = fmt.Appendf(nil, `{"id":%q}`, key) // no g, no h
+		case 2:
+			v = fmt.Appendf(nil, `{"g":%d.0,"h":null,"id":%q}`, rnd.IntN(5), key)
+		default:
+			v = fmt.Appendf(nil, `{"g":%d,"h":%d,"id":%q}`, rnd.IntN(5), rnd.IntN(3), key)
+		}
+		return entryItem(&statecastv1.Entry{Index: idx, View: "a", Key: record.EncodeKey("a", key), Value: v, Tombstone: v == nil})
+	}
+	for n := range 3000 {
+		key := strconv.Itoa(rnd.IntN(6))
+		cur := &rowVals{it: row(int64(2*n+1), key)}
+		var prev *rowVals
+		if p := row(int64(2*n), key); !p.tombstone && rnd.IntN(4) != 0 {
+			prev = &rowVals{it: p}
+		}
+		got := map[*target]int{}
+		x.candidates(cur, prev, func(t *target) { got[t]++ })
+		for i, tg := range targets {
+			if got[tg] > 1 {
+				t.Fatalf("change %d: target %d (%q) a candidate %d times", n, i, sels[i].String(), got[tg])
+			}
+			if !live(i) {
+				if got[tg] > 0 {
+					t.Fatalf("change %d: removed target %d is a candidate", n, i)
+				}
+				continue
+			}
+			sel := sels[i]
+			want := sel.choose(cur, func() bool { return prev != nil && sel.passes(prev) }) != nil
+			if want && got[tg] == 0 {
+				t.Fatalf("change %d: target %d (%q) left out for %s (previous %v)", n, i, sel.String(), cur.it.value(), prev != nil)
+			}
+		}
+	}
+	indexed := 0
+	for _, sel := range sels {
+		if sel.eq != nil {
+			indexed++
+		}
+	}
+	if indexed < 50 || len(x.scan) == 0 || len(x.shards) == 0 {
+		t.Fatalf("%d of %d selections indexed by value, %d scanned, %d shard counts: the test covers too little", indexed, len(sels), len(x.scan), len(x.shards))
 	}
 }
