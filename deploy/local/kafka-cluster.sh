@@ -82,13 +82,14 @@ format() {
   rf=$((n < 3 ? n : 3)); isr=$((n < 3 ? 1 : 2))
   rm -rf "$DIR"; mkdir -p "$DIR"
   pick() { local p; p=$(free_port); while [[ $used == *" $p "* ]]; do p=$(free_port); done; used+="$p "; echo "$p"; }
+  # The added listeners' ports are not bound yet: keep them out of the nodes' own.
+  for l in ${STATECAST_KAFKA_LISTENERS:-}; do
+    IFS=: read -r _ _ p _ <<<"$l"; used+="$p "
+  done
   for i in $(seq 1 "$n"); do
     mkdir -p "$(ndir "$i")/data" "$(ndir "$i")/meta"
     pick >"$(ndir "$i")/port"; pick >"$(ndir "$i")/cport"
     voters+="${voters:+,}$i@127.0.0.1:$(cat "$(ndir "$i")/cport")"
-  done
-  for l in ${STATECAST_KAFKA_LISTENERS:-}; do
-    IFS=: read -r i _ p _ <<<"$l"; used+="$p "
   done
   cat >"$DIR/log4j2.properties" <<CONF
 status = warn
