@@ -187,8 +187,8 @@ type Result struct {
 	// LeaderKillsInTxn counts the leader-kill faults that hit the leader while a transaction
 	// of the stream was open (its last stable offset below its high watermark).
 	LeaderKillsInTxn int
-	MaxRSS                              map[string]int64 // by process
-	Dir                                 string           // kept when there are violations
+	MaxRSS           map[string]int64 // by process
+	Dir              string           // kept when there are violations
 }
 
 // Summary is the run's one-line summary.
