@@ -194,9 +194,12 @@ launch() {
 
 # wait_node waits until node i answers and logged its start since its launch.
 wait_node() {
-  local i=$1 d; d=$(ndir "$i")
+  local i=$1 d from; d=$(ndir "$i")
   for _ in $(seq 1 240); do
-    if port_open 127.0.0.1 "$(port "$i")" && tail -c +$(($(cat "$d/log.from" 2>/dev/null || echo 0) + 1)) "$d/server.log" 2>/dev/null | grep -q "Kafka Server started"; then
+    # Only the lines written since the launch count; a log rolled over since starts afresh.
+    from=$(cat "$d/log.from" 2>/dev/null || echo 0)
+    [ "$(stat -c %s "$d/server.log" 2>/dev/null || echo 0)" -ge "$from" ] || from=0
+    if port_open 127.0.0.1 "$(port "$i")" && tail -c +$((from + 1)) "$d/server.log" 2>/dev/null | grep -q "Kafka Server started"; then
       return 0
     fi
     pid_alive "$(pidfile "$i")" || { tail -30 "$d/stdout.log" "$d/server.log" >&2 2>/dev/null; die "node $i exited"; }

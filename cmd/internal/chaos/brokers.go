@@ -76,7 +76,58 @@ func (r *run) brokerFault(ctx context.Context, f fault) error {
 		}
 	}
 	r.waitWhole(ctx, f)
+	if f.Kind == KindBrokerWipe {
+		r.checkRefetched(node)
+	}
 	return nil
+}
+
+// checkRefetched checks that a wiped node holds the stream's partition again: its log
+// directory has the partition with as many bytes as the others (compaction may differ a
+// little), so that its place in the ISR is not a stale entry.
+func (r *run) checkRefetched(node int) {
+	admin, err := sarama.NewClusterAdmin(r.kafka.Brokers, adminConfig())
+	if err != nil {
+		r.logf("  describe log dirs: %v", err)
+		return
+	}
+	defer admin.Close()
+	ids := make([]int32, r.kafka.nodes)
+	for i := range ids {
+		ids[i] = int32(i + 1)
+	}
+	dirs, err := admin.DescribeLogDirs(ids)
+	if err != nil {
+		r.logf("  describe log dirs: %v", err)
+		return
+	}
+	sizes := map[int32]int64{}
+	var desc []string
+	for _, id := range ids {
+		size, found := int64(-1), false
+		for _, d := range dirs[id] {
+			for _, t := range d.Topics {
+				if t.Topic != streamName {
+					continue
+				}
+				for _, p := range t.Partitions {
+					if p.PartitionID == 0 {
+						size, found = p.Size, true
+						desc = append(desc, fmt.Sprintf("broker-%d %d bytes (lag %d)", id, p.Size, p.OffsetLag))
+					}
+				}
+			}
+		}
+		if !found {
+			desc = append(desc, fmt.Sprintf("broker-%d none", id))
+		}
+		sizes[id] = size
+	}
+	r.logf("  %s-0 replicas: %s", streamName, strings.Join(desc, ", "))
+	if sizes[int32(node)] <= 0 {
+		r.violate(Violation{Kind: "re-replicate", Where: fmt.Sprintf("broker-%d", node),
+			Detail: fmt.Sprintf("in the ISR again after its data directory was lost, but its replica of %s-0 is empty or missing: %s", streamName, strings.Join(desc, ", "))})
+	}
 }
 
 // waitWhole waits until every partition of the stream and of the transaction state has
