@@ -296,7 +296,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r := &run{cfg: cfg, start: time.Now(), procs: map[string]*proc{}, proxies: map[string]*faultproxy.Proxy{}, http: map[string]string{},
 		views: map[string][]string{}, faults: map[string]int{}, httpc: &http.Client{Timeout: 10 * time.Second}}
 	r.tapCtx, r.stopTap = context.WithCancel(context.Background())
-	r.logf("seed %d (replay: make chaos SEED=%d DURATION=%v CHANGES=%d)", cfg.Seed, cfg.Seed, cfg.Duration, cfg.Changes)
+	target := "chaos"
+	if cfg.KafkaNodes > 1 {
+		target = fmt.Sprintf("chaos-cluster KAFKA_NODES=%d", cfg.KafkaNodes)
+	}
+	r.logf("seed %d (replay: make %s SEED=%d DURATION=%v CHANGES=%d)", cfg.Seed, target, cfg.Seed, cfg.Duration, cfg.Changes)
 	r.dir = cfg.Dir
 	if r.dir == "" {
 		d, err := os.MkdirTemp("", "statecast-chaos-")
