@@ -37,14 +37,15 @@ import (
 // epoch): the caches apply them with the cycle's other records at its position record.
 //
 // A cycle that is still being sent after half the transaction timeout is committed in
-// parts (producer.publish); at the read rates measured (docs/BENCHMARKS.md, capture-bulk)
-// that is a cycle of tens of millions of rows. Its first parts are then readable before
-// its position record: caches still apply it at that record, but a bad row or a crash
-// after a part was committed leaves that part's rows in the topic, without the rest.
+// parts (producer.publish); at the read rates measured (capture-bulk, in
+// docs/benchmarks/distributor-history.md) that is a cycle of tens of millions of rows.
+// Its first parts are then readable before its position record: caches still apply it
+// at that record, but a bad row or a crash after a part was committed leaves that part's
+// rows in the topic, without the rest.
 
 // bulkShare: a mapped view whose changes in one cycle reach more rows than this share of
 // its published rows is read whole (capture-bulk -share measured the crossing: see
-// docs/BENCHMARKS.md).
+// docs/benchmarks/distributor-history.md).
 var bulkShare = 0.15
 
 // bulkMinRows: a view with fewer published rows than this always takes the mapped read:
