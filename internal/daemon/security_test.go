@@ -29,18 +29,18 @@ func writeFile(t *testing.T, path, body string) {
 // that never hold a token.
 func TestTokens(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens")
-	writeFile(t, path, "# clients\npricing = tok-pricing-1\npricing=tok-pricing-2\nrisk="+HashToken("tok-risk")+"\n\n")
-	t.Setenv("TEST_TOKENS", "ops=tok-ops,batch=tok-batch")
+	writeFile(t, path, "# clients\npricing = tok-pricing-long-1\npricing=tok-pricing-long-2\nrisk="+HashToken("tok-risk-0123456789")+"\n\n")
+	t.Setenv("TEST_TOKENS", "ops=tok-ops-0123456789,batch=tok-batch-0123456789")
 	s, err := LoadTokens(Tokens{File: path, Env: "TEST_TOKENS"}, "tokens")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for tok, want := range map[string]string{"tok-pricing-1": "pricing", "tok-pricing-2": "pricing", "tok-risk": "risk", "tok-ops": "ops", "tok-batch": "batch"} {
+	for tok, want := range map[string]string{"tok-pricing-long-1": "pricing", "tok-pricing-long-2": "pricing", "tok-risk-0123456789": "risk", "tok-ops-0123456789": "ops", "tok-batch-0123456789": "batch"} {
 		if name, ok := s.Lookup(tok); !ok || name != want {
 			t.Errorf("Lookup(%q) = %q %v, want %q", tok, name, ok, want)
 		}
 	}
-	for _, tok := range []string{"", "tok-pricing", "tok-pricing-10", HashToken("tok-risk"), "sha256:x"} {
+	for _, tok := range []string{"", "tok-pricing-long", "tok-pricing-long-10", HashToken("tok-risk-0123456789"), "sha256:x"} {
 		if name, ok := s.Lookup(tok); ok {
 			t.Errorf("Lookup(%q) = %q, want refused", tok, name)
 		}
@@ -48,33 +48,34 @@ func TestTokens(t *testing.T) {
 	if changed, err := s.Reload(); changed || err != nil {
 		t.Fatalf("Reload of an unchanged file: %v %v", changed, err)
 	}
-	writeFile(t, path, "pricing=tok-pricing-2\n")
+	writeFile(t, path, "pricing=tok-pricing-long-2\n")
 	if changed, err := s.Reload(); !changed || err != nil {
 		t.Fatalf("Reload: %v %v", changed, err)
 	}
-	if _, ok := s.Lookup("tok-pricing-1"); ok {
+	if _, ok := s.Lookup("tok-pricing-long-1"); ok {
 		t.Error("a token removed from the file is still accepted")
 	}
-	if _, ok := s.Lookup("tok-ops"); !ok {
+	if _, ok := s.Lookup("tok-ops-0123456789"); !ok {
 		t.Error("the variable's tokens were lost by the reload")
 	}
-	writeFile(t, path, "pricing=tok-pricing-2\nbroken line secret-in-it\n")
+	writeFile(t, path, "pricing=tok-pricing-long-2\nbroken line secret-in-it\n")
 	if changed, err := s.Reload(); changed || err == nil || !strings.Contains(err.Error(), "entry 2: want name=token") || strings.Contains(err.Error(), "secret-in-it") {
 		t.Fatalf("Reload of a bad file: %v %v", changed, err)
 	}
 	if changed, err := s.Reload(); changed || err != nil {
 		t.Fatalf("the same bad file is reported once: %v %v", changed, err)
 	}
-	if _, ok := s.Lookup("tok-pricing-2"); !ok {
+	if _, ok := s.Lookup("tok-pricing-long-2"); !ok {
 		t.Error("a bad file dropped the previous tokens")
 	}
 	for name, body := range map[string]string{
-		"no name":        "=tok-secret",
-		"bad name":       "a b=tok-secret",
+		"no name":        "=tok-secret-0123456789",
+		"bad name":       "a b=tok-secret-0123456789",
 		"empty token":    "a=",
 		"bad hash":       "a=sha256:00",
-		"one token, two": "a=tok-secret\nb=tok-secret",
+		"one token, two": "a=tok-secret-0123456789\nb=tok-secret-0123456789",
 		"empty":          "# nothing\n",
+		"short token":    "a=tok-secret-15",
 	} {
 		writeFile(t, path, body)
 		_, err := LoadTokens(Tokens{File: path}, "tokens")
@@ -84,6 +85,101 @@ func TestTokens(t *testing.T) {
 	}
 	if _, err := LoadTokens(Tokens{Env: "TEST_TOKENS_UNSET"}, "admin.tokens"); err == nil || !strings.Contains(err.Error(), "admin.tokens.env: environment variable TEST_TOKENS_UNSET is not set") {
 		t.Errorf("unset variable: %v", err)
+	}
+}
+
+// TestTokensFailClosed: whatever the reload finds — an emptied file, one holding only
+// comments, a deleted one, one with a malformed line — a token removed from it is refused
+// from then on; a malformed file adds nothing and keeps only the tokens still listed on its
+// well-formed lines, and says so (Err) until a good file replaces it. The variable's tokens
+// stay (it is read only at start).
+func TestTokensFailClosed(t *testing.T) {
+	const a, b, c = "tok-a-0123456789abcdef", "tok-b-0123456789abcdef", "tok-c-0123456789abcdef"
+	path := filepath.Join(t.TempDir(), "tokens")
+	good := "alice=" + a + "\nbob=" + b + "\n"
+	writeFile(t, path, good)
+	t.Setenv("TEST_TOKENS_FC", "ops=tok-ops-0123456789")
+	s, err := LoadTokens(Tokens{File: path, Env: "TEST_TOKENS_FC"}, "tokens")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := func(tok string) bool { _, ok := s.Lookup(tok); return ok }
+	restore := func() {
+		t.Helper()
+		writeFile(t, path, good)
+		if _, err := s.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		if !accepted(a) || !accepted(b) || s.Err() != nil {
+			t.Fatalf("the good file again: a %v b %v err %v", accepted(a), accepted(b), s.Err())
+		}
+	}
+	for name, body := range map[string]string{"emptied": "", "comments only": "# every token revoked\n\n"} {
+		writeFile(t, path, body)
+		if changed, err := s.Reload(); !changed || err != nil {
+			t.Errorf("%s: Reload %v %v, want a change", name, changed, err)
+		}
+		if accepted(a) || accepted(b) {
+			t.Errorf("%s: a token of the file is still accepted", name)
+		}
+		if !accepted("tok-ops-0123456789") {
+			t.Errorf("%s: the variable's token was dropped", name)
+		}
+		restore()
+	}
+	// Without the variable, an emptied file leaves no token at all: every one is refused.
+	alone, err := LoadTokens(Tokens{File: path}, "tokens")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, "")
+	if changed, err := alone.Reload(); !changed || err != nil || alone.Len() != 0 {
+		t.Errorf("emptied, no variable: Reload %v %v, %d tokens left", changed, err, alone.Len())
+	}
+	if _, ok := alone.Lookup(a); ok {
+		t.Error("emptied, no variable: the token is still accepted")
+	}
+	restore()
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := s.Reload(); !changed || err == nil || !strings.Contains(err.Error(), "revoked") {
+		t.Errorf("deleted: Reload %v %v, want a change and an error saying the tokens are revoked", changed, err)
+	}
+	if accepted(a) || accepted(b) || s.Err() == nil {
+		t.Errorf("deleted: a %v b %v err %v", accepted(a), accepted(b), s.Err())
+	}
+	restore()
+
+	// bob's line is removed, carol's added, and a line is malformed: alice stays, bob is
+	// revoked, carol waits for a file that loads.
+	writeFile(t, path, "alice="+a+"\ncarol="+c+"\nthis line holds "+b+"\n")
+	changed, err := s.Reload()
+	if !changed || err == nil || !strings.Contains(err.Error(), "entry 3") || strings.Contains(err.Error(), b) {
+		t.Fatalf("malformed: Reload %v %v", changed, err)
+	}
+	if !accepted(a) || accepted(b) || accepted(c) {
+		t.Errorf("malformed: alice %v (want true), bob %v, carol %v (want false)", accepted(a), accepted(b), accepted(c))
+	}
+	if s.Err() == nil || strings.Contains(s.Err().Error(), b) {
+		t.Errorf("malformed: Err %v", s.Err())
+	}
+	if changed, err := s.Reload(); changed || err != nil {
+		t.Errorf("the same malformed file again: %v %v, want it reported once", changed, err)
+	}
+	if s.Err() == nil {
+		t.Error("the malformed file is forgotten at the next read")
+	}
+	// A line whose name changed keeps no token: the name is the principal.
+	writeFile(t, path, "mallory="+a+"\nbob\n")
+	if _, err := s.Reload(); err == nil || accepted(a) || accepted(b) {
+		t.Errorf("a token moved to another name: err %v, a %v, b %v", err, accepted(a), accepted(b))
+	}
+	restore()
+	writeFile(t, path, "alice="+a+"\nbob=short\n")
+	if _, err := s.Reload(); err == nil || !strings.Contains(err.Error(), "at least 16") || accepted(b) || !accepted(a) {
+		t.Errorf("a short token: err %v, a %v, b %v", err, accepted(a), accepted(b))
 	}
 }
 
@@ -170,12 +266,12 @@ func TestTLSFilesReload(t *testing.T) {
 }
 
 // TestWatch: Watch reloads what changed at its next read, and logs a failure once, without
-// the content.
+// the content; a deleted file revokes its tokens.
 func TestWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval = 10 * time.Millisecond
 		path := filepath.Join(t.TempDir(), "tokens")
-		writeFile(t, path, "a=tok-one\n")
+		writeFile(t, path, "a=tok-one-0123456789\n")
 		s, err := LoadTokens(Tokens{File: path}, "tokens")
 		if err != nil {
 			t.Fatal(err)
@@ -193,12 +289,12 @@ func TestWatch(t *testing.T) {
 			time.Sleep(time.Duration(n) * interval)
 			synctest.Wait()
 		}
-		writeFile(t, path, "a=tok-two\n")
+		writeFile(t, path, "a=tok-two-0123456789\n")
 		next(1)
-		if _, ok := s.Lookup("tok-two"); !ok {
+		if _, ok := s.Lookup("tok-two-0123456789"); !ok {
 			t.Fatal("the changed file was not reloaded at the next read")
 		}
-		if _, ok := s.Lookup("tok-one"); ok {
+		if _, ok := s.Lookup("tok-one-0123456789"); ok {
 			t.Error("the replaced token is still accepted")
 		}
 		if n := strings.Count(logs.String(), "reloaded"); n != 1 {
@@ -216,8 +312,8 @@ func TestWatch(t *testing.T) {
 		if strings.Contains(logs.String(), "tok-") {
 			t.Errorf("a token in the log:\n%s", logs.String())
 		}
-		if _, ok := s.Lookup("tok-two"); !ok {
-			t.Error("a missing file dropped the tokens")
+		if _, ok := s.Lookup("tok-two-0123456789"); ok {
+			t.Error("a token of a deleted file is still accepted")
 		}
 	})
 }
@@ -237,7 +333,7 @@ func TestAdmin(t *testing.T) {
 		t.Errorf("loopback admin: %v", err)
 	}
 	path := filepath.Join(t.TempDir(), "tokens")
-	writeFile(t, path, "ops=tok-admin\n")
+	writeFile(t, path, "ops=tok-admin-0123456789\n")
 	a, err := LoadAdmin(Admin{Addr: "127.0.0.1:0", Tokens: Tokens{File: path}}, "admin")
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +346,7 @@ func TestAdmin(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ctx) }()
 	defer func() { cancel(); <-done }()
-	for tok, want := range map[string]int{"": 401, "wrong": 401, "tok-admin": 200} {
+	for tok, want := range map[string]int{"": 401, "wrong": 401, "tok-admin-0123456789": 200} {
 		req, _ := http.NewRequest("GET", "http://"+hs.Addr().String()+"/status", nil)
 		if tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
@@ -261,7 +357,7 @@ func TestAdmin(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
-		if resp.StatusCode != want || strings.Contains(string(body), "tok-admin") {
+		if resp.StatusCode != want || strings.Contains(string(body), "tok-admin-0123456789") {
 			t.Errorf("token %q: %d %s, want %d", tok, resp.StatusCode, body, want)
 		}
 	}
