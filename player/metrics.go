@@ -17,6 +17,7 @@ type metrics struct {
 	topicReplaced *prometheus.CounterVec
 	skipped       *prometheus.CounterVec
 	targets       *targetCollector
+	tokens        *tokenCollector
 }
 
 func newMetrics(p *Player) *metrics {
@@ -55,11 +56,12 @@ func newMetrics(p *Player) *metrics {
 			Help: "Records of the log never served, by reason (view_mismatch: a row whose sc-view header names another view than its key; too_large: over max_record_bytes).",
 		}, []string{"stream", "reason"}),
 		targets: &targetCollector{p: p},
+		tokens:  &tokenCollector{},
 	}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.topicReplaced, m.skipped, m.targets} {
+	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.topicReplaced, m.skipped, m.targets, m.tokens} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

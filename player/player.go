@@ -108,6 +108,11 @@ func New(cfg Config, opts ...Option) (*Player, error) {
 	p.gather, _ = o.reg.(prometheus.Gatherer)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.metrics = newMetrics(p)
+	for _, ts := range []*daemon.TokenSet{p.auth.tokens, p.adminTokens()} {
+		if ts != nil {
+			p.metrics.tokens.sets = append(p.metrics.tokens.sets, ts)
+		}
+	}
 	if err := p.metrics.register(o.reg); err != nil {
 		return nil, fmt.Errorf("%w: metrics: %v", ErrConfig, err)
 	}
@@ -130,7 +135,7 @@ func New(cfg Config, opts ...Option) (*Player, error) {
 // loadSecurity loads the TLS files, the tokens and the admin endpoint's files.
 func (p *Player) loadSecurity() error {
 	c := &p.cfg
-	p.auth = &auth{}
+	p.auth = &auth{log: p.log}
 	var err error
 	if c.TLS.Enabled() {
 		if p.tls, err = daemon.LoadTLS(c.TLS.server(), "tls"); err != nil {
@@ -150,6 +155,14 @@ func (p *Player) loadSecurity() error {
 		}
 	}
 	return nil
+}
+
+// adminTokens are the admin endpoint's tokens (nil: none).
+func (p *Player) adminTokens() *daemon.TokenSet {
+	if p.admin == nil {
+		return nil
+	}
+	return p.admin.Tokens()
 }
 
 // serverOptions are the gRPC server's: the codec, TLS, authentication, and the limits on
@@ -195,7 +208,7 @@ func (p *Player) startServing() {
 		rs = append(rs, p.tls)
 	}
 	if p.auth.tokens != nil {
-		rs = append(rs, p.auth.tokens)
+		rs = append(rs, revokingTokens{TokenSet: p.auth.tokens, a: p.auth})
 	}
 	if len(rs) > 0 {
 		p.goTracked(func() { daemon.Watch(p.ctx, c.ReloadInterval, p.log, rs...) })
@@ -421,11 +434,18 @@ func (p *Player) Handler() http.Handler {
 		if p.ctx.Err() != nil {
 			ready = false
 		}
+		body := map[string]any{"ready": ready, "streams": st}
+		// A refused tokens file is loud: the player serves only what it kept of the
+		// tokens (daemon.TokenSet.Reload) until the file is fixed. The reason is in the
+		// log; this endpoint answers anyone, so it names neither the file nor the line.
+		if p.auth.tokens != nil && p.auth.tokens.Err() != nil {
+			body["ready"], body["tokens"] = false, "refused: the tokens file does not load (see the log)"
+		}
 		w.Header().Set("Content-Type", "application/json")
-		if !ready {
+		if body["ready"] == false {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ready, "streams": st})
+		_ = json.NewEncoder(w).Encode(body)
 	})
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

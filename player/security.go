@@ -2,9 +2,13 @@ package player
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -105,14 +109,33 @@ type auth struct {
 	// open: no authentication at all (insecure, no tokens, no client CA): every call is
 	// anonymous.
 	open bool
+	log  *slog.Logger
+
+	mu sync.Mutex
+	// live are the streams running under a token, checked again at each change of the
+	// tokens file: a stream whose token was revoked is ended (revokeStale).
+	live map[*tokenStream]struct{}
 }
+
+// tokenStream is a stream authenticated by a token: the token's hash (never the token),
+// the name it authenticated, and how to end the stream.
+type tokenStream struct {
+	hash   [sha256.Size]byte
+	name   string
+	method string
+	end    context.CancelCauseFunc
+}
+
+// errRevoked ends a stream whose token was revoked while it ran.
+var errRevoked = fmt.Errorf("%w: the bearer token was revoked", ErrUnauthenticated)
 
 // authenticate returns the principal of a call: its bearer token's name when it sends
 // one (a wrong token is refused even when the certificate is good), else its verified
-// client certificate's identity. Errors never contain the token.
-func (a *auth) authenticate(ctx context.Context) (Principal, error) {
+// client certificate's identity; and, for a token, its hash (nil otherwise). Errors never
+// contain the token.
+func (a *auth) authenticate(ctx context.Context) (Principal, *[sha256.Size]byte, error) {
 	if a.open {
-		return Principal{Method: "none"}, nil
+		return Principal{Method: "none"}, nil, nil
 	}
 	if a.tokens != nil {
 		var tok string
@@ -124,30 +147,83 @@ func (a *auth) authenticate(ctx context.Context) (Principal, error) {
 			}
 		}
 		if tok != "" {
-			name, ok := a.tokens.Lookup(tok)
+			h := sha256.Sum256([]byte(tok))
+			name, ok := a.tokens.LookupHash(h)
 			if !ok {
-				return Principal{}, fmt.Errorf("%w: the bearer token is not valid", ErrUnauthenticated)
+				return Principal{}, nil, fmt.Errorf("%w: the bearer token is not valid", ErrUnauthenticated)
 			}
-			return Principal{Name: name, Method: "token"}, nil
+			return Principal{Name: name, Method: "token"}, &h, nil
 		}
 	}
 	if a.mtls {
 		if pr, ok := peer.FromContext(ctx); ok {
 			if ti, ok := pr.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
 				if name := certPrincipal(ti.State.VerifiedChains[0][0]); name != "" {
-					return Principal{Name: name, Method: "certificate"}, nil
+					return Principal{Name: name, Method: "certificate"}, nil, nil
 				}
-				return Principal{}, fmt.Errorf("%w: the client certificate has no identity (no URI SAN, CN or DNS SAN)", ErrUnauthenticated)
+				return Principal{}, nil, fmt.Errorf("%w: the client certificate has no identity (no URI SAN, CN or DNS SAN)", ErrUnauthenticated)
 			}
 		}
 	}
 	switch {
 	case a.tokens != nil && a.mtls:
-		return Principal{}, fmt.Errorf("%w: a bearer token or a client certificate is required", ErrUnauthenticated)
+		return Principal{}, nil, fmt.Errorf("%w: a bearer token or a client certificate is required", ErrUnauthenticated)
 	case a.tokens != nil:
-		return Principal{}, fmt.Errorf("%w: a bearer token is required (authorization: Bearer <token>)", ErrUnauthenticated)
+		return Principal{}, nil, fmt.Errorf("%w: a bearer token is required (authorization: Bearer <token>)", ErrUnauthenticated)
 	}
-	return Principal{}, fmt.Errorf("%w: a client certificate is required", ErrUnauthenticated)
+	return Principal{}, nil, fmt.Errorf("%w: a client certificate is required", ErrUnauthenticated)
+}
+
+// track registers a stream running under a token, then checks the token again: a reload between authenticate and track would otherwise miss it. The function it
+// returns unregisters the stream.
+func (a *auth) track(ts *tokenStream) (untrack func()) {
+	a.mu.Lock()
+	if a.live == nil {
+		a.live = map[*tokenStream]struct{}{}
+	}
+	a.live[ts] = struct{}{}
+	a.mu.Unlock()
+	if name, ok := a.tokens.LookupHash(ts.hash); !ok || name != ts.name {
+		ts.end(errRevoked)
+	}
+	return func() {
+		a.mu.Lock()
+		delete(a.live, ts)
+		a.mu.Unlock()
+	}
+}
+
+// revokeStale ends every stream whose token is no longer valid for its name (removed from
+// the file, the file emptied, deleted or refused: daemon.TokenSet.Reload). It runs after
+// each change of the tokens.
+func (a *auth) revokeStale() {
+	a.mu.Lock()
+	var ended []*tokenStream
+	for ts := range a.live {
+		if name, ok := a.tokens.LookupHash(ts.hash); !ok || name != ts.name {
+			ts.end(errRevoked)
+			ended = append(ended, ts)
+		}
+	}
+	a.mu.Unlock()
+	for _, ts := range ended {
+		a.log.Warn("stream ended: its token was revoked", "principal", ts.name, "method", ts.method)
+	}
+}
+
+// revokingTokens is the tokens as the file watcher reloads them: each change ends the
+// streams whose token it revoked.
+type revokingTokens struct {
+	*daemon.TokenSet
+	a *auth
+}
+
+func (r revokingTokens) Reload() (bool, error) {
+	changed, err := r.TokenSet.Reload()
+	if changed {
+		r.a.revokeStale()
+	}
+	return changed, err
 }
 
 // certPrincipal is the identity of a verified client certificate: its first URI SAN (a
@@ -174,11 +250,23 @@ func (a *auth) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServer
 	if exempt(info.FullMethod) {
 		return handler(srv, ss)
 	}
-	pr, err := a.authenticate(ss.Context())
+	pr, hash, err := a.authenticate(ss.Context())
 	if err != nil {
 		return toStatus(err)
 	}
-	return handler(srv, &principalStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), principalKey{}, pr)})
+	ctx := context.WithValue(ss.Context(), principalKey{}, pr)
+	if hash == nil {
+		return handler(srv, &principalStream{ServerStream: ss, ctx: ctx})
+	}
+	ctx, end := context.WithCancelCause(ctx)
+	defer end(nil)
+	defer a.track(&tokenStream{hash: *hash, name: pr.Name, method: info.FullMethod, end: end})()
+	err = handler(srv, &principalStream{ServerStream: ss, ctx: ctx})
+	if errors.Is(context.Cause(ctx), errRevoked) {
+		// The handler saw its context end; the client is told why.
+		return toStatus(errRevoked)
+	}
+	return err
 }
 
 // authUnary is the unary interceptor (the player serves none of its own; registered
@@ -187,7 +275,7 @@ func (a *auth) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	if exempt(info.FullMethod) {
 		return handler(ctx, req)
 	}
-	pr, err := a.authenticate(ctx)
+	pr, _, err := a.authenticate(ctx)
 	if err != nil {
 		return nil, toStatus(err)
 	}

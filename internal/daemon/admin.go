@@ -76,6 +76,9 @@ func LoadAdmin(a Admin, field string) (*AdminServer, error) {
 	return s, nil
 }
 
+// Tokens are the endpoint's tokens (nil: none required).
+func (s *AdminServer) Tokens() *TokenSet { return s.tokens }
+
 // Reloadables are what Watch should keep current.
 func (s *AdminServer) Reloadables() []Reloadable {
 	var out []Reloadable
