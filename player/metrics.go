@@ -18,6 +18,7 @@ type metrics struct {
 	skipped       *prometheus.CounterVec
 	targets       *targetCollector
 	tokens        *tokenCollector
+	p             *Player
 }
 
 func newMetrics(p *Player) *metrics {
@@ -57,11 +58,12 @@ func newMetrics(p *Player) *metrics {
 		}, []string{"stream", "reason"}),
 		targets: &targetCollector{p: p},
 		tokens:  &tokenCollector{},
+		p:       p,
 	}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.topicReplaced, m.skipped, m.targets, m.tokens} {
+	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.topicReplaced, m.skipped, m.targets, m.tokens, m.p.conns, m.p.auth.failures} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -44,6 +44,7 @@ type Player struct {
 	auth         *auth
 	access       *access
 	tls          *daemon.TLSFiles    // nil: plaintext (Config.Insecure)
+	conns        *connTracker        // the connections of Serve's listeners
 	admin        *daemon.AdminServer // nil: Config.Admin.Addr empty
 	serveOnce    sync.Once           // the first Serve (or Run) starts the file watchers
 	snapPinned   atomic.Int64        // bytes of snapshot rows not yet pushed (MaxSnapshotBytes)
@@ -107,6 +108,7 @@ func New(cfg Config, opts ...Option) (*Player, error) {
 	}
 	p.gather, _ = o.reg.(prometheus.Gatherer)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.auth.done = p.ctx.Done()
 	p.metrics = newMetrics(p)
 	for _, ts := range []*daemon.TokenSet{p.auth.tokens, p.adminTokens()} {
 		if ts != nil {
@@ -135,7 +137,11 @@ func New(cfg Config, opts ...Option) (*Player, error) {
 // loadSecurity loads the TLS files, the tokens and the admin endpoint's files.
 func (p *Player) loadSecurity() error {
 	c := &p.cfg
-	p.auth = &auth{log: p.log}
+	p.conns = newConnTracker(c, p.log)
+	p.auth = &auth{log: p.log, conns: p.conns, failDelay: c.AuthFailureDelay, failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "statecast", Subsystem: "player", Name: "auth_failures_total",
+		Help: "gRPC calls whose authentication failed, by reason (bad_token, no_credentials, certificate_without_identity).",
+	}, []string{"reason"})}
 	var err error
 	if c.TLS.Enabled() {
 		if p.tls, err = daemon.LoadTLS(c.TLS.server(), "tls"); err != nil {
@@ -172,6 +178,9 @@ func (p *Player) serverOptions() []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.MaxConcurrentStreams(c.MaxStreamsPerConn),
+		// No grpc.ConnectionTimeout: the listener's bound on the first authenticated call
+		// (connTracker, Config.AuthTimeout) starts at the accept, so it bounds the TLS
+		// handshake too, and counts what it closes.
 		grpc.MaxRecvMsgSize(c.MaxHelloBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.Keepalive.MinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: c.Keepalive.Time, Timeout: c.Keepalive.Timeout}),
@@ -355,7 +364,7 @@ func (p *Player) WaitReady(ctx context.Context) error {
 // Config.Listen; call it yourself to serve a listener of your own.
 func (p *Player) Serve(lis net.Listener) error {
 	p.serveOnce.Do(p.startServing)
-	err := p.grpc.Serve(lis)
+	err := p.grpc.Serve(p.conns.listener(lis))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}

@@ -9,6 +9,9 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -110,6 +113,15 @@ type auth struct {
 	// anonymous.
 	open bool
 	log  *slog.Logger
+	// conns are the connections of Serve's listeners: a call's first authentication marks
+	// its connection, a failure closes it.
+	conns *connTracker
+	// failDelay: a failed authentication is answered after it (Config.AuthFailureDelay);
+	// done ends the wait (the player closes).
+	failDelay time.Duration
+	done      <-chan struct{}
+	failures  *prometheus.CounterVec // by reason
+	failLog   logLimiter
 
 	mu sync.Mutex
 	// live are the streams running under a token, checked again at each change of the
@@ -124,6 +136,27 @@ type tokenStream struct {
 	name   string
 	method string
 	end    context.CancelCauseFunc
+}
+
+// authFailure is a failed authentication: the refusal sent to the client, and its reason
+// in statecast_player_auth_failures_total.
+type authFailure struct {
+	reason string
+	err    error
+}
+
+func (f *authFailure) Error() string { return f.err.Error() }
+func (f *authFailure) Unwrap() error { return f.err }
+
+// Reasons of statecast_player_auth_failures_total.
+const (
+	failBadToken      = "bad_token"
+	failNoCredentials = "no_credentials"
+	failNoIdentity    = "certificate_without_identity"
+)
+
+func refuse(reason, format string, a ...any) error {
+	return &authFailure{reason: reason, err: fmt.Errorf("%w: "+format, append([]any{ErrUnauthenticated}, a...)...)}
 }
 
 // errRevoked ends a stream whose token was revoked while it ran.
@@ -150,7 +183,7 @@ func (a *auth) authenticate(ctx context.Context) (Principal, *[sha256.Size]byte,
 			h := sha256.Sum256([]byte(tok))
 			name, ok := a.tokens.LookupHash(h)
 			if !ok {
-				return Principal{}, nil, fmt.Errorf("%w: the bearer token is not valid", ErrUnauthenticated)
+				return Principal{}, nil, refuse(failBadToken, "the bearer token is not valid")
 			}
 			return Principal{Name: name, Method: "token"}, &h, nil
 		}
@@ -161,17 +194,17 @@ func (a *auth) authenticate(ctx context.Context) (Principal, *[sha256.Size]byte,
 				if name := certPrincipal(ti.State.VerifiedChains[0][0]); name != "" {
 					return Principal{Name: name, Method: "certificate"}, nil, nil
 				}
-				return Principal{}, nil, fmt.Errorf("%w: the client certificate has no identity (no URI SAN, CN or DNS SAN)", ErrUnauthenticated)
+				return Principal{}, nil, refuse(failNoIdentity, "the client certificate has no identity (no URI SAN, CN or DNS SAN)")
 			}
 		}
 	}
 	switch {
 	case a.tokens != nil && a.mtls:
-		return Principal{}, nil, fmt.Errorf("%w: a bearer token or a client certificate is required", ErrUnauthenticated)
+		return Principal{}, nil, refuse(failNoCredentials, "a bearer token or a client certificate is required")
 	case a.tokens != nil:
-		return Principal{}, nil, fmt.Errorf("%w: a bearer token is required (authorization: Bearer <token>)", ErrUnauthenticated)
+		return Principal{}, nil, refuse(failNoCredentials, "a bearer token is required (authorization: Bearer <token>)")
 	}
-	return Principal{}, nil, fmt.Errorf("%w: a client certificate is required", ErrUnauthenticated)
+	return Principal{}, nil, refuse(failNoCredentials, "a client certificate is required")
 }
 
 // track registers a stream running under a token, then checks the token again: a reload between authenticate and track would otherwise miss it. The function it
@@ -252,8 +285,9 @@ func (a *auth) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServer
 	}
 	pr, hash, err := a.authenticate(ss.Context())
 	if err != nil {
-		return toStatus(err)
+		return a.failed(ss.Context(), info.FullMethod, err)
 	}
+	a.succeeded(ss.Context())
 	ctx := context.WithValue(ss.Context(), principalKey{}, pr)
 	if hash == nil {
 		return handler(srv, &principalStream{ServerStream: ss, ctx: ctx})
@@ -277,9 +311,52 @@ func (a *auth) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	}
 	pr, _, err := a.authenticate(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, a.failed(ctx, info.FullMethod, err)
 	}
+	a.succeeded(ctx)
 	return handler(context.WithValue(ctx, principalKey{}, pr), req)
+}
+
+// succeeded marks the call's connection authenticated (Config.AuthTimeout no longer
+// applies to it).
+func (a *auth) succeeded(ctx context.Context) {
+	if c := connOf(peer.FromContext(ctx)); c != nil {
+		c.authenticated()
+	}
+}
+
+// failed answers a failed authentication: it is counted and logged (the peer, the method
+// and the reason, never the token; at most a line a second, with the count of those held
+// back), answered after Config.AuthFailureDelay, and its connection is closed once the
+// answer is sent. Together they bound guessing: one connection tries at most
+// max_streams_per_conn tokens, once, then pays a new handshake and the delay again.
+func (a *auth) failed(ctx context.Context, method string, err error) error {
+	reason := failNoCredentials
+	var f *authFailure
+	if errors.As(err, &f) {
+		reason = f.reason
+	}
+	a.failures.WithLabelValues(reason).Inc()
+	pr, hasPeer := peer.FromContext(ctx)
+	if ok, suppressed := a.failLog.allow(); ok {
+		addr := ""
+		if hasPeer && pr.Addr != nil {
+			addr = pr.Addr.String()
+		}
+		a.log.Warn("authentication failed", "peer", addr, "method", method, "reason", reason, "err", err, "suppressed", suppressed)
+	}
+	wait := time.NewTimer(a.failDelay)
+	select {
+	case <-wait.C:
+	case <-ctx.Done():
+		wait.Stop()
+	case <-a.done:
+		wait.Stop()
+	}
+	if c := connOf(pr, hasPeer); c != nil {
+		c.closeSoon()
+	}
+	return toStatus(err)
 }
 
 type principalStream struct {

@@ -109,6 +109,12 @@ func subscribe(t *testing.T, addr string, opts []grpc.DialOption, h *statecastv1
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	return subscribeOn(t, conn, h)
+}
+
+// subscribeOn is subscribe on a connection of the caller's.
+func subscribeOn(t *testing.T, conn *grpc.ClientConn, h *statecastv1.Hello) (views []string, err error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := statecastv1.NewPlayerClient(conn).Subscribe(ctx)

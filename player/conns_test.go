@@ -1,0 +1,216 @@
+package player
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/statecast/statecast/internal/testenv"
+)
+
+// closedWithin reports whether the server closes c within d (a read ends in EOF or a
+// reset; whatever the server sends meanwhile — its HTTP/2 settings — is read and dropped).
+func closedWithin(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, c)
+	var ne net.Error
+	return !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// TestUnauthenticatedConnections: connections that never authenticate are bounded — in
+// number (max_unauthenticated_connections: one past it is closed at once) and in time
+// (auth_timeout: a TLS connection that only answers pings, or only asks for health, is
+// closed) — while an authenticated one stays and a legitimate client gets in once the
+// idle ones are gone.
+func TestUnauthenticatedConnections(t *testing.T) {
+	e := newEnv(t, nil)
+	e.produce(10, []string{"a"}, 10, newRand(21))
+	sec := newSecured(t)
+	sec.setTokens(t, map[string]string{"pricing": "tok-pricing-0123456789"})
+	reg := prometheus.NewRegistry()
+	const authTimeout = 700 * time.Millisecond
+	tp := startPlayerTB(t, e, func(c *Config) {
+		c.Insecure = false
+		c.TLS = TLSConfig{CertFile: sec.cert, KeyFile: sec.key}
+		c.Tokens = TokensConfig{File: sec.tokens}
+		c.AuthTimeout = authTimeout
+		c.MaxUnauthenticatedConns = 3
+		c.MaxConns = 5
+	}, WithRegisterer(reg))
+	dialTLS := func() (*tls.Conn, error) {
+		return tls.Dial("tcp", tp.addr, &tls.Config{RootCAs: sec.pki.Pool, NextProtos: []string{"h2"}})
+	}
+
+	// An authenticated client first: it stays past the bound.
+	c := newClient("kept", e.chk, "a")
+	c.dial = sec.dial("tok-pricing-0123456789", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.session(ctx, tp.addr, 0, nil) }()
+	waitFor(t, 30*time.Second, "the client's snapshot", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.hasState })
+
+	var idle []*tls.Conn
+	for range 3 {
+		conn, err := dialTLS()
+		if err != nil {
+			t.Fatalf("an idle connection within the bound: %v", err)
+		}
+		defer conn.Close()
+		idle = append(idle, conn)
+	}
+	waitFor(t, 5*time.Second, "3 unauthenticated connections", func() bool {
+		return gauge(t, reg, "statecast_player_connections", map[string]string{"state": "unauthenticated"}) == 3
+	})
+	if conn, err := dialTLS(); err == nil {
+		if !closedWithin(conn, time.Second) {
+			t.Error("a 4th unauthenticated connection (max_unauthenticated_connections 3) stays open")
+		}
+		conn.Close()
+	}
+	if v := gauge(t, reg, "statecast_player_connections_refused_total", map[string]string{"reason": "max_unauthenticated"}); v != 1 {
+		t.Errorf("connections_refused_total{max_unauthenticated} = %v, want 1", v)
+	}
+	start := time.Now()
+	for i, conn := range idle {
+		if !closedWithin(conn, 10*authTimeout) {
+			t.Fatalf("idle connection %d is still open %s after it connected (auth_timeout %s)", i, time.Since(start), authTimeout)
+		}
+	}
+	if v := gauge(t, reg, "statecast_player_connections_closed_total", map[string]string{"reason": "auth_timeout"}); v != 3 {
+		t.Errorf("connections_closed_total{auth_timeout} = %v, want 3", v)
+	}
+
+	// A connection that asks only for health is not authenticated either.
+	hconn, err := grpc.NewClient(tp.addr, sec.dial("", nil)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hconn.Close()
+	hctx, hcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer hcancel()
+	if _, err := healthpb.NewHealthClient(hconn).Check(hctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("health: %v", err)
+	}
+	waitFor(t, 10*authTimeout, "the health-only connection to be closed", func() bool {
+		return gauge(t, reg, "statecast_player_connections_closed_total", map[string]string{"reason": "auth_timeout"}) == 4
+	})
+
+	if _, err := subscribe(t, tp.addr, sec.dial("tok-pricing-0123456789", nil), helloOf("new", "a")); err != nil {
+		t.Errorf("a client once the idle connections are gone: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the authenticated client's stream ended: %v", err)
+	default:
+	}
+	if v := gauge(t, reg, "statecast_player_connections", map[string]string{"state": "authenticated"}); v < 1 {
+		t.Errorf("connections{authenticated} = %v, want the kept client's", v)
+	}
+	cancel()
+	<-done
+	e.check()
+}
+
+// TestMaxConnections: past max_connections a new connection is closed at once, however it
+// would authenticate.
+func TestMaxConnections(t *testing.T) {
+	e := newEnv(t, nil)
+	reg := prometheus.NewRegistry()
+	tp := startPlayerTB(t, e, func(c *Config) { c.MaxConns = 2 }, WithRegisterer(reg))
+	var conns []net.Conn
+	for range 2 {
+		conn, err := net.Dial("tcp", tp.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conns = append(conns, conn)
+	}
+	waitFor(t, 5*time.Second, "2 connections", func() bool {
+		return gauge(t, reg, "statecast_player_connections", map[string]string{"state": "unauthenticated"}) == 2
+	})
+	conn, err := net.Dial("tcp", tp.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if !closedWithin(conn, 2*time.Second) {
+		t.Error("a 3rd connection (max_connections 2) stays open")
+	}
+	if v := gauge(t, reg, "statecast_player_connections_refused_total", map[string]string{"reason": "max_connections"}); v != 1 {
+		t.Errorf("connections_refused_total{max_connections} = %v, want 1", v)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	waitFor(t, 5*time.Second, "the closed connections to be released", func() bool {
+		return gauge(t, reg, "statecast_player_connections", map[string]string{"state": "unauthenticated"}) == 0
+	})
+	if _, err := subscribe(t, tp.addr, []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, helloOf("after", "a")); status.Code(err) == codes.Unavailable {
+		t.Errorf("a connection once others closed: %v", err)
+	}
+}
+
+// TestFailedLogins: a wrong token is refused after auth_failure_delay, counted, logged
+// without the token, and its connection is closed; a missing token too.
+func TestFailedLogins(t *testing.T) {
+	e := newEnv(t, nil)
+	e.produce(10, []string{"a"}, 10, newRand(22))
+	sec := newSecured(t)
+	sec.setTokens(t, map[string]string{"pricing": "tok-pricing-0123456789"})
+	reg := prometheus.NewRegistry()
+	var logs testenv.LockedBuffer
+	const delay = 400 * time.Millisecond
+	tp := startPlayerTB(t, e, func(c *Config) {
+		c.Insecure = false
+		c.TLS = TLSConfig{CertFile: sec.cert, KeyFile: sec.key}
+		c.Tokens = TokensConfig{File: sec.tokens}
+		c.AuthFailureDelay = delay
+	}, WithRegisterer(reg), WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+
+	conn, err := grpc.NewClient(tp.addr, sec.dial("tok-guess-0123456789", nil)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	_, err = subscribeOn(t, conn, helloOf("g", "a"))
+	wantCode(t, "a wrong token", err, codes.Unauthenticated, "not valid")
+	if d := time.Since(start); d < delay {
+		t.Errorf("a wrong token refused after %s, before auth_failure_delay %s", d, delay)
+	}
+	waitFor(t, 5*time.Second, "the connection of the failed login to be closed", func() bool {
+		return gauge(t, reg, "statecast_player_connections_closed_total", map[string]string{"reason": "auth_failed"}) == 1
+	})
+	_, err = subscribe(t, tp.addr, sec.dial("", nil), helloOf("n", "a"))
+	wantCode(t, "no token", err, codes.Unauthenticated)
+	if v := gauge(t, reg, "statecast_player_auth_failures_total", map[string]string{"reason": "bad_token"}); v != 1 {
+		t.Errorf("auth_failures_total{bad_token} = %v, want 1", v)
+	}
+	if v := gauge(t, reg, "statecast_player_auth_failures_total", map[string]string{"reason": "no_credentials"}); v != 1 {
+		t.Errorf("auth_failures_total{no_credentials} = %v, want 1", v)
+	}
+	if !strings.Contains(logs.String(), "authentication failed") || !strings.Contains(logs.String(), `"peer":"127.0.0.1:`) {
+		t.Errorf("the failure is not logged with its peer:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "tok-") {
+		t.Errorf("a token in the log:\n%s", logs.String())
+	}
+	if _, err := subscribe(t, tp.addr, sec.dial("tok-pricing-0123456789", nil), helloOf("ok", "a")); err != nil {
+		t.Errorf("a good token after the failures: %v", err)
+	}
+}
