@@ -28,6 +28,9 @@ func (a Admin) Check(field string) error {
 	if a.Addr != "" && !a.Tokens.Enabled() && !IsLoopback(a.Addr) {
 		errs = append(errs, fmt.Errorf("%s.addr: %q listens beyond this host: set %s.tokens, or a loopback address (127.0.0.1:port)", field, a.Addr, field))
 	}
+	if a.Addr != "" && a.Tokens.Enabled() && !a.TLS.Enabled() && !IsLoopback(a.Addr) {
+		errs = append(errs, fmt.Errorf("%s.tls: required with %s.tokens on %q, which listens beyond this host: a token sent over plaintext HTTP can be read on the network (set %s.tls.cert_file and key_file, or a loopback address)", field, field, a.Addr, field))
+	}
 	if a.TLS.ClientCAFile != "" {
 		errs = append(errs, fmt.Errorf("%s.tls.client_ca_file: not supported on the admin endpoint (use %s.tokens)", field, field))
 	}
@@ -91,9 +94,57 @@ func (s *AdminServer) Reloadables() []Reloadable {
 	return out
 }
 
-// Guard wraps h: with tokens, a request without a valid bearer token gets 401 (the
+// Guard wraps h: a request a browser page could have made for another site is refused
+// (GuardBrowsers); with tokens, a request without a valid bearer token gets 401 (the
 // response names neither the token nor the reason it was refused).
-func (s *AdminServer) Guard(h http.Handler) http.Handler { return GuardTokens(s.tokens, h) }
+func (s *AdminServer) Guard(h http.Handler) http.Handler {
+	return GuardBrowsers(IsLoopback(s.cfg.Addr), GuardTokens(s.tokens, h))
+}
+
+// GuardBrowsers wraps h so that a web page the operator's browser shows cannot use the
+// endpoint (cross-site request forgery): a loopback endpoint without tokens trusts
+// anything that reaches it, and a browser reaches loopback. Refused with 403:
+//
+//   - a request that changes state (not GET, HEAD or OPTIONS) from another origin, as the
+//     browser says in Sec-Fetch-Site or Origin (http.CrossOriginProtection): a form's POST
+//     needs no script and no CORS preflight;
+//   - on a loopback endpoint (loopback), any request whose Host is not a loopback name or
+//     address: a page whose DNS name is rebound to 127.0.0.1 is same-origin to the browser,
+//     and could read the status pages too.
+//
+// curl, cachectl and other programs send neither header and the Host they dialled: they
+// pass.
+func GuardBrowsers(loopback bool, h http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "forbidden: a cross-origin request to the admin endpoint (a browser page cannot act here)", http.StatusForbidden)
+	}))
+	guarded := cop.Handler(h)
+	if !loopback {
+		return guarded
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackHost(r.Host) {
+			http.Error(w, "forbidden: this admin endpoint answers requests for a loopback host only (localhost, 127.0.0.1, [::1])", http.StatusForbidden)
+			return
+		}
+		guarded.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHost reports whether a Host header names this host: localhost or a loopback IP,
+// with or without a port.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
 
 // GuardTokens wraps h so that every request needs a token of tokens (nil: h as it is).
 func GuardTokens(tokens *TokenSet, h http.Handler) http.Handler {

@@ -397,3 +397,88 @@ func TestAdminTLS(t *testing.T) {
 		t.Error("a client CA on the admin endpoint was accepted")
 	}
 }
+
+// TestAdminPlaintextTokens: tokens over plaintext HTTP are refused on an address beyond
+// this host (they would cross the network in the clear); over TLS, or on loopback, they
+// are accepted.
+func TestAdminPlaintextTokens(t *testing.T) {
+	tok := Tokens{File: "/nonexistent/tokens"}
+	if err := (Admin{Addr: ":7072", Tokens: tok}).Check("admin"); err == nil || !strings.Contains(err.Error(), "admin.tls") {
+		t.Errorf("tokens over plaintext on a public address: %v, want an error naming admin.tls", err)
+	}
+	if err := (Admin{Addr: "10.0.0.1:7072", Tokens: tok, TLS: ServerTLS{CertFile: "c", KeyFile: "k"}}).Check("admin"); err != nil {
+		t.Errorf("tokens over TLS: %v", err)
+	}
+	if err := (Admin{Addr: "127.0.0.1:7072", Tokens: tok}).Check("admin"); err != nil {
+		t.Errorf("tokens over loopback: %v", err)
+	}
+}
+
+// TestAdminCrossOrigin: a page in a browser cannot drive the admin endpoint: a state
+// change from another origin (a form's POST, a fetch), or any request whose Host is not
+// the loopback address it listens on (DNS rebinding), is refused — with or without
+// tokens; curl's and cachectl's requests pass.
+func TestAdminCrossOrigin(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, path, "ops=tok-admin-0123456789\n")
+	for _, tokens := range []Tokens{{}, {File: path}} {
+		a, err := LoadAdmin(Admin{Addr: "127.0.0.1:0", Tokens: tokens}, "admin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		acted := 0
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "status") })
+		mux.HandleFunc("POST /reconcile", func(w http.ResponseWriter, r *http.Request) { acted++ })
+		hs, err := a.Listen(mux)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- hs.Serve(ctx) }()
+		base := "http://" + hs.Addr().String()
+		do := func(method, path string, header map[string]string, host string) int {
+			req, _ := http.NewRequest(method, base+path, nil)
+			if tokens.Enabled() {
+				req.Header.Set("Authorization", "Bearer tok-admin-0123456789")
+			}
+			for k, v := range header {
+				req.Header.Set(k, v)
+			}
+			if host != "" {
+				req.Host = host
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode
+		}
+		for name, c := range map[string]struct {
+			method, path string
+			header       map[string]string
+			host         string
+			want         int
+		}{
+			"curl's POST":               {"POST", "/reconcile", nil, "", 200},
+			"curl's POST to localhost":  {"POST", "/reconcile", nil, "localhost:" + strings.Split(hs.Addr().String(), ":")[1], 200},
+			"a form of another origin":  {"POST", "/reconcile", map[string]string{"Origin": "https://evil.example"}, "", 403},
+			"a fetch of another site":   {"POST", "/reconcile", map[string]string{"Sec-Fetch-Site": "cross-site"}, "", 403},
+			"a POST by a rebound name":  {"POST", "/reconcile", nil, "evil.example:80", 403},
+			"a GET by a rebound name":   {"GET", "/status", nil, "evil.example", 403},
+			"a GET of another origin":   {"GET", "/status", map[string]string{"Origin": "https://evil.example"}, "", 200},
+			"a POST of the same origin": {"POST", "/reconcile", map[string]string{"Sec-Fetch-Site": "same-origin"}, "", 200},
+		} {
+			if got := do(c.method, c.path, c.header, c.host); got != c.want {
+				t.Errorf("tokens %v: %s: %d, want %d", tokens.Enabled(), name, got, c.want)
+			}
+		}
+		if acted != 3 {
+			t.Errorf("tokens %v: %d actions ran, want 3", tokens.Enabled(), acted)
+		}
+		cancel()
+		<-done
+	}
+}
