@@ -80,6 +80,7 @@ func New(cfg Config, opts ...Option) (*Distributor, error) {
 	d := &Distributor{cfg: cfg, log: o.log, byView: map[string]*stream{}, done: make(chan struct{}),
 		started: time.Now(), hist: statuspage.NewHistory()}
 	d.health.phase = "starting"
+	cfg.Kafka.LogWarnings(d.log)
 	if cfg.Admin.Addr != "" {
 		var err error
 		if d.admin, err = daemon.LoadAdmin(cfg.Admin.admin(), "admin"); err != nil {

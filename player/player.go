@@ -103,6 +103,7 @@ func New(cfg Config, opts ...Option) (*Player, error) {
 	}
 	p := &Player{cfg: cfg, log: o.log, streams: map[string]*stream{}, dispatchHook: o.dispatch,
 		access: &access{grants: cfg.Access}, started: time.Now(), hist: statuspage.NewHistory()}
+	cfg.Kafka.LogWarnings(p.log)
 	if err := p.loadSecurity(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -207,7 +208,9 @@ func (p *Player) startServing() {
 		p.log.Info("gRPC is served over TLS", "mutual_tls", p.auth.mtls, "tokens", p.auth.tokens != nil)
 	}
 	if p.auth.open {
-		p.log.Warn("no client authentication (no tokens, no client CA): every client is the anonymous principal")
+		// TLS alone encrypts; it does not say who the client is.
+		p.log.Warn("no client authentication (no tokens, no client CA): every client is the anonymous principal, and anyone who can reach the gRPC port may subscribe to every stream, over TLS too",
+			"tls", p.tls != nil)
 	}
 	if len(c.Access) == 0 && !p.auth.open {
 		p.log.Info("no access rules: every authenticated principal may read every stream and view")
