@@ -214,3 +214,52 @@ func TestFailedLogins(t *testing.T) {
 		t.Errorf("a good token after the failures: %v", err)
 	}
 }
+
+// TestServiceLabels: the services clients name get series of their own up to
+// max_service_labels; the targets of services first seen past it share the "_other" series.
+func TestServiceLabels(t *testing.T) {
+	e := newEnv(t, nil)
+	e.produce(10, []string{"a"}, 10, newRand(23))
+	reg := prometheus.NewRegistry()
+	tp := startPlayerTB(t, e, func(c *Config) { c.MaxServiceLabels = 2 }, WithRegisterer(reg))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var dones []chan error
+	for _, svc := range []string{"svc-a", "svc-b", "svc-c", "svc-d"} {
+		c := newClient("i-"+svc, e.chk, "a")
+		c.service = svc
+		done := make(chan error, 1)
+		go func() { done <- c.session(ctx, tp.addr, 0, nil) }()
+		dones = append(dones, done)
+		waitFor(t, 30*time.Second, svc+"'s snapshot", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.hasState })
+		// One scrape per service, so that the order they are first seen in is theirs.
+		_ = gauge(t, reg, "statecast_player_target_lag_entries", nil)
+	}
+	labels := map[string]bool{}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "statecast_player_target_lag_entries" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "service" {
+					labels[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	if len(labels) != 3 || !labels["svc-a"] || !labels["svc-b"] || !labels["_other"] {
+		t.Errorf("service labels %v, want svc-a, svc-b and _other", labels)
+	}
+	if v := gauge(t, reg, "statecast_player_targets", map[string]string{"service": "_other", "state": "N"}); v != 2 {
+		t.Errorf("targets{service=_other,state=N} = %v, want 2", v)
+	}
+	cancel()
+	for _, d := range dones {
+		<-d
+	}
+}

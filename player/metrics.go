@@ -1,6 +1,8 @@
 package player
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -81,7 +83,35 @@ var (
 	descBytes   = prometheus.NewDesc("statecast_player_target_queue_bytes", "Bytes held in the queues and unacked batches of the service's targets, summed.", []string{"stream", "service"}, nil)
 )
 
-type targetCollector struct{ p *Player }
+type targetCollector struct {
+	p *Player
+
+	mu sync.Mutex
+	// labelled are the services with series of their own: the first MaxServiceLabels
+	// seen, for the player's life, so that clients naming new services cannot grow the
+	// series without bound (nor make a service's series move to "_other" and back).
+	labelled map[string]bool
+}
+
+// otherService is the service label of the targets of services past MaxServiceLabels.
+const otherService = "_other"
+
+// label is the service label of svc.
+func (c *targetCollector) label(svc string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.labelled[svc] {
+		return svc
+	}
+	if len(c.labelled) >= c.p.cfg.MaxServiceLabels {
+		return otherService
+	}
+	if c.labelled == nil {
+		c.labelled = map[string]bool{}
+	}
+	c.labelled[svc] = true
+	return svc
+}
 
 func (c *targetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descTargets, descLag, descLagS, descBytes} {
@@ -102,11 +132,12 @@ func (c *targetCollector) Collect(ch chan<- prometheus.Metric) {
 		by := map[string]*serviceStats{}
 		var order []string
 		for _, t := range st.Targets {
-			a := by[t.Service]
+			svc := c.label(t.Service)
+			a := by[svc]
 			if a == nil {
 				a = &serviceStats{states: map[string]int{}}
-				by[t.Service] = a
-				order = append(order, t.Service)
+				by[svc] = a
+				order = append(order, svc)
 			}
 			a.states[t.State]++
 			a.lag = max(a.lag, t.LagEntries)
