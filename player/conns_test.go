@@ -263,3 +263,100 @@ func TestServiceLabels(t *testing.T) {
 		<-d
 	}
 }
+
+// TestTargetsPerPrincipal: past max_targets_per_principal a principal's next subscription is
+// refused with ResourceExhausted naming the bound; another principal still gets in, and the
+// principal again once one of its targets ended.
+func TestTargetsPerPrincipal(t *testing.T) {
+	e := newEnv(t, nil)
+	e.produce(10, []string{"a"}, 10, newRand(24))
+	sec := newSecured(t)
+	sec.setTokens(t, map[string]string{"pricing": "tok-pricing-0123456789", "risk": "tok-risk-0123456789"})
+	reg := prometheus.NewRegistry()
+	tp := startPlayerTB(t, e, func(c *Config) {
+		c.Insecure = false
+		c.TLS = TLSConfig{CertFile: sec.cert, KeyFile: sec.key}
+		c.Tokens = TokensConfig{File: sec.tokens}
+		c.MaxTargetsPerPrincipal = 2
+	}, WithRegisterer(reg))
+	var cancels []context.CancelFunc
+	var dones []chan error
+	for _, id := range []string{"p1", "p2"} {
+		c := newClient(id, e.chk, "a")
+		c.dial = sec.dial("tok-pricing-0123456789", nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- c.session(ctx, tp.addr, 0, nil) }()
+		waitFor(t, 30*time.Second, id+"'s snapshot", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.hasState })
+		cancels, dones = append(cancels, cancel), append(dones, done)
+	}
+	_, err := subscribe(t, tp.addr, sec.dial("tok-pricing-0123456789", nil), helloOf("p3", "a"))
+	wantCode(t, "a third target of pricing", err, codes.ResourceExhausted, "max_targets_per_principal")
+	if v := gauge(t, reg, "statecast_player_principal_limit_refusals_total", map[string]string{"limit": "max_targets_per_principal"}); v != 1 {
+		t.Errorf("principal_limit_refusals_total = %v, want 1", v)
+	}
+	if _, err := subscribe(t, tp.addr, sec.dial("tok-risk-0123456789", nil), helloOf("r1", "a")); err != nil {
+		t.Errorf("another principal: %v", err)
+	}
+	cancels[0]()
+	<-dones[0]
+	waitFor(t, 10*time.Second, "pricing's third target once one ended", func() bool {
+		_, err := subscribe(t, tp.addr, sec.dial("tok-pricing-0123456789", nil), helloOf("p3", "a"))
+		return err == nil
+	})
+	cancels[1]()
+	<-dones[1]
+}
+
+// TestKafkaRecoverySlots: a principal's recoveries from Kafka wait for one of its
+// max_kafka_recoveries_per_principal slots; another principal's do not; a wait ends when
+// its target does.
+func TestKafkaRecoverySlots(t *testing.T) {
+	l := newPrincipalLimits(&Config{MaxTargetsPerPrincipal: 1, MaxKafkaRecoveriesPerPrincipal: 1})
+	never := make(chan struct{})
+	if ok, waited := l.acquireKafka("pricing", never); !ok || waited {
+		t.Fatalf("the first slot: %v %v", ok, waited)
+	}
+	if ok, _ := l.acquireKafka("risk", never); !ok {
+		t.Fatal("another principal's slot")
+	}
+	got := make(chan bool, 1)
+	go func() { ok, waited := l.acquireKafka("pricing", never); got <- ok && waited }()
+	select {
+	case <-got:
+		t.Fatal("a second recovery of pricing did not wait")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if l.kafkaOpen() != 2 || l.kafkaWaiting() != 1 {
+		t.Errorf("open %d waiting %d, want 2 and 1", l.kafkaOpen(), l.kafkaWaiting())
+	}
+	l.releaseKafka("pricing")
+	select {
+	case ok := <-got:
+		if !ok {
+			t.Error("the waiting recovery did not get the slot")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting recovery was not woken")
+	}
+	stop := make(chan struct{})
+	go func() { ok, _ := l.acquireKafka("pricing", stop); got <- ok }()
+	time.Sleep(50 * time.Millisecond)
+	close(stop)
+	if ok := <-got; ok {
+		t.Error("a wait whose target ended got a slot")
+	}
+	l.releaseKafka("pricing")
+	l.releaseKafka("risk")
+	if l.kafkaOpen() != 0 || l.kafkaWaiting() != 0 || len(l.use) != 0 {
+		t.Errorf("after every release: open %d waiting %d principals %d", l.kafkaOpen(), l.kafkaWaiting(), len(l.use))
+	}
+	if !l.acquireTarget("pricing") || l.acquireTarget("pricing") {
+		t.Error("max_targets_per_principal 1: the first target refused, or a second admitted")
+	}
+	l.releaseTarget("pricing")
+	if !l.acquireTarget("pricing") {
+		t.Error("a target after a release refused")
+	}
+}

@@ -65,7 +65,7 @@ func newMetrics(p *Player) *metrics {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.topicReplaced, m.skipped, m.targets, m.tokens, m.p.conns, m.p.auth.failures} {
+	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.topicReplaced, m.skipped, m.targets, m.tokens, m.p.conns, m.p.auth.failures, m.p.limits} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -45,6 +45,7 @@ type Player struct {
 	access       *access
 	tls          *daemon.TLSFiles    // nil: plaintext (Config.Insecure)
 	conns        *connTracker        // the connections of Serve's listeners
+	limits       *principalLimits    // per-principal bounds
 	admin        *daemon.AdminServer // nil: Config.Admin.Addr empty
 	serveOnce    sync.Once           // the first Serve (or Run) starts the file watchers
 	snapPinned   atomic.Int64        // bytes of snapshot rows not yet pushed (MaxSnapshotBytes)
@@ -139,6 +140,7 @@ func New(cfg Config, opts ...Option) (*Player, error) {
 func (p *Player) loadSecurity() error {
 	c := &p.cfg
 	p.conns = newConnTracker(c, p.log)
+	p.limits = newPrincipalLimits(c)
 	p.auth = &auth{log: p.log, conns: p.conns, failDelay: c.AuthFailureDelay, failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "statecast", Subsystem: "player", Name: "auth_failures_total",
 		Help: "gRPC calls whose authentication failed, by reason (bad_token, no_credentials, certificate_without_identity).",

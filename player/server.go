@@ -72,6 +72,17 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 		// A client that predates the service field names its service in client_id.
 		id.service = hello.GetClientId()
 	}
+	// A reconnect of an instance whose old target still counts replaces it: it is not
+	// refused for the slot its own old target holds.
+	if !p.limits.acquireTarget(pr.Name) {
+		if !s.hasClient(id.key()) {
+			err := fmt.Errorf("%w: principal %q has %d targets (max_targets_per_principal)", ErrPrincipalLimit, pr, p.cfg.MaxTargetsPerPrincipal)
+			p.log.Warn("subscribe refused", "principal", pr.String(), "stream", hello.GetStream(), "service", id.service, "err", err)
+			return toStatus(err)
+		}
+	} else {
+		defer p.limits.releaseTarget(pr.Name)
+	}
 	t, err := s.admit(id, hello)
 	if err != nil {
 		return toStatus(err)
