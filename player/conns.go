@@ -120,7 +120,7 @@ func (t *connTracker) admit(c net.Conn) *trackedConn {
 		}
 		return nil
 	}
-	tc := &trackedConn{Conn: c, t: t}
+	tc := &trackedConn{Conn: c, t: t, gate: make(chan struct{}, 1)}
 	tc.addr = &connAddr{Addr: c.RemoteAddr(), c: tc}
 	t.mu.Lock() // the timer's function reads tc.timer under it
 	tc.timer = time.AfterFunc(t.authTimeout, func() { tc.closeFor(reasonAuthTimeout, true) })
@@ -136,7 +136,12 @@ type trackedConn struct {
 	timer  *time.Timer
 	authed bool
 	gone   bool // closed and uncounted
-	doomed bool // a close after a failed authentication is scheduled
+	failed  bool // an authentication failed: the connection is to be closed
+	closing bool // its close is scheduled
+	// gate lets one authentication at a time through on a connection not yet
+	// authenticated (a buffered channel of one, not a mutex: a waiter gives up when its
+	// call ends).
+	gate chan struct{}
 }
 
 // connAddr is a tracked connection's remote address as gRPC sees it (peer.Addr of its
@@ -198,13 +203,46 @@ func (c *trackedConn) closeFor(reason string, onlyUnauth bool) {
 	_ = c.Close()
 }
 
+// enter waits for the connection's turn to authenticate a call, when it has not
+// authenticated yet: the streams a client opens at once on a fresh connection then try
+// their credentials one after the other, so that a failure (answered after
+// Config.AuthFailureDelay, then fatal to the connection) stops the rest before they are
+// checked, and one connection is one guess. It reports false when done ended first, or
+// when an earlier call failed (the call is refused unchecked); leave ends the turn.
+func (c *trackedConn) enter(done <-chan struct{}) (ok bool, leave func()) {
+	c.t.mu.Lock()
+	authed := c.authed
+	c.t.mu.Unlock()
+	if authed {
+		return true, func() {}
+	}
+	select {
+	case c.gate <- struct{}{}:
+	case <-done:
+		return false, func() {}
+	}
+	leave = func() { <-c.gate }
+	c.t.mu.Lock()
+	failed := c.failed
+	c.t.mu.Unlock()
+	return !failed, leave
+}
+
+// fail marks the connection as having failed to authenticate: the calls waiting for their
+// turn are refused unchecked.
+func (c *trackedConn) fail() {
+	c.t.mu.Lock()
+	c.failed = true
+	c.t.mu.Unlock()
+}
+
 // closeSoon closes the connection after a failed authentication, once, a moment after the
 // refusal was sent (closing at once could lose it, and the client would see a reset
 // instead of the reason).
 func (c *trackedConn) closeSoon() {
 	c.t.mu.Lock()
-	already := c.doomed || c.gone
-	c.doomed = true
+	already := c.closing || c.gone
+	c.closing = true
 	c.t.mu.Unlock()
 	if !already {
 		time.AfterFunc(failedConnGrace, func() { c.closeFor(reasonAuthFailed, false) })

@@ -213,6 +213,26 @@ func TestFailedLogins(t *testing.T) {
 	if _, err := subscribe(t, tp.addr, sec.dial("tok-pricing-0123456789", nil), helloOf("ok", "a")); err != nil {
 		t.Errorf("a good token after the failures: %v", err)
 	}
+
+	// Streams opened at once on one connection do not multiply the guesses: a connection
+	// not yet authenticated has one authentication in flight, and after a failure the
+	// others are refused unchecked.
+	many, err := grpc.NewClient(tp.addr, sec.dial("tok-guess-0123456789", nil)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer many.Close()
+	const streams = 20
+	errs := make(chan error, streams)
+	for range streams {
+		go func() { _, err := subscribeOn(t, many, helloOf("m", "a")); errs <- err }()
+	}
+	for range streams {
+		wantCode(t, "a stream of the guessing connection", <-errs, codes.Unauthenticated)
+	}
+	if v := gauge(t, reg, "statecast_player_auth_failures_total", map[string]string{"reason": "bad_token"}); v > 3 {
+		t.Errorf("auth_failures_total{bad_token} = %v after %d concurrent guesses on one connection, want each connection to check one", v, streams)
+	}
 }
 
 // TestServiceLabels: the services clients name get series of their own up to

@@ -283,11 +283,10 @@ func (a *auth) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServer
 	if exempt(info.FullMethod) {
 		return handler(srv, ss)
 	}
-	pr, hash, err := a.authenticate(ss.Context())
+	pr, hash, err := a.check(ss.Context())
 	if err != nil {
-		return a.failed(ss.Context(), info.FullMethod, err)
+		return err
 	}
-	a.succeeded(ss.Context())
 	ctx := context.WithValue(ss.Context(), principalKey{}, pr)
 	if hash == nil {
 		return handler(srv, &principalStream{ServerStream: ss, ctx: ctx})
@@ -309,40 +308,63 @@ func (a *auth) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	if exempt(info.FullMethod) {
 		return handler(ctx, req)
 	}
-	pr, _, err := a.authenticate(ctx)
+	pr, _, err := a.check(ctx)
 	if err != nil {
-		return nil, a.failed(ctx, info.FullMethod, err)
+		return nil, err
 	}
-	a.succeeded(ctx)
 	return handler(context.WithValue(ctx, principalKey{}, pr), req)
 }
 
-// succeeded marks the call's connection authenticated (Config.AuthTimeout no longer
-// applies to it).
-func (a *auth) succeeded(ctx context.Context) {
-	if c := connOf(peer.FromContext(ctx)); c != nil {
+// errConnFailed refuses, unchecked, the calls of a connection whose authentication failed.
+var errConnFailed = fmt.Errorf("%w: an earlier call on this connection failed to authenticate; reconnect", ErrUnauthenticated)
+
+// check authenticates a call in its connection's turn (trackedConn.enter) and, when it
+// succeeds, marks the connection authenticated (Config.AuthTimeout no longer applies to
+// it); a failure is answered by failed. The error is a gRPC status.
+func (a *auth) check(ctx context.Context) (Principal, *[sha256.Size]byte, error) {
+	c := connOf(peer.FromContext(ctx))
+	if c != nil {
+		ok, leave := c.enter(ctx.Done())
+		defer leave()
+		if !ok {
+			if ctx.Err() != nil {
+				return Principal{}, nil, toStatus(ctx.Err())
+			}
+			return Principal{}, nil, toStatus(errConnFailed)
+		}
+	}
+	pr, hash, err := a.authenticate(ctx)
+	if err != nil {
+		return Principal{}, nil, a.failed(ctx, c, err)
+	}
+	if c != nil {
 		c.authenticated()
 	}
+	return pr, hash, nil
 }
 
 // failed answers a failed authentication: it is counted and logged (the peer, the method
 // and the reason, never the token; at most a line a second, with the count of those held
 // back), answered after Config.AuthFailureDelay, and its connection is closed once the
-// answer is sent. Together they bound guessing: one connection tries at most
-// max_streams_per_conn tokens, once, then pays a new handshake and the delay again.
-func (a *auth) failed(ctx context.Context, method string, err error) error {
+// answer is sent. With the connection's turns (trackedConn.enter), they bound guessing: a
+// connection checks one wrong credential, then pays a new connection — within
+// max_unauthenticated_connections — and the delay again.
+func (a *auth) failed(ctx context.Context, c *trackedConn, err error) error {
 	reason := failNoCredentials
 	var f *authFailure
 	if errors.As(err, &f) {
 		reason = f.reason
 	}
 	a.failures.WithLabelValues(reason).Inc()
-	pr, hasPeer := peer.FromContext(ctx)
+	if c != nil {
+		c.fail()
+	}
 	if ok, suppressed := a.failLog.allow(); ok {
 		addr := ""
-		if hasPeer && pr.Addr != nil {
+		if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil {
 			addr = pr.Addr.String()
 		}
+		method, _ := grpc.Method(ctx)
 		a.log.Warn("authentication failed", "peer", addr, "method", method, "reason", reason, "err", err, "suppressed", suppressed)
 	}
 	wait := time.NewTimer(a.failDelay)
@@ -353,7 +375,7 @@ func (a *auth) failed(ctx context.Context, method string, err error) error {
 	case <-a.done:
 		wait.Stop()
 	}
-	if c := connOf(pr, hasPeer); c != nil {
+	if c != nil {
 		c.closeSoon()
 	}
 	return toStatus(err)
