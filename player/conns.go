@@ -131,11 +131,11 @@ func (t *connTracker) admit(c net.Conn) *trackedConn {
 // trackedConn is an accepted connection. Its state is under the tracker's lock.
 type trackedConn struct {
 	net.Conn
-	t      *connTracker
-	addr   *connAddr
-	timer  *time.Timer
-	authed bool
-	gone   bool // closed and uncounted
+	t       *connTracker
+	addr    *connAddr
+	timer   *time.Timer
+	authed  bool
+	gone    bool // closed and uncounted
 	failed  bool // an authentication failed: the connection is to be closed
 	closing bool // its close is scheduled
 	// gate lets one authentication at a time through on a connection not yet
