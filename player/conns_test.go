@@ -8,9 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
+	"github.com/IBM/sarama/mocks"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -19,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
 )
 
 // closedWithin reports whether the server closes c within d (a read ends in EOF or a
@@ -378,5 +382,74 @@ func TestKafkaRecoverySlots(t *testing.T) {
 	l.releaseTarget("pricing")
 	if !l.acquireTarget("pricing") {
 		t.Error("a target after a release refused")
+	}
+}
+
+// TestKafkaRecoveriesPerPrincipal: a recovery from Kafka takes one of its principal's slots
+// before it opens its consumer — past max_kafka_recoveries_per_principal the next one of
+// that principal opens nothing and is counted as waiting, another principal's opens at
+// once — and the slot passes on when a recovery ends.
+func TestKafkaRecoveriesPerPrincipal(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p, err := New(Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: []string{"unused:9092"}},
+		Streams: []StreamConfig{{Name: "s", Topic: "t"}}, MaxKafkaRecoveriesPerPrincipal: 1}, WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	s := p.streams["s"]
+	var opened atomic.Int32
+	s.consumerHook = func(sarama.Client) (sarama.Consumer, error) {
+		opened.Add(1)
+		c := mocks.NewConsumer(t, nil)
+		c.ExpectConsumePartition("t", 0, 0) // yields nothing: the recovery reads until it stops
+		return c, nil
+	}
+	type recovery struct {
+		tg   *target
+		src  *kafkaSource
+		done chan error
+	}
+	start := func(id, principal string) recovery {
+		tg := newTarget(s, id, nil, 1, StateRF, 512, 1<<20)
+		tg.principal = Principal{Name: principal, Method: "token"}
+		r := recovery{tg: tg, src: tg.kafkaSource(1), done: make(chan error, 1)}
+		go func() { _, err := r.src.read(0, 10); r.done <- err }()
+		return r
+	}
+	stop := func(r recovery) {
+		t.Helper()
+		close(r.tg.done)
+		if err := <-r.done; !errors.Is(err, errStopped) {
+			t.Errorf("%s: read ended with %v, want errStopped", r.tg.id, err)
+		}
+		r.src.close()
+	}
+	metric := func(name string) float64 { return gauge(t, reg, name, nil) }
+
+	first := start("pricing-1", "pricing")
+	waitFor(t, 5*time.Second, "the first recovery's consumer", func() bool { return opened.Load() == 1 })
+	second := start("pricing-2", "pricing")
+	waitFor(t, 5*time.Second, "the second recovery of pricing to wait", func() bool {
+		return metric("statecast_player_kafka_recoveries_waiting") == 1
+	})
+	other := start("risk-1", "risk")
+	waitFor(t, 5*time.Second, "risk's recovery's consumer", func() bool { return opened.Load() == 2 })
+	time.Sleep(100 * time.Millisecond)
+	if n := opened.Load(); n != 2 {
+		t.Fatalf("%d consumers open, want 2: pricing's second recovery opened one past its bound", n)
+	}
+	if v := metric("statecast_player_kafka_recoveries"); v != 2 {
+		t.Errorf("statecast_player_kafka_recoveries = %v, want 2", v)
+	}
+	stop(first)
+	waitFor(t, 5*time.Second, "pricing's second recovery to get the freed slot", func() bool { return opened.Load() == 3 })
+	if v := metric("statecast_player_kafka_recoveries_waiting"); v != 0 {
+		t.Errorf("statecast_player_kafka_recoveries_waiting = %v once it opened, want 0", v)
+	}
+	stop(second)
+	stop(other)
+	if v := metric("statecast_player_kafka_recoveries"); v != 0 {
+		t.Errorf("statecast_player_kafka_recoveries = %v after every recovery ended, want 0", v)
 	}
 }

@@ -215,14 +215,17 @@ func (k *kafkaSource) open(from, to int64) error {
 	s := k.t.s
 	// One of the principal's Kafka slots (Config.MaxKafkaRecoveriesPerPrincipal): many
 	// targets of one principal recovering at once must not open a consumer each.
-	ok, waited := s.p.limits.acquireKafka(k.t.principal.Name, k.t.done, s.p.ctx.Done())
-	if !ok {
-		return errStopped
+	// A source whose earlier open failed after it took its slot keeps that one.
+	if !k.slot {
+		ok, waited := s.p.limits.acquireKafka(k.t.principal.Name, k.t.done, s.p.ctx.Done())
+		if !ok {
+			return errStopped
+		}
+		if waited {
+			s.log.Debug("recovery waited for a Kafka slot of its principal", "target", k.t.id, "principal", k.t.principal.String())
+		}
+		k.slot = true
 	}
-	if waited {
-		s.log.Debug("recovery waited for a Kafka slot of its principal", "target", k.t.id, "principal", k.t.principal.String())
-	}
-	k.slot = true
 	consumer, err := s.newConsumer(s.recClient)
 	if err != nil {
 		return fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, err)
