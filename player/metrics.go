@@ -65,7 +65,16 @@ func newMetrics(p *Player) *metrics {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.topicReplaced, m.skipped, m.targets, m.tokens, m.p.conns, m.p.auth.failures, m.p.limits} {
+	adminFailures := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "statecast", Subsystem: "player", Name: "admin_auth_failures_total",
+		Help: "Admin endpoint requests refused for their bearer token (none, or a wrong one).",
+	}, func() float64 {
+		if m.p.admin == nil {
+			return 0
+		}
+		return float64(m.p.admin.AuthFailures())
+	})
+	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.topicReplaced, m.skipped, m.targets, m.tokens, m.p.conns, m.p.auth.failures, m.p.limits, adminFailures} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -159,7 +159,7 @@ func (p *Player) loadSecurity() error {
 	}
 	p.auth.open = p.auth.tokens == nil && !p.auth.mtls
 	if c.Admin.Addr != "" {
-		if p.admin, err = daemon.LoadAdmin(c.Admin.admin(), "admin"); err != nil {
+		if p.admin, err = daemon.LoadAdmin(c.Admin.admin(), "admin", daemon.WithAdminLogger(p.log)); err != nil {
 			return err
 		}
 	}

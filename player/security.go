@@ -67,13 +67,17 @@ type AdminConfig struct {
 	// Tokens, when set, are required on every request (Authorization: Bearer); required
 	// when Addr is not a loopback address.
 	Tokens TokensConfig `yaml:"tokens"`
-	// TLS serves the endpoint over HTTPS (CertFile, KeyFile; ClientCAFile is refused).
+	// TLS serves the endpoint over HTTPS (CertFile, KeyFile; ClientCAFile is refused);
+	// required with Tokens when Addr is not a loopback address, unless Insecure.
 	TLS TLSConfig `yaml:"tls"`
+	// Insecure accepts Tokens over plaintext HTTP beyond loopback: only on a network whose
+	// every hop is trusted (containers publishing the endpoint on their host's loopback).
+	Insecure bool `yaml:"insecure"`
 }
 
 // admin is a as the daemon plumbing checks and loads it.
 func (a AdminConfig) admin() daemon.Admin {
-	return daemon.Admin{Addr: a.Addr, Tokens: a.Tokens.tokens(), TLS: a.TLS.server()}
+	return daemon.Admin{Addr: a.Addr, Tokens: a.Tokens.tokens(), TLS: a.TLS.server(), Insecure: a.Insecure}
 }
 
 // Principal is who a target is: the name of its bearer token, or the identity of its

@@ -711,3 +711,35 @@ func testKafkaSecured(t *testing.T, conn kafkaconn.Config) {
 	sessionUntil(t, c, tp.addr, 30*time.Second, func() bool { return c.Applied() >= last }) // a recovery from its index
 	e.check()
 }
+
+// TestAdminAuthFailures: requests the admin endpoint refuses for their token are counted
+// in statecast_player_admin_auth_failures_total.
+func TestAdminAuthFailures(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "admin-tokens")
+	if err := os.WriteFile(tokens, []byte("ops=tok-admin-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	p, err := New(Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: []string{"unused:9092"}}, Streams: []StreamConfig{{Name: "s", Topic: "t"}},
+		Admin: AdminConfig{Addr: "127.0.0.1:7072", Tokens: TokensConfig{File: tokens}}}, WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	h := p.admin.Guard(p.AdminHandler())
+	for tok, want := range map[string]int{"": 401, "tok-guess-0123456789": 401, "tok-admin-0123456789": 200} {
+		req := httptest.NewRequest("GET", "/status.json", nil)
+		req.Host = "127.0.0.1:7072"
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("token %q: %d, want %d", tok, rec.Code, want)
+		}
+	}
+	if v := gauge(t, reg, "statecast_player_admin_auth_failures_total", nil); v != 2 {
+		t.Errorf("statecast_player_admin_auth_failures_total = %v, want 2", v)
+	}
+}

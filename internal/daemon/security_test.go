@@ -412,6 +412,22 @@ func TestAdminPlaintextTokens(t *testing.T) {
 	if err := (Admin{Addr: "127.0.0.1:7072", Tokens: tok}).Check("admin"); err != nil {
 		t.Errorf("tokens over loopback: %v", err)
 	}
+	// A trusted network says so, and is warned of at start.
+	if err := (Admin{Addr: ":7072", Tokens: tok, Insecure: true}).Check("admin"); err != nil {
+		t.Errorf("tokens over plaintext with admin.insecure: %v", err)
+	}
+	if err := (Admin{Addr: ":7072", Tokens: tok, Insecure: true, TLS: ServerTLS{CertFile: "c", KeyFile: "k"}}).Check("admin"); err == nil || !strings.Contains(err.Error(), "admin.insecure") {
+		t.Errorf("admin.insecure with admin.tls: %v, want an error naming admin.insecure", err)
+	}
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, path, "ops=tok-admin-0123456789\n")
+	var logs bytes.Buffer
+	if _, err := LoadAdmin(Admin{Addr: ":7072", Tokens: Tokens{File: path}, Insecure: true}, "admin", WithAdminLogger(slog.New(slog.NewTextHandler(&logs, nil)))); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "plaintext") || !strings.Contains(logs.String(), "admin.insecure") {
+		t.Errorf("admin.insecure is not warned of:\n%s", logs.String())
+	}
 }
 
 // TestAdminCrossOrigin: a page in a browser cannot drive the admin endpoint: a state
@@ -480,5 +496,61 @@ func TestAdminCrossOrigin(t *testing.T) {
 		}
 		cancel()
 		<-done
+	}
+}
+
+// TestAdminFailedLogins: a request refused for its token is counted (AuthFailures), logged
+// without the token (a line a second at most), and its connection closed; one with a wrong
+// token is answered after the failure delay, one without a token at once; a good token is
+// neither delayed nor closed.
+func TestAdminFailedLogins(t *testing.T) {
+	defer func(d time.Duration) { adminFailureDelay = d }(adminFailureDelay)
+	adminFailureDelay = 300 * time.Millisecond
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, path, "ops=tok-admin-0123456789\n")
+	var logs testenv.LockedBuffer
+	a, err := LoadAdmin(Admin{Addr: "127.0.0.1:0", Tokens: Tokens{File: path}}, "admin", WithAdminLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := a.Listen(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "status") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	get := func(tok string) (code int, closed bool, took time.Duration) {
+		req, _ := http.NewRequest("GET", "http://"+hs.Addr().String()+"/status", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode, resp.Close, time.Since(start)
+	}
+	if code, closed, took := get("tok-guess-0123456789"); code != 401 || !closed || took < adminFailureDelay {
+		t.Errorf("a wrong token: %d, closed %v, after %s; want 401, closed, after %s", code, closed, took, adminFailureDelay)
+	}
+	if code, closed, took := get(""); code != 401 || !closed || took >= adminFailureDelay {
+		t.Errorf("no token: %d, closed %v, after %s; want 401, closed, at once", code, closed, took)
+	}
+	if code, closed, took := get("tok-admin-0123456789"); code != 200 || closed || took >= adminFailureDelay {
+		t.Errorf("the good token: %d, closed %v, after %s; want 200, kept, at once", code, closed, took)
+	}
+	if n := a.AuthFailures(); n != 2 {
+		t.Errorf("AuthFailures = %d, want 2", n)
+	}
+	if n := strings.Count(logs.String(), "admin authentication failed"); n != 1 || !strings.Contains(logs.String(), `"reason":"bad_token"`) {
+		t.Errorf("want one log line (the second within the same second held back), got %d:\n%s", n, logs.String())
+	}
+	if strings.Contains(logs.String(), "tok-") {
+		t.Errorf("a token in the log:\n%s", logs.String())
 	}
 }
