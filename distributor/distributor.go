@@ -89,6 +89,9 @@ func New(cfg Config, opts ...Option) (*Distributor, error) {
 	}
 	d.gather, _ = o.reg.(prometheus.Gatherer)
 	m, err := newMetrics(o.reg)
+	if err == nil && d.admin != nil {
+		err = o.reg.Register(daemon.NewTokenCollector("statecast_distributor", d.admin.Tokens()))
+	}
 	if err == nil {
 		err = o.reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "statecast_distributor_admin_auth_failures_total",

@@ -117,6 +117,8 @@ func TestHTTP(t *testing.T) {
 		`statecast_distributor_last_epoch{stream="` + e.topic + `",view="items"} 2`,
 		`statecast_distributor_active{stream="` + e.topic + `"} 1`,
 		"statecast_distributor_admin_auth_failures_total 2", // the wrong token and the missing one
+		`statecast_distributor_tokens_loaded{field="admin.tokens"} 1`,
+		`statecast_distributor_tokens_file_refused{field="admin.tokens"} 0`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %q:\n%s", want, m)

@@ -88,9 +88,8 @@
 // the interceptors that authenticate every call, end the streams of a revoked token and
 // answer a failed authentication), conns.go (the listener that bounds connections before
 // and after they authenticate), limits.go (the per-principal bounds on targets and Kafka
-// recoveries), security_metrics.go (the tokens files' state as metrics), access.go (Grant: Config.Access and the
-// authorization of a Hello), grant.go (a position entry's stale list cut to the views a
-// target may see), tlswrite.go (TLS credentials that write a flush's TLS records with one
+// recoveries), access.go (Grant: Config.Access and the authorization of a Hello),
+// grant.go (a position entry's stale list cut to the views a target may see), tlswrite.go (TLS credentials that write a flush's TLS records with one
 // system call), entry.go (item, what a queue holds: an entry marshalled once or a frame;
 // the batch and progress encodings; the poison records no target is sent), errors.go (the
 // sentinels and StatusTable, their gRPC codes), check.go (Check: player -check),

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/statecast/statecast/internal/daemon"
 )
 
 // metrics of a player. Per-target gauges are produced at scrape time by targetCollector,
@@ -19,7 +20,7 @@ type metrics struct {
 	topicReplaced *prometheus.CounterVec
 	skipped       *prometheus.CounterVec
 	targets       *targetCollector
-	tokens        *tokenCollector
+	tokens        *daemon.TokenCollector
 	p             *Player
 }
 
@@ -59,7 +60,7 @@ func newMetrics(p *Player) *metrics {
 			Help: "Records of the log never served, by reason (view_mismatch: a row whose sc-view header names another view than its key; too_large: over max_record_bytes).",
 		}, []string{"stream", "reason"}),
 		targets: &targetCollector{p: p},
-		tokens:  &tokenCollector{},
+		tokens:  daemon.NewTokenCollector("statecast_player"),
 		p:       p,
 	}
 }

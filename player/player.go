@@ -112,11 +112,8 @@ func New(cfg Config, opts ...Option) (*Player, error) {
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.auth.done = p.ctx.Done()
 	p.metrics = newMetrics(p)
-	for _, ts := range []*daemon.TokenSet{p.auth.tokens, p.adminTokens()} {
-		if ts != nil {
-			p.metrics.tokens.sets = append(p.metrics.tokens.sets, ts)
-		}
-	}
+	p.metrics.tokens.Add(p.auth.tokens)
+	p.metrics.tokens.Add(p.adminTokens())
 	if err := p.metrics.register(o.reg); err != nil {
 		return nil, fmt.Errorf("%w: metrics: %v", ErrConfig, err)
 	}
