@@ -112,8 +112,9 @@ func (t *connTracker) admit(c net.Conn) *trackedConn {
 	}
 	t.mu.Unlock()
 	if reason != "" {
-		_ = c.Close()
+		// Counted first: whoever sees the connection closed sees it counted.
 		t.refused.WithLabelValues(reason).Inc()
+		_ = c.Close()
 		if ok, suppressed := t.refusedLog.allow(); ok {
 			t.log.Warn("connection refused: too many connections", "peer", c.RemoteAddr().String(), "bound", reason,
 				"max_connections", t.maxConns, "max_unauthenticated_connections", t.maxUnauth, "suppressed", suppressed)
