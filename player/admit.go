@@ -19,9 +19,10 @@ import (
 //   - a resume index >= ci: straight to N;
 //   - else: a recovery of [resume+1, ci], in RF.
 //
-// The target gets a new term; an earlier connection of the same instance (the same
+// sels are the target's selections (selectionsOf; nil: every view whole). The target gets
+// a new term; an earlier connection of the same instance (the same
 // principal and instance id) is suspended, logged and counted as a replacement.
-func (s *stream) admit(id identity, h *statecastv1.Hello) (*target, error) {
+func (s *stream) admit(id identity, h *statecastv1.Hello, sels map[string]*selection) (*target, error) {
 	logStart, logEnd, err := s.offsets()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStreamUnavailable, err)
@@ -41,11 +42,11 @@ func (s *stream) admit(id identity, h *statecastv1.Hello) (*target, error) {
 	s.terms[key]++
 	term := s.terms[key]
 	ci := s.current.Load()
-	// Who the target is, set before a fetcher starts: a recovery reads its principal
-	// (its Kafka slots are the principal's).
+	// Who the target is and what it selects, set before a fetcher starts: a recovery
+	// reads its principal (its Kafka slots are the principal's) and its selections.
 	mk := func(state State) *target {
 		t := newTarget(s, id.instance, h.GetViews(), term, state, maxEntries, maxBytes)
-		t.key, t.service, t.principal = key, id.service, id.principal
+		t.key, t.service, t.principal, t.sels = key, id.service, id.principal, sels
 		return t
 	}
 	var t *target

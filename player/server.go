@@ -72,6 +72,16 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 		// A client that predates the service field names its service in client_id.
 		id.service = hello.GetClientId()
 	}
+	mandatory, err := p.access.mandatory(pr, hello.GetStream(), hello.GetViews())
+	if err != nil {
+		p.log.Warn("subscribe refused", "principal", pr.String(), "stream", hello.GetStream(), "err", err)
+		return toStatus(err)
+	}
+	sels, err := s.selections(hello, mandatory)
+	if err != nil {
+		p.log.Warn("subscribe refused", "principal", pr.String(), "stream", hello.GetStream(), "err", err)
+		return toStatus(err)
+	}
 	// A reconnect of an instance whose old target still counts replaces it: it is not
 	// refused for the slot its own old target holds.
 	if !p.limits.acquireTarget(pr.Name) {
@@ -83,7 +93,7 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 	} else {
 		defer p.limits.releaseTarget(pr.Name)
 	}
-	t, err := s.admit(id, hello)
+	t, err := s.admit(id, hello, sels)
 	if err != nil {
 		return toStatus(err)
 	}
