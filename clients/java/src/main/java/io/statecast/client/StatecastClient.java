@@ -807,7 +807,13 @@ public final class StatecastClient implements AutoCloseable {
       long rows = end.path("rows").asLong(-1);
       String hash = end.path("hash").asText("");
       String have = String.format("%016x", v.hashSum());
-      if (rows == v.rowCount() && hash.equals(have)) {
+      boolean same;
+      try {
+        same = rows == v.rowCount() && Long.parseUnsignedLong(hash, 16) == v.hashSum();
+      } catch (NumberFormatException ex) {
+        same = false;
+      }
+      if (same) {
         return null;
       }
       LOG.warn("view {}: epoch {} ends with {} rows, hash {}; the cache holds {} rows, hash {}: resync",
