@@ -37,6 +37,9 @@ public final class Driver {
 
   /** Runs the driver. */
   public static void main(String[] args) throws Exception {
+    // The test class path's simplelogger.properties silences the unit tests; a driver's
+    // log goes to stderr, which the suite shows when a scenario fails.
+    System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "info");
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     JsonNode cfg = JSON.readTree(in.readLine());
     List<String> addrs = new ArrayList<>();
