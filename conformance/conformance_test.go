@@ -2,18 +2,22 @@ package conformance
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/internal/checker"
 	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/kafkaconn"
@@ -41,6 +45,7 @@ func TestConformance(t *testing.T) {
 		{"tombstone_horizon", scenarioTombstoneHorizon},
 		{"tls_and_token", scenarioTLSToken},
 		{"refused_view", scenarioRefusedView},
+		{"postgres", scenarioPostgres},
 	}
 	for _, cl := range clients {
 		t.Run(cl.name, func(t *testing.T) {
@@ -471,4 +476,188 @@ func scenarioRefusedView(t *testing.T, c client) {
 	if !strings.Contains(ev.Error, "nosuch_view") {
 		t.Fatalf("the refusal does not name the view: %s", ev.Error)
 	}
+}
+
+// scenarioPostgres runs the whole pipeline: PostgreSQL → distributor (WAL capture) →
+// Kafka → player → the client; after the writes, a wait for the last commit's WAL
+// position must show exactly what the views' SQL returns.
+func scenarioPostgres(t *testing.T, c client) {
+	ctx := context.Background()
+	dsn := testenv.NewDatabase(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, `CREATE TABLE sports (name text PRIMARY KEY, kind text NOT NULL);
+		CREATE TABLE events (id int PRIMARY KEY, sport text NOT NULL REFERENCES sports, name text NOT NULL, starts timestamptz, price numeric);
+		INSERT INTO sports VALUES ('football', 'team'), ('tennis', 'solo');
+		INSERT INTO events SELECT i, CASE WHEN i % 2 = 0 THEN 'football' ELSE 'tennis' END, 'event ' || i,
+			'2026-12-01T10:00:00Z'::timestamptz + i * interval '1 minute', i * 1.25 FROM generate_series(1, 300) i`); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	sqls := map[string]string{
+		"events":  "SELECT id, sport, name, starts, price FROM events",
+		"markets": "SELECT e.id, e.name, s.kind FROM events e JOIN sports s ON s.name = e.sport",
+	}
+	cfg := distributor.Config{
+		Postgres: distributor.PostgresConfig{DSN: dsn},
+		Kafka:    distributor.KafkaConfig{Config: kafkaconn.Config{Brokers: e.brokers, ClientID: "conformance"}},
+		Streams: []distributor.StreamConfig{{Topic: e.topic, PositionInterval: 20 * time.Millisecond, Views: []distributor.ViewConfig{
+			{Name: "events", SQL: sqls["events"], Key: []string{"id"}},
+			{Name: "markets", SQL: sqls["markets"], Key: []string{"id"}},
+		}}},
+	}
+	d, err := distributor.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancelRun := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(dctx) }()
+	var once sync.Once
+	stopDistributor := func() {
+		once.Do(func() {
+			cancelRun()
+			if err := <-done; err != nil {
+				t.Errorf("distributor: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stopDistributor)
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := d.WaitReady(rctx); err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := startPlayer(t, e, nil)
+	r := newRecorder(t, addr)
+	id := "postgres-" + c.name
+	p := c.start(t, driverConfig{Addresses: []string{r.addr}, Stream: "s", Views: views, InstanceID: id})
+	p.next(time.Minute, "ready")
+	// Transactions while the client is live: updates, deletes, inserts, a parent rename.
+	for i := 0; i < 20; i++ {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts := []string{
+			fmt.Sprintf("UPDATE events SET name = 'renamed %d', price = price + 0.01 WHERE id %% 20 = %d", i, i),
+			fmt.Sprintf("DELETE FROM events WHERE id = %d", 280+i),
+			fmt.Sprintf("INSERT INTO events VALUES (%d, 'tennis', 'new %d', NULL, NULL)", 1000+i, i),
+		}
+		if i == 10 {
+			stmts = append(stmts, "UPDATE sports SET kind = 'teams' WHERE name = 'football'")
+		}
+		for _, s := range stmts {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var lsn string
+	if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	p.send(fmt.Sprintf(`{"cmd":"await_for","lsn":%q}`, lsn))
+	p.next(2*time.Minute, "reached")
+	got := p.dump()
+	for view, sql := range sqls {
+		want := map[string]any{}
+		rows, err := pool.Query(ctx, "SELECT id::text, to_jsonb(v)::text FROM ("+sql+") v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id, js string
+			if err := rows.Scan(&id, &js); err != nil {
+				t.Fatal(err)
+			}
+			want[id] = decodeJSON(t, js)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		have := map[string]any{}
+		for k, js := range got.Views[view] {
+			have[k] = decodeJSON(t, js)
+		}
+		if len(have) != len(want) {
+			t.Fatalf("view %s after await_for(%s): %d rows, PostgreSQL has %d", view, lsn, len(have), len(want))
+		}
+		for k, w := range want {
+			if !reflect.DeepEqual(normalize(have[k]), normalize(w)) {
+				t.Fatalf("view %s key %s after await_for(%s): the client holds %v, PostgreSQL %v", view, k, lsn, have[k], w)
+			}
+		}
+	}
+	// The distributor writes position records while it runs: stop it, and let the client
+	// receive the rest of the topic, so that the checker's "reliable" has an end.
+	stopDistributor()
+	drain(t, e, p)
+	p.close()
+	checkDelivery(t, e, r)
+}
+
+// drain waits until the client's applied index reaches the topic's last record.
+func drain(t *testing.T, e *env, p *proc) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	truth, err := checker.ReadTopic(ctx, e.brokers, e.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(truth) == 0 {
+		return
+	}
+	last := truth[len(truth)-1].Index
+	deadline := time.Now().Add(time.Minute)
+	for p.dump().Applied < last {
+		if time.Now().After(deadline) {
+			t.Fatalf("the client did not reach the topic's last index %d", last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func decodeJSON(t *testing.T, s string) any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("bad JSON %q: %v", s, err)
+	}
+	return v
+}
+
+// normalize maps the record format's spellings and to_jsonb's to one: numeric is a string
+// in the record format and a number in jsonb; timestamptz is RFC 3339 in UTC in the record
+// format and PostgreSQL's text with an offset in jsonb.
+func normalize(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := map[string]any{}
+	for k, x := range m {
+		switch y := x.(type) {
+		case json.Number:
+			out[k] = y.String()
+		case string:
+			if ts, err := time.Parse(time.RFC3339Nano, y); err == nil {
+				out[k] = ts.UTC().Format(time.RFC3339Nano)
+			} else {
+				out[k] = y
+			}
+		default:
+			out[k] = x
+		}
+	}
+	return out
 }

@@ -22,12 +22,12 @@
 //
 // # Checks
 //
-// The clients subscribe through a recording proxy (proxy.go) whose frames go to the
+// The clients subscribe through a recording proxy (proxy_test.go) whose frames go to the
 // delivery checker (internal/checker: ordered, unique, reliable, resumable against the
 // topic read back); each scenario also waits until the client holds exactly what was
 // written (convergent), and checks the listener's per-key order.
 //
-// Files: doc.go, driver.go (driver processes: the Go one built from ./godriver, the Java
-// one from clients/java's Maven build), proxy.go (the recording proxy),
-// conformance_test.go (the environment and the scenarios).
+// Files: doc.go; the suite is in test files: driver_test.go (driver processes: the Go one
+// built from ./godriver, the Java one from clients/java's Maven build), proxy_test.go (the
+// recording proxy), conformance_test.go (the environment and the scenarios).
 package conformance

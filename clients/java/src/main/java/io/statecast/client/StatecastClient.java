@@ -15,6 +15,7 @@ import io.grpc.netty.shaded.io.netty.channel.EventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.nio.NioEventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.socket.nio.NioSocketChannel;
 import io.grpc.netty.shaded.io.netty.handler.ssl.SslContextBuilder;
+import io.grpc.netty.shaded.io.netty.util.concurrent.GlobalEventExecutor;
 import io.grpc.stub.ClientCallStreamObserver;
 import io.grpc.stub.ClientResponseObserver;
 import java.io.File;
@@ -255,6 +256,9 @@ public final class StatecastClient implements AutoCloseable {
           t.join(5000);
         }
       }
+      // Netty's global executor runs the event loop's termination; its thread ends after
+      // a second without tasks.
+      GlobalEventExecutor.INSTANCE.awaitInactivity(5, TimeUnit.SECONDS);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
@@ -407,6 +411,7 @@ public final class StatecastClient implements AutoCloseable {
         .eventLoopGroup(eventLoop)
         .channelType(NioSocketChannel.class)
         .executor(loop)
+        .offloadExecutor(loop)
         .maxInboundMessageSize(cfg.maxReceiveBytes);
     if (cfg.tlsCa != null || cfg.certFile != null || cfg.tls) {
       SslContextBuilder ssl = GrpcSslContexts.forClient();

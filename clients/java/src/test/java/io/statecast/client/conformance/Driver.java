@@ -104,10 +104,11 @@ public final class Driver {
           c.close();
           List<String> left = new ArrayList<>();
           for (Thread t : Thread.getAllStackTraces().keySet()) {
-            if (t.getName().startsWith("statecast-") && t.isAlive()) {
-              left.add(t.getName());
+            String n = t.getName();
+            if (t.isAlive() && (n.startsWith("statecast-") || n.startsWith("grpc-") || n.startsWith("globalEventExecutor")
+                || n.startsWith("nioEventLoop"))) {
+              left.add(n);
             }
-            System.err.println("thread after close: " + t.getName() + (t.isDaemon() ? " (daemon)" : ""));
           }
           emit(event("closed").put("error", left.isEmpty() ? "" : "threads left after close: " + left));
           System.exit(0);
