@@ -29,7 +29,7 @@ import (
 // clients are the drivers every scenario runs with.
 var clients = []struct {
 	name string
-	make func(*testing.T) client
+	make func(testing.TB) client
 }{{"go", goClient}, {"java", javaClient}}
 
 // TestConformance runs every scenario with every client.
@@ -169,7 +169,7 @@ func (e *env) fill(w, from, n, version int) int {
 }
 
 // startPlayer runs an in-process player on the topic until the test ends or stop is called.
-func startPlayer(t *testing.T, e *env, mod func(*player.Config)) (addr string, stop func()) {
+func startPlayer(t testing.TB, e *env, mod func(*player.Config)) (addr string, stop func()) {
 	t.Helper()
 	cfg := player.Config{
 		Insecure:         true,

@@ -6,10 +6,11 @@
 //
 // A driver reads JSON lines on stdin and writes JSON lines on stdout. The first line is its
 // configuration: {"addresses":[…],"stream":"s","views":[…],"instance_id":"…",
-// "service":"…","token":"…","ca_file":"…"} (empty members: the client's defaults; a
-// ca_file means TLS verified with that CA). It registers a raw view per name (the row's
-// JSON text as it travels) with a change listener, starts, and writes {"event":"ready",
-// "applied":i} once the initial state is complete, or {"event":"stopped","error":"…"} when
+// "service":"…","token":"…","ca_file":"…","no_listener":b} (empty members: the client's
+// defaults; a ca_file means TLS verified with that CA). It registers a raw view per name
+// (the row's JSON text as it travels) with a change listener (none with no_listener),
+// starts, and writes {"event":"ready","applied":i,"elapsed_ms":n} once the initial state
+// is complete (n: from the client's start), or {"event":"stopped","error":"…"} when
 // the client stops for good (a refusal; the error names the view). Commands:
 //
 //   - {"cmd":"dump"}: {"event":"dump","applied":i,"ready":b,"views":{view:{key:json}}};

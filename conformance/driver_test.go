@@ -33,6 +33,7 @@ type driverConfig struct {
 	Service    string   `json:"service,omitempty"`
 	Token      string   `json:"token,omitempty"`
 	CAFile     string   `json:"ca_file,omitempty"`
+	NoListener bool     `json:"no_listener,omitempty"`
 }
 
 // event is one line a driver writes.
@@ -47,11 +48,12 @@ type event struct {
 	New     *string                      `json:"new"`
 	Error   string                       `json:"error"`
 	LSN     string                       `json:"lsn"`
+	Elapsed int64                        `json:"elapsed_ms"`
 }
 
 // proc is a running driver process.
 type proc struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	events chan event
@@ -61,7 +63,7 @@ type proc struct {
 	changes []event
 }
 
-func repoRoot(t *testing.T) string {
+func repoRoot(t testing.TB) string {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		t.Fatal("conformance: no caller information to find the repository")
@@ -76,7 +78,7 @@ var (
 	goErr  error
 )
 
-func goClient(t *testing.T) client {
+func goClient(t testing.TB) client {
 	goOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "conformance-godriver")
 		if err != nil {
@@ -104,7 +106,7 @@ var (
 	javaErr  error
 )
 
-func javaClient(t *testing.T) client {
+func javaClient(t testing.TB) client {
 	dir := filepath.Join(repoRoot(t), "clients", "java")
 	for _, tool := range []string{"java", "mvn"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -129,12 +131,18 @@ func javaClient(t *testing.T) client {
 	}
 	cp := strings.Join([]string{filepath.Join(dir, "target", "classes"), filepath.Join(dir, "target", "test-classes"),
 		filepath.Join(dir, "target", "lib", "*")}, string(os.PathListSeparator))
-	return client{name: "java", argv: []string{"java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp,
-		"io.statecast.client.conformance.Driver"}}
+	// The scenarios are short: a JVM tuned for start-up (CONF_JAVA_OPTS replaces it, as the
+	// benchmarks do with a JVM's defaults).
+	opts := []string{"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"}
+	if o, ok := os.LookupEnv("CONF_JAVA_OPTS"); ok {
+		opts = strings.Fields(o)
+	}
+	argv := append([]string{"java"}, opts...)
+	return client{name: "java", argv: append(argv, "-cp", cp, "io.statecast.client.conformance.Driver")}
 }
 
 // start runs the driver with cfg; it is killed when the test ends.
-func (c client) start(t *testing.T, cfg driverConfig) *proc {
+func (c client) start(t testing.TB, cfg driverConfig) *proc {
 	t.Helper()
 	if cfg.Service == "" {
 		cfg.Service = "conformance"

@@ -20,6 +20,7 @@ type config struct {
 	Service    string   `json:"service"`
 	Token      string   `json:"token"`
 	CAFile     string   `json:"ca_file"`
+	NoListener bool     `json:"no_listener"`
 }
 
 type command struct {
@@ -83,6 +84,9 @@ func main() {
 			os.Exit(2)
 		}
 		views[name] = v
+		if cfg.NoListener {
+			continue
+		}
 		err = cacheclient.OnChange(v, func(_ context.Context, ch cacheclient.Change[string]) error {
 			emit(map[string]any{"event": "change", "view": ch.View, "key": ch.Key,
 				"old": str(ch.Old, ch.Op != cacheclient.OpCreate), "new": str(ch.New, ch.Op != cacheclient.OpDelete)})
@@ -93,6 +97,7 @@ func main() {
 			os.Exit(2)
 		}
 	}
+	started := time.Now()
 	if err := c.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "godriver:", err)
 		os.Exit(2)
@@ -102,7 +107,7 @@ func main() {
 			emit(map[string]any{"event": "stopped", "error": err.Error()})
 			return
 		}
-		emit(map[string]any{"event": "ready", "applied": c.Position()})
+		emit(map[string]any{"event": "ready", "applied": c.Position(), "elapsed_ms": time.Since(started).Milliseconds()})
 	}()
 	go func() {
 		// A client that stops for good (a refusal) reports it without a wait.

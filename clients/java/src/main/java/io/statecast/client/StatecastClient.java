@@ -412,7 +412,8 @@ public final class StatecastClient implements AutoCloseable {
         .channelType(NioSocketChannel.class)
         .executor(loop)
         .offloadExecutor(loop)
-        .maxInboundMessageSize(cfg.maxReceiveBytes);
+        .maxInboundMessageSize(cfg.maxReceiveBytes)
+        .flowControlWindow(cfg.recvWindow);
     if (cfg.tlsCa != null || cfg.certFile != null || cfg.tls) {
       SslContextBuilder ssl = GrpcSslContexts.forClient();
       if (cfg.tlsCa != null) {
@@ -616,7 +617,7 @@ public final class StatecastClient implements AutoCloseable {
           List<String> names = m.getSnapshotBegin().getViewsList();
           for (View<?> v : views.values()) {
             if (names.isEmpty() || names.contains(v.name())) {
-              snapRows.put(v, new HashMap<>());
+              snapRows.put(v, new java.util.concurrent.ConcurrentHashMap<>());
             }
           }
         }
@@ -936,8 +937,19 @@ public final class StatecastClient implements AutoCloseable {
     private Duration backoffMax = Duration.ofSeconds(5);
     private int maxBatchEntries = 4096;
     private int maxReceiveBytes = 4 << 20;
+    private int recvWindow = 8 << 20;
 
     private Builder() {}
+
+    /**
+     * The HTTP/2 flow-control window of the connection (default 8 MiB): how much the player
+     * may send before the client has read it; a snapshot arrives at most a window per
+     * round trip.
+     */
+    public Builder recvWindow(int bytes) {
+      this.recvWindow = bytes;
+      return this;
+    }
 
     /**
      * The players' addresses ({@code host:port}), tried in turn on failure; or one gRPC

@@ -36,7 +36,9 @@ public final class View<T> {
   private final String name;
   private final byte[] prefix;
   private final Decoder<T> decoder;
-  private final ConcurrentHashMap<String, Held<T>> rows = new ConcurrentHashMap<>();
+  // Replaced whole by the first snapshot of an empty view (see replace); written only by the
+  // receive thread under the client's write lock.
+  private volatile ConcurrentHashMap<String, Held<T>> rows = new ConcurrentHashMap<>();
   private final Map<String, Function<T, Collection<String>>> indexFns = new LinkedHashMap<>();
   private final Map<String, ConcurrentHashMap<String, Set<String>>> indexes = new HashMap<>();
   private final List<ChangeListener<T>> listeners = new CopyOnWriteArrayList<>();
@@ -211,6 +213,21 @@ public final class View<T> {
 
   /** Replaces every row with {@code fresh} (a snapshot), queueing the changes. */
   void replace(Map<String, Held<T>> fresh, List<Runnable> changes) {
+    if (rows.isEmpty() && fresh instanceof ConcurrentHashMap<String, Held<T>> m) {
+      // An empty view takes the snapshot's map as it is: nothing to compare it with.
+      long sum = 0;
+      for (Held<T> h : m.values()) {
+        sum += h.hash();
+      }
+      if (!indexFns.isEmpty() || !listeners.isEmpty()) {
+        for (Map.Entry<String, Held<T>> e : m.entrySet()) {
+          account(e.getKey(), null, e.getValue(), changes);
+        }
+      }
+      hashSum = sum;
+      rows = m;
+      return;
+    }
     Set<String> gone = new HashSet<>(rows.keySet());
     gone.removeAll(fresh.keySet());
     for (String k : gone) {

@@ -65,16 +65,21 @@ public final class Driver {
     Map<String, View<String>> views = new LinkedHashMap<>();
     for (JsonNode v : cfg.path("views")) {
       View<String> view = c.rawView(v.asText());
+      views.put(v.asText(), view);
+      if (cfg.path("no_listener").asBoolean(false)) {
+        continue;
+      }
       view.addListener((key, oldV, newV) -> emit(event("change").put("view", view.name()).put("key", key)
           .put("old", oldV).put("new", newV)));
-      views.put(v.asText(), view);
     }
+    long started = System.nanoTime();
     c.start();
     c.awaitReady().whenComplete((x, err) -> {
       if (err != null) {
         emit(event("stopped").put("error", String.valueOf(err.getMessage())));
       } else {
-        emit(event("ready").put("applied", c.appliedIndex()));
+        emit(event("ready").put("applied", c.appliedIndex())
+            .put("elapsed_ms", (System.nanoTime() - started) / 1_000_000));
       }
     });
     for (String line; (line = in.readLine()) != null; ) {
