@@ -526,7 +526,9 @@ func scenarioPostgres(t *testing.T, c client) {
 		})
 	}
 	t.Cleanup(stopDistributor)
-	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	// Creating the replication slot waits for every transaction open on the server, other
+	// tests' included: on a shared server that can take a while.
+	rctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
 	if err := d.WaitReady(rctx); err != nil {
 		t.Fatal(err)

@@ -509,9 +509,9 @@ public final class StatecastClient implements AutoCloseable {
     // open at its index.
     boolean inSnapshot;
     long snapIndex;
-    Map<View<?>, Map<String, View.Held<?>>> snapRows;
+    Map<View<?>, View.Snap<?>> snapRows;
     Entry snapPosition;
-    Map<View<?>, Map<String, View.Held<?>>> stagedSnap;
+    Map<View<?>, View.Snap<?>> stagedSnap;
     long stagedSnapIndex;
 
     Session(String addr, boolean resumed) {
@@ -617,7 +617,7 @@ public final class StatecastClient implements AutoCloseable {
           List<String> names = m.getSnapshotBegin().getViewsList();
           for (View<?> v : views.values()) {
             if (names.isEmpty() || names.contains(v.name())) {
-              snapRows.put(v, new java.util.concurrent.ConcurrentHashMap<>());
+              snapRows.put(v, new View.Snap<>());
             }
           }
         }
@@ -666,7 +666,7 @@ public final class StatecastClient implements AutoCloseable {
           continue;
         }
         View<?> v = views.get(e.getView());
-        Map<String, View.Held<?>> rows = v == null ? null : snapRows.get(v);
+        View.Snap<?> rows = v == null ? null : snapRows.get(v);
         if (rows == null) {
           continue;
         }
@@ -674,11 +674,7 @@ public final class StatecastClient implements AutoCloseable {
         if (key == null) {
           throw order("view " + v.name() + ": snapshot row key without a view prefix at index " + e.getIndex());
         }
-        if (e.getTombstone()) {
-          rows.remove(key);
-        } else {
-          rows.put(key, v.decodeRow(key, e.getValue().toByteArray()));
-        }
+        snapPut(v, rows, key, e.getTombstone() ? null : e.getValue().toByteArray());
         if (e.getTxn()) {
           // A transaction open at X: the rows after the snapshot's last position entry
           // are published with the rest of it.
@@ -713,7 +709,7 @@ public final class StatecastClient implements AutoCloseable {
       if (publishUpTo >= 0) {
         List<Entry> now = new ArrayList<>(pending.subList(0, publishUpTo + 1));
         pending.subList(0, publishUpTo + 1).clear();
-        Map<View<?>, Map<String, View.Held<?>>> snap = stagedSnap;
+        Map<View<?>, View.Snap<?>> snap = stagedSnap;
         stagedSnap = null;
         publish(now, snap, now.get(now.size() - 1).getIndex());
         if (snap != null) {
@@ -751,14 +747,14 @@ public final class StatecastClient implements AutoCloseable {
 
     /** Applies a snapshot (when not null) and then entries, as one publication at index. */
     @SuppressWarnings({"unchecked", "rawtypes"})
-    void publish(List<Entry> entries, Map<View<?>, Map<String, View.Held<?>>> snap, long index) {
+    void publish(List<Entry> entries, Map<View<?>, View.Snap<?>> snap, long index) {
       List<Runnable> changes = new ArrayList<>();
       List<StatecastException> mismatches = new ArrayList<>();
       long stamp = lock.writeLock();
       try {
         if (snap != null) {
-          for (Map.Entry<View<?>, Map<String, View.Held<?>>> e : snap.entrySet()) {
-            ((View) e.getKey()).replace((Map) e.getValue(), changes);
+          for (Map.Entry<View<?>, View.Snap<?>> e : snap.entrySet()) {
+            ((View) e.getKey()).replace((View.Snap) e.getValue(), changes);
           }
           if (applied >= 0) {
             resyncs.incrementAndGet();
@@ -805,6 +801,15 @@ public final class StatecastClient implements AutoCloseable {
         throw mismatches.get(0);
       }
     }
+  }
+
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  private static void snapPut(View<?> v, View.Snap<?> snap, String key, byte[] value) {
+    ((View) v).snapPut((View.Snap) snap, key, value);
+  }
+
+  StampedLock lock() {
+    return lock;
   }
 
   private StatecastException checkEpoch(View<?> v, Entry e) {

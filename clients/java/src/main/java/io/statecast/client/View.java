@@ -12,6 +12,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.locks.StampedLock;
 import java.util.function.Function;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -29,16 +30,25 @@ import org.slf4j.LoggerFactory;
 public final class View<T> {
   private static final Logger LOG = LoggerFactory.getLogger(View.class);
 
-  /** A row as held: its decoded value (null when it did not decode) and its row hash. */
+  /** A row as applied: its decoded value (null when it did not decode) and its row hash. */
   record Held<T>(T value, long hash) {}
+
+  /** A snapshot being received: the values readers will see and the row hashes. */
+  static final class Snap<T> {
+    final ConcurrentHashMap<String, T> values = new ConcurrentHashMap<>();
+    final HashMap<String, Long> hashes = new HashMap<>();
+  }
 
   private final StatecastClient client;
   private final String name;
   private final byte[] prefix;
   private final Decoder<T> decoder;
-  // Replaced whole by the first snapshot of an empty view (see replace); written only by the
-  // receive thread under the client's write lock.
-  private volatile ConcurrentHashMap<String, Held<T>> rows = new ConcurrentHashMap<>();
+  // What readers see: replaced whole by the first snapshot of an empty view (see replace);
+  // written only by the receive thread under the client's write lock. Rows that did not
+  // decode are absent here and present in hashes.
+  private volatile ConcurrentHashMap<String, T> values = new ConcurrentHashMap<>();
+  // The row hash of every row held (the receive thread's only).
+  private HashMap<String, Long> hashes = new HashMap<>();
   private final Map<String, Function<T, Collection<String>>> indexFns = new LinkedHashMap<>();
   private final Map<String, ConcurrentHashMap<String, Set<String>>> indexes = new HashMap<>();
   private final List<ChangeListener<T>> listeners = new CopyOnWriteArrayList<>();
@@ -80,25 +90,29 @@ public final class View<T> {
 
   /** The value held under {@code key}, or null. */
   public T get(String key) {
-    Held<T> h = client.readConsistent(() -> rows.get(key));
-    return h == null ? null : h.value();
+    StampedLock lock = client.lock();
+    long stamp = lock.tryOptimisticRead();
+    T v = values.get(key);
+    if (lock.validate(stamp)) {
+      return v;
+    }
+    stamp = lock.readLock();
+    try {
+      return values.get(key);
+    } finally {
+      lock.unlockRead(stamp);
+    }
   }
 
   /** The number of rows held. */
   public int size() {
-    return client.readConsistent(rows::size);
+    return client.readConsistent(() -> values.size());
   }
 
   /** A copy of every row held, as one consistent state. */
   public Map<String, T> entries() {
     return client.readLocked(() -> {
-      Map<String, T> out = new HashMap<>(rows.size() * 2);
-      rows.forEach((k, h) -> {
-        if (h.value() != null) {
-          out.put(k, h.value());
-        }
-      });
-      return out;
+      return new HashMap<>(values);
     });
   }
 
@@ -127,9 +141,9 @@ public final class View<T> {
       }
       List<T> out = new ArrayList<>(s.size());
       for (String k : s) {
-        Held<T> h = rows.get(k);
-        if (h != null && h.value() != null) {
-          out.add(h.value());
+        T v = values.get(k);
+        if (v != null) {
+          out.add(v);
         }
       }
       return Collections.unmodifiableList(out);
@@ -140,7 +154,7 @@ public final class View<T> {
 
   /** Rows held and the epoch hash (sum of row hashes mod 2^64) of what is held. */
   long rowCount() {
-    return rows.size();
+    return hashes.size();
   }
 
   long hashSum() {
@@ -169,9 +183,42 @@ public final class View<T> {
 
   /** Applies one row (value null: tombstone); queues its change for the listeners. */
   void apply(String key, byte[] value, List<Runnable> changes) {
-    Held<T> nu = value == null ? null : decodeRow(key, value);
-    Held<T> old = nu == null ? rows.remove(key) : rows.put(key, nu);
+    Held<T> old = held(key);
+    Held<T> nu = null;
+    if (value == null) {
+      values.remove(key);
+      hashes.remove(key);
+    } else {
+      nu = decodeRow(key, value);
+      if (nu.value() != null) {
+        values.put(key, nu.value());
+      } else {
+        values.remove(key);
+      }
+      hashes.put(key, nu.hash());
+    }
     account(key, old, nu, changes);
+  }
+
+  private Held<T> held(String key) {
+    Long h = hashes.get(key);
+    return h == null ? null : new Held<>(values.get(key), h);
+  }
+
+  /** Adds a row to a snapshot being received (value null: removes it). */
+  void snapPut(Snap<T> snap, String key, byte[] value) {
+    if (value == null) {
+      snap.values.remove(key);
+      snap.hashes.remove(key);
+      return;
+    }
+    Held<T> h = decodeRow(key, value);
+    if (h.value() != null) {
+      snap.values.put(key, h.value());
+    } else {
+      snap.values.remove(key);
+    }
+    snap.hashes.put(key, h.hash());
   }
 
   private void account(String key, Held<T> old, Held<T> nu, List<Runnable> changes) {
@@ -211,31 +258,43 @@ public final class View<T> {
     }
   }
 
-  /** Replaces every row with {@code fresh} (a snapshot), queueing the changes. */
-  void replace(Map<String, Held<T>> fresh, List<Runnable> changes) {
-    if (rows.isEmpty() && fresh instanceof ConcurrentHashMap<String, Held<T>> m) {
-      // An empty view takes the snapshot's map as it is: nothing to compare it with.
+  /** Replaces every row with a snapshot's, queueing the changes. */
+  void replace(Snap<T> snap, List<Runnable> changes) {
+    if (hashes.isEmpty()) {
+      // An empty view takes the snapshot's maps as they are: nothing to compare them with.
       long sum = 0;
-      for (Held<T> h : m.values()) {
-        sum += h.hash();
+      for (long h : snap.hashes.values()) {
+        sum += h;
       }
       if (!indexFns.isEmpty() || !listeners.isEmpty()) {
-        for (Map.Entry<String, Held<T>> e : m.entrySet()) {
-          account(e.getKey(), null, e.getValue(), changes);
+        for (Map.Entry<String, Long> e : snap.hashes.entrySet()) {
+          account(e.getKey(), null, new Held<>(snap.values.get(e.getKey()), e.getValue()), changes);
         }
       }
       hashSum = sum;
-      rows = m;
+      hashes = snap.hashes;
+      values = snap.values;
       return;
     }
-    Set<String> gone = new HashSet<>(rows.keySet());
-    gone.removeAll(fresh.keySet());
+    Set<String> gone = new HashSet<>(hashes.keySet());
+    gone.removeAll(snap.hashes.keySet());
     for (String k : gone) {
-      account(k, rows.remove(k), null, changes);
+      Held<T> old = held(k);
+      values.remove(k);
+      hashes.remove(k);
+      account(k, old, null, changes);
     }
-    for (Map.Entry<String, Held<T>> e : fresh.entrySet()) {
-      Held<T> old = rows.put(e.getKey(), e.getValue());
-      account(e.getKey(), old, e.getValue(), changes);
+    for (Map.Entry<String, Long> e : snap.hashes.entrySet()) {
+      String k = e.getKey();
+      Held<T> old = held(k);
+      T v = snap.values.get(k);
+      if (v != null) {
+        values.put(k, v);
+      } else {
+        values.remove(k);
+      }
+      hashes.put(k, e.getValue());
+      account(k, old, new Held<>(v, e.getValue()), changes);
     }
   }
 
