@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -172,6 +173,11 @@ func (c client) start(t testing.TB, cfg driverConfig) *proc {
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(make([]byte, 1<<20), 256<<20)
 		for sc.Scan() {
+			if !bytes.HasPrefix(sc.Bytes(), []byte("{")) {
+				// Not an event: a line the runtime printed (a JVM's notice, say).
+				fmt.Fprintf(p.stderr, "stdout: %s\n", sc.Bytes())
+				continue
+			}
 			var ev event
 			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 				p.events <- event{Event: "error", Error: "bad driver line: " + sc.Text()}
