@@ -36,7 +36,7 @@ public final class View<T> {
   /** A snapshot being received: the values readers will see and the row hashes. */
   static final class Snap<T> {
     final ConcurrentHashMap<String, T> values = new ConcurrentHashMap<>();
-    final HashMap<String, Long> hashes = new HashMap<>();
+    final HashTable hashes = new HashTable();
   }
 
   private final StatecastClient client;
@@ -48,7 +48,7 @@ public final class View<T> {
   // decode are absent here and present in hashes.
   private volatile ConcurrentHashMap<String, T> values = new ConcurrentHashMap<>();
   // The row hash of every row held (the receive thread's only).
-  private HashMap<String, Long> hashes = new HashMap<>();
+  private HashTable hashes = new HashTable();
   private final Map<String, Function<T, Collection<String>>> indexFns = new LinkedHashMap<>();
   private final Map<String, ConcurrentHashMap<String, Set<String>>> indexes = new HashMap<>();
   private final List<ChangeListener<T>> listeners = new CopyOnWriteArrayList<>();
@@ -201,8 +201,7 @@ public final class View<T> {
   }
 
   private Held<T> held(String key) {
-    Long h = hashes.get(key);
-    return h == null ? null : new Held<>(values.get(key), h);
+    return hashes.contains(key) ? new Held<>(values.get(key), hashes.get(key)) : null;
   }
 
   /** Adds a row to a snapshot being received (value null: removes it). */
@@ -262,30 +261,25 @@ public final class View<T> {
   void replace(Snap<T> snap, List<Runnable> changes) {
     if (hashes.isEmpty()) {
       // An empty view takes the snapshot's maps as they are: nothing to compare them with.
-      long sum = 0;
-      for (long h : snap.hashes.values()) {
-        sum += h;
-      }
       if (!indexFns.isEmpty() || !listeners.isEmpty()) {
-        for (Map.Entry<String, Long> e : snap.hashes.entrySet()) {
-          account(e.getKey(), null, new Held<>(snap.values.get(e.getKey()), e.getValue()), changes);
-        }
+        snap.hashes.forEach((k, h) -> account(k, null, new Held<>(snap.values.get(k), h), changes));
       }
-      hashSum = sum;
+      hashSum = snap.hashes.sum();
       hashes = snap.hashes;
       values = snap.values;
       return;
     }
-    Set<String> gone = new HashSet<>(hashes.keySet());
-    gone.removeAll(snap.hashes.keySet());
+    Set<String> gone = new HashSet<>(hashes.keyList());
+    for (String k : snap.hashes.keyList()) {
+      gone.remove(k);
+    }
     for (String k : gone) {
       Held<T> old = held(k);
       values.remove(k);
       hashes.remove(k);
       account(k, old, null, changes);
     }
-    for (Map.Entry<String, Long> e : snap.hashes.entrySet()) {
-      String k = e.getKey();
+    snap.hashes.forEach((k, h) -> {
       Held<T> old = held(k);
       T v = snap.values.get(k);
       if (v != null) {
@@ -293,9 +287,9 @@ public final class View<T> {
       } else {
         values.remove(k);
       }
-      hashes.put(k, e.getValue());
-      account(k, old, new Held<>(v, e.getValue()), changes);
-    }
+      hashes.put(k, h);
+      account(k, old, new Held<>(v, h), changes);
+    });
   }
 
   byte[] prefix() {
