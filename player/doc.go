@@ -9,7 +9,7 @@
 //	p, err := player.New(player.Config{Kafka: kafkaconn.Config{Brokers: b}, Streams: []player.StreamConfig{{Name: "s", Topic: t}},
 //		TLS: player.TLSConfig{CertFile: "tls.crt", KeyFile: "tls.key"}, Tokens: player.TokensConfig{File: "tokens"}},
 //		player.WithLogger(log), player.WithRegisterer(reg))
-//	go p.Run(ctx)      // Kafka fetchers; returns when ctx ends or Close is called, or when Kafka does not answer at start
+//	go p.Run(ctx)      // Kafka fetchers; returns when ctx ends or Close is called, or when Kafka did not answer within StartupTimeout
 //	go p.Serve(lis)    // gRPC: Player, health (SERVING while the player is ready), reflection if enabled
 //	p.WaitReady(ctx)   // optional: the player is ready (Readiness)
 //	p.Close()          // targets end with Unavailable; waits for every goroutine
@@ -26,8 +26,9 @@
 // and why, and the stream is tried again with backoff). Each state follows from the
 // current cause, and ends when the check that found the cause passes again; the last
 // error stays in Status with its time. A stream that cannot be served never stops the
-// others. The player is ready (Readiness: /readyz, gRPC health) once no stream is still
-// loading its copy for the first time and at least one stream is ready.
+// others. The player is ready (Readiness: /readyz, gRPC health) once Kafka answered at
+// start-up, no stream is still loading its copy for the first time, and at least one
+// stream is ready. Run waits for Kafka at start-up for Config.StartupTimeout.
 //
 // # Security
 //
@@ -88,7 +89,7 @@
 // gRPC is secured (TLS or Insecure); every other field has a documented default: batch
 // bounds, the per-target byte budget, the ack time-out, the progress interval, the
 // tombstone horizon (read from the topic unless set), the in-memory history for
-// recoveries, the shutdown grace.
+// recoveries, the shutdown grace, how long Run waits for Kafka at start-up.
 //
 // # Internals
 //
@@ -105,8 +106,8 @@
 // the batch and progress encodings; the poison records no target is sent), errors.go (the
 // sentinels and StatusTable, their gRPC codes), check.go (Check: player -check),
 // status.go (Status and the status page), state.go (a stream's states and the causes they
-// follow from, Readiness and gRPC health), metrics.go (the Prometheus metrics, per stream
-// and per service).
+// follow from, Readiness and gRPC health), startup.go (Run's wait for Kafka:
+// StartupTimeout), metrics.go (the Prometheus metrics, per stream and per service).
 //
 // Algorithm 1 (target queue: push/front/pop/suspend/fetchingCompleted) is queue.go: a
 // normal and a catch-up FIFO, the states N, RF, FC, S (State), and a term checked on every

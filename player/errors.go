@@ -21,7 +21,10 @@ var (
 	// not be read); the message names the stream, the topic and why.
 	ErrStreamUnavailable = errors.New("player: stream unavailable")
 	ErrConfig            = errors.New("player: invalid config")
-
+	// ErrKafkaUnreachable: Run's start-up did not reach Kafka within
+	// Config.StartupTimeout, or Kafka refused it (TLS, SASL); the message names the
+	// brokers. It is not a Subscribe error.
+	ErrKafkaUnreachable = errors.New("player: Kafka unreachable")
 	// ErrUnauthenticated: no valid bearer token or client certificate.
 	ErrUnauthenticated = errors.New("player: unauthenticated")
 	// ErrPermissionDenied: the principal is not granted the stream or a view (Config.Access).

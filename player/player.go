@@ -56,9 +56,11 @@ type Player struct {
 	running bool
 	closed  bool
 
-	// The player's state (state.go): gRPC health as last set and the channel that
-	// stateChanged closes on every change (WaitReady). stateMu guards them; it is taken
-	// before any stream.mu.
+	// The player's state (state.go): Kafka answered at start-up (connectKafka), or why not
+	// yet; gRPC health as last set and the channel that stateChanged closes on every change
+	// (WaitReady). stateMu guards the last two; it is taken before any stream.mu.
+	kafkaUp     atomic.Bool
+	startErr    atomic.Pointer[string]
 	stateMu     sync.Mutex
 	healthState healthpb.HealthCheckResponse_ServingStatus
 	changed     chan struct{}
@@ -221,9 +223,10 @@ func (p *Player) goTracked(f func()) {
 
 // Run listens on Config.Listen (gRPC) and Config.HTTPAddr (Handler) when they are set and
 // serves them from its start (/livez answers, /readyz says why the player is not ready
-// yet), connects to Kafka and runs every stream (stream.run) until ctx ends or Close is
-// called (nil), or a server fails or Kafka does not answer at start (its error). A stream
-// whose topic cannot be served is unavailable alone and tried again;
+// yet), connects to Kafka — retrying with backoff for Config.StartupTimeout while it does
+// not answer (connectKafka) — and runs every stream (stream.run) until ctx ends or Close
+// is called (nil), or a server fails or Kafka did not answer within the start-up timeout
+// (its error). A stream whose topic cannot be served is unavailable alone and tried again;
 // the others serve. Health is SERVING while the player is ready (Readiness). When Run
 // returns, its targets have ended and the servers it started are stopped (gRPC gracefully
 // within Config.ShutdownGrace); Close still releases the rest. Run may be called once.
@@ -282,10 +285,7 @@ func (p *Player) Run(ctx context.Context) (err error) {
 		p.log.Info("player listening", append([]any{"grpc", grpcAddr}, srv.Attrs()...)...)
 	}
 	var wg sync.WaitGroup
-	if err = p.openClients(); err != nil {
-		err = fmt.Errorf("%w: %v", ErrStreamUnavailable, err)
-	} else {
-		p.stateChanged()
+	if err = p.connectKafka(ctx); err == nil && ctx.Err() == nil {
 		for _, name := range p.streamNames {
 			s := p.streams[name]
 			wg.Go(func() { s.run(ctx) })
@@ -314,17 +314,7 @@ func (p *Player) Run(ctx context.Context) (err error) {
 	return err
 }
 
-// openClients opens the clients of every stream that has none yet.
-func (p *Player) openClients() error {
-	for _, name := range p.streamNames {
-		if err := p.streams[name].openClients(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// WaitReady blocks until the player is ready (Readiness: every stream's
+// WaitReady blocks until the player is ready (Readiness: Kafka answered, every stream's
 // materialized copy caught up or its topic was found unusable, at least one stream
 // serves), ctx ends, or the player is closed (ErrClosed).
 func (p *Player) WaitReady(ctx context.Context) error {
@@ -416,11 +406,11 @@ func (p *Player) AdminHandler() http.Handler {
 //
 //	GET /livez         200 while the process serves: restart it when this fails
 //	GET /readyz        200 while the player is ready (Readiness, as gRPC health SERVING):
-//	                   no stream is still loading its copy for the first time, and at least
-//	                   one stream is ready; 503 otherwise and once shutdown began. JSON
-//	                   Readiness: {"ready":bool,"streams":{name:state},"errors":{name:
-//	                   cause}}: a stream that cannot be served is named there without
-//	                   making the others unready
+//	                   Kafka answered at start-up, no stream is still loading its copy for
+//	                   the first time, and at least one stream is ready; 503 otherwise and
+//	                   once shutdown began. JSON Readiness: {"ready":bool,"kafka":{"ok",
+//	                   "error"},"streams":{name:state},"errors":{name:cause}}: a stream that
+//	                   cannot be served is named there without making the others unready
 //	GET /healthz       the same as /livez, with {"streams":{name:state},"errors":{…}}
 //	GET /metrics       Prometheus metrics (see WithRegisterer)
 func (p *Player) Handler() http.Handler {

@@ -238,19 +238,34 @@ func retryDelay(attempt int) time.Duration {
 
 // Readiness is what /readyz answers and what gRPC health says (SERVING when Ready).
 type Readiness struct {
-	// Ready: no stream is still loading its copy for the first time, and at least one
-	// stream is ready. A stream that cannot be served does not hold the others back: it is
-	// named in Streams and Errors.
+	// Ready: Kafka answered at start-up, no stream is still loading its copy for the
+	// first time, and at least one stream is ready. A stream that cannot be served does
+	// not hold the others back: it is named in Streams and Errors.
 	Ready bool `json:"ready"`
+	// Kafka is the start-up's connection to Kafka: ok once it answered.
+	Kafka KafkaReadiness `json:"kafka"`
 	// Streams is every stream's state (StreamStarting, StreamReady, StreamError,
 	// StreamUnavailable); Errors the current cause of those in error or unavailable.
 	Streams map[string]string `json:"streams"`
 	Errors  map[string]string `json:"errors,omitempty"`
 }
 
+// KafkaReadiness is the start-up's connection to Kafka (Readiness.Kafka).
+type KafkaReadiness struct {
+	OK bool `json:"ok"`
+	// Error is why the start-up is still retrying ("" once Kafka answered).
+	Error string `json:"error,omitempty"`
+}
+
 // Readiness says whether the player is ready and why not.
 func (p *Player) Readiness() Readiness {
 	r := Readiness{Streams: make(map[string]string, len(p.streamNames))}
+	r.Kafka.OK = p.kafkaUp.Load()
+	if !r.Kafka.OK {
+		if e := p.startErr.Load(); e != nil {
+			r.Kafka.Error = *e
+		}
+	}
 	serving, settled := 0, true
 	for _, name := range p.streamNames {
 		s := p.streams[name]
@@ -269,11 +284,11 @@ func (p *Player) Readiness() Readiness {
 			serving++
 		}
 	}
-	r.Ready = settled && serving > 0 && p.ctx.Err() == nil
+	r.Ready = r.Kafka.OK && settled && serving > 0 && p.ctx.Err() == nil
 	return r
 }
 
-// stateChanged is called after any change of a stream's state: it
+// stateChanged is called after any change of a stream's state (or of the start-up): it
 // sets gRPC health to what Readiness says and wakes WaitReady.
 func (p *Player) stateChanged() {
 	p.stateMu.Lock()
