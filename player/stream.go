@@ -263,7 +263,8 @@ func (s *stream) run(ctx context.Context) {
 }
 
 // follow runs the main fetcher on the topic, and on the topic created again in its place,
-// until ctx ends or it fails.
+// until ctx ends or it fails. A topic created again is checked as the first one was
+// (attach): it may have several partitions, and another tombstone horizon.
 func (s *stream) follow(ctx context.Context) error {
 	for {
 		err := s.fetch(ctx)
@@ -272,6 +273,9 @@ func (s *stream) follow(ctx context.Context) error {
 			return err
 		}
 		s.replaceTopic(tr.id)
+		if err := s.attach(); err != nil {
+			return err
+		}
 	}
 }
 
