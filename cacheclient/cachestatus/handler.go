@@ -55,7 +55,7 @@ var body = statuspage.New("statecast cache", `{{define "body"}}
 <h2>stream {{.Stream}}</h2>
 <dl class="kv">
 <dt>service / instance</dt><dd>{{.Service}} / {{.Instance}}</dd>
-<dt>state</dt><dd>{{if not .Connected}}<span class="bad state">disconnected</span>{{else if .Ready}}<span class="ok state">ready</span>{{else}}<span class="warn state">loading</span>{{end}}</dd>
+<dt>state</dt><dd>{{if .Stopped}}<span class="bad state">stopped</span> (retrying cannot help: see the last error){{else if not .Connected}}<span class="bad state">disconnected</span>{{else if .Ready}}<span class="ok state">ready</span>{{else}}<span class="warn state">loading</span>{{end}}</dd>
 <dt>position</dt><dd class="position">{{.Position}}</dd>
 <dt>player head</dt><dd>{{.Head}}</dd>
 <dt>source position</dt><dd class="source-position">{{.SourcePosition}}</dd>
