@@ -79,12 +79,24 @@ func get(t *testing.T, h *httptest.Server, path string) string {
 	return string(b)
 }
 
+// wantMetrics fails t, saying when, unless h's /metrics has every one of the lines.
+func wantMetrics(t *testing.T, h *httptest.Server, when string, lines ...string) {
+	t.Helper()
+	metrics := get(t, h, "/metrics")
+	for _, want := range lines {
+		if !strings.Contains(metrics, want+"\n") {
+			t.Errorf("/metrics %s lacks %s", when, want)
+		}
+	}
+}
+
 // TestStatusClearsAfterKafkaOutage: the dedicated broker of a running player is killed
 // and started again. While it is down the stream's state is error with the cause, /readyz
-// is 503 naming it and health NOT_SERVING (it is the player's only stream); once the broker
-// is back and records flow, the state is ready again — the error stays visible as the last
-// error, with its time, never as the state — /readyz is 200, health SERVING, and a target
-// connected throughout receives the new records on the same stream.
+// is 503 naming it, health NOT_SERVING (it is the player's only stream) and
+// statecast_player_stream_state says error. Once the broker is back and records flow, the
+// state is ready again in the status, /readyz, health, the metric and the status page —
+// the error stays visible as the last error, with its time, never as the state — and a
+// target connected throughout receives the new records on the same stream.
 func TestStatusClearsAfterKafkaOutage(t *testing.T) {
 	k := testenv.DedicatedKafka(t)
 	e := newEnvOn(t, k.Brokers)
@@ -116,6 +128,8 @@ func TestStatusClearsAfterKafkaOutage(t *testing.T) {
 	if hs := healthOf(tp.p); hs != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("health %s while the broker is down, want NOT_SERVING", hs)
 	}
+	wantMetrics(t, h, "while the broker is down", `statecast_player_stream_state{state="error",stream="s"} 1`,
+		`statecast_player_stream_state{state="ready",stream="s"} 0`)
 
 	k.Start(t)
 	e.newProducer()
@@ -133,6 +147,8 @@ func TestStatusClearsAfterKafkaOutage(t *testing.T) {
 		t.Errorf("/readyz once records flow again: %d %+v", code, r)
 	}
 	waitFor(t, 10*time.Second, "health SERVING again", func() bool { return healthOf(tp.p) == healthpb.HealthCheckResponse_SERVING })
+	wantMetrics(t, h, "once records flow again", `statecast_player_stream_state{state="ready",stream="s"} 1`,
+		`statecast_player_stream_state{state="error",stream="s"} 0`)
 	page := httptest.NewRecorder()
 	req := httptest.NewRequest("GET", "/status", nil)
 	req.Header.Set("Accept", "text/html")
