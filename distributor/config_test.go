@@ -1,7 +1,9 @@
 package distributor
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -527,6 +529,22 @@ func TestOverlapDefault(t *testing.T) {
 	_, args = pollQuery(&ViewConfig{SQL: "SELECT 1", ViewSettings: ViewSettings{Incremental: "c"}}, pgtype.Int8OID, "5")
 	if args[1] != int64(1000) {
 		t.Errorf("poll query overlap %v versions, want 1000", args[1])
+	}
+}
+
+// TestKafkaWarnings: New warns of a weak Kafka setting it accepts (a broker certificate
+// not verified).
+func TestKafkaWarnings(t *testing.T) {
+	var logs bytes.Buffer
+	cfg := Config{Postgres: PostgresConfig{DSN: "postgres://u@h/db"}, Kafka: KafkaConfig{Config: kafkaconn.Config{Brokers: []string{"b:9092"},
+		TLS: kafkaconn.TLS{Enabled: true, InsecureSkipVerify: true}}},
+		Streams: []StreamConfig{{Topic: "t", Capture: CapturePoll, Defaults: ViewSettings{Listen: "ch", Incremental: "u"},
+			Views: []ViewConfig{{Name: "v", SQL: "SELECT 1 AS id", Key: []string{"id"}}}}}}
+	if _, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "kafka.tls.insecure_skip_verify") {
+		t.Errorf("no warning:\n%s", logs.String())
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,4 +137,37 @@ func FuzzHelloAcks(f *testing.F) {
 			t.Fatalf("the target ended with %v, want %v", got, want)
 		}
 	})
+}
+
+// TestHelloNames: the names a client chooses that reach logs and labels — stream, service,
+// client id — are bounded in length and to letters, digits and printable ASCII: control
+// characters (U+0085 too), bidirectional overrides and zero-width characters are refused.
+func TestHelloNames(t *testing.T) {
+	long := strings.Repeat("s", 64<<10)
+	for name, h := range map[string]*statecastv1.Hello{
+		"a 64 KiB stream":            {Stream: long},
+		"a stream with a newline":    {Stream: "s\nforged log line"},
+		"a bidi override":            {Stream: "s", Service: "pricing\u202eecirp"},
+		"a next line (U+0085)":       {Stream: "s", Service: "a\u0085b"},
+		"a zero-width space":         {Stream: "s", ClientId: "pricing\u200b"},
+		"a zero-width joiner":        {Stream: "s", Service: "pri\u200dcing"},
+		"a byte-order mark":          {Stream: "s", ClientId: "\ufeffpricing"},
+		"a line separator":           {Stream: "s", Service: "a\u2028b"},
+		"a 257-byte service":         {Stream: "s", Service: strings.Repeat("x", 257)},
+		"a stream with a zero-width": {Stream: "s\u200b"},
+	} {
+		if err := validateHello(h, 8); !errors.Is(err, ErrBadHello) {
+			t.Errorf("%s: %v, want ErrBadHello", name, err)
+		} else if len(err.Error()) > 512 {
+			t.Errorf("%s: the error repeats the name (%d bytes)", name, len(err.Error()))
+		}
+	}
+	for _, h := range []*statecastv1.Hello{
+		{Stream: "sportsbook", Service: "pricing", ClientId: "pricing-7d9f/1"},
+		{Stream: "s.v1-x_y", Service: "Zürich pricing", ClientId: "host:1234@abc+1"},
+	} {
+		if err := validateHello(h, 8); err != nil {
+			t.Errorf("%v: %v", h, err)
+		}
+	}
 }
