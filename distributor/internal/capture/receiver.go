@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -243,8 +244,14 @@ func (r *Receiver) Run(ctx context.Context) (err error) {
 		r.room = make(chan struct{})
 		r.mu.Unlock()
 	}()
-	args := []string{"proto_version '1'", "publication_names '" + r.cfg.Publication + "'", "binary 'true'"}
-	if err := pglogrepl.StartReplication(ctx, r.conn, r.cfg.Slot, r.cfg.Start, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
+	args, err := pluginArgs(r.cfg.Publication)
+	if err == nil {
+		err = CheckSlotName(r.cfg.Slot)
+	}
+	if err != nil {
+		return err
+	}
+	if err := pglogrepl.StartReplication(ctx, r.conn, pgx.Identifier{r.cfg.Slot}.Sanitize(), r.cfg.Start, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
 		return fmt.Errorf("capture: start replication on slot %q: %w", r.cfg.Slot, err)
 	}
 	r.wakeMu.Lock()
