@@ -15,6 +15,9 @@
 //     result, a [ViewDeps], gives per table a [Mapping] per occurrence — the output columns
 //     that hold the changed row's values, and the [Hop]s that turn its values into theirs
 //     — or why its changes force a full re-read of the view.
+//   - [CheckStatement] is the first contact of a view's SQL with the server: parsed alone
+//     with the extended protocol, which refuses a second statement ([ErrStatement]) before
+//     anything could run it; [Analyze] starts with it.
 //   - [Lookup] re-reads the rows of a view whose output columns hold given values (a
 //     changed table's identities, or the view's keys), in chunks, through the condition
 //     PostgreSQL pushes down into the view's query.
@@ -52,6 +55,7 @@
 // changed row each column holds), route.go (each occurrence's Mapping chosen from them),
 // lookup.go (Lookup, the hops' query), lookup_plan.go (a lookup one value at a time where
 // the planner cannot take an array down to the view's tables), publication.go (EnsurePublication), slot.go (the slot's functions,
-// SlotInfo, ErrSlotLost), receiver.go (Receiver, Sub, Txn, Change, Identity, LSN),
+// SlotInfo, ErrSlotLost), ident.go (slot and publication names: PostgreSQL's rules,
+// the quoting of START_REPLICATION's options), statement.go (CheckStatement), receiver.go (Receiver, Sub, Txn, Change, Identity, LSN),
 // snapshot.go (Snapshot: BeginSnapshot, ImportSnapshot, Split; FlushWAL, WALPositions).
 package capture
