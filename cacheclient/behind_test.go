@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/statecast/statecast/schemas/record"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // posBehind is a position entry at lsn naming views behind it, at their own positions.

@@ -190,6 +190,20 @@ func BenchmarkGetConcurrentWriter(b *testing.B) {
 	})
 }
 
+// BenchmarkByIndex: ByIndex over ~10 objects per value, one reader, no writer: the cost of
+// one call alone (the collection of the objects in key order), which the concurrent
+// benchmark below measures among a writer's and the other readers' noise.
+func BenchmarkByIndex(b *testing.B) {
+	v := newBenchView(b)
+	values := v.IndexValues("competition")
+	n := 0
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		n += len(v.ByIndex("competition", values[i%len(values)]))
+	}
+	b.ReportMetric(float64(n)/float64(b.N), "objects/op")
+}
+
 // BenchmarkByIndexConcurrentWriter: ByIndex over ~10 objects per value with a writer at
 // ~50,000 updates/s, beside the classic design (client-go's thread_safe_store): maps for
 // the objects and the index behind one RWMutex, the writer holding it per batch.

@@ -2,6 +2,7 @@ package cacheclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -57,7 +58,10 @@ type Client struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 	stopped   chan struct{} // closed when the connection goroutine returned
-	runErr    error
+	runErr    error         // what it returned (read after stopped): nil, or a *stoppedError
+	// cause is why the client is not receiving: what ended its last stream, cleared by
+	// the first frame of the next one (WaitError.Cause). nil: receiving, or nothing yet.
+	cause atomic.Pointer[errorBox]
 
 	// applyMu is held by the connection goroutine while it applies a batch or snapshot end,
 	// and by the persister while it captures the views: a capture is a consistent cut.
@@ -216,7 +220,8 @@ func (c *Client) Start() error {
 	return nil
 }
 
-// Run starts the client and blocks until ctx ends, then closes it.
+// Run starts the client and blocks until ctx ends or the client stops on a refusal that
+// cannot heal (see ErrStopped), then closes it. It returns that refusal, or Close's error.
 func (c *Client) Run(ctx context.Context) error {
 	if err := c.Start(); err != nil {
 		return err
@@ -225,7 +230,38 @@ func (c *Client) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case <-c.stopped:
 	}
-	return c.Close()
+	return errors.Join(c.Err(), c.Close())
+}
+
+// Err returns the error the client stopped on: a refusal of a player that cannot heal
+// while the client keeps its config (errors.Is ErrStopped, and its kind: ErrUnknownView,
+// ErrUnknownStream, ErrPermissionDenied or ErrBadHello). It is nil while the client runs
+// or retries, and after Close when it had not stopped. A stopped client serves the views
+// as they were (empty when it was never ready) and stays stopped until Close.
+func (c *Client) Err() error {
+	select {
+	case <-c.stopped:
+		return c.runErr
+	default:
+		return nil
+	}
+}
+
+// waitErr is the error of a wait (WaitReady, WaitFor) whose ctx ended.
+func (c *Client) waitErr(op string, ctx context.Context) error {
+	e := &WaitError{Op: op, Err: ctx.Err(), Connected: c.st.connected.Load()}
+	if b := c.cause.Load(); b != nil {
+		e.Cause = b.err
+	}
+	return e
+}
+
+// stoppedErr is the error of a wait when the connection goroutine returned.
+func (c *Client) stoppedErr() error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	return ErrClosed
 }
 
 // Close stops the connection, drains nothing further, waits for the handlers in flight,
@@ -259,21 +295,32 @@ func (c *Client) Close() error {
 
 // WaitReady blocks until the initial state of every view is complete (a snapshot applied,
 // or caught up after resuming from a position) and, for handlers registered with
-// WithInitialPass, their changes up to that point have been handled. It returns ctx.Err()
-// when ctx ends first and ErrClosed when the client stopped before.
+// WithInitialPass, their changes up to that point have been handled.
+//
+// When ctx ends first it returns a *WaitError that matches ctx's error and names the last
+// refusal or connection error since the client last received a frame (errors.Is
+// ErrUnavailable, ErrUnauthenticated, …): a client that cannot reach a player says which
+// and why. When the client stopped on a refusal that cannot heal (a misspelt view or
+// stream, a missing grant) it returns that at once (errors.Is ErrStopped and the
+// refusal's kind, see Err); ErrClosed once the client is closed.
 func (c *Client) WaitReady(ctx context.Context) error {
 	select {
 	case <-c.ready:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		select {
+		case <-c.ready:
+			return nil
+		default:
+		}
+		return c.waitErr("WaitReady", ctx)
 	case <-c.stopped:
 		select {
 		case <-c.ready:
 			return nil
 		default:
 		}
-		return ErrClosed
+		return c.stoppedErr()
 	}
 }
 

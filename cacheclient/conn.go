@@ -5,16 +5,16 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
 	"github.com/statecast/statecast/internal/grpctls"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
@@ -45,6 +45,8 @@ func (c *Client) connect(ctx context.Context) error {
 		}
 	}()
 	backoff := c.cfg.BackoffMin
+	// refusedStream[n]: the latest attempt at address n was refused with ErrUnknownStream.
+	refusedStream := make([]bool, len(conns))
 	for i := 0; ; i++ {
 		if ctx.Err() != nil {
 			return nil
@@ -72,24 +74,37 @@ func (c *Client) connect(ctx context.Context) error {
 			return nil
 		}
 		c.st.reconnects.Add(1)
-		if err != nil {
-			c.st.lastErr.Store(&errorAt{err: err.Error(), at: time.Now()})
+		if err == nil {
+			err = errors.New("the subscription ended without an error") // never expected: keep the cause non-nil
+		}
+		c.st.lastErr.Store(&errorAt{err: err.Error(), at: time.Now()})
+		c.cause.Store(&errorBox{err})
+		var se *SubscribeError
+		errors.As(err, &se)
+		refusedStream[n] = se != nil && se.Kind == ErrUnknownStream
+		if se != nil && se.Kind == ErrUnknownStream && !slices.Contains(refusedStream, false) {
+			se.Permanent = true // every address refused it: see ErrUnknownStream
 		}
 		if h := c.opts.hooks.OnDisconnect; h != nil {
 			h(addr, err)
+		}
+		if se != nil && se.Permanent {
+			// Retrying with this config cannot succeed: say so at once (WaitReady, Stats)
+			// rather than hang until the caller's timeout with the reason only in the log.
+			c.log.Error("the player refused the subscription; the client stops (it is stopped until Close)",
+				"addr", addr, "err", err)
+			return &stoppedError{se}
 		}
 		if progressed {
 			backoff = c.cfg.BackoffMin
 		}
 		// Full jitter over [backoff/2, backoff].
 		d := backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
-		switch status.Code(err) {
-		case codes.Unauthenticated, codes.PermissionDenied, codes.NotFound, codes.FailedPrecondition:
-			// A refusal that retrying does not fix until a token, a grant or the config
-			// changes (or an unknown view is published, or the player is upgraded to this
-			// client's protocol version): loud, and still retried.
+		if se != nil && se.Kind != nil && se.Kind != ErrUnavailable {
+			// A refusal that a rotation of the credentials, another player of the list or
+			// an upgrade of the player may heal: loud, and retried.
 			c.log.Error("the player refused the subscription; retrying", "addr", addr, "err", err, "in", d)
-		default:
+		} else {
 			c.log.Warn("stream ended; reconnecting", "addr", addr, "err", err, "in", d)
 		}
 		backoff = min(backoff*2, c.cfg.BackoffMax)
@@ -118,6 +133,8 @@ const roundRobin = `{"loadBalancingConfig":[{"round_robin":{}}]}`
 // session runs one Subscribe stream until it fails. progressed tells whether anything was
 // applied (the backoff is then reset).
 func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) (progressed bool, err error) {
+	// A gRPC status (a refusal, a broken connection) names the player it came from.
+	defer func() { err = subscribeError(addr, err) }()
 	sctx, cancel := context.WithCancel(ctx)
 	var idle sync.WaitGroup
 	defer func() { cancel(); idle.Wait() }()
@@ -208,13 +225,16 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 		}()
 	}
 	loaded := false
-	for {
+	for first := true; ; first = false {
 		msg, err := stream.Recv()
 		if err != nil {
 			if err == io.EOF {
 				err = errors.New("player closed the stream")
 			}
 			return r.progressed, err
+		}
+		if first {
+			c.cause.Store(nil) // a player serves: what ended the last stream is history (Stats.LastError)
 		}
 		pending.Store(true)
 		select {
@@ -233,3 +253,15 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 		pending.Store(false)
 	}
 }
+
+// stoppedError is the error a client stops on: a refusal that cannot heal.
+type stoppedError struct{ err *SubscribeError }
+
+func (e *stoppedError) Error() string {
+	return "cacheclient: client stopped, retrying cannot help: " + strings.TrimPrefix(e.err.Error(), "cacheclient: ")
+}
+
+func (e *stoppedError) Unwrap() []error { return []error{ErrStopped, e.err} }
+
+// errorBox holds an error for an atomic.Pointer (the cause of a wait's failure).
+type errorBox struct{ err error }

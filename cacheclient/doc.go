@@ -26,10 +26,32 @@
 // [Config].TLS secures the connection ([TLSFiles] builds one from PEM files, with a client
 // certificate for mutual TLS read again at each connection); [Config].Token sends a bearer
 // token with each subscription ([StaticToken], [TokenFile], or a function of your own for
-// tokens that rotate), over TLS only. A player that refuses the subscription
-// (Unauthenticated, PermissionDenied naming the view, NotFound for a view the stream does
-// not carry) is logged at Error level and retried with backoff: a grant, a token or a view
-// published later makes it succeed. See docs/security.md.
+// tokens that rotate), over TLS only. See docs/security.md.
+//
+// # Errors of the connection
+//
+// Why a subscription ended is a [*SubscribeError]: the player's address and gRPC code,
+// its message (which names the view, the stream or the grant) and a kind to match with
+// errors.Is. A refusal that cannot heal while the client keeps its config stops the
+// client at once: a misspelt or unpublished view ([ErrUnknownView]; declare a view that
+// services subscribe to before its first record in the player's stream config), a missing
+// grant ([ErrPermissionDenied]), a request the player finds invalid ([ErrBadHello]), and a
+// stream that every address refused in turn ([ErrUnknownStream]; one refusal sends the
+// client to the next address, since a rollout may add the stream to one player before
+// another). WaitReady, WaitFor and Run then return it (errors.Is [ErrStopped] too), as
+// does [Client.Err]; [Stats].Stopped says so, and the client stays stopped until Close.
+// A service that cannot serve without its views should exit with that error: restarted
+// with the same config, it is refused again. Everything else is retried with backoff,
+// on the next address: a player that cannot be reached or cannot serve now
+// ([ErrUnavailable]), credentials that a rotation may fix ([ErrUnauthenticated]), a
+// player older than the client ([ErrIncompatible]). A WaitReady or WaitFor whose ctx ends
+// meanwhile returns a [*WaitError] that matches ctx's error and names the last of them:
+//
+//	if err := client.WaitReady(ctx); err != nil {
+//		log.Fatal(err) // cacheclient: WaitReady: context deadline exceeded; the last error: cacheclient: player 10.0.0.7:7070: Unavailable: …
+//	}
+//
+// Each is also logged (a refusal at Error level) and reported to [Hooks].OnDisconnect.
 //
 // # Keys
 //
@@ -101,7 +123,8 @@
 //
 // [View.AddIndex] registers an [IndexFunc] that returns zero, one or many values per
 // object; [View.ByIndex], [View.ByIndexKeys] and [View.IndexValues] read them (and the
-// same methods of [Version]). Indexes are maintained from the old and the new object on
+// same methods of [Version]), ByIndex and ByIndexKeys in the order of the key texts,
+// IndexValues in the order of the values (Range, a walk of the trie, has no order). Indexes are maintained from the old and the new object on
 // every change and updated with the batch that changes them; values without objects are
 // removed.
 //
@@ -223,7 +246,8 @@
 // (TLSFiles, the token sources, DefaultInstanceID), view.go (View and Version: Get, Range,
 // the secondary indexes; Decoder, IndexFunc), read.go (Cut, Read, View.In, and the
 // publication), source.go (LSN, ParseLSN, WaitFor), handlers.go (OnChange and its
-// options), keys.go (Key, SplitKey), errors.go (the sentinels and the error types),
+// options), keys.go (Key, SplitKey), errors.go (the sentinels and the error types, and how a
+// gRPC status becomes a SubscribeError),
 // stats.go (Stats, ViewStats), info.go (Info, Done), panic.go (PanicError; the decoders
 // and index functions run under recover, as dispatch.go runs handlers). The machinery: conn.go (the
 // connection goroutine: dialling, failover, one Subscribe session), frame.go (the frames'

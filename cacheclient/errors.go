@@ -3,6 +3,10 @@ package cacheclient
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 var (
@@ -11,8 +15,8 @@ var (
 	ErrConfig = errors.New("cacheclient: invalid config")
 	// ErrStarted is returned when a view, index or handler is registered after Start.
 	ErrStarted = errors.New("cacheclient: client already started")
-	// ErrClosed is returned by Start after Close, and by WaitReady when the client stopped
-	// before it was ready.
+	// ErrClosed is returned by Start after Close, and by WaitReady and WaitFor once the
+	// client is closed.
 	ErrClosed = errors.New("cacheclient: client closed")
 	// ErrOrder reports an order anomaly at the receiver (a position not above the applied
 	// one, a snapshot frame out of place, a key of another view). The client reconnects
@@ -89,3 +93,154 @@ func (e *HandlerError) Error() string {
 }
 
 func (e *HandlerError) Unwrap() error { return e.Err }
+
+// The kinds of a *SubscribeError: why a player refused a subscription, or why it could not
+// be reached. Match them with errors.Is on the error of WaitReady, WaitFor, Run and Err,
+// and on the err of Hooks.OnDisconnect.
+//
+// A refusal that cannot heal while the client keeps its config (ErrUnknownView,
+// ErrPermissionDenied, ErrBadHello, and ErrUnknownStream once every address refused it)
+// stops the client: it stops retrying, WaitReady and WaitFor return the refusal at once
+// (errors.Is ErrStopped too), Stats says Stopped, and it stays stopped until Close. The
+// others are retried with backoff, and WaitReady and WaitFor name the last of them when
+// their ctx ends (a *WaitError).
+var (
+	// ErrUnknownView: the player does not carry a view the client registered: a misspelt
+	// name, or a view that is neither published yet nor declared in the player's stream
+	// config (player.StreamConfig.Views, which exists so that a service may subscribe to
+	// a view before its first record). The client stops.
+	ErrUnknownView = errors.New("cacheclient: unknown view")
+	// ErrUnknownStream: a player does not serve Config.Stream. A stream that one player
+	// does not serve yet may be served by another of the list, or by the same one after
+	// a restart during a rollout (players are rolled out before their clients): the
+	// client stops only once every address of Config.Addresses refused it in its latest
+	// attempt, with nothing received in between; until then it tries the next address.
+	// A target (dns:///…) counts as one address, whichever player it resolved to.
+	ErrUnknownStream = errors.New("cacheclient: unknown stream")
+	// ErrPermissionDenied: the client's principal (its token or certificate) is not granted
+	// the stream or one of its views; the message names which. The grant is in the
+	// player's config (docs/security.md). The client stops.
+	ErrPermissionDenied = errors.New("cacheclient: permission denied")
+	// ErrBadHello: the player found the subscription request itself invalid (more views
+	// than its max_hello_views, a service name or instance id too long). The client stops.
+	ErrBadHello = errors.New("cacheclient: invalid subscription request")
+	// ErrUnauthenticated: the player found no valid credentials (a missing, unknown or
+	// revoked token, no verified client certificate). Retried: a token source and a
+	// certificate file are read again at each connection, so a rotation heals it.
+	ErrUnauthenticated = errors.New("cacheclient: unauthenticated")
+	// ErrIncompatible: the player cannot serve this client as it is configured: the
+	// client speaks a newer protocol version than the player (upgrade the players first),
+	// or its receive limit (Config.MaxReceiveBytes) is below the player's largest record
+	// frame. Retried: upgrading or reconfiguring the player heals it.
+	ErrIncompatible = errors.New("cacheclient: client and player are incompatible")
+	// ErrUnavailable: the player cannot be reached (nothing listens there, the connection
+	// failed or was dropped), or it answered that it cannot serve now (shutting down,
+	// Kafka unreachable). Retried, on the next address.
+	ErrUnavailable = errors.New("cacheclient: player unavailable")
+
+	// ErrStopped is matched by the error of a client that stopped on a refusal that cannot
+	// heal (the refusal is wrapped too): Close it; a service that cannot run without the
+	// view should exit with that error rather than serve an empty cache (a restart with
+	// the same config is refused again), and one that can should report it (Stats,
+	// cachestatus) and start a new client once its config is fixed.
+	ErrStopped = errors.New("cacheclient: client stopped")
+)
+
+// SubscribeError is why a subscription to a player ended: a refusal of the player (a gRPC
+// status of schemas/proto/README.md, "Errors → gRPC status codes") or a failed
+// connection. It matches (errors.Is) its Kind, one of ErrUnknownView, ErrUnknownStream,
+// ErrPermissionDenied, ErrBadHello, ErrUnauthenticated, ErrIncompatible and
+// ErrUnavailable when it is one of those, and the gRPC status error it comes from
+// (status.Code works on it).
+type SubscribeError struct {
+	Addr    string     // the player's address (a target's with the player it resolved to)
+	Code    codes.Code // the gRPC status code
+	Message string     // the player's message (it names the view, stream or grant)
+	Kind    error      // nil when the code is none of the kinds above
+	// Permanent: retrying with the same config cannot succeed (see ErrStopped).
+	// ErrUnknownStream is permanent only once every address refused it; this one is
+	// marked so.
+	Permanent bool
+	err       error // the gRPC status error
+}
+
+func (e *SubscribeError) Error() string {
+	return fmt.Sprintf("cacheclient: player %s: %s: %s", e.Addr, e.Code, e.Message)
+}
+
+// Unwrap returns the kind and the gRPC status error.
+func (e *SubscribeError) Unwrap() []error {
+	var errs []error
+	for _, err := range []error{e.Kind, e.err} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// WaitError is the error of WaitReady and WaitFor when their ctx ends first. It matches
+// ctx's error (errors.Is context.DeadlineExceeded or context.Canceled) and its Cause.
+type WaitError struct {
+	Op  string // "WaitReady" or "WaitFor"
+	Err error  // ctx's error
+	// Cause is why the client was not there yet: the last refusal or connection error (a
+	// *SubscribeError, or an error of the client's own checks such as ErrOrder) since it
+	// last received a frame from a player; nil when its current stream was receiving
+	// (the wait was only too short).
+	Cause error
+	// Connected tells whether the client had a stream open when ctx ended.
+	Connected bool
+}
+
+func (e *WaitError) Error() string {
+	switch {
+	case e.Cause != nil:
+		return fmt.Sprintf("cacheclient: %s: %v; the last error: %v", e.Op, e.Err, e.Cause)
+	case e.Connected:
+		return fmt.Sprintf("cacheclient: %s: %v while receiving from a player", e.Op, e.Err)
+	}
+	return fmt.Sprintf("cacheclient: %s: %v before any player answered", e.Op, e.Err)
+}
+
+// Unwrap returns ctx's error and the cause.
+func (e *WaitError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.Cause}
+}
+
+// subscribeError classifies err, the end of a subscription to addr: a gRPC status
+// becomes a *SubscribeError; any other error (the client's own checks) is returned as
+// it is. The player's sentinels share codes (NotFound: an unknown stream or view;
+// InvalidArgument: a bad Hello or a bad Ack), told apart by the message, which starts with
+// the sentinel's text (player.StatusTable); the e2e tests hold the two to each other.
+func subscribeError(addr string, err error) error {
+	st, ok := status.FromError(err)
+	if !ok || err == nil {
+		return err
+	}
+	e := &SubscribeError{Addr: addr, Code: st.Code(), Message: st.Message(), err: err}
+	switch e.Code {
+	case codes.NotFound:
+		if strings.Contains(e.Message, "unknown view") {
+			e.Kind, e.Permanent = ErrUnknownView, true
+		} else {
+			e.Kind = ErrUnknownStream // permanent once every address refused it (connect)
+		}
+	case codes.PermissionDenied:
+		e.Kind, e.Permanent = ErrPermissionDenied, true
+	case codes.InvalidArgument:
+		if strings.Contains(e.Message, "bad hello") {
+			e.Kind, e.Permanent = ErrBadHello, true
+		}
+	case codes.Unauthenticated:
+		e.Kind = ErrUnauthenticated
+	case codes.FailedPrecondition:
+		e.Kind = ErrIncompatible
+	case codes.Unavailable:
+		e.Kind = ErrUnavailable
+	}
+	return e
+}

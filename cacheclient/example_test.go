@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/statecast/statecast/cacheclient"
 )
 
@@ -144,4 +146,39 @@ func ExampleClient_WaitFor() {
 	_ = handle
 	fmt.Println(cacheclient.LSN(0x16_B374D848))
 	// Output: 16/B374D848
+}
+
+// A service that cannot serve without its cache waits for it at start-up, and says why
+// when it does not come: a refusal that cannot heal (a misspelt view, a missing grant)
+// ends the wait at once; a player that cannot be reached is named when ctx ends.
+func ExampleClient_WaitReady() {
+	var client *cacheclient.Client // started
+	start := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		err := client.WaitReady(ctx)
+		var se *cacheclient.SubscribeError
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, cacheclient.ErrStopped):
+			// The config is wrong (errors.Is ErrUnknownView, ErrPermissionDenied, …): a
+			// restart is refused again. Exit, and let the deploy fail.
+			return fmt.Errorf("the cache cannot start: %w", err)
+		case errors.As(err, &se):
+			// ctx ended while a player refused or could not be reached: se.Addr and
+			// se.Message say which and why (errors.Is ErrUnavailable, ErrUnauthenticated, …).
+			return fmt.Errorf("the cache is not ready after a minute: %w", err)
+		default:
+			return err // a player served, but the initial state took longer than ctx
+		}
+	}
+	_ = start
+	err := error(&cacheclient.WaitError{Op: "WaitReady", Err: context.DeadlineExceeded,
+		Cause: &cacheclient.SubscribeError{Addr: "10.0.0.7:7070", Code: codes.Unavailable, Message: "connection refused", Kind: cacheclient.ErrUnavailable}})
+	fmt.Println(errors.Is(err, context.DeadlineExceeded), errors.Is(err, cacheclient.ErrUnavailable))
+	fmt.Println(err)
+	// Output:
+	// true true
+	// cacheclient: WaitReady: context deadline exceeded; the last error: cacheclient: player 10.0.0.7:7070: Unavailable: connection refused
 }

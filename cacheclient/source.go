@@ -103,7 +103,9 @@ func (s *sourceState) reached(pos LSN) (bool, error) {
 // reaches pos says one of the client's views does not follow the source position (a view
 // the distributor stopped on a bad row: its rows may lack the write); with
 // ErrNoSourcePosition when the stream's position records carry no source position (a view
-// captured by polling); with ctx's error; and with ErrClosed once the client is closed.
+// captured by polling); with a *WaitError when ctx ends first (it matches ctx's error and
+// names the last refusal or connection error, as WaitReady's does); with the client's
+// refusal once it stopped (Err); and with ErrClosed once the client is closed.
 //
 // Waiting costs nothing per publication: every waiter sleeps on the same channel, which
 // the next publication closes.
@@ -116,11 +118,11 @@ func (c *Client) WaitFor(ctx context.Context, pos LSN) error {
 		select {
 		case <-cut.next:
 		case <-ctx.Done():
-			return ctx.Err()
+			return c.waitErr("WaitFor", ctx)
 		case <-c.closing:
 			return ErrClosed
 		case <-c.stopped:
-			return ErrClosed
+			return c.stoppedErr()
 		}
 	}
 }

@@ -106,7 +106,10 @@ type Stats struct {
 	// LastError is why the last subscription stream ended ("" none yet), at LastErrorAt.
 	LastError   string
 	LastErrorAt time.Time
-	Views       []ViewStats
+	// Stopped: the client stopped retrying on a refusal that cannot heal, which LastError
+	// names (Client.Err returns it); it stays stopped until Close.
+	Stopped bool
+	Views   []ViewStats
 }
 
 // SnapshotProgress is the progress of a snapshot being received.
@@ -150,6 +153,7 @@ func (c *Client) Stats() Stats {
 		s.Snapshot = SnapshotProgress{InProgress: true, Position: c.st.snapshotTarget.Load(), Rows: c.st.snapRows.Load(),
 			Elapsed: c.opts.now().Sub(time.Unix(0, ns))}
 	}
+	s.Stopped = c.Err() != nil
 	if e := c.st.lastErr.Load(); e != nil {
 		s.LastError, s.LastErrorAt = e.err, e.at
 	}

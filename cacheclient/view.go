@@ -2,6 +2,7 @@ package cacheclient
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/statecast/statecast/schemas/record"
@@ -123,20 +124,24 @@ func (v *View[T]) AddIndex(name string, fn IndexFunc[T]) error {
 	return nil
 }
 
-// ByIndex returns the objects whose index function returned value. The slice is new, but the
-// objects are the ones the view holds: treat them as read-only. Unknown index → nil.
+// ByIndex returns the objects whose index function returned value, in the order of their
+// key texts (byte-wise, as sort.Strings orders them), so that equal views give equal
+// answers in every process. The slice is new, but the objects are the ones the view
+// holds: treat them as read-only. Unknown index → nil.
 func (v *View[T]) ByIndex(index, value string) []T {
 	s := Version[T]{v: v, s: v.state.Load()}
 	return s.ByIndex(index, value)
 }
 
-// ByIndexKeys returns the keys of the objects whose index function returned value.
+// ByIndexKeys returns the keys of the objects whose index function returned value, sorted
+// (the order of ByIndex).
 func (v *View[T]) ByIndexKeys(index, value string) []string {
 	s := Version[T]{v: v, s: v.state.Load()}
 	return s.ByIndexKeys(index, value)
 }
 
-// IndexValues returns the values the index currently holds (each with at least one object).
+// IndexValues returns the values the index currently holds (each with at least one
+// object), sorted.
 func (v *View[T]) IndexValues(index string) []string {
 	s := Version[T]{v: v, s: v.state.Load()}
 	return s.IndexValues(index)
@@ -165,7 +170,9 @@ func (s *Version[T]) Len() int { return s.s.count }
 // Position returns the stream position this version reflects (see View.Position).
 func (s *Version[T]) Position() int64 { return s.s.position }
 
-// Range calls fn for every object of this version until fn returns false.
+// Range calls fn for every object of this version until fn returns false, in no
+// particular order: the trie's, which differs between processes (its hash is seeded at
+// start). Sort the keys for an order of your own.
 func (s *Version[T]) Range(fn func(key string, obj T) bool) {
 	s.s.root.each(func(k string, it *item[T]) bool { return fn(k, it.obj) })
 }
@@ -182,45 +189,50 @@ func (s *Version[T]) set(index, value string) *keySet {
 	return *p
 }
 
-// ByIndex returns the objects indexed under value (read-only, see View.ByIndex).
+// ByIndex returns the objects indexed under value in the order of their keys (read-only,
+// see View.ByIndex).
 func (s *Version[T]) ByIndex(index, value string) []T {
 	set := s.set(index, value)
 	if set == nil {
 		return nil
 	}
-	return collect(set, s.s.root, make([]T, 0, setLen(set)))
-}
-
-func setLen(n *keySet) int {
-	c := len(n.leaves)
-	for _, ch := range n.nodes {
-		c += setLen(ch)
-	}
-	return c
-}
-
-func collect[T any](n *keySet, root *tnode[item[T]], out []T) []T {
-	for i := range n.leaves {
-		k := n.leaves[i].key
-		if it, ok := root.get(k, hashKey(k)); ok {
+	// The set is a hash trie: its order is the hash's, seeded per process. Sorting the
+	// keys (a value holds few objects; the buffer stays on the stack for up to 32 of them)
+	// gives every process the same answer for the same view.
+	var buf [32]string
+	keys := collectKeys(set, buf[:0])
+	slices.Sort(keys)
+	out := make([]T, 0, len(keys))
+	for _, k := range keys {
+		if it, ok := s.s.root.get(k, hashKey(k)); ok {
 			out = append(out, it.obj)
 		}
 	}
+	return out
+}
+
+func collectKeys(n *keySet, out []string) []string {
+	for i := range n.leaves {
+		out = append(out, n.leaves[i].key)
+	}
 	for _, ch := range n.nodes {
-		out = collect(ch, root, out)
+		out = collectKeys(ch, out)
 	}
 	return out
 }
 
-// ByIndexKeys returns the keys indexed under value.
+// ByIndexKeys returns the keys indexed under value, sorted.
 func (s *Version[T]) ByIndexKeys(index, value string) []string {
 	set := s.set(index, value)
-	var out []string
-	set.each(func(k string, _ *struct{}) bool { out = append(out, k); return true })
+	if set == nil {
+		return nil
+	}
+	out := collectKeys(set, nil)
+	slices.Sort(out)
 	return out
 }
 
-// IndexValues returns the values of an index that have at least one object.
+// IndexValues returns the values of an index that have at least one object, sorted.
 func (s *Version[T]) IndexValues(index string) []string {
 	i, ok := s.v.indexNames[index]
 	if !ok || i >= len(s.s.idx) {
@@ -228,5 +240,6 @@ func (s *Version[T]) IndexValues(index string) []string {
 	}
 	var out []string
 	s.s.idx[i].each(func(k string, _ **keySet) bool { out = append(out, k); return true })
+	slices.Sort(out)
 	return out
 }

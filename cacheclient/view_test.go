@@ -331,3 +331,41 @@ func TestAbortReplace(t *testing.T) {
 		t.Fatalf("len %d replacing %v", v.Len(), v.replacing())
 	}
 }
+
+// TestIndexReadsInKeyOrder: ByIndex and ByIndexKeys answer in the order of the key texts
+// and IndexValues in the order of the values, whatever the order of the writes and the
+// trie's hash (seeded per process, so an order it gave would change between runs): more
+// keys than ByIndex's stack buffer, in a shuffled order, with keys that sort differently
+// as bytes and as numbers.
+func TestIndexReadsInKeyOrder(t *testing.T) {
+	v := newEventView(t)
+	var keys []string
+	for i := range 100 {
+		keys = append(keys, fmt.Sprint(i*7%100)) // "0", "7", "14", …: not in byte order
+	}
+	var ops []op
+	for _, k := range keys {
+		ops = append(ops, op{k, fmt.Sprintf(`{"id":%s,"sport":"s%d","tags":["all"]}`, k, len(k))})
+	}
+	applyBatch(v, int64(len(ops)), ops...)
+	wantKeys := slices.Sorted(slices.Values(keys))
+	if got := v.ByIndexKeys("tag", "all"); !slices.Equal(got, wantKeys) {
+		t.Fatalf("ByIndexKeys = %v, want %v", got, wantKeys)
+	}
+	var got []string
+	for _, e := range v.ByIndex("tag", "all") {
+		got = append(got, fmt.Sprint(e.ID))
+	}
+	if !slices.Equal(got, wantKeys) {
+		t.Fatalf("ByIndex in the order %v, want the keys' %v", got, wantKeys)
+	}
+	if got := v.ByIndexKeys("sport", "s2"); len(got) != 90 || !slices.IsSorted(got) {
+		t.Fatalf("ByIndexKeys(sport, s2) = %v", got)
+	}
+	if got := v.IndexValues("sport"); !slices.Equal(got, []string{"s1", "s2"}) {
+		t.Fatalf("IndexValues = %v", got)
+	}
+	if got := v.ByIndex("sport", "none"); got != nil {
+		t.Fatalf("ByIndex of a value without objects = %v", got)
+	}
+}

@@ -38,7 +38,8 @@
 // Config.Admin.Addr (AdminHandler: /status, POST /reconcile?view=NAME, behind its tokens;
 // without tokens only on a loopback address), connects, creates every missing topic (compacted, one
 // partition; an unusable existing one is refused), and runs every stream until ctx ends.
-// WaitReady returns once every stream has published its start-up epochs; Reconcile asks
+// WaitReady returns once every stream has published its start-up epochs (a wal stream: its
+// first cycle); Reconcile asks
 // for an epoch of one view now; Active reports whether this process holds every stream;
 // Status reports every stream and view (the admin /status page). Without running,
 // CheckDatabase and CheckKafka check a configuration against PostgreSQL and Kafka, and
@@ -74,9 +75,13 @@
 //     streams again what was not published; a lost slot is created again and the next
 //     full reads publish what changed meanwhile.
 //   - No other state store: after a restart the topic is read back (key → content hash,
-//     last epoch, watermark), and each view's start-up epoch publishes only the rows that
-//     changed or appeared and tombstones for keys that vanished, deletes made while the
-//     distributor was down included. Unchanged rows are never republished.
+//     last epoch and the definition it was read with, watermark, last position), and each
+//     view's start-up epoch publishes only the rows that changed or appeared and tombstones
+//     for keys that vanished, deletes made while the distributor was down included.
+//     Unchanged rows are never republished. A wal stream on its existing slot reads in full
+//     only the views whose definition changed or that were stopped or behind: the others
+//     continue from the slot, which sends again every commit it was not told of
+//     (wal_start.go).
 //   - One writer per stream: a stream publishes only while this process holds its
 //     PostgreSQL advisory lock (a polling stream's own, or the one of the wal streams that
 //     share a slot; checked every 500 ms; publishing stops when it is lost); another
@@ -132,7 +137,9 @@
 //     maps, hops, reads of the changed values), wal_behind.go (a view re-read in full off
 //     the cycles, in a snapshot a cycle exports, following the stream at a position of
 //     its own meanwhile), wal_reason.go (why a view is read in full), wal_flush.go (an
-//     idle stream has the server flush its WAL).
+//     idle stream has the server flush its WAL), wal_start.go (what a session on an
+//     existing slot reads in full), wal_ddl.go (schema changes of the base tables while
+//     a stream runs), viewdef.go (a view's definition hash, recorded in its epochs).
 //
 // Run starts the HTTP servers, the dependency checks (watchDeps) and, per group (a polling
 // stream alone, or the wal streams that share a slot), its lifecycle (group.run): standby

@@ -3,6 +3,7 @@ package distributor
 import (
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -75,4 +76,25 @@ func transientPg(e *pgconn.PgError) bool {
 		return true
 	}
 	return e.Code == "55P03" || e.Code == "55006"
+}
+
+// undefinedColumn is the column an "undefined column" error (SQLSTATE 42703: a column
+// dropped or renamed under the view) names, as the message writes it ("price", "m.price");
+// "" for other errors.
+func undefinedColumn(e *pgconn.PgError) string {
+	if e.Code != "42703" {
+		return ""
+	}
+	if e.ColumnName != "" {
+		return e.ColumnName
+	}
+	m, ok := strings.CutPrefix(e.Message, "column ")
+	if !ok {
+		return ""
+	}
+	i := strings.Index(m, " does not exist")
+	if i < 0 {
+		return ""
+	}
+	return strings.Trim(m[:i], `"`)
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // FuzzParseConfig: any input gives a config or an error, never a panic.
@@ -34,7 +36,7 @@ func FuzzApplyRestored(f *testing.F) {
 			{Key: []byte("sc-kind"), Value: []byte(kind)},
 			{Key: []byte("sc-epoch"), Value: []byte(epoch)},
 		}}
-		var pos string
+		var pos record.Position
 		if err := applyRestored(m, views, &pos); err == nil && view != "items" && len(views["items"].hashes) != 0 {
 			t.Fatal("a record of another view changed items")
 		}

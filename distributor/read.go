@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/statecast/statecast/distributor/internal/capture"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/pgjson"
 )
@@ -125,7 +126,7 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 	defer rows.Close()
 	if !sameColumns(st.enc, rows.FieldDescriptions()) {
 		st.enc = nil
-		return nil, fmt.Errorf("distributor: view %q: the query's columns changed; retrying", v.Name)
+		return nil, fmt.Errorf("distributor: view %q: %w; retrying", v.Name, capture.ErrColumnsChanged)
 	}
 	r := &viewRead{view: st, full: full, src: src, hashes: make(map[string]uint64), started: started}
 	if full {
@@ -223,7 +224,7 @@ const recordOverhead = 128
 func sqlError(v *ViewConfig, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && !transientPg(pgErr) {
-		return &ViewError{View: v.Name, Err: fmt.Errorf("sql: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)}
+		return &ViewError{View: v.Name, Column: undefinedColumn(pgErr), Err: fmt.Errorf("sql: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)}
 	}
 	return fmt.Errorf("distributor: view %q: query: %w", v.Name, err)
 }

@@ -13,14 +13,16 @@ import (
 
 // restore reads the topic from its start to its end (the last stable offset, taken before
 // reading; read_committed: aborted transactions are not part of the state) and rebuilds
-// each configured view's state: key → content hash of the live rows, the last epoch and the
-// watermark of the last poll record; and, into pos, the source position of the last
-// position record. Records of views that are not configured any more are skipped. It is
+// each configured view's state: key → content hash of the live rows, the last epoch, the
+// definition its last complete epoch was read with (record.EpochEnd.Def: "" when unknown)
+// and the watermark of the last poll record; and, into last, the last position record
+// (its source position, and the views it names stale or behind: those a WAL restart must
+// read in full). Records of views that are not configured any more are skipped. It is
 // the only state store: no other is needed. It runs after the stream's producer was opened,
 // which fenced every earlier producer and ended their transactions: what it reads is final.
 // A restored watermark beyond the database clock (written by an older version) is dropped
 // by the start-up epoch, which knows the column's type and the clock. prog counts the records read.
-func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[string]*viewState, pos *string, log *slog.Logger, prog *progress) (n int64, err error) {
+func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[string]*viewState, last *record.Position, log *slog.Logger, prog *progress) (n int64, err error) {
 	cfg := kc.clientConfig("-restore")
 	cfg.Consumer.Fetch.Default = 4 << 20
 	client, err := sarama.NewClient(kc.Brokers, cfg)
@@ -37,7 +39,7 @@ func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[strin
 	err = kafkaconn.ReadCommitted(ctx, client, topic, 0, oldest, end, func(m *sarama.ConsumerMessage) error {
 		n++
 		prog.row()
-		if err := applyRestored(m, views, pos); err != nil {
+		if err := applyRestored(m, views, last); err != nil {
 			skipped++
 			if skipped <= 10 {
 				log.Warn("restore: record skipped", "topic", topic, "offset", m.Offset, "err", err)
@@ -51,7 +53,7 @@ func restore(ctx context.Context, kc *KafkaConfig, topic string, views map[strin
 	return n, nil
 }
 
-func applyRestored(m *sarama.ConsumerMessage, views map[string]*viewState, pos *string) error {
+func applyRestored(m *sarama.ConsumerMessage, views map[string]*viewState, last *record.Position) error {
 	var b record.MetaBuilder
 	for _, h := range m.Headers {
 		if err := b.Add(h.Key, h.Value); err != nil {
@@ -67,8 +69,10 @@ func applyRestored(m *sarama.ConsumerMessage, views map[string]*viewState, pos *
 		if err != nil {
 			return err
 		}
-		if p.LSN != "" {
-			*pos = p.LSN
+		lsn := last.LSN
+		*last = *p
+		if p.LSN == "" {
+			last.LSN = lsn // a poll's position record: the last source position stays
 		}
 		return nil
 	}
@@ -85,7 +89,15 @@ func applyRestored(m *sarama.ConsumerMessage, views map[string]*viewState, pos *
 			st.hashes[string(m.Key)] = record.RowHash(m.Key, m.Value)
 		}
 	case record.KindEpochEnd:
-		st.ended = max(st.ended, meta.Epoch)
+		if meta.Epoch < st.ended {
+			return nil
+		}
+		st.ended, st.def = meta.Epoch, ""
+		e, err := record.ParseEpochEnd(m.Value)
+		if err != nil {
+			return err // ended all the same; its definition is unknown
+		}
+		st.def = e.Def
 	case record.KindPoll:
 		p, err := record.ParsePoll(m.Value)
 		if err != nil {

@@ -16,6 +16,12 @@ type viewState struct {
 	epoch uint64
 	// ended is the last epoch whose epoch-end is in the topic.
 	ended uint64
+	// def is the definition (viewDef) that epoch was read with; "" when unknown (an older
+	// writer's epoch, or none).
+	def string
+	// query is the view's query as the session's analysis read it (a wal view's
+	// capture.ViewDeps.Definition; "" for a polled view): part of its definition.
+	query string
 	// watermark is the key text of the highest incremental value published ("" = none).
 	watermark string
 	// incType is the PostgreSQL type OID of the incremental column (0 until a read saw it).

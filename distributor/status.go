@@ -139,12 +139,12 @@ var statusBody = statuspage.New("statecast distributor", `{{define "body"}}{{$h 
 <dt>role</dt><dd>{{if .Active}}<span class="ok role">active</span>{{else}}<span class="warn role">standby</span>{{end}}</dd>
 <dt>capture</dt><dd>{{.Capture}}</dd>
 {{if eq .Capture "wal"}}<dt>source position</dt><dd class="source-position">{{if .SourcePosition}}{{.SourcePosition}}{{else}}—{{end}} ({{ago .PositionAt}})</dd>
-<dt>WAL published/s</dt><dd>{{spark (index $h (print "wal/" .Topic))}}</dd>
-<dt>capture lag</dt><dd>{{spark (index $h (print "behind/" .Topic))}} {{bytes .SlotBehindBytes}} behind the server's WAL</dd>
-<dt>slot retains</dt><dd>{{spark (index $h (print "retained/" .Topic))}} {{bytes .SlotRetainedBytes}}</dd>{{end}}
+<dt>WAL published/s</dt><dd>{{chart (index $h (print "wal/" .Topic)) "B/s"}}</dd>
+<dt>capture lag</dt><dd>{{chart (index $h (print "behind/" .Topic)) "B"}} {{bytes .SlotBehindBytes}} behind the server's WAL</dd>
+<dt>slot retains</dt><dd>{{chart (index $h (print "retained/" .Topic)) "B"}} {{bytes .SlotRetainedBytes}}</dd>{{end}}
 </dl>
 <table class="views"><tr><th>view</th><th>state</th><th>epoch</th><th>rows</th><th>rows history</th><th>last error</th></tr>
-{{range .Views}}<tr><td>{{.Name}}</td><td>{{if .Failed}}<span class="bad">stopped</span>{{else if .Epoch}}<span class="ok">published</span>{{else}}<span class="warn">starting</span>{{end}}</td><td class="num epoch">{{.Epoch}}</td><td class="num rows">{{.Rows}}</td><td>{{spark (index $h (print "rows/" .Name))}}</td><td class="err">{{if .Failed}}{{.Failed}} (since {{ago .FailedSince}}){{end}}</td></tr>
+{{range .Views}}<tr><td>{{.Name}}</td><td>{{if .Failed}}<span class="bad">stopped</span>{{else if .Epoch}}<span class="ok">published</span>{{else}}<span class="warn">starting</span>{{end}}</td><td class="num epoch">{{.Epoch}}</td><td class="num rows">{{.Rows}}</td><td>{{chart (index $h (print "rows/" .Name)) "rows"}}</td><td class="err">{{if .Failed}}{{.Failed}} (since {{ago .FailedSince}}){{end}}</td></tr>
 {{end}}</table>
 {{else}}<p>no streams</p>{{end}}{{end}}`, nil)
 

@@ -51,6 +51,10 @@ type stream struct {
 	// owned by the publisher loop while active
 	prod     *producer
 	position capture.LSN // wal: the source position of the last position record published
+	// mustRead names the views (→ why) whose rows may be older than position: stale or
+	// behind at the last position record restored, or behind when a session ended. The
+	// next session reads them in full (warm.go).
+	mustRead map[string]string
 	topicID  sarama.Uuid // the topic's ID, set before each activation (zero: unknown)
 
 	statusMu       sync.Mutex
@@ -182,7 +186,7 @@ func (s *stream) startCron(ctx context.Context) (stop func(), err error) {
 // retried (failView); the others are published. Other errors (the database or the broker
 // unreachable) fail the start-up, which is retried.
 func (s *stream) startup(ctx context.Context) error {
-	var pos string
+	var pos record.Position
 	prog := s.startProgress("", "restore")
 	n, err := restore(ctx, &s.d.cfg.Kafka, s.cfg.Topic, s.views, &pos, s.log, prog)
 	prog.end()

@@ -92,12 +92,13 @@ func (s *stream) epochOut(t *txnOut, r *viewRead, mode string) {
 	st.epoch++ // used even if the epoch fails: a later epoch never reuses its number
 	epoch := st.epoch
 	meta := record.Meta{View: name, Epoch: epoch, SourceTime: r.src.time, SourceLSN: r.src.lsn}
+	def := viewDef(st, st.enc)
 	t.body = append(t.body,
-		controlPart(name, meta, &record.EpochBegin{Epoch: epoch, Mode: mode, SourceLSN: r.src.lsn, SourceTime: r.src.time}),
+		controlPart(name, meta, &record.EpochBegin{Epoch: epoch, Mode: mode, SourceLSN: r.src.lsn, SourceTime: r.src.time, Def: def}),
 		rowsPart(r.publish, meta))
 	published := r.published()
 	controls := []record.Control{&record.EpochEnd{Epoch: epoch, Rows: r.sum.Rows(), Hash: r.sum.Sum(),
-		Published: published, Tombstones: r.tombs, SourceLSN: r.src.lsn}}
+		Published: published, Tombstones: r.tombs, SourceLSN: r.src.lsn, Def: def}}
 	wm := st.watermark
 	if st.polled() {
 		if wm != "" && !r.bound.textOK(wm) {
@@ -119,7 +120,7 @@ func (s *stream) epochOut(t *txnOut, r *viewRead, mode string) {
 		if r.deps != nil {
 			st.deps = r.deps
 		}
-		st.ended = epoch
+		st.ended, st.def = epoch, def
 		s.setWatermark(st, wm)
 		s.setViewStatus(st)
 		s.m.rows.WithLabelValues(s.cfg.Topic, name).Add(float64(published))

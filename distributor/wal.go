@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/statecast/statecast/distributor/internal/capture"
+	"github.com/statecast/statecast/schemas/record"
 )
 
 // A wal stream (capture: wal) publishes what its logical replication slot reports, in
@@ -32,6 +34,7 @@ func (g *group) runWAL(ctx context.Context) error {
 		}
 		defer stopCron()
 	}
+	quick := 0 // sessions ended for a schema change in a row, restarted at once
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
 		err := g.walSession(ctx)
@@ -42,7 +45,16 @@ func (g *group) runWAL(ctx context.Context) error {
 			return err
 		}
 		if time.Since(start) > time.Minute {
-			attempt = 0
+			attempt, quick = 0, 0
+		}
+		// A schema change is not an error: the next session analyzes the views again at
+		// once. Should every session find one (a DDL repeated, or an analysis that cannot
+		// agree with the server), the sessions back off as after an error.
+		if reanalyze(err) && quick < 3 {
+			quick++
+			attempt--
+			g.d.log.Info("a table's schema changed: analyzing the views again in a new session", "stream", g.topics(), "reason", err)
+			continue
 		}
 		d := backoff(attempt)
 		g.countErr("capture")
@@ -54,18 +66,28 @@ func (g *group) runWAL(ctx context.Context) error {
 }
 
 // restoreWAL rebuilds the stream's state and source position from its topic (retried
-// until it succeeds or ctx ends).
+// until it succeeds or ctx ends), and notes the views the last position record names
+// stale or behind: their rows in the topic are older than its position, so the next
+// session reads them in full (warm.go).
 func (s *stream) restoreWAL(ctx context.Context) error {
 	return s.retry(ctx, "restore", "restore failed; retrying", func() error {
 		s.resetState()
-		var pos string
+		s.position = 0
+		s.mustRead = map[string]string{}
+		var last record.Position
 		prog := s.startProgress("", "restore")
-		n, err := restore(ctx, &s.d.cfg.Kafka, s.cfg.Topic, s.views, &pos, s.log, prog)
+		n, err := restore(ctx, &s.d.cfg.Kafka, s.cfg.Topic, s.views, &last, s.log, prog)
 		prog.end()
-		if err == nil && pos != "" {
-			if s.position, err = capture.ParseLSN(pos); err != nil {
+		if err == nil && last.LSN != "" {
+			if s.position, err = capture.ParseLSN(last.LSN); err != nil {
 				err = fmt.Errorf("distributor: the topic's last position record: %w", err)
 			}
+		}
+		for _, v := range last.Stale {
+			s.mustRead[v] = "stopped at the last position"
+		}
+		for v := range last.Behind {
+			s.mustRead[v] = "behind the stream at the last position"
 		}
 		if err == nil {
 			s.log.Info("state restored from the topic", "stream", s.cfg.Topic, "records", n, "source_position", s.position)
@@ -86,6 +108,8 @@ type walSession struct {
 	stale   staleWAL                    // when an idle stream has the server flush its WAL
 	behind  behindState                 // views re-read off the cycles (wal_behind.go)
 	bg      sync.WaitGroup              // their background reads
+	// unanalyzed are the views stopped because their SQL failed the analysis (wal_ddl.go).
+	unanalyzed []*viewState
 }
 
 // walSession runs one session of the group until an error (or ctx's end): the views'
@@ -170,7 +194,7 @@ func (g *group) walSession(ctx context.Context) error {
 	errc := make(chan error, len(ws))
 	var wg sync.WaitGroup
 	for i, w := range ws {
-		wg.Go(func() { errc <- w.run(ctx, firsts[i], recvDone) })
+		wg.Go(func() { errc <- w.run(ctx, firsts[i], start, snapName != "", recvDone) })
 	}
 	err = <-errc
 	cancel()
@@ -185,15 +209,21 @@ func (g *group) walSession(ctx context.Context) error {
 	return err
 }
 
-// run is a stream's part of the session: the first cycle (every view read in full, in
-// first when the slot is new), then the loop.
-func (w *walSession) run(ctx context.Context, first *capture.Snapshot, recvDone <-chan struct{}) error {
-	for _, v := range w.views {
-		w.full[v.st] = fullStartup
+// run is a stream's part of the session: the first cycle (the views that need it read
+// in full, in first when the slot is new: wal_start.go), then the loop.
+func (w *walSession) run(ctx context.Context, first *capture.Snapshot, slotStart capture.LSN, newSlot bool, recvDone <-chan struct{}) error {
+	firstDone := false
+	defer func() { w.carryBehind(firstDone) }()
+	if err := w.startReads(ctx, slotStart, newSlot); err != nil {
+		if first != nil {
+			first.Close(ctx)
+		}
+		return err
 	}
 	if err := w.runCycle(ctx, first); err != nil {
 		return err
 	}
+	firstDone = true
 	w.s.markServing()
 	return w.loop(ctx, recvDone)
 }
@@ -266,12 +296,16 @@ func (w *walSession) analyzeOnce(ctx context.Context) (views []*walView, tables,
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	seen, full := map[uint32]bool{}, map[uint32]bool{}
+	w.unanalyzed = nil
 	for _, st := range s.order {
-		v := st.cfg
-		d, err := capture.Analyze(ctx, tx, capture.ViewSpec{Name: v.Name, SQL: v.SQL, Key: v.Key, Tables: v.Tables, Depends: v.Depends})
+		d, err := w.analyzeView(ctx, tx, st)
 		if err != nil {
-			return nil, nil, nil, w.configErr(err)
+			return nil, nil, nil, err
 		}
+		if d == nil {
+			continue // stopped: its SQL does not run any more (wal_ddl.go)
+		}
+		st.query = d.Definition
 		wv, err := newWalView(st, d)
 		if err != nil {
 			return nil, nil, nil, w.configErr(err)
@@ -375,6 +409,9 @@ func (w *walSession) loop(ctx context.Context, recvDone <-chan struct{}) error {
 	nextTick := time.Now().Add(s.cfg.PositionInterval)
 	var nextSlotCheck time.Time
 	for {
+		if err := w.schemaChanged(ctx); err != nil {
+			return err
+		}
 		// Taken before the state is looked at: a transaction received after this closes it,
 		// so the wait below cannot miss it.
 		notify := w.recv.Notify()
@@ -413,6 +450,9 @@ func (w *walSession) loop(ctx context.Context, recvDone <-chan struct{}) error {
 		}
 		wake := nextTick
 		if at, ok := w.nextRetry(); ok && at.Before(wake) {
+			wake = at
+		}
+		if at, ok := w.nextReanalyze(); ok && at.Before(wake) {
 			wake = at
 		}
 		if at, ok := w.nextReread(); ok && at.Before(wake) {
@@ -481,6 +521,12 @@ func (w *walSession) request(req reconcileReq) {
 	if st == nil {
 		if req.done != nil {
 			req.done <- fmt.Errorf("%w: %q", ErrUnknownView, req.view)
+		}
+		return
+	}
+	if slices.Contains(w.unanalyzed, st) {
+		if req.done != nil {
+			req.done <- st.failed // left out of the session: nothing to read it with
 		}
 		return
 	}

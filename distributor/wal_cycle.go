@@ -141,7 +141,11 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 			case st.epoch == 0 && len(st.hashes) == 0:
 				mode = record.ModeSnapshot
 			}
-			s.epochOut(t, r, mode)
+			if reason == fullWarm {
+				s.warmOut(t, r)
+			} else {
+				s.epochOut(t, r, mode)
+			}
 			readViews = append(readViews, st)
 			wasFailed := st.failed != nil
 			t.done = append(t.done, func() {
@@ -152,7 +156,7 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 					s.resumeView(st)
 				}
 			})
-			if reason != fullStartup {
+			if reason != fullStartup && reason != fullWarm {
 				s.m.rereads.WithLabelValues(s.cfg.Topic, st.cfg.Name, reason.String()).Inc()
 			} else if len(v.deps.Unmapped) > 0 {
 				// What a change of an unmapped table costs this view: a read like this one,
@@ -308,7 +312,7 @@ func (w *walSession) fullReads(t *capture.Txn) []*walView {
 	}
 	for _, c := range t.Changes {
 		for _, v := range w.tables[c.Rel] {
-			if c.Unknown || v.deps.Maps[c.Rel] == nil {
+			if c.Unknown || v.deps.Maps[c.Rel] == nil || v.readsMissing(c) {
 				add(v)
 			}
 		}

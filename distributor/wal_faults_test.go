@@ -209,7 +209,8 @@ func TestWALKill(t *testing.T) {
 }
 
 // TestWALStandbyTakeover: two distributors of one wal stream; the active one is killed
-// (SIGKILL) while a writer runs; the standby takes the lock and continues from the slot.
+// (SIGKILL) while a writer runs; the standby takes the lock and continues from the slot,
+// without an epoch: the views' definitions are those of their first epochs.
 func TestWALStandbyTakeover(t *testing.T) {
 	e := newEnv(t)
 	e.exec(sportsbookSchema)
@@ -228,6 +229,11 @@ func TestWALStandbyTakeover(t *testing.T) {
 	recs := e.waitConverged(t, "convergence after the take-over", walViews()...)
 	checkGroups(t, recs)
 	noDuplicates(t, recs)
+	for _, v := range walViews() {
+		if n := countEnds(recs, v.Name); n != 1 {
+			t.Errorf("%s: %d epochs, want the first one only (the standby continues from the slot):\n%s", v.Name, n, dump(recs))
+		}
+	}
 }
 
 // TestWALSlotDropped: the slot is dropped under the running stream; the distributor

@@ -25,6 +25,11 @@ const (
 	// cycles, in the background (wal_behind.go); a stopped view is not read: its retry
 	// reads it. Phase reread, label unmapped.
 	fullUnmapped
+	// fullWarm: a session's first cycle reads a view that it continues from the slot
+	// without an epoch, to rebuild its reverse maps (wal_start.go): it publishes only the
+	// rows that differ from the topic, with no epoch frame. Phase snapshot; not counted as
+	// a re-read.
+	fullWarm
 )
 
 // String is the reason's label value in statecast_distributor_full_rereads_total, which
@@ -32,7 +37,7 @@ const (
 // reconcile or retry (start-up reads are not re-reads and are not counted).
 func (r fullReason) String() string {
 	switch r {
-	case fullStartup:
+	case fullStartup, fullWarm:
 		return "start-up"
 	case fullReconcile:
 		return "reconcile"
@@ -48,7 +53,7 @@ func (r fullReason) String() string {
 // statecast_distributor_read_total).
 func (r fullReason) phase() string {
 	switch r {
-	case fullStartup:
+	case fullStartup, fullWarm:
 		return "snapshot"
 	case fullReconcile:
 		return "reconcile"

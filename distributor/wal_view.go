@@ -118,6 +118,7 @@ func newWalView(st *viewState, d *capture.ViewDeps) (*walView, error) {
 	if v.byKey, err = capture.NewLookup(d, sql, d.Key); err != nil {
 		return nil, err
 	}
+	oldSpecs := st.depSpecs
 	st.depSpecs = nil
 	weak := false
 	for _, t := range d.Tables {
@@ -153,8 +154,11 @@ func newWalView(st *viewState, d *capture.ViewDeps) (*walView, error) {
 			return nil, fmt.Errorf("%w (needed to re-read the rows that leave an outer join's match; select the joined tables' keys differently or use capture: poll)", err)
 		}
 	}
-	// The reverse maps are rebuilt by the session's first full read.
-	st.deps = nil
+	// The reverse maps of an earlier session of the activation hold while the analysis
+	// gives the same ones; others are rebuilt by the session's first full read.
+	if !slices.EqualFunc(oldSpecs, st.depSpecs, func(a, b depSpec) bool { return slices.Equal(a.cols, b.cols) }) {
+		st.deps = nil
+	}
 	return v, nil
 }
 

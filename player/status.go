@@ -126,12 +126,12 @@ var statusPage = statuspage.New("statecast player", `{{define "body"}}{{$h := .H
 <dt>source position</dt><dd class="source-position">{{if .SourcePosition}}{{.SourcePosition}}{{else}}—{{end}}</dd>
 <dt>last record</dt><dd>{{ago .LastLog}}</dd>
 <dt>tombstone horizon</dt><dd>{{.Retention}}</dd>
-<dt>records/s</dt><dd>{{spark (index $h.Rates .Name)}} {{num (index $h.LastRate .Name)}}</dd>
-<dt>max target lag</dt><dd>{{spark (index $h.Lags .Name)}} {{index $h.LastLag .Name}}</dd>
+<dt>records/s</dt><dd>{{chart (index $h.Rates .Name) "/s"}} {{num (index $h.LastRate .Name)}}</dd>
+<dt>max target lag</dt><dd>{{chart (index $h.Lags .Name) "s"}} {{index $h.LastLag .Name}}</dd>
 <dt>last error</dt><dd>{{if .FetchError}}<span class="err">{{.FetchError}}</span>{{else}}none{{end}}</dd>
 </dl>
 <table class="targets"><tr><th>service</th><th>instance</th><th>principal</th><th>views</th><th>state</th><th>term</th><th>last ack</th><th>lag (entries)</th><th>lag</th><th>lag history</th><th>queue</th><th>unacked</th><th>recoveries</th><th>overflows</th><th>connected</th></tr>
-{{range .Targets}}<tr><td>{{.Service}}</td><td>{{.ID}}</td><td>{{.Principal}}</td><td>{{.Views}}</td><td class="{{stateClass .State}}">{{.State}}</td><td class="num">{{.Term}}</td><td class="num">{{.LastAck}}</td><td class="num">{{.LagEntries}}</td><td class="num">{{secs .LagSeconds}}</td><td>{{spark (index $h.TargetLags (print $s.Name "/" .ID))}}</td><td class="num">{{bytes .QueueBytes}}</td><td class="num">{{.Unacked}}</td><td class="num">{{.Recoveries}}</td><td class="num">{{.Overflows}}</td><td>{{ago .ConnectedAt}}</td></tr>
+{{range .Targets}}<tr><td>{{.Service}}</td><td>{{.ID}}</td><td>{{.Principal}}</td><td>{{.Views}}</td><td class="{{stateClass .State}}">{{.State}}</td><td class="num">{{.Term}}</td><td class="num">{{.LastAck}}</td><td class="num">{{.LagEntries}}</td><td class="num">{{secs .LagSeconds}}</td><td>{{chart (index $h.TargetLags (print $s.Name "/" .ID)) "entries"}}</td><td class="num">{{bytes .QueueBytes}}</td><td class="num">{{.Unacked}}</td><td class="num">{{.Recoveries}}</td><td class="num">{{.Overflows}}</td><td>{{ago .ConnectedAt}}</td></tr>
 {{else}}<tr><td colspan="15">no targets</td></tr>{{end}}</table>
 {{end}}{{end}}`, template.FuncMap{"stateClass": stateClass})
 

@@ -17,7 +17,7 @@ type Collector struct {
 	stats func() cacheclient.Stats
 
 	position, sourcePosition, lag, lagEntries, staleness *prometheus.Desc
-	connected, ready                                     *prometheus.Desc
+	connected, ready, stopped                            *prometheus.Desc
 	entries, batches, snapshots, resyncs, reconnects     *prometheus.Desc
 	epochChecks, epochMismatches, decodeErrs             *prometheus.Desc
 	handlerErrs, persists, persistErrs, panics           *prometheus.Desc
@@ -48,6 +48,7 @@ func newCollector(stats func() cacheclient.Stats, constLabels prometheus.Labels)
 		staleness:       d("staleness_seconds", "Now minus the source time of the last applied row."),
 		connected:       d("connected", "1 while a Subscribe stream is open."),
 		ready:           d("ready", "1 once the initial state is complete."),
+		stopped:         d("stopped", "1 once the client stopped on a refusal that retrying cannot heal (an unknown view or stream, a missing grant): it stays stopped until closed."),
 		entries:         d("entries_applied_total", "Entries of live batches applied."),
 		batches:         d("batches_applied_total", "Live batches applied."),
 		snapshots:       d("snapshots_applied_total", "Snapshots applied (bootstrap and resync)."),
@@ -74,7 +75,7 @@ func newCollector(stats func() cacheclient.Stats, constLabels prometheus.Labels)
 // Describe implements prometheus.Collector.
 func (k *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{k.position, k.sourcePosition, k.lag, k.lagEntries, k.staleness, k.connected, k.ready,
-		k.entries, k.batches, k.snapshots, k.resyncs, k.reconnects, k.epochChecks, k.epochMismatches,
+		k.stopped, k.entries, k.batches, k.snapshots, k.resyncs, k.reconnects, k.epochChecks, k.epochMismatches,
 		k.decodeErrs, k.handlerErrs, k.panics, k.persists, k.persistErrs, k.viewLen, k.viewPosition, k.viewMemory,
 		k.viewDecodeErrs, k.viewHidden, k.snapActive, k.snapRows, k.snapSeconds} {
 		ch <- d
@@ -104,6 +105,7 @@ func (k *Collector) Collect(ch chan<- prometheus.Metric) {
 	g(k.staleness, s.Staleness.Seconds())
 	g(k.connected, b2f(s.Connected))
 	g(k.ready, b2f(s.Ready))
+	g(k.stopped, b2f(s.Stopped))
 	cnt(k.entries, s.EntriesApplied)
 	cnt(k.batches, s.Batches)
 	cnt(k.snapshots, s.SnapshotsApplied)

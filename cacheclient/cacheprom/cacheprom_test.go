@@ -38,7 +38,7 @@ func TestCollector(t *testing.T) {
 			}
 		}
 	}
-	if len(got) != 27 { // 24, and the snapshot in progress: in_progress, rows_received, elapsed_seconds
+	if len(got) != 28 { // 25, and the snapshot in progress: in_progress, rows_received, elapsed_seconds
 		t.Fatalf("%d metric families: %v", len(got), got)
 	}
 	if got["statecast_cacheclient_applied_index"] != -1 || got["statecast_cacheclient_view_entries"] != 0 || got["statecast_cacheclient_ready"] != 0 ||
@@ -51,7 +51,7 @@ func TestCollector(t *testing.T) {
 // with their values, per view.
 func TestCollectorValues(t *testing.T) {
 	lsn, _ := cacheclient.ParseLSN("16/B374D848")
-	stats := cacheclient.Stats{Position: 7, SourcePosition: lsn, Panics: 4, Snapshot: cacheclient.SnapshotProgress{InProgress: true, Rows: 1234, Elapsed: 3 * time.Second},
+	stats := cacheclient.Stats{Position: 7, SourcePosition: lsn, Panics: 4, Stopped: true, Snapshot: cacheclient.SnapshotProgress{InProgress: true, Rows: 1234, Elapsed: 3 * time.Second},
 		Views: []cacheclient.ViewStats{
 			{Name: "events", DecodeErrors: 3, HiddenRows: 2}, {Name: "markets"},
 		}}
@@ -78,6 +78,7 @@ func TestCollectorValues(t *testing.T) {
 		"statecast_cacheclient_view_decode_errors_total{markets}": 0,
 		"statecast_cacheclient_applied_index":                     7,
 		"statecast_cacheclient_panics_total":                      4,
+		"statecast_cacheclient_stopped":                           1,
 		"statecast_cacheclient_snapshot_in_progress":              1,
 		"statecast_cacheclient_snapshot_rows_received":            1234,
 		"statecast_cacheclient_snapshot_elapsed_seconds":          3,

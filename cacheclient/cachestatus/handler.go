@@ -55,13 +55,13 @@ var body = statuspage.New("statecast cache", `{{define "body"}}
 <h2>stream {{.Stream}}</h2>
 <dl class="kv">
 <dt>service / instance</dt><dd>{{.Service}} / {{.Instance}}</dd>
-<dt>state</dt><dd>{{if not .Connected}}<span class="bad state">disconnected</span>{{else if .Ready}}<span class="ok state">ready</span>{{else}}<span class="warn state">loading</span>{{end}}</dd>
+<dt>state</dt><dd>{{if .Stopped}}<span class="bad state">stopped</span> (retrying cannot help: see the last error){{else if not .Connected}}<span class="bad state">disconnected</span>{{else if .Ready}}<span class="ok state">ready</span>{{else}}<span class="warn state">loading</span>{{end}}</dd>
 <dt>position</dt><dd class="position">{{.Position}}</dd>
 <dt>player head</dt><dd>{{.Head}}</dd>
 <dt>source position</dt><dd class="source-position">{{.SourcePosition}}</dd>
-<dt>lag (entries)</dt><dd>{{spark (index .Hist "lag")}} {{.LagEntries}}</dd>
-<dt>staleness</dt><dd>{{spark (index .Hist "stale")}} {{dur .Staleness}}</dd>
-<dt>entries applied/s</dt><dd>{{spark (index .Hist "rate")}} {{.EntriesApplied}} in all</dd>
+<dt>lag (entries)</dt><dd>{{chart (index .Hist "lag") "entries"}} {{.LagEntries}}</dd>
+<dt>staleness</dt><dd>{{chart (index .Hist "stale") "s"}} {{dur .Staleness}}</dd>
+<dt>entries applied/s</dt><dd>{{chart (index .Hist "rate") "/s"}} {{.EntriesApplied}} in all</dd>
 <dt>publication delay</dt><dd>{{dur .Lag}}</dd>
 <dt>snapshots / resyncs / reconnects</dt><dd>{{.SnapshotsApplied}} / {{.Resyncs}} / {{.Reconnects}}</dd>
 <dt>epoch checks (failed)</dt><dd>{{.EpochChecks}} ({{if .EpochMismatches}}<span class="bad">{{.EpochMismatches}}</span>{{else}}0{{end}})</dd>
@@ -69,5 +69,5 @@ var body = statuspage.New("statecast cache", `{{define "body"}}
 <dt>last error</dt><dd>{{if .LastError}}<span class="err">{{.LastError}}</span> ({{ago .LastErrorAt}}){{else}}none{{end}}</dd>
 </dl>
 <table class="views"><tr><th>view</th><th>entries</th><th>entries history</th><th>position</th><th>memory</th><th>hidden rows</th><th>decode errors</th></tr>
-{{range .Views}}<tr><td>{{.Name}}</td><td class="num rows">{{.Len}}</td><td>{{spark (index $.Hist (print "len/" .Name))}}</td><td class="num">{{.Position}}</td><td class="num">{{bytes .MemoryBytes}}</td><td class="num{{if .HiddenRows}} bad{{end}}">{{.HiddenRows}}</td><td class="num">{{.DecodeErrors}}</td></tr>
+{{range .Views}}<tr><td>{{.Name}}</td><td class="num rows">{{.Len}}</td><td>{{chart (index $.Hist (print "len/" .Name)) "entries"}}</td><td class="num">{{.Position}}</td><td class="num">{{bytes .MemoryBytes}}</td><td class="num{{if .HiddenRows}} bad{{end}}">{{.HiddenRows}}</td><td class="num">{{.DecodeErrors}}</td></tr>
 {{end}}</table>{{end}}`, nil)

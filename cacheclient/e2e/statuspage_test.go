@@ -167,6 +167,15 @@ func TestStatusPagesInBrowser(t *testing.T) {
 			}
 			out[s] = strings.TrimSpace(txt)
 		}
+		// Every chart has its axes and its current value (or says it has no sample yet).
+		bare, err := chromedp.Run(pctx, chromedp.Evaluate[int](`[...document.querySelectorAll("svg.chart")].filter(s =>
+			!["y-min", "y-max", "x-start", "x-end", "now"].every(c => (s.querySelector("text." + c)?.textContent ?? "") !== "")).length`))
+		if err != nil {
+			t.Fatalf("%s page: charts: %v", name, err)
+		}
+		if bare != 0 {
+			t.Errorf("%s page: %d charts lack an axis label or the current value", name, bare)
+		}
 		png, err := chromedp.Run(pctx, chromedp.FullScreenshot(100))
 		if err != nil {
 			t.Fatalf("%s page: screenshot: %v", name, err)
@@ -234,12 +243,19 @@ func TestStatusPagesInBrowser(t *testing.T) {
 	if svgs < 3 {
 		t.Errorf("the cache page draws %d sparklines", svgs)
 	}
-	// The entries/s chart has a line of several samples, one of them above zero.
+	// The entries/s chart has a line of several samples, and says the rate it shows now.
 	pts, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelectorAll("svg.spark")[2].querySelector("polyline").getAttribute("points")`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := len(strings.Fields(pts)); n < 2 {
 		t.Errorf("the entries/s chart has %d points: %q", n, pts)
+	}
+	now, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelectorAll("svg.spark")[2].querySelector("text.now").textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(now, "/s") {
+		t.Errorf("the entries/s chart says %q now, want a rate", now)
 	}
 }

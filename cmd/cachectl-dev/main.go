@@ -3,7 +3,7 @@
 // broker (or a real one: -kafka env), a player and the sportsbook service, makes scripted
 // changes and shows each arrive in the cache.
 //
-//	cachectl-dev [-for 15s] [-step 1s] [-kafka embedded|env] [-grpc addr] [-http addr] [-snapshot] [-idle] [-v]
+//	cachectl-dev [-for 15s] [-step 1s] [-kafka embedded|env] [-grpc addr] [-http addr] [-status addr] [-snapshot] [-idle] [-v]
 //
 // It is a command of its own so that cachectl, the operator's tool, does not link the
 // in-process broker, the daemons and the example service. Exit status: 0 success, 1 a
@@ -57,6 +57,7 @@ func run(ctx context.Context, args []string) error {
 	snapshot := fs.Bool("snapshot", false, "print the rows of the start-up epochs too")
 	grpcAddr := fs.String("grpc", "127.0.0.1:7070", "where the player serves gRPC (a taken port falls back to a free one)")
 	httpAddr := fs.String("http", "127.0.0.1:8080", "where the sportsbook service serves HTTP (a taken port falls back to a free one)")
+	statusAddr := fs.String("status", "127.0.0.1:8081", "where the status pages of the distributor, the player and the cache are served (a taken port falls back to a free one)")
 	_ = fs.Parse(args)
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
@@ -65,7 +66,7 @@ func run(ctx context.Context, args []string) error {
 		return usagef("no PostgreSQL: set STATECAST_PG_DSN (deploy/local/postgres.sh start prints it) or -pg")
 	}
 	o := devenv.DevOptions{AdminDSN: *dsn, Out: os.Stdout, Duration: *dur, Step: *step, MaxValue: *maxValue,
-		ShowIdle: *idle, ShowSnapshot: *snapshot, GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr}
+		ShowIdle: *idle, ShowSnapshot: *snapshot, GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, StatusAddr: *statusAddr}
 	switch *kafka {
 	case "embedded":
 	case "env":

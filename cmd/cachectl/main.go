@@ -2,7 +2,7 @@
 //
 //	cachectl dev  [-for 15s] [-step 1s] [-kafka embedded|env] [-grpc addr] [-http addr] [-snapshot] [-idle] [-v]
 //	                                                                 the demo (make demo)
-//	cachectl tail -topic T [-kafka-brokers a,b] [-kafka-tls …] [-from N] [-follow] [-idle]
+//	cachectl tail -topic T [-config distributor.yaml | -kafka-brokers a,b [-kafka-tls …]] [-from N] [-follow] [-idle]
 //	                                                                 print a stream's records
 //	cachectl get -players a,b -stream S -view V [-key K] [-wait-for LSN] [-o table|json] [-ca F] [-cert F -cert-key F] [-token-file F]
 //	                                                                 read a view through a player
@@ -11,8 +11,10 @@
 //	cachectl validate -config distributor.yaml [-connect] [-analyze] check a distributor config (-connect: against PostgreSQL)
 //	cachectl version                                                  print the version (also -version)
 //
-// The Kafka flags of tail are kafkaconn.Config's (RegisterFlags): TLS, SASL PLAIN/SCRAM,
-// the password from a file or a variable. get and stats take TLS flags and a bearer token
+// tail reaches Kafka as the kafka section of a distributor's or a player's config file says
+// (-config), or by the Kafka flags, kafkaconn.Config's (RegisterFlags: TLS, SASL
+// PLAIN/SCRAM, the password from a file or a variable), the brokers defaulting to
+// $STATECAST_KAFKA_BROKERS. get and stats take TLS flags and a bearer token
 // from -token-file or $STATECAST_TOKEN (never from the command line).
 //
 // Exit status: 0 success, 1 a failure (an unreachable server, a refused request, a check
@@ -29,6 +31,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -162,6 +165,7 @@ func tail(ctx context.Context, args []string) error {
 	}
 	kafka.RegisterFlags(fs, "kafka-")
 	fs.Func("brokers", "the same as -kafka-brokers", func(v string) error { return fs.Set("kafka-brokers", v) })
+	config := fs.String("config", "", "a distributor's or a player's config file (distributor.yaml, player.yaml): Kafka as its kafka section says (instead of the -kafka flags)")
 	topic := fs.String("topic", "", "stream topic (required)")
 	from := fs.Int64("from", sarama.OffsetOldest, "first offset (default: the oldest)")
 	follow := fs.Bool("follow", false, "keep printing new records until interrupted")
@@ -170,10 +174,37 @@ func tail(ctx context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *topic == "" || len(kafka.Brokers) == 0 {
-		return usagef("tail needs -topic and -kafka-brokers (or STATECAST_KAFKA_BROKERS)")
+	if *topic == "" {
+		return usagef("tail needs -topic")
+	}
+	if *config != "" {
+		// The file or the flags, not a mix: which of the two a setting came from would be
+		// a guess.
+		var flags []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "brokers" || strings.HasPrefix(f.Name, "kafka-") {
+				flags = append(flags, "-"+f.Name)
+			}
+		})
+		if slices.Contains(flags, "-brokers") { // it sets -kafka-brokers
+			flags = slices.DeleteFunc(flags, func(f string) bool { return f == "-kafka-brokers" })
+		}
+		if len(flags) > 0 {
+			return usagef("-config and %s both say how to reach Kafka: give one", strings.Join(flags, ", "))
+		}
+		var err error
+		if kafka, err = ctl.KafkaFromConfig(*config); err != nil {
+			return err
+		}
+		kafka.ClientID = "statecast-tail" // not the daemon's: tail is another client
+	}
+	if len(kafka.Brokers) == 0 {
+		return usagef("tail needs the Kafka brokers: -config distributor.yaml (or player.yaml: its kafka section), -kafka-brokers host:port,… (or -brokers), or $STATECAST_KAFKA_BROKERS")
 	}
 	if err := kafka.Validate(); err != nil {
+		if *config != "" {
+			return fmt.Errorf("%s: kafka: %w", *config, err)
+		}
 		return usageError{err}
 	}
 	p := &ctl.Printer{W: os.Stdout, MaxValue: *maxValue, Idle: *idle}

@@ -9,13 +9,22 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/goleak"
 
 	"github.com/statecast/statecast/internal/testenv"
+	"github.com/statecast/statecast/kafkaconn"
+	"github.com/statecast/statecast/schemas/record"
+	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// sarama (TestTailConfig's producer) starts one process-wide metrics goroutine that never
+// ends.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
+}
 
 // TestExitStatus runs the binary: a bad command line exits 2, a failure 1, each error
 // written once.
@@ -36,12 +45,15 @@ func TestExitStatus(t *testing.T) {
 		{"get -o yaml", []string{"get", "-stream", "s", "-view", "v", "-o", "yaml"}, 2, `-o "yaml"`},
 		{"stats -o yaml", []string{"stats", "-o", "yaml"}, 2, `-o "yaml"`},
 		{"tail without a topic", []string{"tail"}, 2, "tail needs -topic"},
+		{"tail without brokers", []string{"tail", "-topic", "s"}, 2, "-config distributor.yaml (or player.yaml: its kafka section), -kafka-brokers host:port,… (or -brokers), or $STATECAST_KAFKA_BROKERS"},
+		{"tail with -config and -brokers", []string{"tail", "-topic", "s", "-config", missing, "-brokers", "127.0.0.1:1"}, 2, "-config and -brokers both say"},
+		{"tail -config of a missing file", []string{"tail", "-topic", "s", "-config", missing}, 1, "none.yaml"},
 		{"validate a missing file", []string{"validate", "-config", missing}, 1, "none.yaml"},
 		{"stats of nothing", []string{"stats", "-player", "127.0.0.1:1"}, 1, "connection refused"},
 		{"version", []string{"version"}, 0, "cachectl "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, code := testenv.RunCommand(t, bin, tc.args)
+			out, code := testenv.RunCommand(t, bin, tc.args, "STATECAST_KAFKA_BROKERS=") // the flags alone
 			if code != tc.code || strings.Count(out, tc.once) != 1 {
 				t.Errorf("exit %d, want %d; %q %d times, want once:\n%s", code, tc.code, tc.once, strings.Count(out, tc.once), out)
 			}
@@ -144,5 +156,35 @@ func TestNoDemoLinked(t *testing.T) {
 	}
 	if out, code := testenv.RunCommand(t, bin, []string{"dev", "-pg", "", "extra"}, "STATECAST_PG_DSN="); code != 2 || !strings.Contains(out, `unexpected argument "extra"`) {
 		t.Errorf("dev with a stray argument: exit %d, want cachectl-dev's 2:\n%s", code, out)
+	}
+}
+
+// TestTailConfig runs tail as the README shows it, beside the daemons: Kafka from the kafka
+// section of a config file (here a player's, its brokers from a variable), with no
+// $STATECAST_KAFKA_BROKERS and none of the file's other variables set.
+func TestTailConfig(t *testing.T) {
+	bin := testenv.BuildCommand(t, "github.com/statecast/statecast/cmd/cachectl")
+	b, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	prod, err := sarama.NewSyncProducer(b.ListenAddrs(), kafkaconn.ProducerConfig("cachectl-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := prod.SendMessage(recordsarama.ProducerMessage("s", record.EncodeKey("v", "1"), []byte(`{"id":1}`),
+		record.Meta{View: "v", Kind: record.KindRow, Epoch: 1})); err != nil {
+		t.Fatal(err)
+	}
+	_ = prod.Close()
+	cfg := filepath.Join(t.TempDir(), "player.yaml")
+	if err := os.WriteFile(cfg, []byte("kafka:\n  brokers:\n    - ${TEST_BROKERS}\n  client_id: ${TEST_UNUSED_ID}\nstreams:\n  - name: s\n    topic: ${NOT_SET_ANYWHERE}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := testenv.RunCommand(t, bin, []string{"tail", "-config", cfg, "-topic", "s"},
+		"STATECAST_KAFKA_BROKERS=", "TEST_BROKERS="+strings.Join(b.ListenAddrs(), ","), "TEST_UNUSED_ID=player-1")
+	if code != 0 || !strings.Contains(out, `v|1  {"id":1}`) {
+		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }

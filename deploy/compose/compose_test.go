@@ -24,6 +24,7 @@ import (
 	"github.com/statecast/statecast/deploy/internal/ociimage"
 	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/examples/sportsbook/demo"
+	"github.com/statecast/statecast/internal/daemon"
 	"github.com/statecast/statecast/player"
 )
 
@@ -73,10 +74,10 @@ func TestProject(t *testing.T) {
 	ports := map[string][]string{
 		"postgres":      {"127.0.0.1:15432->5432"},
 		"kafka":         {"127.0.0.1:19092->19092"},
-		"distributor-a": {"127.0.0.1:9102->9102"},
-		"distributor-b": {"127.0.0.1:9103->9102"},
-		"player-1":      {"127.0.0.1:7070->7070", "127.0.0.1:7071->7071"},
-		"player-2":      {"127.0.0.1:7170->7070", "127.0.0.1:7171->7071"},
+		"distributor-a": {"127.0.0.1:9102->9102", "127.0.0.1:9104->9104"},
+		"distributor-b": {"127.0.0.1:9103->9102", "127.0.0.1:9105->9104"},
+		"player-1":      {"127.0.0.1:7070->7070", "127.0.0.1:7071->7071", "127.0.0.1:7072->7072"},
+		"player-2":      {"127.0.0.1:7170->7070", "127.0.0.1:7171->7071", "127.0.0.1:7172->7072"},
 		"sportsbook":    {"127.0.0.1:8080->8080"},
 		"prometheus":    {"127.0.0.1:9090->9090"},
 	}
@@ -241,6 +242,7 @@ func TestConfigs(t *testing.T) {
 			t.Errorf("%s: dsn %s@%s:%d/%s does not reach the postgres service", name, dsn.User, dsn.Host, dsn.Port, dsn.Database)
 		}
 		checkBrokers(t, p, name, c.Kafka.Brokers)
+		checkAdmin(t, s, c.Admin.Addr, daemon.Tokens(c.Admin.Tokens))
 		want, err := distributor.ParseConfig(demo.DistributorYAML)
 		if err != nil {
 			t.Fatal(err)
@@ -274,6 +276,7 @@ func TestConfigs(t *testing.T) {
 			t.Errorf("%s: listen %s or http_addr %s not published", name, c.Listen, c.HTTPAddr)
 		}
 		checkBrokers(t, p, name, c.Kafka.Brokers)
+		checkAdmin(t, s, c.Admin.Addr, daemon.Tokens(c.Admin.Tokens))
 		if len(c.Streams) != 1 || c.Streams[0].Topic != distTopic || c.Streams[0].Name != demo.Topic {
 			t.Errorf("%s: streams %+v, want %s from topic %s", name, c.Streams, demo.Topic, distTopic)
 		}
@@ -317,6 +320,57 @@ func TestConfigs(t *testing.T) {
 	want := []string{"distributor-a:9102", "distributor-b:9102", "localhost:9090", "player-1:7071", "player-2:7071", "sportsbook:8080"}
 	if slices.Sort(targets); !slices.Equal(targets, want) {
 		t.Errorf("prometheus targets %v, want %v", targets, want)
+	}
+}
+
+// readmeToken is the admin token of a fresh shell (STATECAST_ADMIN_TOKEN unset), which
+// README.md's curl lines send.
+const readmeToken = "statecast-demo"
+
+// checkAdmin: the daemon's admin endpoint (its status page) is reachable from the host —
+// it listens beyond the container's loopback and is published, on the host's loopback
+// only — and so needs a token, which the environment compose gives it holds: the token
+// README.md's curl lines send authenticates, and README.md names the published address.
+func checkAdmin(t *testing.T, s types.ServiceConfig, addr string, tokens daemon.Tokens) {
+	t.Helper()
+	if addr == "" || daemon.IsLoopback(addr) {
+		t.Errorf("%s: admin.addr %q: the status page is not reachable from outside the container", s.Name, addr)
+		return
+	}
+	var published string
+	for _, pc := range s.Ports {
+		if strconv.Itoa(int(pc.Target)) == port(t, addr) {
+			published = pc.Published
+			if pc.HostIP != "127.0.0.1" {
+				t.Errorf("%s: the admin endpoint is published on %q, want the host's loopback only", s.Name, pc.HostIP)
+			}
+		}
+	}
+	if published == "" {
+		t.Errorf("%s: admin.addr %s is not published", s.Name, addr)
+	}
+	// The variable the daemon reads its tokens from, as compose sets it (and nothing else).
+	if tokens.Env != "" {
+		t.Setenv(tokens.Env, "")
+		if v := s.Environment[tokens.Env]; v != nil {
+			t.Setenv(tokens.Env, *v)
+		} else {
+			os.Unsetenv(tokens.Env)
+		}
+	}
+	set, err := daemon.LoadTokens(tokens, "admin.tokens")
+	if err != nil {
+		t.Fatalf("%s: %v", s.Name, err)
+	}
+	if _, ok := set.Lookup(readmeToken); !ok {
+		t.Errorf("%s: the token %q of README.md does not open the admin endpoint", s.Name, readmeToken)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if url := "localhost:" + published + "/status"; !strings.Contains(string(readme), url) {
+		t.Errorf("%s: README.md does not say where its status page is (%s)", s.Name, url)
 	}
 }
 

@@ -2,9 +2,11 @@ package kubernetes
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,11 +21,14 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"gopkg.in/yaml.v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/statecast/statecast/cacheclient"
 	"github.com/statecast/statecast/deploy/internal/ociimage"
 	"github.com/statecast/statecast/examples/sportsbook/demo"
 	"github.com/statecast/statecast/internal/probe/grpcprobe"
@@ -64,17 +69,46 @@ func TestProbesAgainstBinaries(t *testing.T) {
 			dsn := demoDatabase(t, admin)
 			topic := createTopic(t, brokers, o.Topics[0])
 			slot := testenv.UniqueName("k8s")
+			// The Secrets: the database's DSN; where the overlay reaches Kafka over TLS with
+			// SCRAM, the test broker's SASL_SSL listener stands for Strimzi's TLS listener,
+			// its CA for the cluster CA's Secret, its one SCRAM user (name and password) for
+			// each KafkaUser, as the test's topic stands for the KafkaTopic.
+			secrets := map[string]string{"statecast-postgres/dsn": dsn}
+			files := maps.Clone(secretFiles(t))
+			broker := brokers[0]
+			secured := kafkaTLS(t, o, o.Deployments["distributor"])
+			var sasl kafkaconn.Config
+			if secured {
+				sasl = testenv.KafkaSASL(t)
+				broker = sasl.Brokers[0]
+				ca, err := os.ReadFile(sasl.TLS.CAFile)
+				if err != nil {
+					t.Fatal(err)
+				}
+				files[clusterCASecret(o)+"/"+caKey] = string(ca)
+				for name := range o.Users {
+					secrets[name+"/password"] = sasl.SASL.Password
+				}
+			}
+			kafkaUser := func(cfg map[string]any) {
+				if k, _ := cfg["kafka"].(map[string]any); k != nil && secured {
+					if s, _ := k["sasl"].(map[string]any); s != nil {
+						s["user"] = sasl.SASL.User
+					}
+				}
+			}
 
 			d := o.Deployments["distributor"]
 			var dist []*pod
 			for i := range replicas(d) {
-				p := startPod(t, filepath.Join(bin, "distributor"), o, d, map[string]string{"statecast-postgres/dsn": dsn},
-					brokers[0], func(cfg map[string]any, ports portMap) {
+				p := startPod(t, filepath.Join(bin, "distributor"), o, d, secrets, files, broker,
+					func(cfg map[string]any, ports portMap) {
 						cfg["http_addr"] = ports.addr(t, cfg["http_addr"])
 						for _, s := range cfg["streams"].([]any) {
 							s := s.(map[string]any)
 							s["topic"], s["slot"] = topic, slot
 						}
+						kafkaUser(cfg)
 					})
 				p.name = fmt.Sprintf("distributor-%d", i)
 				dist = append(dist, p)
@@ -99,20 +133,32 @@ func TestProbesAgainstBinaries(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 
-			pl := startPod(t, filepath.Join(bin, "player"), o, o.Deployments["player"], nil, brokers[0],
+			pl := startPod(t, filepath.Join(bin, "player"), o, o.Deployments["player"], secrets, files, broker,
 				func(cfg map[string]any, ports portMap) {
 					cfg["listen"] = ports.addr(t, cfg["listen"])
 					cfg["http_addr"] = ports.addr(t, cfg["http_addr"])
 					for _, s := range cfg["streams"].([]any) {
 						s.(map[string]any)["topic"] = topic
 					}
+					kafkaUser(cfg)
 				})
 			pl.name = "player"
 			pl.waitProbe(t, pl.container.ReadinessProbe, 2*time.Minute)
 			pl.waitProbe(t, pl.container.LivenessProbe, 10*time.Second)
-			if secret, _ := secretFile(o.Deployments["player"], "/var/run/secrets/statecast/tls/tls.crt"); secret != "" &&
-				!strings.Contains(pl.out.String(), `"msg":"gRPC is served over TLS","mutual_tls":false,"tokens":true`) {
-				t.Errorf("the player does not serve TLS with tokens from its Secrets:\n%s", pl.out.String())
+			tlsServed := false
+			if secret, _ := secretFile(o.Deployments["player"], "/var/run/secrets/statecast/tls/tls.crt"); secret != "" {
+				tlsServed = true
+				if !strings.Contains(pl.out.String(), `"msg":"gRPC is served over TLS","mutual_tls":false,"tokens":true`) {
+					t.Errorf("the player does not serve TLS with tokens from its Secrets:\n%s", pl.out.String())
+				}
+			}
+			if secured {
+				// Each reached Kafka over TLS as its SCRAM user (the listener takes nothing else).
+				for _, p := range append(dist, pl) {
+					if want := `"tls":true,"sasl":"SCRAM-SHA-512"`; !strings.Contains(p.out.String(), want) {
+						t.Errorf("%s: its start-up line does not say %s:\n%s", p.name, want, p.out.String())
+					}
+				}
 			}
 
 			// docker compose's health checks: the binaries probing themselves (gRPC health
@@ -131,7 +177,55 @@ func TestProbesAgainstBinaries(t *testing.T) {
 					t.Errorf("%q: %v\n%s", cmd, err, out)
 				}
 			}
+			if tlsServed {
+				checkClients(t, "127.0.0.1:"+strconv.Itoa(grpcPort))
+			}
 		})
+	}
+}
+
+// checkClients: a service whose token the tokens Secret holds and the access rules grant
+// reads the stream through the player's TLS; one whose token is there but not granted is
+// refused with PermissionDenied.
+func checkClients(t *testing.T, addr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tlsc := &tls.Config{RootCAs: pkiCA.Pool, MinVersion: tls.VersionTLS12}
+	subscribe := func(token string, refused chan<- error) *cacheclient.Client {
+		c, err := cacheclient.New(cacheclient.Config{Addresses: []string{addr}, Stream: "sportsbook", Service: "sportsbook",
+			TLS: tlsc, Token: cacheclient.StaticToken(token)},
+			cacheclient.WithHooks(cacheclient.Hooks{OnDisconnect: func(_ string, err error) {
+				if status.Code(err) == codes.PermissionDenied && refused != nil {
+					select {
+					case refused <- err:
+					default:
+					}
+				}
+			}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		if _, err := cacheclient.Register(c, "sports", func(string, []byte) (int, error) { return 0, nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	granted := subscribe(sportsbookToken, nil)
+	if err := granted.WaitReady(ctx); err != nil {
+		t.Errorf("the sportsbook service with its token: %v (%+v)", err, granted.Stats())
+	}
+	refused := make(chan error, 1)
+	subscribe(ungrantedToken, refused)
+	select {
+	case err := <-refused:
+		t.Logf("a service without a grant: %v", err)
+	case <-ctx.Done():
+		t.Error("a service whose token holds no grant was not refused with PermissionDenied")
 	}
 }
 
@@ -215,9 +309,11 @@ type pod struct {
 }
 
 // startPod runs exe as d's container: the config file of its ConfigMap at the path the
-// args name (the mount emulated by a directory), edited by rewrite to the mapped ports
-// and the test's names, and the container's environment with the test's Kafka.
-func startPod(t *testing.T, exe string, o objects, d appsv1.Deployment, secrets map[string]string, broker string,
+// args name (the mount emulated by a directory), its Secret volumes holding files
+// (secret/key: body), the config edited by rewrite to the mapped ports and the test's names,
+// and the container's environment (Secret keys from secrets, secret/key: value) with the
+// test's Kafka at broker.
+func startPod(t *testing.T, exe string, o objects, d appsv1.Deployment, secrets, files map[string]string, broker string,
 	rewrite func(cfg map[string]any, ports portMap)) *pod {
 	t.Helper()
 	c := d.Spec.Template.Spec.Containers[0]
@@ -228,25 +324,8 @@ func startPod(t *testing.T, exe string, o objects, d appsv1.Deployment, secrets 
 		p.ports[cp.ContainerPort] = n
 	}
 	cm, key, mount := configOf(t, o, d)
-	// The Secret volumes: a directory each, holding the files the test has for them; the
-	// config's paths under the mount point are moved there.
-	text := cm.Data[key]
-	for _, m := range c.VolumeMounts {
-		for _, v := range d.Spec.Template.Spec.Volumes {
-			if v.Name != m.Name || v.Secret == nil {
-				continue
-			}
-			dir := t.TempDir()
-			for k, body := range secretFiles(t) {
-				if name, file, _ := strings.Cut(k, "/"); name == v.Secret.SecretName {
-					if err := os.WriteFile(filepath.Join(dir, file), []byte(body), 0o600); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			text = strings.ReplaceAll(text, m.MountPath+"/", dir+"/")
-		}
-	}
+	// The Secret volumes: a directory each, holding the files the test has for them.
+	text := mountSecrets(t, d, cm.Data[key], files)
 	var cfg map[string]any
 	if err := yaml.Unmarshal([]byte(text), &cfg); err != nil {
 		t.Fatal(err)
@@ -374,10 +453,28 @@ func (p *pod) healthz(t *testing.T) map[string]string {
 var (
 	pkiOnce sync.Once
 	pki     map[string]string
+	pkiCA   *testenv.PKI // its CA verifies the player's certificate
 )
 
-// secretFiles stand for the files of the Secrets an operator creates (secret/key: body):
-// cert-manager's player-tls, the clients' tokens.
+// The tokens of the tokens Secret: the sportsbook service's, which the production
+// player's access rules grant, and one of a service they do not.
+const (
+	sportsbookToken = "a-token-of-the-sportsbook-service"
+	ungrantedToken  = "a-token-of-a-service-without-a-grant"
+)
+
+// caKey is the key of the CA in Strimzi's <cluster>-cluster-ca-cert Secret.
+const caKey = "ca.crt"
+
+// clusterCASecret is the Secret in which Strimzi's Cluster Operator keeps the CA of the
+// Kafka cluster of the rendering's topics.
+func clusterCASecret(o objects) string {
+	return o.Topics[0].Metadata.Labels["strimzi.io/cluster"] + "-cluster-ca-cert"
+}
+
+// secretFiles stand for the files of the Secrets an operator or an operator's controller
+// creates (secret/key: body): cert-manager's player-tls, the clients' tokens, Strimzi's
+// cluster CA (a test CA: TestProbesAgainstBinaries puts the test broker's in its place).
 func secretFiles(t *testing.T) map[string]string {
 	t.Helper()
 	pkiOnce.Do(func() {
@@ -389,11 +486,30 @@ func secretFiles(t *testing.T) map[string]string {
 			}
 			return string(b)
 		}
+		pkiCA = p
 		pki = map[string]string{
-			"player-tls/tls.crt":   read(p.ServerCert),
-			"player-tls/tls.key":   read(p.ServerKey),
-			"player-tokens/tokens": "sportsbook=a-token-of-the-sportsbook-service\n",
+			"player-tls/tls.crt":                 read(p.ServerCert),
+			"player-tls/tls.key":                 read(p.ServerKey),
+			"player-tokens/tokens":               "sportsbook=" + sportsbookToken + "\nreporting=" + ungrantedToken + "\n",
+			"statecast-cluster-ca-cert/" + caKey: read(p.CAFile),
 		}
 	})
 	return pki
+}
+
+// kafkaTLS reports whether d's config reaches Kafka over TLS.
+func kafkaTLS(t *testing.T, o objects, d appsv1.Deployment) bool {
+	t.Helper()
+	cm, key, _ := configOf(t, o, d)
+	var cfg struct {
+		Kafka struct {
+			TLS struct {
+				Enabled bool `yaml:"enabled"`
+			} `yaml:"tls"`
+		} `yaml:"kafka"`
+	}
+	if err := yaml.Unmarshal([]byte(cm.Data[key]), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Kafka.TLS.Enabled
 }

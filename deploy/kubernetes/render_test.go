@@ -48,10 +48,35 @@ type ServiceMonitor struct {
 			MatchNames []string `json:"matchNames,omitempty"`
 		} `json:"namespaceSelector,omitempty"`
 		Endpoints []struct {
-			Port     string `json:"port"`
-			Path     string `json:"path"`
-			Interval string `json:"interval"`
+			Port        string `json:"port"`
+			Path        string `json:"path"`
+			Interval    string `json:"interval"`
+			HonorLabels bool   `json:"honorLabels,omitempty"`
 		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+// KafkaUser is the part of Strimzi's kafka.strimzi.io/v1beta2 KafkaUser these manifests may
+// use: a SCRAM-SHA-512 user and its ACLs.
+type KafkaUser struct {
+	v1.TypeMeta `json:",inline"`
+	Metadata    v1.ObjectMeta `json:"metadata"`
+	Spec        struct {
+		Authentication struct {
+			Type string `json:"type"`
+		} `json:"authentication"`
+		Authorization struct {
+			Type string `json:"type"`
+			ACLs []struct {
+				Resource struct {
+					Type        string `json:"type"`
+					Name        string `json:"name,omitempty"`
+					PatternType string `json:"patternType,omitempty"`
+				} `json:"resource"`
+				Operations []string `json:"operations"`
+				Host       string   `json:"host,omitempty"`
+			} `json:"acls"`
+		} `json:"authorization"`
 	} `json:"spec"`
 }
 
@@ -64,6 +89,7 @@ type objects struct {
 	PDBs            map[string]policyv1.PodDisruptionBudget
 	NetworkPolicies map[string]networkingv1.NetworkPolicy
 	Topics          []KafkaTopic
+	Users           map[string]KafkaUser
 	Monitors        []ServiceMonitor
 }
 
@@ -71,10 +97,16 @@ type objects struct {
 // on overlays/<name>.
 func render(t *testing.T, overlay string) []byte {
 	t.Helper()
+	return renderDir(t, "overlays/"+overlay)
+}
+
+// renderDir runs kustomize on a directory.
+func renderDir(t *testing.T, dir string) []byte {
+	t.Helper()
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	m, err := k.Run(filesys.MakeFsOnDisk(), "overlays/"+overlay)
+	m, err := k.Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
-		t.Fatalf("kustomize overlays/%s: %v", overlay, err)
+		t.Fatalf("kustomize %s: %v", dir, err)
 	}
 	out, err := m.AsYaml()
 	if err != nil {
@@ -103,7 +135,7 @@ func decodeAll(t *testing.T, rendered []byte) objects {
 	t.Helper()
 	o := objects{ConfigMaps: map[string]corev1.ConfigMap{}, Services: map[string]corev1.Service{},
 		Deployments: map[string]appsv1.Deployment{}, PDBs: map[string]policyv1.PodDisruptionBudget{},
-		NetworkPolicies: map[string]networkingv1.NetworkPolicy{}}
+		NetworkPolicies: map[string]networkingv1.NetworkPolicy{}, Users: map[string]KafkaUser{}}
 	dec := yaml.NewDecoder(bytes.NewReader(rendered))
 	for {
 		var n yaml.Node
@@ -151,6 +183,10 @@ func decodeAll(t *testing.T, rendered []byte) objects {
 			var x KafkaTopic
 			derr = decodeStrict(doc, &x)
 			o.Topics = append(o.Topics, x)
+		case "kafka.strimzi.io/v1beta2/KafkaUser":
+			var x KafkaUser
+			derr = decodeStrict(doc, &x)
+			o.Users[x.Metadata.Name] = x
 		case "monitoring.coreos.com/v1/ServiceMonitor":
 			var x ServiceMonitor
 			derr = decodeStrict(doc, &x)
@@ -176,6 +212,7 @@ func TestStrictDecoding(t *testing.T) {
 		{"apiVersion: v1\nkind: Service\nspec:\n  clusterIp: None\n", &corev1.Service{}},
 		{"apiVersion: kafka.strimzi.io/v1beta2\nkind: KafkaTopic\nspec:\n  partition: 1\n", &KafkaTopic{}},
 		{"apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nspec:\n  endpoints: [{port: http, scheme: https}]\n", &ServiceMonitor{}},
+		{"apiVersion: kafka.strimzi.io/v1beta2\nkind: KafkaUser\nspec:\n  authorization: {acls: [{resource: {type: topic}, operation: Read}]}\n", &KafkaUser{}},
 		{"apiVersion: v1\nkind: ConfigMap\ndata: {a: x}\ndata: {b: y}\n", &corev1.ConfigMap{}},
 	} {
 		if err := decodeStrict([]byte(tc.doc), tc.v); err == nil {

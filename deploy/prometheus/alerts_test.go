@@ -1,22 +1,17 @@
 // Package prometheus holds the Prometheus alerting rules for statecast (alerts.yaml); its
-// test checks the file's shape and that every metric it names is one the code registers.
+// test checks the file's shape and each rule's expression against the metrics the code
+// registers (deploy/internal/promcheck: every metric, label and function on its type).
 package prometheus
 
 import (
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/statecast/statecast/deploy/internal/promcheck"
 	"gopkg.in/yaml.v3"
-
-	"github.com/statecast/statecast/cacheclient/cacheprom"
-	"github.com/statecast/statecast/distributor"
-	"github.com/statecast/statecast/kafkaconn"
-	"github.com/statecast/statecast/player"
 )
 
 // ruleFile is Prometheus's rule file format (what this file uses of it).
@@ -33,53 +28,6 @@ type ruleFile struct {
 	} `yaml:"groups"`
 }
 
-// recorder is a Registerer that keeps the names of the metrics registered with it.
-type recorder struct{ names map[string]bool }
-
-var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
-
-func (r *recorder) Register(c prom.Collector) error {
-	ch := make(chan *prom.Desc, 64)
-	go func() { c.Describe(ch); close(ch) }()
-	for d := range ch {
-		if m := fqName.FindStringSubmatch(d.String()); m != nil {
-			r.names[m[1]] = true
-		}
-	}
-	return nil
-}
-
-func (r *recorder) MustRegister(cs ...prom.Collector) {
-	for _, c := range cs {
-		_ = r.Register(c)
-	}
-}
-
-func (r *recorder) Unregister(prom.Collector) bool { return true }
-
-// registered returns the names of every metric the distributor, the player and cacheprom
-// register.
-func registered(t *testing.T) map[string]bool {
-	r := &recorder{names: map[string]bool{}}
-	dcfg := distributor.Config{
-		Postgres: distributor.PostgresConfig{DSN: "postgres://localhost/x"},
-		Streams: []distributor.StreamConfig{{Topic: "t", Capture: "poll",
-			Views: []distributor.ViewConfig{{Name: "v", SQL: "SELECT 1 AS id", Key: []string{"id"}}}}},
-	}
-	dcfg.Kafka.Brokers = []string{"localhost:9092"}
-	if _, err := distributor.New(dcfg, distributor.WithRegisterer(r)); err != nil {
-		t.Fatal(err)
-	}
-	pcfg := player.Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: []string{"localhost:9092"}}, Streams: []player.StreamConfig{{Name: "s"}}}
-	if _, err := player.New(pcfg, player.WithRegisterer(r)); err != nil {
-		t.Fatal(err)
-	}
-	r.MustRegister(cacheprom.NewCollector(nil, nil))
-	return r.names
-}
-
-var metricName = regexp.MustCompile(`\bstatecast_[a-z0-9_]+`)
-
 func TestAlerts(t *testing.T) {
 	b, err := os.ReadFile("alerts.yaml")
 	if err != nil {
@@ -91,10 +39,11 @@ func TestAlerts(t *testing.T) {
 	if err := dec.Decode(&f); err != nil {
 		t.Fatal(err)
 	}
-	names := registered(t)
-	if len(names) < 20 {
-		t.Fatalf("only %d metrics registered: the recorder is broken", len(names))
+	metrics, err := promcheck.Registered()
+	if err != nil {
+		t.Fatal(err)
 	}
+	checker := &promcheck.Checker{Metrics: metrics, TargetLabels: promcheck.TargetLabels}
 	var alerts []string
 	for _, g := range f.Groups {
 		for _, r := range g.Rules {
@@ -117,24 +66,12 @@ func TestAlerts(t *testing.T) {
 					t.Errorf("alert %s: for: %v", r.Alert, err)
 				}
 			}
-			if strings.Count(r.Expr, "(") != strings.Count(r.Expr, ")") {
-				t.Errorf("alert %s: unbalanced parentheses in %q", r.Alert, r.Expr)
+			res := checker.Check(r.Expr)
+			for _, err := range res.Errs {
+				t.Errorf("alert %s: %v", r.Alert, err)
 			}
-			found := metricName.FindAllString(r.Expr, -1)
-			if len(found) == 0 {
+			if len(res.Metrics) == 0 {
 				t.Errorf("alert %s names no statecast metric", r.Alert)
-			}
-			for _, m := range found {
-				// A histogram's series are its name with a suffix.
-				base := m
-				for _, suf := range []string{"_bucket", "_sum", "_count"} {
-					if b, ok := strings.CutSuffix(m, suf); ok && names[b] {
-						base = b
-					}
-				}
-				if !names[base] {
-					t.Errorf("alert %s names %s, which no registry of the code has", r.Alert, m)
-				}
 			}
 		}
 	}

@@ -64,7 +64,8 @@ func main() {
 		log.Fatal(err)
 	}
 
-	// 4. Reads are from memory, and never block.
+	// 4. Reads are from memory, and never block. ByIndex answers in the order of the
+	// rows' key texts (here market_id|id).
 	fmt.Println(selections.Len(), "selections")
 	for _, s := range selections.ByIndex("market", "10001") {
 		fmt.Println(s.Name, s.Price)

@@ -7,7 +7,8 @@
 //
 // Endpoints (JSON): /sports, /sports/{id}/events, /events/{id} (with its markets and their
 // selections), /competitions/{id}/events, /tags/{tag}/events, /status/{status}/events,
-// /stats, /metrics (Prometheus), /readyz, /livez.
+// /stats, /status (the cache's status page, cacheclient/cachestatus), /metrics
+// (Prometheus), /readyz, /livez.
 //
 // With a database (Config.DB), two endpoints write to PostgreSQL and answer from the cache
 // with the row as written (read-your-writes, write.go): POST /selections/{id}/price and
@@ -32,6 +33,7 @@ import (
 
 	"github.com/statecast/statecast/cacheclient"
 	"github.com/statecast/statecast/cacheclient/cacheprom"
+	"github.com/statecast/statecast/cacheclient/cachestatus"
 )
 
 // Light objects: only the fields the service serves.
@@ -253,6 +255,10 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("POST /markets/{id}/suspend", func(w http.ResponseWriter, r *http.Request) { s.setSuspended(w, r, true) })
 	mux.HandleFunc("POST /markets/{id}/resume", func(w http.ResponseWriter, r *http.Request) { s.setSuspended(w, r, false) })
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.Client.Stats()) })
+	// The cache's status page (HTML for a browser, JSON for curl). It names the views and
+	// positions, nothing of their rows: on a service's own port in this example; a service
+	// with a separate admin port mounts it there.
+	mux.Handle("GET /status", cachestatus.Handler(s.Client))
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if !s.Client.Ready() {

@@ -268,6 +268,10 @@ func TestEndToEnd(t *testing.T) {
 	if code := getJSON(t, h, "/readyz", nil); code != 200 {
 		t.Fatalf("readyz %d", code)
 	}
+	var status struct{ Ready bool }
+	if code := getJSON(t, h, "/status", &status); code != 200 || !status.Ready {
+		t.Fatalf("/status (JSON, as curl asks) %d %+v: want the ready cache's stats", code, status)
+	}
 	eventually(t, "initial convergence", func() bool { return converged(t, st, s) == nil })
 
 	var d EventDetail

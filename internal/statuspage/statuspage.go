@@ -1,7 +1,8 @@
 // Package statuspage is what the status pages of the distributor, the player and
 // cacheclient share: one handler with one rule for JSON or HTML (Handler, WantsJSON), one
 // layout (version, uptime, auto-refresh, embedded CSS, no script and no external asset), a
-// short in-memory history of samples per series, and inline-SVG sparklines drawn from it.
+// short in-memory history of samples per series, and inline-SVG charts drawn from it, each
+// with its axes (the range in its unit, the time span) and its current value (chart.go).
 // A number alone says little about a lag or a rate; its last few minutes say whether it
 // grows.
 package statuspage
@@ -144,38 +145,6 @@ func (h *History) Start(done <-chan struct{}, take func(*History)) {
 	})
 }
 
-// Spark draws values as an inline SVG sparkline (120×24) with the last value's range in its
-// title; an empty history draws an empty frame.
-func Spark(values []float64) template.HTML {
-	const w, hgt = 120.0, 24.0
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="spark" width="%d" height="%d" viewBox="0 0 %d %d" role="img">`, int(w), int(hgt), int(w), int(hgt))
-	if len(values) > 0 {
-		lo, hi := math.Inf(1), math.Inf(-1)
-		for _, v := range values {
-			lo, hi = min(lo, v), max(hi, v)
-		}
-		lo = min(lo, 0)
-		span := hi - lo
-		if span == 0 {
-			span = 1
-		}
-		fmt.Fprintf(&b, `<title>min %s, max %s over %d samples</title><polyline fill="none" stroke="#2563eb" stroke-width="1.5" points="`,
-			Num(lo), Num(hi), len(values))
-		step := (w - 3) / float64(Samples-1)
-		x0 := w - 2 - step*float64(len(values)-1)
-		var x, y float64
-		for i, v := range values {
-			x, y = x0+step*float64(i), hgt-2-(v-lo)/span*(hgt-4)
-			fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
-		}
-		// The last value as a dot: a series of one sample is visible too.
-		fmt.Fprintf(&b, `"/><circle cx="%.1f" cy="%.1f" r="1.8" fill="#2563eb"/>`, x, y)
-	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
-}
-
 // Num formats a number for a person: integers as such, others with three significant
 // digits.
 func Num(v float64) string {
@@ -221,7 +190,7 @@ func Duration(d time.Duration) string {
 
 // Funcs are the template functions of every page.
 var Funcs = template.FuncMap{
-	"spark": Spark, "num": Num, "bytes": Bytes, "ago": Ago, "dur": Duration,
+	"chart": Chart, "qty": Quantity, "num": Num, "bytes": Bytes, "ago": Ago, "dur": Duration,
 	"secs": func(s float64) string { return Duration(time.Duration(s * float64(time.Second))) },
 }
 
@@ -240,7 +209,7 @@ table{border-collapse:collapse;margin:.4em 0 1em;background:#fff}
 th,td{padding:3px 10px;text-align:left;border-bottom:1px solid #e5e5e5;vertical-align:middle}
 th{background:#f0f0f0;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .ok{color:#166534;font-weight:600}.warn{color:#92400e;font-weight:600}.bad{color:#b91c1c;font-weight:600}
-.err{color:#b91c1c}.spark{vertical-align:middle;background:#f8fafc;border:1px solid #e2e8f0}
+.err{color:#b91c1c}.chart{vertical-align:middle;background:#fff;border:1px solid #e2e8f0}
 dl.kv{display:grid;grid-template-columns:max-content auto;gap:2px 14px;margin:.4em 0}dl.kv dt{color:#555}dl.kv dd{margin:0}
 </style></head>
 <body><h1>{{.Title}}</h1>

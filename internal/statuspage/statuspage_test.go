@@ -31,16 +31,6 @@ func TestHistory(t *testing.T) {
 	}
 }
 
-func TestSpark(t *testing.T) {
-	s := string(Spark([]float64{0, 5, 10}))
-	if !strings.HasPrefix(s, "<svg") || !strings.Contains(s, "<polyline") || !strings.Contains(s, "max 10") {
-		t.Fatalf("spark: %s", s)
-	}
-	if s := string(Spark(nil)); strings.Contains(s, "polyline") {
-		t.Fatalf("empty spark draws a line: %s", s)
-	}
-}
-
 func TestRender(t *testing.T) {
 	p := New("statecast test", `{{define "body"}}<p id="x">{{.X}}</p>{{end}}`, nil)
 	w := httptest.NewRecorder()

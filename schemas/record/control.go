@@ -26,6 +26,10 @@ type EpochBegin struct {
 	Mode       string // ModeSnapshot, ModeReconcile or ModeRewrite
 	SourceLSN  string
 	SourceTime time.Time
+	// Def identifies the view's definition the epoch was read with (DefVersion, then a
+	// hash): "" when the writer did not record one (older writers), which a reader must
+	// take as unknown, not as equal to anything.
+	Def string
 }
 
 // EpochEnd closes an epoch. Rows and Hash describe the whole view as of the epoch's
@@ -37,7 +41,13 @@ type EpochEnd struct {
 	Published  int64
 	Tombstones int64
 	SourceLSN  string
+	Def        string // as EpochBegin.Def
 }
+
+// DefVersion prefixes EpochBegin.Def and EpochEnd.Def: the scheme of the hash after it
+// ("v1:" and 16 hex digits). A writer that hashes other things, or the same things
+// differently, uses another version, so that its definitions never equal an older one's.
+const DefVersion = "v1"
 
 // Poll records the progress of an incremental poll.
 type Poll struct {
@@ -71,6 +81,7 @@ type epochBeginJSON struct {
 	Mode       string  `json:"mode"`
 	SourceLSN  string  `json:"source_lsn"`
 	SourceTime string  `json:"source_time"`
+	Def        string  `json:"def,omitempty"`
 }
 
 type epochEndJSON struct {
@@ -80,6 +91,7 @@ type epochEndJSON struct {
 	Published  int64   `json:"published"`
 	Tombstones int64   `json:"tombstones"`
 	SourceLSN  string  `json:"source_lsn"`
+	Def        string  `json:"def,omitempty"`
 }
 
 type positionJSON struct {
@@ -118,13 +130,13 @@ func formatOptTime(t time.Time) string {
 // Marshal returns the JSON value of the record.
 func (c *EpochBegin) Marshal() []byte {
 	e := c.Epoch
-	return mustMarshal(epochBeginJSON{Epoch: &e, Mode: c.Mode, SourceLSN: c.SourceLSN, SourceTime: formatOptTime(c.SourceTime)})
+	return mustMarshal(epochBeginJSON{Epoch: &e, Mode: c.Mode, SourceLSN: c.SourceLSN, SourceTime: formatOptTime(c.SourceTime), Def: c.Def})
 }
 
 // Marshal returns the JSON value of the record.
 func (c *EpochEnd) Marshal() []byte {
 	e := c.Epoch
-	return mustMarshal(epochEndJSON{Epoch: &e, Rows: c.Rows, Hash: FormatHash(c.Hash), Published: c.Published, Tombstones: c.Tombstones, SourceLSN: c.SourceLSN})
+	return mustMarshal(epochEndJSON{Epoch: &e, Rows: c.Rows, Hash: FormatHash(c.Hash), Published: c.Published, Tombstones: c.Tombstones, SourceLSN: c.SourceLSN, Def: c.Def})
 }
 
 // Marshal returns the JSON value of the record.
@@ -181,7 +193,7 @@ func ParseEpochBegin(value []byte) (*EpochBegin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &EpochBegin{Epoch: *j.Epoch, Mode: j.Mode, SourceLSN: j.SourceLSN, SourceTime: t}, nil
+	return &EpochBegin{Epoch: *j.Epoch, Mode: j.Mode, SourceLSN: j.SourceLSN, SourceTime: t, Def: j.Def}, nil
 }
 
 // ParseEpochEnd parses an epoch-end value.
@@ -200,7 +212,7 @@ func ParseEpochEnd(value []byte) (*EpochEnd, error) {
 	if j.Rows < 0 || j.Published < 0 || j.Tombstones < 0 {
 		return nil, fmt.Errorf("%w: epoch-end with a negative count", ErrBadControl)
 	}
-	return &EpochEnd{Epoch: *j.Epoch, Rows: j.Rows, Hash: h, Published: j.Published, Tombstones: j.Tombstones, SourceLSN: j.SourceLSN}, nil
+	return &EpochEnd{Epoch: *j.Epoch, Rows: j.Rows, Hash: h, Published: j.Published, Tombstones: j.Tombstones, SourceLSN: j.SourceLSN, Def: j.Def}, nil
 }
 
 // ParsePoll parses a poll value.

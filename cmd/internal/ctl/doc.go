@@ -7,6 +7,7 @@
 // its stream with Tail and Printer too.
 //
 // Files: validate.go (Validate, Analyze, Connect), stats.go (Stats, the output formats),
-// get.go (Get), tail.go (Tail, Record, Printer), auth.go (Auth: the TLS and bearer token
+// get.go (Get), tail.go (Tail, Record, Printer and what it says of compacted transactions,
+// KafkaFromConfig), auth.go (Auth: the TLS and bearer token
 // flags shared by the commands that reach a player).
 package ctl

@@ -10,9 +10,6 @@ import (
 	"log/slog"
 	"sort"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/statecast/statecast/cacheclient"
 )
 
@@ -80,14 +77,15 @@ func Get(ctx context.Context, w io.Writer, o GetOptions) error {
 	if o.Token != "" {
 		cfg.Token = cacheclient.StaticToken(o.Token)
 	}
-	// A refusal (credentials, grants, an unknown view or stream) ends Get at once with the
-	// player's reason, rather than when the timeout runs out.
+	// A refusal that cannot heal (a grant, an unknown view or stream) stops the client and
+	// ends WaitReady with the player's reason. The client retries credentials, which a
+	// service's token source may rotate; Get's token does not change, so that refusal
+	// ends Get at once too, rather than when the timeout runs out.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	hooks := cacheclient.Hooks{OnDisconnect: func(addr string, err error) {
-		switch status.Code(err) {
-		case codes.Unauthenticated, codes.PermissionDenied, codes.NotFound:
-			cancel(fmt.Errorf("refused by the player %s: %s", addr, status.Convert(err).Message()))
+		if errors.Is(err, cacheclient.ErrUnauthenticated) {
+			cancel(err)
 		}
 	}}
 	c, err := cacheclient.New(cfg, cacheclient.WithLogger(log), cacheclient.WithHooks(hooks))

@@ -5,11 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/IBM/sarama"
+	"gopkg.in/yaml.v3"
 
+	"github.com/statecast/statecast/distributor"
+	"github.com/statecast/statecast/internal/daemon"
 	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
@@ -130,6 +135,21 @@ func tailFrom(ctx context.Context, cons sarama.Consumer, o TailOptions, from, en
 // Idle is set; the next one written says how many it left out, and Flush writes the count
 // of the last ones. Values longer than MaxValue bytes are cut (0: never). A Printer is
 // used by one goroutine.
+//
+// A compacted topic keeps only the last position record (they share one key) and the last
+// record of each row: the transactions of its older part have lost their position records
+// and some of their rows. The Printer reports what the log shows rather than merge them
+// into one transaction that never existed. The records of one source transaction share its
+// source position (sc-source-lsn; the source time when polling): a txn record of another
+// one while a transaction is open means the position record between them was compacted
+// away, and the Printer says so there,
+//
+//	^ compaction removed the position record that ended the source transaction of the 2 records above (source position 0/10)
+//
+// and counts the next transaction from there. A position record whose source position is
+// not the open transaction's says the same of it, and one whose transaction lost records
+// (offsets missing between its records, more than the one a Kafka transaction's commit
+// marker takes) says how many records are left of it.
 type Printer struct {
 	W        io.Writer
 	MaxValue int
@@ -139,31 +159,112 @@ type Printer struct {
 	open    int    // records since the last position record
 	idle    int    // idle position records left out since the last one written
 	idleLSN string // the source position of the last one left out
+
+	// The open source transaction: its txn records' source position and time (txnID:
+	// a txn record was seen), and whether offsets are missing between its records.
+	txnID   bool
+	txnLSN  string
+	txnTime time.Time
+	holes   bool
+	lost    bool  // this position record's own transaction left no record
+	last    int64 // the offset of the last record accounted, once started
+	started bool
+}
+
+// compactedNote is what the Printer writes where compaction removed a transaction's end.
+const compactedNote = "        ^ compaction removed the position record that ended the source transaction of %s above%s\n"
+
+// account counts r in the open source transaction and returns the note to write before r
+// when r shows that compaction removed the open transaction's position record ("" none).
+func (p *Printer) account(r Record) string {
+	missing := int64(0)
+	if p.started {
+		missing = r.Offset - p.last - 1
+	}
+	p.started, p.last = true, r.Offset
+	if r.Err != nil {
+		p.open++
+		return ""
+	}
+	if r.Meta.Kind == record.KindPosition {
+		note := ""
+		if p.txnID && r.Meta.SourceLSN != "" && p.txnLSN != "" && r.Meta.SourceLSN != p.txnLSN {
+			note = fmt.Sprintf(compactedNote, records(p.open), " (source position "+p.txnLSN+")")
+			p.open, p.lost = 0, true
+		} else if p.open > 0 && missing > 1 {
+			p.holes = true
+		}
+		return note
+	}
+	note := ""
+	if r.Meta.Txn {
+		if p.txnID && (r.Meta.SourceLSN != p.txnLSN || (p.txnLSN == "" && !r.Meta.SourceTime.Equal(p.txnTime))) {
+			where := ""
+			if p.txnLSN != "" {
+				where = " (source position " + p.txnLSN + ")"
+			}
+			note = fmt.Sprintf(compactedNote, records(p.open), where)
+			p.open, p.holes = 0, false
+			missing = 0
+		}
+		if !p.txnID || note != "" {
+			p.txnID, p.txnLSN, p.txnTime = true, r.Meta.SourceLSN, r.Meta.SourceTime
+		}
+	}
+	if p.open > 0 && missing > 1 {
+		p.holes = true
+	}
+	p.open++
+	return note
+}
+
+// endTxn forgets the open source transaction (a position record ended it).
+func (p *Printer) endTxn() {
+	p.open, p.txnID, p.txnLSN, p.txnTime, p.holes, p.lost = 0, false, "", time.Time{}, false, false
+}
+
+func records(n int) string {
+	if n == 1 {
+		return "the 1 record"
+	}
+	return fmt.Sprintf("the %d records", n)
 }
 
 // Skip accounts for a record that the caller does not print (the demo hides the rows of
 // the start-up snapshot): it counts in the source transaction the next position record
 // ends.
 func (p *Printer) Skip(r Record) {
-	if r.Err != nil || r.Meta.Kind != record.KindPosition {
-		p.open++
+	note := p.account(r)
+	if r.Err == nil && r.Meta.Kind == record.KindPosition {
+		p.endTxn()
+	}
+	if note != "" {
+		_, _ = io.WriteString(p.W, note)
 	}
 }
 
 // Print writes one record (or, for an idle position record, counts it).
 func (p *Printer) Print(r Record) error {
 	var b strings.Builder
+	b.WriteString(p.account(r))
 	if r.Err == nil && r.Meta.Kind == record.KindPosition {
-		n := p.open
-		p.open = 0
-		if n == 0 && !p.Idle {
+		n, holes, lost := p.open, p.holes, p.lost
+		p.endTxn()
+		if n == 0 && !p.Idle && b.Len() == 0 {
 			p.idle++
 			if pos, err := record.ParsePosition(r.Value); err == nil {
 				p.idleLSN = pos.LSN
 			}
 			return nil
 		}
-		fmt.Fprintf(&b, "%6d  %-11s %-14s %s", r.Offset, r.Meta.Kind, "-", positionText(r.Value, n))
+		text := positionText(r.Value, n)
+		if lost {
+			text = strings.Replace(text, ": idle", ": ends a source transaction that compaction removed whole", 1)
+		}
+		fmt.Fprintf(&b, "%6d  %-11s %-14s %s", r.Offset, r.Meta.Kind, "-", text)
+		if holes {
+			b.WriteString(" (what compaction left of it: offsets are missing between its records)")
+		}
 		if p.idle > 0 {
 			fmt.Fprintf(&b, " (%s before it not shown)", idleRecords(p.idle))
 			p.idle = 0
@@ -172,7 +273,6 @@ func (p *Printer) Print(r Record) error {
 		_, err := io.WriteString(p.W, b.String())
 		return err
 	}
-	p.open++
 	txn := ""
 	if r.Meta.Txn {
 		txn = "txn"
@@ -255,3 +355,39 @@ func positionText(value []byte, n int) string {
 
 // ErrStop may be returned by a Tail callback to stop reading; Tail then returns it.
 var ErrStop = errors.New("ctl: stop")
+
+// KafkaFromConfig returns the Kafka connection (brokers, client_id, timeout, tls, sasl)
+// of the kafka section of a distributor's or a player's config file, read as the daemons
+// read it (unknown fields are errors, ${NAME} is expanded). The rest of the file is not
+// read, so that it needs none of the other sections' variables (the distributor's
+// PostgreSQL DSN). The section's producer settings (compression, max_message_bytes) are
+// accepted and not used.
+func KafkaFromConfig(path string) (kafkaconn.Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return kafkaconn.Config{}, fmt.Errorf("ctl: %w", err)
+	}
+	var doc struct {
+		Kafka yaml.Node `yaml:"kafka"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return kafkaconn.Config{}, fmt.Errorf("ctl: %s: %w", path, err)
+	}
+	if doc.Kafka.Kind == 0 {
+		return kafkaconn.Config{}, fmt.Errorf("ctl: %s has no kafka section (a distributor's or a player's config has one)", path)
+	}
+	section, err := yaml.Marshal(&doc.Kafka)
+	if err != nil {
+		return kafkaconn.Config{}, fmt.Errorf("ctl: %s: kafka: %w", path, err)
+	}
+	// The distributor's section is the connection and its producer's settings; a
+	// player's is the connection alone.
+	var kc distributor.KafkaConfig
+	if err := daemon.DecodeYAML(section, &kc); err != nil {
+		return kafkaconn.Config{}, fmt.Errorf("ctl: %s: kafka section (line %d): %w", path, doc.Kafka.Line, err)
+	}
+	if len(kc.Brokers) == 0 {
+		return kafkaconn.Config{}, fmt.Errorf("ctl: %s: kafka.brokers is empty", path)
+	}
+	return kc.Config, nil
+}

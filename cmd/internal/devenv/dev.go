@@ -44,6 +44,10 @@ type DevOptions struct {
 	// GRPCAddr is where the player serves gRPC, HTTPAddr where the sportsbook service
 	// serves HTTP (default 127.0.0.1:0 for both; a taken port falls back to a free one).
 	GRPCAddr, HTTPAddr string
+	// StatusAddr is where the status pages of the distributor, the player and the service's
+	// cache are served (/distributor/status, /player/status, /cache/status; default
+	// 127.0.0.1:0, a taken port falling back to a free one).
+	StatusAddr string
 	// CheckTimeout bounds the wait for each change to reach the cache and for the
 	// convergence check (default 30s).
 	CheckTimeout time.Duration

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"runtime/pprof"
 	"slices"
@@ -48,8 +49,14 @@ func TestDevDemo(t *testing.T) {
 	defer cancel()
 	var out bytes.Buffer
 	served := false
+	status := "http://" + testenv.FreeAddr(t)
 	err := Dev(ctx, DevOptions{AdminDSN: admin, Database: name, Out: &out, Duration: 10 * time.Millisecond, Step: 100 * time.Millisecond,
-		OnServing: func(ctx context.Context, url string) { served = true; checkService(ctx, t, url) }})
+		StatusAddr: strings.TrimPrefix(status, "http://"),
+		OnServing: func(ctx context.Context, url string) {
+			served = true
+			checkService(ctx, t, url)
+			checkStatusPages(ctx, t, status)
+		}})
 	if err != nil {
 		if errors.Is(err, ErrStuck) {
 			var stacks bytes.Buffer
@@ -89,6 +96,11 @@ func TestDevDemo(t *testing.T) {
 		// the cache side: ready with the snapshot, the OnChange log, the HTTP answers
 		"ready at index ",
 		"sports 3, events 20, event_markets 60, selections 140",
+		// where the status pages are
+		"-- status pages on " + status + " — open them in a browser (curl gets their JSON):\n" +
+			"   distributor  " + status + "/distributor/status\n" +
+			"   player       " + status + "/player/status\n" +
+			"   cache        " + status + "/cache/status\n",
 		`msg="event changed" id=1003 name="Nadal v Djokovic" status=scheduled→live`,
 		`msg="event added" id=1100 name="Lyon v Lille"`,
 		`msg="event removed" id=1004`,
@@ -101,7 +113,7 @@ func TestDevDemo(t *testing.T) {
 		"   event_markets   58 rows  OK\n",
 		"   selections     136 rows  OK\n",
 		"-- convergence: OK",
-		"-- sportsbook service stopped\n-- player stopped\n-- stream printer stopped\n-- distributor stopped\n" +
+		"-- status pages stopped\n-- sportsbook service stopped\n-- player stopped\n-- stream printer stopped\n-- distributor stopped\n" +
 			"-- replication slot " + demo.SlotName(name) + " dropped (a slot left behind keeps PostgreSQL from recycling WAL)\n" +
 			"-- embedded Kafka stopped\n-- done\n",
 	} {
@@ -175,6 +187,42 @@ func checkService(ctx context.Context, t *testing.T, url string) {
 	if code := get("/sports/3/events", &bySport); code != http.StatusOK || len(bySport) != 3 ||
 		slices.ContainsFunc(bySport, func(e sportsbook.Event) bool { return e.SportID != 3 || e.CompetitionID != 30 }) {
 		t.Errorf("/sports/3/events: %d %+v", code, bySport)
+	}
+}
+
+// checkStatusPages fetches the three status pages the demo printed: each is the HTML page
+// with its charts for a browser and its JSON for anything else, showing the demo's stream.
+func checkStatusPages(ctx context.Context, t *testing.T, base string) {
+	t.Helper()
+	get := func(path, accept string) (string, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %s %s", path, resp.Status, body)
+		}
+		return resp.Header.Get("Content-Type"), string(body)
+	}
+	for _, p := range []struct{ path, title, stream string }{
+		{"/distributor/status", "statecast distributor", `"topic": "sportsbook"`},
+		{"/player/status", "statecast player", `"name": "sportsbook"`},
+		{"/cache/status", "statecast cache", `"Ready": true`},
+	} {
+		ct, html := get(p.path, "text/html,application/xhtml+xml,*/*;q=0.8")
+		if !strings.HasPrefix(ct, "text/html") || !strings.Contains(html, "<title>"+p.title+"</title>") || !strings.Contains(html, `<svg class="spark chart"`) ||
+			!strings.Contains(html, `class="x-end"`) {
+			t.Errorf("%s in a browser: %s, want the %s page with its charts:\n%s", p.path, ct, p.title, html)
+		}
+		if ct, js := get(p.path, ""); ct != "application/json" || !strings.Contains(js, p.stream) {
+			t.Errorf("%s with curl: %s, want JSON holding %s:\n%s", p.path, ct, p.stream, js)
+		}
 	}
 }
 

@@ -16,10 +16,13 @@
 // serving, shutdown), changes.go (the scripted changes and what the cache must then show),
 // script.go (applying them; the read-your-writes requests), pipeline.go (player, service),
 // show.go (HTTP answers rendered), converge.go (cache vs SQL), logsink.go (the service's
-// log, printed at the demo's checkpoints), kafka.go (Broker, the in-process broker).
+// log, printed at the demo's checkpoints), kafka.go (Broker, the in-process broker),
+// status.go (the status pages of the distributor, the player and the cache, served on one
+// local address whose URLs the demo prints).
 //
 // Goroutines: Dev runs in the caller's goroutine and starts the distributor's Run, the
-// stream printer (Tail), the player's Run and Serve, the cache client and the HTTP server;
+// stream printer (Tail), the player's Run and Serve, the cache client, the HTTP server and
+// the status pages' server;
 // it stops them in reverse start order, drops the replication slot once the distributor
 // stopped, and returns only after all of them stopped. Output goes through one locked
 // writer; the service's log is buffered (logSink) and written by Dev's goroutine.

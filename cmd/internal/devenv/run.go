@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/statecast/statecast/cacheclient"
+	"github.com/statecast/statecast/cacheclient/cachestatus"
 	"github.com/statecast/statecast/cmd/internal/ctl"
 	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/examples/sportsbook/demo"
@@ -68,6 +69,8 @@ func (r *run) main(ctx context.Context, cfg *distributor.Config) (err error) {
 	if err != nil {
 		return err
 	}
+	pages := newStatusPages()
+	pages.mount("/distributor", d.AdminHandler())
 	// The slot outlives the distributor: dropped once it stopped (stoppers run in reverse).
 	slot := cfg.Streams[0].Slot
 	r.stopped = append(r.stopped, stopper{name: "replication slot " + slot, stop: r.dropSlot,
@@ -126,6 +129,7 @@ func (r *run) main(ctx context.Context, cfg *distributor.Config) (err error) {
 		return err
 	}
 	r.stopped = append(r.stopped, stopper{name: "player", stop: pl.stop})
+	pages.mount("/player", pl.p.AdminHandler())
 	r.say("player serving gRPC on %s%s: stream %q = topic %s, materialized copy caught up", pl.addr, movedNote(moved, r.o.GRPCAddr), StreamName, r.topic)
 
 	svc, moved, err := startService(ctx, pl.addr, r.o.HTTPAddr, r.dsn, r.sink.logger())
@@ -134,6 +138,7 @@ func (r *run) main(ctx context.Context, cfg *distributor.Config) (err error) {
 		return err
 	}
 	r.stopped = append(r.stopped, stopper{name: "sportsbook service", stop: svc.stop})
+	pages.handle("/cache/status", cachestatus.Handler(svc.s.Client))
 	// The OnChange handler logs one "event added" per event of the snapshot, just after it.
 	_ = poll(ctx, time.Second, func() bool { return r.sink.count(`msg="event added"`) >= svc.s.Events.Len() })
 	st := svc.s.Client.Stats()
@@ -144,6 +149,17 @@ func (r *run) main(ctx context.Context, cfg *distributor.Config) (err error) {
 		fmt.Fprintf(r.out, "   curl %s%s\n", svc.url, p)
 	}
 	fmt.Fprintf(r.out, "   curl -X POST %s/selections/100012/price -d '{\"price\": \"2.500\"}'   (read-your-writes)\n", svc.url)
+	moved, err = pages.start(r.o.StatusAddr)
+	if err != nil {
+		return err
+	}
+	r.stopped = append(r.stopped, stopper{name: "status pages", stop: pages.stop})
+	r.say("status pages on %s%s — open them in a browser (curl gets their JSON):", pages.url, movedNote(moved, r.o.StatusAddr))
+	for _, p := range []struct{ name, path string }{
+		{"distributor", "/distributor/status"}, {"player", "/player/status"}, {"cache", "/cache/status"},
+	} {
+		fmt.Fprintf(r.out, "   %-12s %s%s\n", p.name, pages.url, p.path)
+	}
 	r.say("demo database: psql '%s'", r.dsn)
 	r.say("another service can subscribe too: go run ./examples/sportsbook/cmd/sportsbook -players %s -listen 127.0.0.1:8090 -db '%s'", pl.addr, r.dsn)
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -121,6 +122,11 @@ type ViewDeps struct {
 	// columns.
 	Columns []Column
 	Key     []int
+	// Definition is the query as PostgreSQL reads it (pg_get_viewdef of the temporary view:
+	// names resolved, a * expanded, the text's layout gone), then the definition of every
+	// database view it reads, by name: what two analyses compare to know whether the view's
+	// rows are defined alike.
+	Definition string
 
 	// structural holds the tables unmapped for what the query does to rows (a LIMIT, a
 	// recursion, an aggregate over all rows…): no declared mapping makes them mappable.
@@ -292,6 +298,9 @@ func Analyze(ctx context.Context, tx pgx.Tx, v ViewSpec) (*ViewDeps, error) {
 		}
 		dv.viewNames[oid] = n
 	}
+	if d.Definition, err = definition(ctx, tx, viewOID, dv.viewNames); err != nil {
+		return nil, err
+	}
 	vol, err := volatileFunctions(ctx, tx, trees...)
 	if err != nil {
 		return nil, err
@@ -307,6 +316,25 @@ func Analyze(ctx context.Context, tx pgx.Tx, v ViewSpec) (*ViewDeps, error) {
 		}
 	}
 	return d, d.applyHints(ctx, tx, v)
+}
+
+// definition is ViewDeps.Definition: the view's deparsed query, then each database view
+// it reads (names: oid → name), in the order of their names.
+func definition(ctx context.Context, tx pgx.Tx, view uint32, names map[uint32]string) (string, error) {
+	oids := slices.Collect(maps.Keys(names))
+	slices.SortFunc(oids, func(a, b uint32) int { return strings.Compare(names[a], names[b]) })
+	var b strings.Builder
+	for _, oid := range append([]uint32{view}, oids...) {
+		var def string
+		if err := tx.QueryRow(ctx, "SELECT pg_get_viewdef($1::oid)", oid).Scan(&def); err != nil {
+			return "", fmt.Errorf("capture: definition of view %d: %w", oid, err)
+		}
+		if oid != view {
+			b.WriteString("\x00" + names[oid] + "\x00")
+		}
+		b.WriteString(def)
+	}
+	return b.String(), nil
 }
 
 func mapKeys(m map[string][]string) []string {

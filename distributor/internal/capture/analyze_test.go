@@ -197,3 +197,35 @@ func TestAnalyzeRefusals(t *testing.T) {
 		t.Fatalf("full_nokey mapping = %q", got)
 	}
 }
+
+// TestAnalyzeDefinition: the definition two analyses compare ignores the SQL's layout,
+// and changes when a `SELECT *` gains a column or a database view it reads is redefined.
+func TestAnalyzeDefinition(t *testing.T) {
+	ctx, conn, _ := openDB(t)
+	def := func(sql string) string {
+		t.Helper()
+		d, err := analyze(ctx, t, conn, ViewSpec{Name: "v", SQL: sql, Key: []string{"id"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Definition
+	}
+	a := def("SELECT id, name FROM sports WHERE name <> ''")
+	if b := def("SELECT id,\n\tname\nFROM   sports   WHERE name <> ''"); a != b {
+		t.Errorf("the layout changed the definition:\n%s\n%s", a, b)
+	}
+	if b := def("SELECT id, name FROM sports WHERE name <> 'x'"); a == b {
+		t.Errorf("another WHERE, the same definition: %s", a)
+	}
+	star := def("SELECT * FROM sports")
+	mustExec(ctx, t, conn, "ALTER TABLE sports ADD COLUMN code text")
+	if b := def("SELECT * FROM sports"); b == star {
+		t.Errorf("SELECT * over a table that gained a column, the same definition: %s", b)
+	}
+	mustExec(ctx, t, conn, "CREATE VIEW named_sports AS SELECT id, name FROM sports")
+	before := def("SELECT id, name FROM named_sports")
+	mustExec(ctx, t, conn, "CREATE OR REPLACE VIEW named_sports AS SELECT id, upper(name) AS name FROM sports")
+	if b := def("SELECT id, name FROM named_sports"); b == before {
+		t.Errorf("a database view redefined, the same definition: %s", b)
+	}
+}

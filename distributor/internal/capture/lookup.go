@@ -3,10 +3,12 @@ package capture
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -23,7 +25,15 @@ type Lookup struct {
 	// (Plan): 0, never.
 	single   string
 	perValue int
+	// cols are the view's columns the analysis found, which a lookup of view rows returns
+	// (nil for a hop lookup): a result of other columns is ErrColumnsChanged.
+	cols []Column
 }
+
+// ErrColumnsChanged: a lookup's result has other columns than the view had when it was
+// analyzed (a `SELECT *` over a table that gained or lost a column, a column whose type
+// changed). The view's analysis and encoder are out of date: analyze it again.
+var ErrColumnsChanged = errors.New("capture: the view's result columns changed since its analysis")
 
 // lookupChunk bounds the tuples of one statement.
 const lookupChunk = 20000
@@ -31,7 +41,7 @@ const lookupChunk = 20000
 // NewLookup builds the lookup of viewSQL's rows by the binary values of the output columns
 // cols of d (a mapping's Cols, or the key).
 func NewLookup(d *ViewDeps, viewSQL string, cols []int) (*Lookup, error) {
-	l := &Lookup{}
+	l := &Lookup{cols: d.Columns}
 	var unnest, names []string
 	for i, c := range cols {
 		col := d.Columns[c]
@@ -85,7 +95,7 @@ func (l *Lookup) SQL() string { return l.sql }
 // them, see schemas/README.md), which PostgreSQL casts to the key columns' types. It fails
 // for key types whose key text is not PostgreSQL's input syntax.
 func NewKeyLookup(d *ViewDeps, viewSQL string) (*Lookup, error) {
-	l := &Lookup{}
+	l := &Lookup{cols: d.Columns}
 	var args, casts, names []string
 	for i, c := range d.Key {
 		col := d.Columns[c]
@@ -164,6 +174,10 @@ func (l *Lookup) Run(ctx context.Context, tx pgx.Tx, tuples [][][]byte, each fun
 			pformats[c] = 1
 		}
 		rr := conn.ExecParams(ctx, l.sql, params, l.params, pformats, formats)
+		if err := l.checkColumns(rr.FieldDescriptions()); err != nil {
+			_, _ = rr.Close()
+			return err
+		}
 		for rr.NextRow() {
 			if err := each(rr.Values()); err != nil {
 				_, _ = rr.Close()
@@ -213,4 +227,20 @@ func singleSQL(viewSQL string, names []string, value func(int) string) string {
 		conds[i] = n + " = " + value(i)
 	}
 	return fmt.Sprintf("SELECT * FROM (%s) AS _sc WHERE %s", viewSQL, strings.Join(conds, " AND "))
+}
+
+// checkColumns compares a result's columns with the analyzed ones.
+func (l *Lookup) checkColumns(fields []pgconn.FieldDescription) error {
+	if l.cols == nil || fields == nil {
+		return nil // a hop lookup, or a statement that failed (Close reports it)
+	}
+	if len(fields) != len(l.cols) {
+		return fmt.Errorf("%w: %d columns, %d at the analysis", ErrColumnsChanged, len(fields), len(l.cols))
+	}
+	for i, f := range fields {
+		if c := l.cols[i]; f.Name != c.Name || f.DataTypeOID != c.TypeOID {
+			return fmt.Errorf("%w: column %d is %q (type %d), %q (type %d) at the analysis", ErrColumnsChanged, i+1, f.Name, f.DataTypeOID, c.Name, c.TypeOID)
+		}
+	}
+	return nil
 }

@@ -112,6 +112,11 @@ func (l *Lookup) runEach(ctx context.Context, tx pgx.Tx, tuples [][][]byte, each
 	mrr := tx.Conn().PgConn().ExecBatch(ctx, b)
 	for mrr.NextResult() {
 		rr := mrr.ResultReader()
+		if err := l.checkColumns(rr.FieldDescriptions()); err != nil {
+			_, _ = rr.Close()
+			_ = mrr.Close()
+			return err
+		}
 		for rr.NextRow() {
 			if err := each(rr.Values()); err != nil {
 				_, _ = rr.Close()

@@ -65,13 +65,18 @@ func AppendIdentity(dst []byte, v []byte) []byte {
 // deletes) and after (inserts, updates). An update whose old row pgoutput did not send
 // (an unchanged identity, not REPLICA IDENTITY FULL) has Old "": its identity is New's.
 // Unknown is set when a value could not be read (a toasted value pgoutput did not resend,
-// the old value of a column outside the identity that it did not send): the views that
-// read the table must re-read it in full.
+// the old value of a column outside the identity that it did not send, an identity
+// column the table does not have any more): the views that read the table must re-read
+// it in full. Missing lists the captured columns (by their index in TableColumns.Names)
+// that the table does not have any more (dropped or renamed: the relation message pgoutput
+// sent before the change lacks their names); their values read as NULL, and only the
+// views that map the table through them must re-read it.
 type Change struct {
 	Rel     uint32
 	Op      Op
 	Old     Identity
 	New     Identity
+	Missing []int
 	Unknown bool
 }
 
@@ -96,10 +101,15 @@ type TableColumns struct {
 
 // Relation is what pgoutput said about a table.
 type relation struct {
-	oid  uint32
-	name string
-	cols []int // positions of the captured columns in the table's tuples (-1: dropped)
-	n    int   // of which the identity's
+	oid     uint32
+	name    string
+	cols    []int // positions of the captured columns in the table's tuples (-1: dropped)
+	n       int   // of which the identity's
+	missing []int // the captured columns without a position (shared by its changes: never changed)
+	// identity: the table's replica identity is the captured one. When it is not (ALTER
+	// TABLE … REPLICA IDENTITY, a new primary key), an old key tuple holds other columns:
+	// every change is Unknown.
+	identity bool
 }
 
 // ReceiverConfig configures a Receiver.
@@ -142,6 +152,10 @@ type Receiver struct {
 	nc       net.Conn  // the replication connection's socket while Run reads it
 	deadline time.Time // the read deadline last set by Run
 	woken    bool      // a wake moved the deadline since Run last set it
+
+	// reanalyze is set once a relation message shows a table whose replica identity is not
+	// the captured one: the views' analysis is out of date (RelationChanged).
+	reanalyze bool
 
 	// Run's own state
 	rels map[uint32]*relation
@@ -427,17 +441,51 @@ func (r *Receiver) decode(data []byte) error {
 
 func (r *Receiver) relation(m *pglogrepl.RelationMessage) {
 	tc := r.cfg.Tables[m.RelationID]
-	rel := &relation{oid: m.RelationID, name: m.Namespace + "." + m.RelationName, n: tc.Identity}
-	for _, name := range tc.Names {
+	rel := &relation{oid: m.RelationID, name: m.Namespace + "." + m.RelationName, n: tc.Identity, identity: true}
+	for j, name := range tc.Names {
 		pos := -1
 		for i, c := range m.Columns {
 			if c.Name == name {
 				pos = i
 			}
 		}
-		rel.cols = append(rel.cols, pos) // -1: a dropped column: Unknown
+		rel.cols = append(rel.cols, pos) // -1: dropped or renamed
+		if pos < 0 {
+			rel.missing = append(rel.missing, j)
+		}
+	}
+	// The key flags name the replica identity's columns (all of them under REPLICA
+	// IDENTITY FULL, which an old tuple 'O' carries whole: any identity of its columns
+	// reads).
+	keys := 0
+	for _, c := range m.Columns {
+		if c.Flags&1 != 0 {
+			keys++
+		}
+	}
+	if m.ReplicaIdentity != 'f' {
+		for _, pos := range rel.cols[:rel.n] {
+			if pos < 0 || m.Columns[pos].Flags&1 == 0 {
+				rel.identity = false
+			}
+		}
+		rel.identity = rel.identity && keys == rel.n
+	}
+	if _, ok := r.cfg.Tables[m.RelationID]; ok && !rel.identity {
+		r.mu.Lock()
+		r.reanalyze = true
+		r.mu.Unlock()
 	}
 	r.rels[m.RelationID] = rel
+}
+
+// RelationChanged reports whether a relation message showed a published table whose
+// replica identity is not the one the receiver captures (its changes are Unknown until
+// the views are analyzed again, in a new session).
+func (r *Receiver) RelationChanged() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reanalyze
 }
 
 func (r *Receiver) change(relID uint32, op Op, oldType uint8, old, new *pglogrepl.TupleData) {
@@ -461,6 +509,10 @@ func (r *Receiver) change(relID uint32, op Op, oldType uint8, old, new *pglogrep
 		c.New, unknown = r.values(rel, new, true)
 		c.Unknown = c.Unknown || unknown
 	}
+	if rel != nil {
+		c.Missing = rel.missing
+		c.Unknown = c.Unknown || !rel.identity
+	}
 	r.cur.Changes = append(r.cur.Changes, c)
 	r.cur.bytes += len(c.Old) + len(c.New) + 48
 }
@@ -475,7 +527,11 @@ func (r *Receiver) values(rel *relation, t *pglogrepl.TupleData, all bool) (Iden
 		return "", true
 	}
 	r.buf = r.buf[:0]
-	for _, pos := range rel.cols {
+	for i, pos := range rel.cols {
+		if pos < 0 && i >= rel.n {
+			r.buf = AppendIdentity(r.buf, nil) // a column gone: only its views re-read (Missing)
+			continue
+		}
 		if pos < 0 || pos >= len(t.Columns) {
 			return "", true
 		}
@@ -628,6 +684,9 @@ func (r *Receiver) Through() LSN {
 	defer r.mu.Unlock()
 	return r.through
 }
+
+// RelationChanged is the receiver's RelationChanged.
+func (s *Sub) RelationChanged() bool { return s.r.RelationChanged() }
 
 // Confirm reports that s durably processed everything up to pos: once every subscriber
 // has, the slot may release the WAL before it. It is sent at once.

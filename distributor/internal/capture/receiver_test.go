@@ -32,8 +32,9 @@ type stream struct {
 
 // startStream creates a publication and a slot for sports and competitions, imports nothing
 // yet (the exported snapshot stays importable until the receiver starts), and returns the
-// stream with its receiver not yet running.
-func startStream(ctx context.Context, t *testing.T, conn *pgx.Conn, dsn string) *stream {
+// stream with its receiver not yet running. Its changes carry the tables' identities, and
+// sports' columns sportCols after its identity.
+func startStream(ctx context.Context, t *testing.T, conn *pgx.Conn, dsn string, sportCols ...string) *stream {
 	t.Helper()
 	deps, err := analyze(ctx, t, conn, ViewSpec{Name: "v", SQL: "SELECT s.id, s.name, c.id AS cid FROM sports s LEFT JOIN competitions c ON c.sport_id = s.id", Key: []string{"id", "cid"}})
 	if err != nil {
@@ -78,6 +79,9 @@ func startStream(ctx context.Context, t *testing.T, conn *pgx.Conn, dsn string) 
 		tc := TableColumns{Identity: len(tb.Identity)}
 		for _, c := range tb.Identity {
 			tc.Names = append(tc.Names, c.Name)
+		}
+		if tb.Name == "sports" {
+			tc.Names = append(tc.Names, sportCols...)
 		}
 		ident[tb.OID] = tc
 	}
@@ -202,6 +206,63 @@ func TestReceiverChangesAndExportedSnapshot(t *testing.T) {
 	// The exported snapshot shows none of the streamed transactions.
 	if shown, _, ok := exp.Split(txns); !ok || len(shown) != 0 {
 		t.Fatalf("exported snapshot shows %d streamed transactions", len(shown))
+	}
+}
+
+// TestReceiverSchemaChanges: a captured column renamed away reads as NULL and is listed in
+// Missing (the change is not Unknown: only the views that map through it must re-read);
+// renamed back, it reads again; a replica identity changed to other columns makes the
+// table's changes Unknown and is reported by RelationChanged.
+func TestReceiverSchemaChanges(t *testing.T) {
+	ctx, conn, dsn := openDB(t)
+	mustExec(ctx, t, conn, "INSERT INTO sports VALUES (1, 'Football')")
+	s := startStream(ctx, t, conn, dsn, "name")
+	s.run(ctx, t)
+	mustExec(ctx, t, conn, "INSERT INTO sports VALUES (2, 'Tennis')")
+	mustExec(ctx, t, conn, "ALTER TABLE sports RENAME COLUMN name TO title")
+	mustExec(ctx, t, conn, "INSERT INTO sports VALUES (3, 'Golf')")
+	mustExec(ctx, t, conn, "ALTER TABLE sports RENAME COLUMN title TO name")
+	mustExec(ctx, t, conn, "INSERT INTO sports VALUES (4, 'Chess')")
+	take := func() []Change {
+		t.Helper()
+		snap, err := BeginSnapshot(ctx, s.pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer snap.Close(ctx)
+		txns, _, err := s.sub.Take(ctx, snap.Insert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []Change
+		for _, tx := range txns {
+			out = append(out, tx.Changes...)
+		}
+		return out
+	}
+	cs := take()
+	if len(cs) != 3 {
+		t.Fatalf("%d changes, want 3: %+v", len(cs), cs)
+	}
+	for i, want := range []string{"Tennis", "", "Chess"} {
+		c := cs[i]
+		vals := c.New.Values()
+		if c.Unknown || len(vals) != 2 || string(vals[1]) != want || (want == "") != (len(c.Missing) == 1 && c.Missing[0] == 1) {
+			t.Errorf("change %d: unknown %v, missing %v, values %q; want name %q, missing only while renamed", i, c.Unknown, c.Missing, vals, want)
+		}
+	}
+	if s.recv.RelationChanged() {
+		t.Fatal("RelationChanged after renames")
+	}
+	mustExec(ctx, t, conn, "CREATE UNIQUE INDEX sports_name ON sports (name)")
+	mustExec(ctx, t, conn, "ALTER TABLE sports REPLICA IDENTITY USING INDEX sports_name")
+	mustExec(ctx, t, conn, "DELETE FROM sports WHERE id = 2")
+	cs = take()
+	if len(cs) != 1 || !cs[0].Unknown {
+		t.Fatalf("the delete under another identity: %+v, want one Unknown change", cs)
+	}
+	if !s.recv.RelationChanged() {
+		t.Fatal("RelationChanged is false after the replica identity changed")
 	}
 }
 
