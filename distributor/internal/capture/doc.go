@@ -56,6 +56,7 @@
 // lookup.go (Lookup, the hops' query), lookup_plan.go (a lookup one value at a time where
 // the planner cannot take an array down to the view's tables), publication.go (EnsurePublication), slot.go (the slot's functions,
 // SlotInfo, ErrSlotLost), ident.go (slot and publication names: PostgreSQL's rules,
-// the quoting of START_REPLICATION's options), statement.go (CheckStatement), receiver.go (Receiver, Sub, Txn, Change, Identity, LSN),
+// the quoting of START_REPLICATION's options), statement.go (CheckStatement), receiver.go (Receiver, Sub, Txn, Change, OversizeValue, Identity, LSN), tuple.go
+// (pgoutput's row changes parsed without a copy of their values),
 // snapshot.go (Snapshot: BeginSnapshot, ImportSnapshot, Split; FlushWAL, WALPositions).
 package capture
