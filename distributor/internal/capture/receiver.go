@@ -178,8 +178,8 @@ type Receiver struct {
 	// Run's own state
 	collect bool // a huge message was read: collect once pgconn let its buffer go
 	rels    map[uint32]*relation
-	cur  *Txn
-	buf  []byte
+	cur     *Txn
+	buf     []byte
 }
 
 // hugeMessage is the size of a message from which the receiver has the memory it held
