@@ -76,7 +76,7 @@ fuzz:
 
 ## fuzz-smoke: every fuzz target for FUZZ_SMOKE_TIME (3s) each, part of make test. go test
 ## alone runs only a target's seed corpus, which cannot tell that its oracle went stale:
-## a few seconds of fuzzing can. 27 targets take about 6 minutes on two cores (each run
+## a few seconds of fuzzing can. About thirty targets take 6 to 7 minutes on two cores (each run
 ## also builds and gathers the corpus' coverage); make fuzz is the long run.
 FUZZ_SMOKE_TIME ?= 3s
 fuzz-smoke:

@@ -27,7 +27,9 @@
 //     database, a missing table, an invalidated slot: errors that name it).
 //   - [Receiver] owns the replication connection: it decodes pgoutput messages into
 //     [Txn]s (the changed rows' identity values, old and new, per relation), tracks how far
-//     the server has decoded (keepalives), and reports the confirmed position back. Each
+//     the server has decoded (keepalives), and reports the confirmed position back. It
+//     copies nothing of a row change but its captured values, and none longer than
+//     MaxValueBytes (Change.Oversize). Each
 //     stream that reads the slot has a [Sub] of its own: the transactions that touch its
 //     tables, and the position it confirmed (the slot is confirmed at the lowest).
 //   - [Snapshot] is a REPEATABLE READ transaction whose visibility (xmin, xmax, in-progress
