@@ -55,10 +55,12 @@
 // Hop), querytree.go (the stored query trees, equality operators and volatile functions
 // from the catalog), derive.go (the bindings of each level of the tree: which values of a
 // changed row each column holds), route.go (each occurrence's Mapping chosen from them),
-// lookup.go (Lookup, the hops' query), lookup_plan.go (a lookup one value at a time where
-// the planner cannot take an array down to the view's tables), publication.go (EnsurePublication), slot.go (the slot's functions,
-// SlotInfo, ErrSlotLost), ident.go (slot and publication names: PostgreSQL's rules,
-// the quoting of START_REPLICATION's options), statement.go (CheckStatement), receiver.go (Receiver, Sub, Txn, Change, OversizeValue, Identity, LSN), tuple.go
-// (pgoutput's row changes parsed without a copy of their values),
+// lookup.go (Lookup, the hops' query), lookup_plan.go (up to how many tuples a lookup
+// reads them one at a time, from the planner's costs), publication.go
+// (EnsurePublication), slot.go (the slot's functions, SlotInfo, ErrSlotLost), ident.go
+// (slot and publication names: PostgreSQL's rules, the quoting of START_REPLICATION's
+// options), statement.go (CheckStatement), receiver.go (Receiver, Sub, Txn, Change,
+// OversizeValue, Identity, LSN), tuple.go (pgoutput's row changes parsed without a copy
+// of their values),
 // snapshot.go (Snapshot: BeginSnapshot, ImportSnapshot, Split; FlushWAL, WALPositions).
 package capture
