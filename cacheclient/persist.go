@@ -22,7 +22,7 @@ import (
 
 // State file layout (all integers uvarint unless said otherwise):
 //
-//	"SCSTATE4"                                  8-byte magic and format version
+//	"SCSTATE5"                                  8-byte magic and format version
 //	len stream, stream                          the stream it belongs to
 //	len topic, topic                            the Kafka topic ID the index is an offset of (0 bytes: unknown)
 //	index (zigzag varint)                       the applied index of every view
@@ -31,20 +31,24 @@ import (
 //	                                            position (lsn); its stale views of the client
 //	nbehind, then per view behind the stream:   its views that follow the stream at a position
 //	  len name, name, lsn                       of their own (Position.Behind)
-//	nviews, then per view: len name, name, nrows, then per row: len key, key, len raw, raw
+//	nviews, then per view: len name, name,      the rows of each view, and the selection
+//	  len sel, sel, nrows, then per row:        they are of (Selection.String; "" the whole
+//	  len key, key, len raw, raw                view)
 //	xxhash64 of everything above, 8 bytes big endian
-//	  or, with Config.StateKey ("SCSTATK4"):
+//	  or, with Config.StateKey ("SCSTATK5"):
 //	HMAC-SHA256 of everything above under the key, 32 bytes
 //
-// Formats 3 ("SCSTATE3", without the views behind), 2 ("SCSTATE2", also without the topic
+// Formats 4 ("SCSTATE4", without the selections: every view whole), 3 ("SCSTATE3", also
+// without the views behind), 2 ("SCSTATE2", also without the topic
 // ID) and 1 ("SCSTATE1", also without the source state) are still read: the client then
 // resumes without a topic ID (the player cannot check that the index is an offset of its
 // topic), and with format 1 the source position is unknown until the next position
-// record. The next file written is of format 4.
+// record. The next file written is of format 5. A file whose view was saved with another
+// selection than the view has now is not resumed from (the rows are another subset).
 //
 // The checksum finds a corrupt or truncated file; it does not stop anyone who can write
 // the directory from writing a file of forged rows that loads. With Config.StateKey the
-// file is "SCSTATK4" (format 4's content) and ends with an HMAC instead: a client with a
+// file is "SCSTATK5" (format 5's content) and ends with an HMAC instead: a client with a
 // key loads only a file whose MAC verifies under it, and refuses every other file, those
 // of checksum format included (one could be forged without the key); a client without a
 // key refuses a keyed file, which it cannot verify. A refused file is replaced by the next
@@ -54,12 +58,13 @@ import (
 // fsynced, so a crash leaves either the old or the new file. A file that fails any check is
 // reported and ignored as a whole (the client then bootstraps from a snapshot).
 const (
-	stateMagic   = "SCSTATE4"
+	stateMagic   = "SCSTATE5"
+	stateMagicV4 = "SCSTATE4"
 	stateMagicV3 = "SCSTATE3"
 	stateMagicV2 = "SCSTATE2"
 	stateMagicV1 = "SCSTATE1"
-	// stateMagicMAC is format 4 authenticated by Config.StateKey.
-	stateMagicMAC = "SCSTATK4"
+	// stateMagicMAC is format 5 authenticated by Config.StateKey.
+	stateMagicMAC = "SCSTATK5"
 )
 
 // MinStateKeyLen is the shortest Config.StateKey: HMAC-SHA256's own output size, below
@@ -81,6 +86,7 @@ const StateFileName = "cacheclient.state"
 
 type viewCapture struct {
 	name string
+	sel  string // Selection.String of the view
 	rows func(fn func(key, raw string) bool)
 }
 
@@ -91,7 +97,7 @@ func (v *View[T]) capture(cut *Cut) viewCapture {
 	for k, it := range s.bad {
 		bad[k] = it.rawString()
 	}
-	return viewCapture{name: v.name, rows: func(fn func(key, raw string) bool) {
+	return viewCapture{name: v.name, sel: v.Selection().String(), rows: func(fn func(key, raw string) bool) {
 		if !s.root.each(func(k string, it *item[T]) bool { return fn(k, it.rawString()) }) {
 			return
 		}
@@ -262,6 +268,7 @@ func writeState(f io.Writer, stream string, key []byte, head stateHead, caps []v
 	uv(uint64(len(caps)))
 	for _, vc := range caps {
 		str(vc.name)
+		str(vc.sel)
 		var rows uint64
 		vc.rows(func(_, _ string) bool { rows++; return true })
 		uv(rows)
@@ -298,8 +305,10 @@ func readState(b []byte, stream string, key []byte, sink stateSink) (stateHead, 
 	if len(b) >= len(stateMagic)+8 {
 		switch string(b[:len(stateMagic)]) {
 		case stateMagicMAC:
-			version, keyed = 4, true
+			version, keyed = 5, true
 		case stateMagic:
+			version = 5
+		case stateMagicV4:
 			version = 4
 		case stateMagicV3:
 			version = 3
@@ -419,8 +428,17 @@ func readState(b []byte, stream string, key []byte, sink stateSink) (stateHead, 
 			return stateHead{}, nil, bad("view %q twice", name)
 		}
 		vname := string(name)
+		var sel []byte
+		if version >= 5 {
+			if sel, ok = str(); !ok {
+				return stateHead{}, nil, bad("selection of %q", name)
+			}
+		}
 		keep := sink.view(vname)
 		seen[vname] = keep
+		if ss, isSel := sink.(selSink); isSel && keep {
+			ss.selection(vname, string(sel))
+		}
 		rows, ok := uv()
 		if !ok || rows > uint64(len(body)) {
 			return stateHead{}, nil, bad("row count of %q", name)
@@ -468,8 +486,13 @@ func newStateLoad() *stateLoad {
 // stagedChunk-th row of each accepted view.
 type chunkSink interface{ chunkAt(view string, off int) }
 
+// selSink, when a stateSink implements it, learns the selection each accepted view was
+// saved with.
+type selSink interface{ selection(view, sel string) }
+
 // fileView is where an accepted view's rows are in a verified state file.
 type fileView struct {
+	sel  string // the selection its rows are of (Selection.String)
 	rows int
 	offs []int // offsets of rows 0, stagedChunk, 2×stagedChunk, …
 }
@@ -489,6 +512,7 @@ func (k *checkSink) view(name string) bool {
 	return ok
 }
 func (k *checkSink) reserve(view string, rows int) { k.views[view].rows = rows }
+func (k *checkSink) selection(view, sel string)    { k.views[view].sel = sel }
 func (*checkSink) row(string, string, []byte)      {}
 func (k *checkSink) chunkAt(view string, off int) {
 	fv := k.views[view]
@@ -504,8 +528,13 @@ func verifyState(data []byte, c *Client) (stateHead, map[string]*fileView, error
 		return stateHead{index: -1}, nil, err
 	}
 	for _, v := range c.views {
-		if sink.views[v.viewName()] == nil {
+		fv := sink.views[v.viewName()]
+		if fv == nil {
 			return stateHead{index: -1}, nil, fmt.Errorf("%w: view %q is not in the file", ErrStateFile, v.viewName())
+		}
+		if now := v.Selection().String(); fv.sel != now {
+			return stateHead{index: -1}, nil, fmt.Errorf("%w: view %q was saved with selection %q, the client now selects %q",
+				ErrStateFile, v.viewName(), fv.sel, now)
 		}
 	}
 	head.src.stale = slices.DeleteFunc(head.src.stale, func(v string) bool { return c.byName[v] == nil })

@@ -50,7 +50,7 @@ func sessionsRun(t *testing.T, seed uint64) {
 	s := p.streams["s"]
 	var end atomic.Int64
 	s.offsetsHook = func() (int64, int64, error) { return 0, end.Load(), nil }
-	close(s.ready)
+	s.markReady(0, 0)
 	pctx, pcancel := context.WithCancel(context.Background())
 	progressDone := make(chan struct{})
 	go func() { defer close(progressDone); s.progressLoop(pctx) }() // Run would start it
@@ -119,7 +119,7 @@ func sessionsRun(t *testing.T, seed uint64) {
 				}
 				chk.Hello(c.id, c.views, resume)
 				c.sessions++
-				tg, err := s.admit(identity{instance: c.id, service: c.id}, h)
+				tg, err := s.admit(identity{instance: c.id, service: c.id}, h, nil)
 				if err != nil {
 					t.Errorf("admit: %v", err)
 					return
