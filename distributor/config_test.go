@@ -548,6 +548,40 @@ func TestKafkaWarnings(t *testing.T) {
 	}
 }
 
+// TestCaptureNames: a slot or publication name that PostgreSQL would not keep as it is
+// (longer than 63 bytes), or that could leave a quoting on its way into START_REPLICATION
+// (a quote, a backslash, a newline), is refused at validation with the field's path; a
+// publication name that only needs quoting (upper case, a space) is accepted.
+func TestCaptureNames(t *testing.T) {
+	conf := func(field, value string) string {
+		return "postgres: {dsn: postgres://u@h/db}\nkafka: {brokers: [b:9092]}\nstreams:\n" +
+			"  - topic: shop\n    " + field + ": " + value + "\n    views: [{name: v, sql: SELECT 1 AS id, key: [id]}]\n"
+	}
+	long := strings.Repeat("p", 64)
+	for _, tc := range []struct{ field, value string }{
+		{"publication", `"x', binary 'false"`},
+		{"publication", `"x\"y"`},
+		{"publication", `"x\\y"`},
+		{"publication", `"x\ny"`},
+		{"publication", long},
+		{"slot", `"x'y"`},
+		{"slot", strings.Repeat("s", 64)},
+		{"slot", "Shop"},
+	} {
+		_, err := ParseConfig([]byte(conf(tc.field, tc.value)))
+		if want := `stream "shop".` + tc.field + ":"; !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s %s: %v, want ErrConfig naming %s", tc.field, tc.value, err, want)
+		}
+	}
+	c, err := ParseConfig([]byte(conf("publication", `"Shop Pub"`)))
+	if err != nil || c.Streams[0].Publication != "Shop Pub" {
+		t.Fatalf("publication Shop Pub: %v", err)
+	}
+	if _, err := ParseConfig([]byte(conf("publication", strings.Repeat("p", 63)))); err != nil {
+		t.Fatalf("a 63-byte publication name: %v", err)
+	}
+}
+
 // TestReadSettings: a wal stream re-reads with DefaultReadSettings unless it sets its own
 // (an empty map keeps the server's); a name that is no setting's, an empty value, and
 // read_settings on a poll stream are refused with their path.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/IBM/sarama"
 	"google.golang.org/protobuf/proto"
@@ -14,6 +16,7 @@ import (
 	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
+	"github.com/statecast/statecast/schemas/wire"
 )
 
 // scriptedServer is a Subscribe stream whose client messages come from a script.
@@ -30,7 +33,10 @@ func (s *scriptedServer) Context() context.Context                     { return 
 // is accepted only within its bounds (views, their names, the resume index); the target's
 // receiver never panics, keeps last_ack monotonic and never above what was sent, releases
 // exactly the sent batches an ack covers, and ends with the error the first bad message
-// calls for (ErrBadHello, ErrBadAck) or ErrSuspended when the client closes.
+// calls for (ErrBadHello, ErrBadAck) or ErrSuspended when the client closes. Whether a
+// Hello is accepted, and with which error it is refused, is helloOracle's: the rules
+// written out again on their own, so that a rule added to validateHello without it here
+// (or the other way round) fails the target at once.
 func FuzzHelloAcks(f *testing.F) {
 	seed, _ := proto.Marshal(&statecastv1.Hello{ClientId: "c", Stream: "s", Views: []string{"a", "b"}})
 	f.Add(seed, []byte{0, 0, 0, 0, 1, 0, 1, 1, 0, 0})
@@ -51,16 +57,13 @@ func FuzzHelloAcks(f *testing.F) {
 			return
 		}
 		err := validateHello(&h, p.cfg.MaxHelloViews)
-		bad := h.GetStream() == "" || len(h.GetViews()) > p.cfg.MaxHelloViews || (h.ResumeIndex != nil && h.GetResumeIndex() < -1)
-		for _, v := range h.GetViews() {
-			bad = bad || !record.ValidViewName(v)
-		}
-		if bad && err == nil {
-			t.Fatalf("hello %v accepted", &h)
-		}
-		if err != nil {
-			if !errors.Is(err, ErrBadHello) {
-				t.Fatalf("hello refused with %v, want ErrBadHello", err)
+		if want := helloOracle(&h, p.cfg.MaxHelloViews); want == nil {
+			if err != nil {
+				t.Fatalf("hello %v refused with %v, want it accepted", &h, err)
+			}
+		} else {
+			if !errors.Is(err, want) {
+				t.Fatalf("hello %v: got %v, want %v", &h, err, want)
 			}
 			return
 		}
@@ -170,4 +173,40 @@ func TestHelloNames(t *testing.T) {
 			t.Errorf("%v: %v", h, err)
 		}
 	}
+}
+
+// helloOracle is the error a Hello must be refused with (nil: accepted), from the rules
+// as the protocol states them: a newer protocol version is ErrProtocolVersion before
+// anything else is looked at (the client must learn to upgrade, not what else it got
+// wrong); then a stream, at most maxViews valid view names, a stream, a client id and a
+// service of at most maxIdentityLen bytes of valid UTF-8, each character printable ASCII
+// or a letter or digit beyond it, a resume index of -1 or more, and a topic id that is
+// empty or a Kafka topic ID's 16 bytes.
+func helloOracle(h *statecastv1.Hello, maxViews int) error {
+	if h.GetProtocolVersion() > wire.ProtocolVersion {
+		return ErrProtocolVersion
+	}
+	printable := func(s string) bool {
+		if len(s) > maxIdentityLen || !utf8.ValidString(s) {
+			return false
+		}
+		for _, r := range s {
+			ascii := r >= ' ' && r <= '~'
+			if !ascii && (r < 0x80 || !(unicode.IsLetter(r) || unicode.IsDigit(r))) {
+				return false
+			}
+		}
+		return true
+	}
+	bad := h.GetStream() == "" || !printable(h.GetStream()) || len(h.GetViews()) > maxViews ||
+		!printable(h.GetClientId()) || !printable(h.GetService()) ||
+		(h.ResumeIndex != nil && h.GetResumeIndex() < -1) ||
+		(len(h.GetTopicId()) != 0 && len(h.GetTopicId()) != 16)
+	for _, v := range h.GetViews() {
+		bad = bad || !record.ValidViewName(v)
+	}
+	if bad {
+		return ErrBadHello
+	}
+	return nil
 }
