@@ -35,7 +35,8 @@ import (
 // errNoPrefix: the snapshot shows a commit after one it does not show.
 var errNoPrefix = errors.New("distributor: the snapshot shows no prefix of the commits; taking another")
 
-// runCycle runs cycles until one publishes (a snapshot without a prefix is retried at once).
+// runCycle runs cycles until one publishes (a snapshot without a prefix, or whose reads met
+// a lock waiting for it, is retried at once).
 // first, when set, is the snapshot of the session's first cycle.
 func (w *walSession) runCycle(ctx context.Context, first *capture.Snapshot) error {
 	for attempt := 0; ; attempt++ {
@@ -52,7 +53,7 @@ func (w *walSession) runCycle(ctx context.Context, first *capture.Snapshot) erro
 		if errors.Is(err, errCycleAgain) {
 			continue
 		}
-		if !errors.Is(err, errNoPrefix) || attempt >= 100 {
+		if !(errors.Is(err, errNoPrefix) || errors.Is(err, errLockWait)) || attempt >= 100 {
 			return err
 		}
 		time.Sleep(time.Millisecond)
@@ -90,6 +91,7 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 	// What each view must re-read.
 	changes := map[*walView]*viewChanges{}
 	for i, t := range shown {
+		s.logOversize(t)
 		// A view whose changes this cycle cannot map is re-read off the cycle
 		// (wal_behind.go); one re-read so is left alone until it is current again.
 		for _, v := range w.fullReads(t) {
@@ -232,7 +234,7 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 		delete(w.full, st)
 	}
 	w.answer(nil, readViews...)
-	// A copy: rest shares its array with the published transactions, whose changes (64 B
+	// A copy: rest shares its array with the published transactions, whose changes (88 B
 	// a row, a million for one large UPDATE) it would keep alive until the next cycle.
 	w.pending = nil
 	if len(rest) > 0 {
@@ -349,7 +351,7 @@ func (w *walSession) fullReads(t *capture.Txn) []*walView {
 	}
 	for _, c := range t.Changes {
 		for _, v := range w.tables[c.Rel] {
-			if c.Unknown || v.deps.Maps[c.Rel] == nil || v.readsMissing(c) {
+			if c.Unknown || v.deps.Maps[c.Rel] == nil || v.readsMissing(c) || v.readsOversize(c) {
 				add(v)
 			}
 		}

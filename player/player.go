@@ -44,6 +44,8 @@ type Player struct {
 	auth         *auth
 	access       *access
 	tls          *daemon.TLSFiles    // nil: plaintext (Config.Insecure)
+	conns        *connTracker        // the connections of Serve's listeners
+	limits       *principalLimits    // per-principal bounds
 	admin        *daemon.AdminServer // nil: Config.Admin.Addr empty
 	serveOnce    sync.Once           // the first Serve (or Run) starts the file watchers
 	snapPinned   atomic.Int64        // bytes of snapshot rows not yet pushed (MaxSnapshotBytes)
@@ -55,6 +57,15 @@ type Player struct {
 	mu      sync.Mutex
 	running bool
 	closed  bool
+
+	// The player's state (state.go): Kafka answered at start-up (connectKafka), or why not
+	// yet; gRPC health as last set and the channel that stateChanged closes on every change
+	// (WaitReady). stateMu guards the last two; it is taken before any stream.mu.
+	kafkaUp     atomic.Bool
+	startErr    atomic.Pointer[string]
+	stateMu     sync.Mutex
+	healthState healthpb.HealthCheckResponse_ServingStatus
+	changed     chan struct{}
 
 	started time.Time           // New: the status page's uptime
 	hist    *statuspage.History // the status page's charts
@@ -101,13 +112,18 @@ func New(cfg Config, opts ...Option) (*Player, error) {
 		o.reg = prometheus.NewRegistry()
 	}
 	p := &Player{cfg: cfg, log: o.log, streams: map[string]*stream{}, dispatchHook: o.dispatch,
-		access: &access{grants: cfg.Access}, started: time.Now(), hist: statuspage.NewHistory()}
+		access: &access{grants: cfg.Access}, started: time.Now(), hist: statuspage.NewHistory(),
+		healthState: healthpb.HealthCheckResponse_NOT_SERVING, changed: make(chan struct{})}
+	cfg.Kafka.LogWarnings(p.log)
 	if err := p.loadSecurity(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	p.gather, _ = o.reg.(prometheus.Gatherer)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.auth.done = p.ctx.Done()
 	p.metrics = newMetrics(p)
+	p.metrics.tokens.Add(p.auth.tokens)
+	p.metrics.tokens.Add(p.adminTokens())
 	if err := p.metrics.register(o.reg); err != nil {
 		return nil, fmt.Errorf("%w: metrics: %v", ErrConfig, err)
 	}
@@ -130,7 +146,12 @@ func New(cfg Config, opts ...Option) (*Player, error) {
 // loadSecurity loads the TLS files, the tokens and the admin endpoint's files.
 func (p *Player) loadSecurity() error {
 	c := &p.cfg
-	p.auth = &auth{}
+	p.conns = newConnTracker(c, p.log)
+	p.limits = newPrincipalLimits(c)
+	p.auth = &auth{log: p.log, conns: p.conns, failDelay: c.AuthFailureDelay, failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "statecast", Subsystem: "player", Name: "auth_failures_total",
+		Help: "gRPC calls whose authentication failed, by reason (bad_token, no_credentials, certificate_without_identity).",
+	}, []string{"reason"})}
 	var err error
 	if c.TLS.Enabled() {
 		if p.tls, err = daemon.LoadTLS(c.TLS.server(), "tls"); err != nil {
@@ -145,11 +166,19 @@ func (p *Player) loadSecurity() error {
 	}
 	p.auth.open = p.auth.tokens == nil && !p.auth.mtls
 	if c.Admin.Addr != "" {
-		if p.admin, err = daemon.LoadAdmin(c.Admin.admin(), "admin"); err != nil {
+		if p.admin, err = daemon.LoadAdmin(c.Admin.admin(), "admin", daemon.WithAdminLogger(p.log)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// adminTokens are the admin endpoint's tokens (nil: none).
+func (p *Player) adminTokens() *daemon.TokenSet {
+	if p.admin == nil {
+		return nil
+	}
+	return p.admin.Tokens()
 }
 
 // serverOptions are the gRPC server's: the codec, TLS, authentication, and the limits on
@@ -159,6 +188,9 @@ func (p *Player) serverOptions() []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.MaxConcurrentStreams(c.MaxStreamsPerConn),
+		// No grpc.ConnectionTimeout: the listener's bound on the first authenticated call
+		// (connTracker, Config.AuthTimeout) starts at the accept, so it bounds the TLS
+		// handshake too, and counts what it closes.
 		grpc.MaxRecvMsgSize(c.MaxHelloBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.Keepalive.MinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: c.Keepalive.Time, Timeout: c.Keepalive.Timeout}),
@@ -185,7 +217,9 @@ func (p *Player) startServing() {
 		p.log.Info("gRPC is served over TLS", "mutual_tls", p.auth.mtls, "tokens", p.auth.tokens != nil)
 	}
 	if p.auth.open {
-		p.log.Warn("no client authentication (no tokens, no client CA): every client is the anonymous principal")
+		// TLS alone encrypts; it does not say who the client is.
+		p.log.Warn("no client authentication (no tokens, no client CA): every client is the anonymous principal, and anyone who can reach the gRPC port may subscribe to every stream, over TLS too",
+			"tls", p.tls != nil)
 	}
 	if len(c.Access) == 0 && !p.auth.open {
 		p.log.Info("no access rules: every authenticated principal may read every stream and view")
@@ -195,7 +229,7 @@ func (p *Player) startServing() {
 		rs = append(rs, p.tls)
 	}
 	if p.auth.tokens != nil {
-		rs = append(rs, p.auth.tokens)
+		rs = append(rs, revokingTokens{TokenSet: p.auth.tokens, a: p.auth})
 	}
 	if len(rs) > 0 {
 		p.goTracked(func() { daemon.Watch(p.ctx, c.ReloadInterval, p.log, rs...) })
@@ -211,12 +245,15 @@ func (p *Player) goTracked(f func()) {
 	}()
 }
 
-// Run listens on Config.Listen (gRPC) and Config.HTTPAddr (Handler) when they are set,
-// connects to Kafka, starts one main fetcher per stream and serves until ctx ends, Close is
-// called, or a stream or a server fails (its error is returned). Health turns SERVING when
-// every stream's materialized copy has caught up. When Run returns, its targets have ended
-// and the servers it started are stopped (gRPC gracefully within Config.ShutdownGrace);
-// Close still releases the rest. Run may be called once.
+// Run listens on Config.Listen (gRPC) and Config.HTTPAddr (Handler) when they are set and
+// serves them from its start (/livez answers, /readyz says why the player is not ready
+// yet), connects to Kafka — retrying with backoff for Config.StartupTimeout while it does
+// not answer (connectKafka) — and runs every stream (stream.run) until ctx ends or Close
+// is called (nil), or a server fails or Kafka did not answer within the start-up timeout
+// (its error). A stream whose topic cannot be served is unavailable alone and tried again;
+// the others serve. Health is SERVING while the player is ready (Readiness). When Run
+// returns, its targets have ended and the servers it started are stopped (gRPC gracefully
+// within Config.ShutdownGrace); Close still releases the rest. Run may be called once.
 func (p *Player) Run(ctx context.Context) (err error) {
 	p.mu.Lock()
 	if p.closed || p.running {
@@ -248,15 +285,7 @@ func (p *Player) Run(ctx context.Context) (err error) {
 	// only HTTP.
 	p.serveOnce.Do(p.startServing)
 
-	for _, name := range p.streamNames {
-		if err := p.streams[name].connect(); err != nil {
-			for _, n := range p.streamNames {
-				p.streams[n].close()
-			}
-			return err
-		}
-	}
-	errs := make(chan error, len(p.streamNames)+3)
+	errs := make(chan error, 3)
 	var servers sync.WaitGroup
 	if lis != nil {
 		servers.Go(func() {
@@ -280,35 +309,22 @@ func (p *Player) Run(ctx context.Context) (err error) {
 		p.log.Info("player listening", append([]any{"grpc", grpcAddr}, srv.Attrs()...)...)
 	}
 	var wg sync.WaitGroup
-	for _, name := range p.streamNames {
-		s := p.streams[name]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := s.run(ctx); err != nil {
-				s.log.Error("main fetcher stopped", "err", err)
-				errs <- err
-				cancel()
-			}
-		}()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.progressLoop(ctx)
-		}()
-	}
-	go func() {
-		if p.WaitReady(ctx) == nil {
-			p.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-			p.health.SetServingStatus(statecastv1.Player_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	if err = p.connectKafka(ctx); err == nil && ctx.Err() == nil {
+		for _, name := range p.streamNames {
+			s := p.streams[name]
+			wg.Go(func() { s.run(ctx) })
+			wg.Go(func() { s.progressLoop(ctx) })
 		}
-	}()
-	<-ctx.Done()
+		<-ctx.Done()
+	}
+	cancel()
 	wg.Wait()
 	p.health.Shutdown()
-	select {
-	case err = <-errs:
-	default:
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
 	}
 	// Targets cannot be served without the fetchers: end them, then the clients.
 	p.cancel()
@@ -322,18 +338,25 @@ func (p *Player) Run(ctx context.Context) (err error) {
 	return err
 }
 
-// WaitReady blocks until every stream's materialized copy has caught up with the log.
+// WaitReady blocks until the player is ready (Readiness: Kafka answered, every stream's
+// materialized copy caught up or its topic was found unusable, at least one stream
+// serves), ctx ends, or the player is closed (ErrClosed).
 func (p *Player) WaitReady(ctx context.Context) error {
-	for _, name := range p.streamNames {
+	for {
+		p.stateMu.Lock()
+		changed := p.changed
+		p.stateMu.Unlock()
+		if p.Readiness().Ready {
+			return nil
+		}
 		select {
-		case <-p.streams[name].ready:
+		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-p.ctx.Done():
 			return ErrClosed
 		}
 	}
-	return nil
 }
 
 // Serve serves the gRPC API (Player, health, reflection when enabled) on lis until Close
@@ -342,7 +365,7 @@ func (p *Player) WaitReady(ctx context.Context) error {
 // Config.Listen; call it yourself to serve a listener of your own.
 func (p *Player) Serve(lis net.Listener) error {
 	p.serveOnce.Do(p.startServing)
-	err := p.grpc.Serve(lis)
+	err := p.grpc.Serve(p.conns.listener(lis))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -406,10 +429,13 @@ func (p *Player) AdminHandler() http.Handler {
 // Handler serves what Run serves on Config.HTTPAddr, the read-only endpoint:
 //
 //	GET /livez         200 while the process serves: restart it when this fails
-//	GET /readyz        200 once every stream's materialized copy caught up (as gRPC health
-//	                   SERVING), 503 before and after shutdown began; JSON
-//	                   {"ready":bool,"streams":{name:"ready"|"starting"}}
-//	GET /healthz       the same as /livez, with {"streams":{name:"ready"|"starting"}}
+//	GET /readyz        200 while the player is ready (Readiness, as gRPC health SERVING):
+//	                   Kafka answered at start-up, no stream is still loading its copy for
+//	                   the first time, and at least one stream is ready; 503 otherwise and
+//	                   once shutdown began. JSON Readiness: {"ready":bool,"kafka":{"ok",
+//	                   "error"},"streams":{name:state},"errors":{name:cause}}: a stream that
+//	                   cannot be served is named there without making the others unready
+//	GET /healthz       the same as /livez, with {"streams":{name:state},"errors":{…}}
 //	GET /metrics       Prometheus metrics (see WithRegisterer)
 func (p *Player) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -417,40 +443,37 @@ func (p *Player) Handler() http.Handler {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(p.gather, promhttp.HandlerOpts{}))
 	}
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		st, ready := p.streamStates()
-		if p.ctx.Err() != nil {
-			ready = false
+		rd := p.Readiness()
+		var body any = rd
+		// A refused tokens file is loud: the player serves only what it kept of the
+		// tokens (daemon.TokenSet.Reload) until the file is fixed. The reason is in the
+		// log; this endpoint answers anyone, so it names neither the file nor the line.
+		// gRPC health is left as Readiness says: clients still connect.
+		if p.auth.tokens != nil && p.auth.tokens.Err() != nil {
+			rd.Ready = false
+			body = struct {
+				Readiness
+				Tokens string `json:"tokens"`
+			}{rd, "refused: the tokens file does not load (see the log)"}
 		}
 		w.Header().Set("Content-Type", "application/json")
-		if !ready {
+		if !rd.Ready {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ready, "streams": st})
+		_ = json.NewEncoder(w).Encode(body)
 	})
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"live":true}` + "\n"))
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		st, _ := p.streamStates()
+		rd := p.Readiness()
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"streams": st})
+		body := map[string]any{"streams": rd.Streams}
+		if rd.Errors != nil {
+			body["errors"] = rd.Errors
+		}
+		_ = json.NewEncoder(w).Encode(body)
 	})
 	return mux
-}
-
-// streamStates says which streams have caught up, and whether all have.
-func (p *Player) streamStates() (map[string]string, bool) {
-	st := make(map[string]string, len(p.streamNames))
-	all := true
-	for _, name := range p.streamNames {
-		st[name] = "starting"
-		select {
-		case <-p.streams[name].ready:
-			st[name] = "ready"
-		default:
-			all = false
-		}
-	}
-	return st, all
 }
