@@ -212,7 +212,7 @@ func (d *Distributor) startTopics(ctx context.Context) (sarama.ClusterAdmin, []*
 		if refusedByKafka(err) {
 			return nil, nil, fmt.Errorf("%w (a refusal: not retried)", err)
 		}
-		wait := backoff(attempt + 3) // from 800ms, doubling up to 30s
+		wait := retryWait(attempt + 3) // at most 800ms first, doubling up to 30s
 		if left := time.Until(deadline); left <= 0 {
 			return nil, nil, fmt.Errorf("distributor: Kafka unreachable for startup_timeout (%s): %w", d.cfg.StartupTimeout, err)
 		} else if wait > left {

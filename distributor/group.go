@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/internal/backoff"
 )
 
 // A group is the streams that one advisory lock makes active together: a polling stream
@@ -68,11 +70,16 @@ func (g *group) countErr(op string) {
 	}
 }
 
+// lockBackoff is the wait between failed tries to take the stream lock (PostgreSQL
+// unreachable): jittered, from 2s doubling to 30s.
+var lockBackoff = backoff.Policy{Min: 2 * time.Second, Max: 30 * time.Second}
+
 // run is the group's lifecycle: wait for the lock (standby), be active until the lock is
 // lost or ctx ends, and go back to standby after a lost lock. Fatal start-up errors (an
 // unusable topic, a configuration the database refuses) are returned.
 func (g *group) run(ctx context.Context) error {
 	log := g.d.log.With("stream", g.topics())
+	lockWait := backoff.New(lockBackoff)
 	for {
 		g.setActive(false)
 		log.Info("standby: waiting for the stream lock")
@@ -82,12 +89,14 @@ func (g *group) run(ctx context.Context) error {
 				return nil
 			}
 			g.countErr("lock")
-			log.Error("stream lock", "err", err)
-			if !sleepCtx(ctx, 2*time.Second) {
+			d := lockWait.Next()
+			log.Error("stream lock", "err", err, "retry_in", d)
+			if !sleepCtx(ctx, d) {
 				return nil
 			}
 			continue
 		}
+		lockWait.Reset()
 		err = g.activeRun(ctx, lock)
 		lock.Close()
 		g.setActive(false)

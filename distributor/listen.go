@@ -49,7 +49,7 @@ func (s *stream) listen(ctx context.Context) {
 			return
 		}
 		s.m.errors.WithLabelValues(s.cfg.Topic, "", "listen").Inc()
-		d := backoff(attempt)
+		d := retryWait(attempt)
 		s.log.Error("listen connection failed; retrying", "stream", s.cfg.Topic, "err", err, "retry_in", d)
 		if !sleepCtx(ctx, d) {
 			return

@@ -56,7 +56,7 @@ func (g *group) runWAL(ctx context.Context) error {
 			g.d.log.Info("a table's schema changed: analyzing the views again in a new session", "stream", g.topics(), "reason", err)
 			continue
 		}
-		d := backoff(attempt)
+		d := retryWait(attempt)
 		g.countErr("capture")
 		g.d.log.Error("capture session ended; reconnecting", "stream", g.topics(), "err", err, "retry_in", d)
 		if !sleepCtx(ctx, d) {
