@@ -184,11 +184,17 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 	var first error
 	select {
 	case <-ctx.Done():
+		d.log.Info("shutting down: stopping the streams (each aborts its open transaction, flushes and closes its producer, releases its lock)",
+			"streams", len(streams))
 	case first = <-errc:
 		d.log.Error("distributor stopping", "err", first)
 	}
+	stopAt := time.Now()
 	cancel()
 	wg.Wait() // before the pool and the admin client close
+	if first == nil {
+		d.log.Info("every stream stopped", "took", time.Since(stopAt))
+	}
 	return first
 }
 

@@ -64,9 +64,9 @@ func (g *group) setActive(on bool) {
 	}
 }
 
-func (g *group) countErr(op string) {
+func (g *group) countErr(op string, err error) {
 	for _, s := range g.streams {
-		s.m.errors.WithLabelValues(s.cfg.Topic, "", op).Inc()
+		s.countErr("", op, err)
 	}
 }
 
@@ -88,7 +88,11 @@ func (g *group) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			g.countErr("lock")
+			g.countErr("lock", err)
+			if rerr := refusedByPostgres(err); rerr != nil {
+				log.Error("stream lock: PostgreSQL refused the login; the distributor stops", "err", err)
+				return rerr
+			}
 			d := lockWait.Next()
 			log.Error("stream lock", "err", err, "retry_in", d)
 			if !sleepCtx(ctx, d) {
@@ -101,12 +105,22 @@ func (g *group) run(ctx context.Context) error {
 		lock.Close()
 		g.setActive(false)
 		if ctx.Err() != nil {
+			for _, s := range g.streams {
+				s.statusMu.Lock()
+				pos := s.statusPos
+				s.statusMu.Unlock()
+				attrs := []any{"stream", s.cfg.Topic}
+				if pos != "" {
+					attrs = append(attrs, "source_position", pos) // of the last position record Kafka acknowledged
+				}
+				g.d.log.Info("stream stopped: stream lock released", attrs...)
+			}
 			return nil
 		}
-		if errors.Is(err, ErrTopic) || errors.Is(err, ErrConfig) {
+		if errors.Is(err, ErrTopic) || errors.Is(err, ErrConfig) || errors.Is(err, ErrPostgresAuth) {
 			return err
 		}
-		g.countErr("lock")
+		g.countErr("lock", err)
 		log.Error("stream stopped; back to standby", "err", err)
 		if !sleepCtx(ctx, time.Second) {
 			return nil
@@ -160,6 +174,7 @@ func (g *group) activeRun(parent context.Context, lock *streamLock) error {
 		defer stop()
 	}
 	if g.wal {
+		wg.Go(func() { g.watchSlots(ctx, g.d.cfg.HealthInterval) })
 		return g.runWAL(ctx)
 	}
 	return g.streams[0].runPoll(ctx, &wg)

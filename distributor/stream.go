@@ -58,12 +58,12 @@ type stream struct {
 	mustRead map[string]string
 	topicID  sarama.Uuid // the topic's ID, set before each activation (zero: unknown)
 
-	statusMu       sync.Mutex
-	status         map[string]*ViewStatus // by view (status.go)
-	statusPos      string
-	statusRetained int64
-	statusBehind   int64
-	statusPosAt    time.Time
+	statusMu    sync.Mutex
+	status      map[string]*ViewStatus // by view (status.go)
+	statusPos   string
+	statusPosAt time.Time
+	statusSlot  slotLag   // the slot watcher's last measurement (slotwatch.go)
+	lastErr     lastError // the stream's last error, of any operation (countErr)
 }
 
 func newStream(d *Distributor, sc *StreamConfig) *stream {
@@ -126,9 +126,14 @@ func (s *stream) startProducer(ctx context.Context, lost func(error)) (func(), e
 		return nil, err
 	}
 	return func() {
+		start, open := time.Now(), s.prod.inTransaction()
 		if err := s.prod.Close(); err != nil {
 			s.log.Warn("producer close", "stream", s.cfg.Topic, "err", err)
+			return
 		}
+		// What a stop leaves in the stream: everything acknowledged before, nothing of a
+		// transaction still open (aborted: no reader ever sees it).
+		s.log.Info("producer flushed and closed", "stream", s.cfg.Topic, "open_transaction_aborted", open, "took", time.Since(start))
 	}, nil
 }
 
@@ -311,7 +316,7 @@ func (s *stream) poll(ctx context.Context, st *viewState) {
 	default:
 		d := st.fail()
 		st.nextPoll = time.Now().Add(d)
-		s.m.errors.WithLabelValues(s.cfg.Topic, st.cfg.Name, "poll").Inc()
+		s.countErr(st.cfg.Name, "poll", err)
 		s.log.Error("poll failed; retrying", "stream", s.cfg.Topic, "view", st.cfg.Name, "err", err, "retry_in", d)
 	}
 }
@@ -352,7 +357,7 @@ func (s *stream) reconcile(ctx context.Context, st *viewState) error {
 	default:
 		d := st.fail()
 		st.retryAt = time.Now().Add(d)
-		s.m.errors.WithLabelValues(s.cfg.Topic, st.cfg.Name, "reconcile").Inc()
+		s.countErr(st.cfg.Name, "reconcile", err)
 		s.log.Error("reconcile failed; retrying", "stream", s.cfg.Topic, "view", st.cfg.Name, "err", err, "retry_in", d)
 	}
 	return err
@@ -369,7 +374,10 @@ func (s *stream) retry(ctx context.Context, op, msg string, f func() error) erro
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		s.m.errors.WithLabelValues(s.cfg.Topic, "", op).Inc()
+		s.countErr("", op, err)
+		if rerr := refusedByPostgres(err); rerr != nil {
+			return rerr
+		}
 		d := retryWait(attempt)
 		s.log.Error(msg, "stream", s.cfg.Topic, "err", err, "retry_in", d)
 		if !sleepCtx(ctx, d) {
