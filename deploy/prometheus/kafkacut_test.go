@@ -327,4 +327,3 @@ func dropSlot(t *testing.T, slot string) {
 	}
 	t.Logf("drop slot %s: %v", slot, fmt.Errorf("still there: %w", ctx.Err()))
 }
-
