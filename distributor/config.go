@@ -201,6 +201,20 @@ type StreamConfig struct {
 	// must own the table, as for the publication); "keep" leaves every table as it is, and
 	// such a table's changes re-read the whole view (cachectl validate -analyze names them).
 	ReplicaIdentity string `yaml:"replica_identity"`
+	// ReadSettings are the PostgreSQL settings of the transactions in which a wal stream
+	// re-reads the rows that its cycles' changes touched (set_config, local to the
+	// transaction; each name must be a setting a session may change). Unset, they are
+	// DefaultReadSettings; an empty map keeps the server's. The lookups read a few rows per
+	// changed value, mostly from pages in shared buffers: the server's default
+	// random_page_cost (4, a spinning disk's) makes the planner scan whole tables into a
+	// hash join for a few hundred values, and cost reading them one value at a time
+	// (capture.Lookup.Plan) above what it does.
+	ReadSettings map[string]string `yaml:"read_settings"`
+	// ReadConnections is on how many PostgreSQL connections a wal stream's cycle re-reads
+	// its views' changed rows at once, a view on one connection, every connection in the
+	// cycle's snapshot (default DefaultReadConnections; 1: the cycle's own only). The
+	// distributor's pool grows to hold them unless the DSN sets pool_max_conns.
+	ReadConnections int `yaml:"read_connections"`
 	// PositionInterval bounds how stale the source position of an idle wal stream gets: a
 	// position record is written at least this often while the database's WAL moves
 	// (default 100ms).
@@ -505,8 +519,8 @@ func (s *StreamConfig) checkCapture(where string, bad func(string, ...any)) {
 		}
 	}
 	if s.Capture == CapturePoll {
-		if s.Slot != "" || s.Publication != "" || s.ReplicaIdentity != "" {
-			bad("%s: slot, publication and replica_identity are for capture: wal", where)
+		if s.Slot != "" || s.Publication != "" || s.ReplicaIdentity != "" || s.ReadSettings != nil || s.ReadConnections != 0 {
+			bad("%s: slot, publication, replica_identity, read_settings and read_connections are for capture: wal", where)
 		}
 		return
 	}
@@ -527,6 +541,22 @@ func (s *StreamConfig) checkCapture(where string, bad func(string, ...any)) {
 		s.Publication = s.Slot
 		s.managePublication = true
 	}
+	if s.ReadSettings == nil {
+		s.ReadSettings = maps.Clone(DefaultReadSettings)
+	}
+	switch {
+	case s.ReadConnections < 0:
+		bad("%s.read_connections: %d is negative (0 takes the default)", where, s.ReadConnections)
+	case s.ReadConnections == 0:
+		s.ReadConnections = DefaultReadConnections
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.ReadSettings)) {
+		if !settingNameRE.MatchString(name) {
+			bad("%s.read_settings: %q is not a PostgreSQL setting's name", where, name)
+		} else if s.ReadSettings[name] == "" {
+			bad("%s.read_settings.%s: empty value", where, name)
+		}
+	}
 	if s.PositionInterval == 0 {
 		s.PositionInterval = DefaultPositionInterval
 	}
@@ -536,6 +566,26 @@ func (s *StreamConfig) checkCapture(where string, bad func(string, ...any)) {
 }
 
 var slotNameRE = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+// settingNameRE matches PostgreSQL's setting names (an extension's have a dot).
+var settingNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+
+// poolConns is how many connections the distributor's streams may hold at once: each
+// stream's cycle or poll, its cycle's other readers and a background read, and a few for
+// the rest (locks, checks).
+func (c *Config) poolConns() int32 {
+	n := 4
+	for _, s := range c.Streams {
+		n += 1 + max(s.ReadConnections, 1)
+	}
+	return int32(n)
+}
+
+// DefaultReadConnections is a wal stream's ReadConnections when its configuration sets none.
+const DefaultReadConnections = 4
+
+// DefaultReadSettings are a wal stream's ReadSettings when its configuration sets none.
+var DefaultReadSettings = map[string]string{"random_page_cost": "1.1"}
 
 // slotName derives a slot or publication name from a topic: statecast_<topic>, lower case,
 // every other character as _, at most 63 characters (PostgreSQL's limit).

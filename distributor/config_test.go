@@ -529,3 +529,60 @@ func TestOverlapDefault(t *testing.T) {
 		t.Errorf("poll query overlap %v versions, want 1000", args[1])
 	}
 }
+
+// TestReadSettings: a wal stream re-reads with DefaultReadSettings unless it sets its own
+// (an empty map keeps the server's); a name that is no setting's, an empty value, and
+// read_settings on a poll stream are refused with their path.
+func TestReadSettings(t *testing.T) {
+	t.Setenv("TEST_DIST_DSN", "postgres://u@h/db")
+	wal := func(extra string) string {
+		return `
+postgres: {dsn: "${TEST_DIST_DSN}"}
+kafka: {brokers: [localhost:9092]}
+streams:
+  - topic: cache.wal
+` + extra + `
+    views:
+      - {name: items, sql: "SELECT id, name FROM items", key: [id]}
+`
+	}
+	for _, tc := range []struct {
+		extra string
+		want  map[string]string
+	}{
+		{"", DefaultReadSettings},
+		{"    read_settings: {}", map[string]string{}},
+		{"    read_settings: {work_mem: 64MB, pg_trgm.similarity_threshold: \"0.5\"}", map[string]string{"work_mem": "64MB", "pg_trgm.similarity_threshold": "0.5"}},
+	} {
+		c, err := ParseConfig([]byte(wal(tc.extra)))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.extra, err)
+		}
+		if got := c.Streams[0].ReadSettings; !reflect.DeepEqual(got, tc.want) || got == nil {
+			t.Errorf("%q: read settings %v, want %v", tc.extra, got, tc.want)
+		}
+		if got := c.Streams[0].ReadConnections; got != DefaultReadConnections {
+			t.Errorf("%q: read connections %d, want the default", tc.extra, got)
+		}
+	}
+	if c, err := ParseConfig([]byte(wal("    read_connections: 1"))); err != nil || c.Streams[0].ReadConnections != 1 || c.poolConns() != 4+2 {
+		t.Errorf("read_connections: 1: %v", err)
+	}
+	if c, _ := ParseConfig([]byte(wal(""))); c != nil {
+		c.Streams[0].ReadSettings["random_page_cost"] = "9"
+		if DefaultReadSettings["random_page_cost"] != "1.1" {
+			t.Fatal("a stream's settings alias the defaults")
+		}
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{wal(`    read_settings: {"random_page_cost; DROP TABLE x": "1"}`), `stream "cache.wal".read_settings: "random_page_cost; DROP TABLE x" is not a PostgreSQL setting's name`},
+		{wal(`    read_settings: {random_page_cost: ""}`), `stream "cache.wal".read_settings.random_page_cost: empty value`},
+		{wal("    read_connections: -2"), `stream "cache.wal".read_connections: -2 is negative`},
+		{strings.Replace(goodYAML, "    capture: poll\n", "    capture: poll\n    read_settings: {work_mem: 4MB}\n", 1), "read_settings and read_connections are for capture: wal"},
+		{strings.Replace(goodYAML, "    capture: poll\n", "    capture: poll\n    read_connections: 2\n", 1), "read_settings and read_connections are for capture: wal"},
+	} {
+		if _, err := ParseConfig([]byte(tc.yaml)); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err = %v, want ErrConfig containing %q", err, tc.want)
+		}
+	}
+}

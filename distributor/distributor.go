@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -125,6 +126,9 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 	pcfg, err := pgxpool.ParseConfig(d.cfg.Postgres.DSN)
 	if err != nil {
 		return fmt.Errorf("%w: postgres.dsn: %v", ErrConfig, err)
+	}
+	if !strings.Contains(d.cfg.Postgres.DSN, "pool_max_conns") {
+		pcfg.MaxConns = max(pcfg.MaxConns, d.cfg.poolConns())
 	}
 	srv, err := daemon.ListenServers(d.cfg.HTTPAddr, d.Handler, d.admin, d.AdminHandler)
 	if err != nil {

@@ -139,7 +139,8 @@
 //     the views' analysis, the publication, the slot, the receiver, the loop and the idle
 //     position records), wal_cycle.go (one cycle: snapshot, prefix, re-reads, publish,
 //     confirm), wal_view.go (how changed base rows become changed view rows: keys, reverse
-//     maps, hops, reads of the changed values), wal_behind.go (a view re-read in full off
+//     maps, hops, reads of the changed values), wal_read.go (a cycle's views read at once,
+//     each on a connection of its own in the cycle's exported snapshot), wal_behind.go (a view re-read in full off
 //     the cycles, in a snapshot a cycle exports, following the stream at a position of
 //     its own meanwhile), wal_reason.go (why a view is read in full), wal_flush.go (an
 //     idle stream has the server flush its WAL), wal_start.go (what a session on an

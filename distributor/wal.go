@@ -298,6 +298,15 @@ func (w *walSession) analyzeOnce(ctx context.Context) (views []*walView, tables,
 		return nil, nil, nil, fmt.Errorf("distributor: analyze views: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// The lookups are planned (walView.plan) with the settings the cycles read them with.
+	if err := capture.SetLocal(ctx, tx, s.cfg.ReadSettings); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "42704" || pe.Code == "22023" || pe.Code == "55P02" || pe.Code == "42501") {
+			// unknown, invalid value, not settable at run time, not allowed to the role
+			return nil, nil, nil, fmt.Errorf("%w: stream %q: read_settings: %w", ErrConfig, s.cfg.Topic, err)
+		}
+		return nil, nil, nil, err
+	}
 	seen, full := map[uint32]bool{}, map[uint32]bool{}
 	w.unanalyzed = nil
 	for _, st := range s.order {

@@ -40,7 +40,7 @@ func (w *walSession) runCycle(ctx context.Context, first *capture.Snapshot) erro
 		first = nil
 		if snap == nil {
 			var err error
-			if snap, err = capture.BeginSnapshot(ctx, w.s.pool); err != nil {
+			if snap, err = capture.BeginSnapshot(ctx, w.s.pool, w.s.cfg.ReadSettings); err != nil {
 				return err
 			}
 		}
@@ -103,6 +103,28 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 			_, full := w.full[v.st]
 			return full || w.isBehind(v)
 		})
+	}
+
+	// The views' changed rows, read at once on connections of their own (wal_read.go).
+	jobs := map[*walView]*readJob{}
+	var order []*readJob
+	for _, v := range w.views {
+		st := v.st
+		if _, full := w.full[st]; full || (changes[v] == nil && reads[v] == nil) || st.failed != nil || w.isBehind(v) {
+			continue
+		}
+		j := &readJob{a: reads[v], ch: changes[v]}
+		if j.a == nil {
+			j.a = w.newMappedRead(v)
+		}
+		if j.ch == nil {
+			j.ch = newViewChanges()
+		}
+		jobs[v] = j
+		order = append(order, j)
+	}
+	if err := w.readJobs(ctx, snap, order); err != nil {
+		return err
 	}
 
 	t := &txnOut{}
@@ -168,21 +190,13 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 					}
 				}
 			}
-		case (changes[v] != nil || reads[v] != nil) && st.failed == nil && !w.isBehind(v):
-			a, ch := reads[v], changes[v]
-			if a == nil {
-				a = w.newMappedRead(v)
+		case jobs[v] != nil:
+			j := jobs[v]
+			if j.err != nil {
+				s.failView(st, j.err, "changes") // readJobs returned any other error
+				continue
 			}
-			if ch == nil {
-				ch = newViewChanges()
-			}
-			if err := w.mappedOut(ctx, snap.Tx, a, ch, src, t); err != nil {
-				if isErr(err, ErrView) {
-					s.failView(st, err, "changes")
-					continue
-				}
-				return err
-			}
+			w.mappedOut(j.a, src, t)
 		}
 	}
 	if err := w.startRereads(ctx, snap, pos, commitTime); err != nil {

@@ -269,3 +269,22 @@ func TestWALSharedSlot(t *testing.T) {
 		t.Fatalf("the second stream got the first one's views:\n%s", dump(recs))
 	}
 }
+
+// TestWALRefusesUnknownReadSetting: a read setting PostgreSQL does not know stops the
+// start with a configuration error that names it.
+func TestWALRefusesUnknownReadSetting(t *testing.T) {
+	e := newEnv(t)
+	e.exec("CREATE TABLE items (id int PRIMARY KEY, name text)")
+	cfg := e.walConfig(ViewConfig{Name: "items", SQL: "SELECT id, name FROM items", Key: []string{"id"}})
+	cfg.Streams[0].ReadSettings = map[string]string{"random_page_cost": "1.1", "no_such_setting": "1"}
+	d, err := New(cfg, WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = d.Run(ctx)
+	if !isErr(err, ErrConfig) || !strings.Contains(err.Error(), "read_settings: setting no_such_setting") {
+		t.Fatalf("Run = %v, want ErrConfig naming the setting", err)
+	}
+}

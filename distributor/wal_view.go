@@ -43,6 +43,7 @@ type walView struct {
 	routes           map[uint32][]*route // base table → a route per mapped occurrence
 	byCols           []*capture.Lookup   // per reverse map (st.depSpecs): by its columns
 	lastFull         time.Time
+	lastRead         time.Duration // its last cycle's reads (readJobs reads the longest first)
 }
 
 // route is how one Mapping's changes become rows to re-read.
@@ -463,11 +464,10 @@ func hopValues(ctx context.Context, tx pgx.Tx, hop *capture.Lookup, tuples [][][
 	return out, err
 }
 
-// mappedOut re-reads in tx the rows of v that ch touched and a did not read yet, then the
-// rows that held a changed identity, and adds to t the rows whose content changed and the
-// tombstones of the rows that are gone.
-func (w *walSession) mappedOut(ctx context.Context, tx pgx.Tx, a *mappedRead, ch *viewChanges, src source, t *txnOut) error {
-	s := w.s
+// finish re-reads in tx the rows of the view that ch touched and a did not read yet, then
+// the rows that held a changed identity. It reads the view's published state and changes
+// none, so the views of a cycle finish on connections of their own at once (readJobs).
+func (a *mappedRead) finish(ctx context.Context, tx pgx.Tx, ch *viewChanges) error {
 	st := a.v.st
 	cfg := st.cfg
 	if err := a.read(ctx, tx, ch); err != nil {
@@ -507,6 +507,16 @@ func (w *walSession) mappedOut(ctx context.Context, tx pgx.Tx, a *mappedRead, ch
 		}
 		a.took += time.Since(start)
 	}
+	return nil
+}
+
+// mappedOut adds to t the rows of a's view whose content changed and the tombstones of
+// the rows that are gone, once a finished.
+func (w *walSession) mappedOut(a *mappedRead, src source, t *txnOut) {
+	s := w.s
+	st := a.v.st
+	cfg := st.cfg
+	found, prev := a.found, a.prev
 	s.m.viewRead.WithLabelValues(s.cfg.Topic, cfg.Name).Add(a.took.Seconds())
 
 	var rows []pendingRow
@@ -527,7 +537,7 @@ func (w *walSession) mappedOut(ctx context.Context, tx pgx.Tx, a *mappedRead, ch
 		}
 	}
 	if len(rows) == 0 {
-		return nil
+		return
 	}
 	meta := record.Meta{View: cfg.Name, Epoch: st.epoch, SourceTime: src.time, SourceLSN: src.lsn}
 	t.body = append(t.body, rowsPart(rows, meta))
@@ -547,5 +557,4 @@ func (w *walSession) mappedOut(ctx context.Context, tx pgx.Tx, a *mappedRead, ch
 		s.m.rows.WithLabelValues(s.cfg.Topic, cfg.Name).Add(float64(int64(len(rows)) - tombs))
 		s.m.tombstones.WithLabelValues(s.cfg.Topic, cfg.Name).Add(float64(tombs))
 	})
-	return nil
 }

@@ -50,8 +50,8 @@
 // Hop), querytree.go (the stored query trees, equality operators and volatile functions
 // from the catalog), derive.go (the bindings of each level of the tree: which values of a
 // changed row each column holds), route.go (each occurrence's Mapping chosen from them),
-// lookup.go (Lookup, the hops' query), lookup_plan.go (a lookup one value at a time where
-// the planner cannot take an array down to the view's tables), publication.go (EnsurePublication), slot.go (the slot's functions,
+// lookup.go (Lookup, the hops' query), lookup_plan.go (up to how many tuples a lookup reads them
+// one at a time, from the planner's costs), publication.go (EnsurePublication), slot.go (the slot's functions,
 // SlotInfo, ErrSlotLost), receiver.go (Receiver, Sub, Txn, Change, Identity, LSN),
 // snapshot.go (Snapshot: BeginSnapshot, ImportSnapshot, Split; FlushWAL, WALPositions).
 package capture

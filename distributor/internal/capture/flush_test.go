@@ -24,7 +24,7 @@ func TestFlushWAL(t *testing.T) {
 	if flush >= msg {
 		t.Fatalf("the message at %s was flushed at once (flush %s): the test no longer leaves WAL unflushed", msg, flush)
 	}
-	snap, err := BeginSnapshot(ctx, conn)
+	snap, err := BeginSnapshot(ctx, conn, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

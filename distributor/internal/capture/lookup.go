@@ -20,10 +20,13 @@ type Lookup struct {
 	sql    string
 	params []uint32 // one array parameter per column: its array type
 	elems  []uint32 // and its element type
-	// single reads the rows of one tuple (cols = $1 AND …, a parameter per column of type
-	// elems); perValue is up to how many tuples a lookup reads them one tuple at a time
-	// (Plan): 0, never.
+	// each reads the rows of the tuples one tuple at a time in one statement (eachSQL, the
+	// same parameters as sql); single is the lookup of one tuple (cols = $1 AND …, a
+	// parameter per column of type elems), which Plan costs; view is the view's SQL.
+	// perValue is up to how many tuples Run reads them one tuple at a time (Plan): 0, never.
+	each     string
 	single   string
+	view     string
 	perValue int
 	// cols are the view's columns the analysis found, which a lookup of view rows returns
 	// (nil for a hop lookup): a result of other columns is ErrColumnsChanged.
@@ -55,6 +58,8 @@ func NewLookup(d *ViewDeps, viewSQL string, cols []int) (*Lookup, error) {
 	}
 	l.sql = lookupSQL(viewSQL, names, "unnest("+strings.Join(unnest, ", ")+")")
 	l.single = singleSQL(viewSQL, names, func(i int) string { return fmt.Sprintf("$%d", i+1) })
+	l.each = eachSQL(viewSQL, names, func(i int) string { return fmt.Sprintf("_k.u%d", i) })
+	l.view = viewSQL
 	return l, nil
 }
 
@@ -116,6 +121,11 @@ func NewKeyLookup(d *ViewDeps, viewSQL string) (*Lookup, error) {
 		cast, _ := keyTextCast(d.Columns[d.Key[i]], fmt.Sprintf("$%d", i+1))
 		return cast
 	})
+	l.each = eachSQL(viewSQL, names, func(i int) string {
+		cast, _ := keyTextCast(d.Columns[d.Key[i]], fmt.Sprintf("_k.u%d", i))
+		return cast
+	})
+	l.view = viewSQL
 	return l, nil
 }
 
@@ -158,8 +168,9 @@ func keyTextCast(col Column, arg string) (string, bool) {
 // key texts for a key lookup) in tx and calls each with every row found (binary result
 // values, valid until the next call). Tuples are sent in chunks.
 func (l *Lookup) Run(ctx context.Context, tx pgx.Tx, tuples [][][]byte, each func(row [][]byte) error) error {
+	sql := l.sql
 	if len(tuples) <= l.perValue {
-		return l.runEach(ctx, tx, tuples, each)
+		sql = l.each
 	}
 	conn := tx.Conn().PgConn()
 	formats := []int16{1}
@@ -173,7 +184,7 @@ func (l *Lookup) Run(ctx context.Context, tx pgx.Tx, tuples [][][]byte, each fun
 			params[c] = encodeArray(l.elems[c], chunk, c)
 			pformats[c] = 1
 		}
-		rr := conn.ExecParams(ctx, l.sql, params, l.params, pformats, formats)
+		rr := conn.ExecParams(ctx, sql, params, l.params, pformats, formats)
 		if err := l.checkColumns(rr.FieldDescriptions()); err != nil {
 			_, _ = rr.Close()
 			return err
@@ -218,6 +229,23 @@ func encodeArray(elem uint32, tuples [][][]byte, c int) []byte {
 		b = append(b, t[c]...)
 	}
 	return b
+}
+
+// eachSQL reads the rows of every tuple one tuple at a time, in one statement: the
+// parameters' arrays are unnested (as _k(u0, u1, …)) and the view joined LATERAL with
+// names[i] = value(i), AND-ed. OFFSET 0 keeps PostgreSQL from pulling the subquery up into
+// a join with the unnested tuples: it plans the view once with the conditions as
+// parameters, which it carries through the view's joins into aggregated, DISTINCT and
+// windowed subqueries as it carries a constant, and runs that plan for each tuple.
+func eachSQL(viewSQL string, names []string, value func(int) string) string {
+	args := make([]string, len(names))
+	conds := make([]string, len(names))
+	for i, n := range names {
+		args[i] = fmt.Sprintf("$%d", i+1)
+		conds[i] = n + " = " + value(i)
+	}
+	return fmt.Sprintf("SELECT _sc.* FROM unnest(%s) AS _k(%s) CROSS JOIN LATERAL (SELECT * FROM (%s) AS _sc WHERE %s OFFSET 0) AS _sc",
+		strings.Join(args, ", "), keyArgs(len(names)), viewSQL, strings.Join(conds, " AND "))
 }
 
 // singleSQL is the lookup of one tuple: names[i] = value(i), AND-ed.

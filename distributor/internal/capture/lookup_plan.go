@@ -7,35 +7,37 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // PostgreSQL carries a constant through a join's equality into an aggregated, DISTINCT or
 // windowed subquery (its equivalence classes: e.id = 5 and e.id = ms.event_id make
 // ms.event_id = 5), but not an array: for a view that joins back an aggregate (a CTE of
 // counts per event joined to events), cols = ANY(values) filters the subquery's output
-// after computing all of it, while cols = value reads only that value's rows. Plan asks
-// the planner which way a lookup is cheaper and up to how many tuples; Run then sends the
-// one-tuple statements in one round trip (each planned with its own values).
+// after computing all of it, while cols = value reads only that value's rows. And for a
+// few hundred values of a join's key the planner often prefers scanning whole tables into
+// a hash join to reading each value's rows by index (its random_page_cost assumes pages
+// on disk). Reading the tuples one at a time (eachSQL) costs each tuple what one tuple's
+// lookup costs; reading them by arrays costs at most what the whole view costs. Plan asks
+// the planner for both and sets the crossover.
 
-// planOverhead is what one more statement costs beside its plan's estimate (its planning
-// and its round trip in the batch), in the planner's cost units.
-const planOverhead = 30
+// eachOverhead is what one more tuple read one at a time costs beside its plan's estimate
+// (its row of the unnested arrays and the subquery's rescan), in the planner's cost units.
+const eachOverhead = 1
 
 // maxPerValue bounds the tuples read one at a time in one lookup.
-const maxPerValue = 2000
+const maxPerValue = lookupChunk
 
 var planSeq atomic.Int64
 
 // Plan sets up to how many tuples l reads them one tuple at a time, from the estimated
-// total costs of the generic plans of l's two statements in tx: the array lookup costs
-// about the same whatever the number of tuples when the condition does not reach the
-// view's tables, and n one-tuple lookups n times theirs.
+// total costs of two generic plans in tx: the lookup of one tuple, and the view's whole
+// query. n tuples read one at a time cost about n times the first; by arrays, at most the
+// second (the condition does not always reach the view's tables).
 func (l *Lookup) Plan(ctx context.Context, tx pgx.Tx) error {
 	if l.single == "" {
 		return nil
 	}
-	arrays, err := genericCost(ctx, tx, l.sql, l.params)
+	whole, err := genericCost(ctx, tx, l.view, nil)
 	if err != nil {
 		return err
 	}
@@ -43,7 +45,7 @@ func (l *Lookup) Plan(ctx context.Context, tx pgx.Tx) error {
 	if err != nil {
 		return err
 	}
-	n := int(arrays / (one + planOverhead))
+	n := int(whole / (one + eachOverhead))
 	if n < 2 {
 		n = 0
 	}
@@ -75,7 +77,10 @@ func genericCost(ctx context.Context, tx pgx.Tx, sql string, types []uint32) (fl
 		decl += n
 		args += "NULL"
 	}
-	if _, err := tx.Exec(ctx, fmt.Sprintf("PREPARE %s (%s) AS %s", name, decl, sql)); err != nil {
+	if decl != "" {
+		decl = " (" + decl + ")"
+	}
+	if _, err := tx.Exec(ctx, fmt.Sprintf("PREPARE %s%s AS %s", name, decl, sql)); err != nil {
 		return 0, fmt.Errorf("%w: plan of a lookup: %w", ErrAnalyze, err)
 	}
 	defer func() { _, _ = tx.Exec(context.WithoutCancel(ctx), "DEALLOCATE "+name) }()
@@ -84,7 +89,10 @@ func genericCost(ctx context.Context, tx pgx.Tx, sql string, types []uint32) (fl
 	}
 	defer func() { _, _ = tx.Exec(context.WithoutCancel(ctx), "SET LOCAL plan_cache_mode = auto") }()
 	var out string
-	if err := tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (FORMAT JSON) EXECUTE %s(%s)", name, args)).Scan(&out); err != nil {
+	if args != "" {
+		args = "(" + args + ")"
+	}
+	if err := tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (FORMAT JSON) EXECUTE %s%s", name, args)).Scan(&out); err != nil {
 		return 0, fmt.Errorf("%w: plan of a lookup: %w", ErrAnalyze, err)
 	}
 	var plans []struct {
@@ -96,38 +104,4 @@ func genericCost(ctx context.Context, tx pgx.Tx, sql string, types []uint32) (fl
 		return 0, fmt.Errorf("%w: plan of a lookup: %v", ErrAnalyze, err)
 	}
 	return plans[0].Plan.TotalCost, nil
-}
-
-// runEach reads the rows of each tuple with the one-tuple statement, all in one round
-// trip.
-func (l *Lookup) runEach(ctx context.Context, tx pgx.Tx, tuples [][][]byte, each func(row [][]byte) error) error {
-	b := &pgconn.Batch{}
-	pformats := make([]int16, len(l.elems))
-	for i := range pformats {
-		pformats[i] = 1
-	}
-	for _, t := range tuples {
-		b.ExecParams(l.single, t, l.elems, pformats, []int16{1})
-	}
-	mrr := tx.Conn().PgConn().ExecBatch(ctx, b)
-	for mrr.NextResult() {
-		rr := mrr.ResultReader()
-		if err := l.checkColumns(rr.FieldDescriptions()); err != nil {
-			_, _ = rr.Close()
-			_ = mrr.Close()
-			return err
-		}
-		for rr.NextRow() {
-			if err := each(rr.Values()); err != nil {
-				_, _ = rr.Close()
-				_ = mrr.Close()
-				return err
-			}
-		}
-		if _, err := rr.Close(); err != nil {
-			_ = mrr.Close()
-			return err
-		}
-	}
-	return mrr.Close()
 }

@@ -112,8 +112,9 @@ func (d *ViewDeps) tableOID(t *testing.T, name string) uint32 {
 }
 
 // TestLookupPlan: a view that joins back an aggregate (which PostgreSQL filters by a
-// constant, not by an array) is looked up one value at a time up to some number of
-// values, and both ways read the same rows; a plain join keeps the array lookup.
+// constant, not by an array) and a plain join are looked up one value at a time up to some
+// number of values, a lookup by a column no index serves is not (each value would scan the
+// table), and every way reads the same rows as the lookup by arrays.
 func TestLookupPlan(t *testing.T) {
 	ctx, conn, _ := openDB(t)
 	mustExec(ctx, t, conn, `
@@ -125,6 +126,7 @@ CREATE INDEX ON markets (event_id);
 ANALYZE events; ANALYZE markets;`)
 	agg := `WITH ms AS (SELECT event_id, count(*) AS n FROM markets GROUP BY event_id) SELECT e.id, ms.n FROM events e JOIN ms ON ms.event_id = e.id`
 	plain := `SELECT m.id, m.event_id, e.name FROM markets m JOIN events e ON e.id = m.event_id`
+	unindexed := `SELECT m.id, m.price::bigint AS price FROM markets m`
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -132,13 +134,15 @@ ANALYZE events; ANALYZE markets;`)
 	defer tx.Rollback(ctx)
 	for _, tc := range []struct {
 		name, sql string
+		by        string
 		perValue  bool
-	}{{"aggregate joined back", agg, true}, {"plain join", plain, false}} {
+	}{{"aggregate joined back", agg, "id", true}, {"plain join", plain, "id", true}, {"unindexed column", unindexed, "price", false}} {
 		d, err := Analyze(ctx, tx, ViewSpec{Name: "v", SQL: tc.sql, Key: []string{"id"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := NewLookup(d, tc.sql, d.Key)
+		by := slices.IndexFunc(d.Columns, func(c Column) bool { return c.Name == tc.by })
+		l, err := NewLookup(d, tc.sql, []int{by})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +152,7 @@ ANALYZE events; ANALYZE markets;`)
 		if got := l.PerValue() > 10; got != tc.perValue {
 			t.Fatalf("%s: one value at a time up to %d tuples, want per value %v", tc.name, l.PerValue(), tc.perValue)
 		}
-		tuples := [][][]byte{{be64(7)}, {be64(123)}, {be64(2999)}, {be64(99999)}}
+		tuples := [][][]byte{{be64(7)}, {be64(123)}, {be64(2999)}, {be64(99999)}, {nil}}
 		read := func() string {
 			var got []string
 			if err := l.Run(ctx, tx, tuples, func(row [][]byte) error {
@@ -160,8 +164,9 @@ ANALYZE events; ANALYZE markets;`)
 			slices.Sort(got)
 			return strings.Join(got, ",")
 		}
-		each := read()
 		saved := l.perValue
+		l.perValue = len(tuples)
+		each := read()
 		l.perValue = 0
 		arrays := read()
 		l.perValue = saved

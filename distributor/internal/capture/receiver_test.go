@@ -171,7 +171,7 @@ func TestReceiverChangesAndExportedSnapshot(t *testing.T) {
 	mustExec(ctx, t, conn, "TRUNCATE competitions CASCADE")
 	mustExec(ctx, t, conn, "CREATE TABLE other (id int primary key); INSERT INTO other VALUES (1)") // not published: no transaction
 
-	snap, err := BeginSnapshot(ctx, s.pool)
+	snap, err := BeginSnapshot(ctx, s.pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestReceiverSchemaChanges(t *testing.T) {
 	mustExec(ctx, t, conn, "INSERT INTO sports VALUES (4, 'Chess')")
 	take := func() []Change {
 		t.Helper()
-		snap, err := BeginSnapshot(ctx, s.pool)
+		snap, err := BeginSnapshot(ctx, s.pool, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,7 +273,7 @@ func TestSnapshotSplitsAtItsVisibility(t *testing.T) {
 	s := startStream(ctx, t, conn, dsn)
 	s.run(ctx, t)
 	mustExec(ctx, t, conn, "INSERT INTO sports VALUES (1, 'a')")
-	snap, err := BeginSnapshot(ctx, s.pool)
+	snap, err := BeginSnapshot(ctx, s.pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestSnapshotSplitsAtItsVisibility(t *testing.T) {
 	if err := snap.Tx.QueryRow(ctx, "SELECT count(*) FROM sports").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("snapshot shows %d sports, want 1", n)
 	}
-	later, err := BeginSnapshot(ctx, s.pool)
+	later, err := BeginSnapshot(ctx, s.pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

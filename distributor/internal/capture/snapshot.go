@@ -3,6 +3,8 @@ package capture
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +33,7 @@ type Snapshot struct {
 	// exported: the slot's exported snapshot, taken at its consistent point: the slot
 	// streams only transactions it does not show.
 	exported bool
+	name     string // Export's name, once exported
 }
 
 // Beginner starts transactions (a pgxpool.Pool, a pgx.Conn).
@@ -39,15 +42,18 @@ type Beginner interface {
 }
 
 // BeginSnapshot opens a snapshot transaction and reads its visibility and the WAL insert
-// position in its first statement (which takes the snapshot).
-func BeginSnapshot(ctx context.Context, db Beginner) (*Snapshot, error) {
+// position in its first statement (which takes the snapshot), which also sets settings
+// for the transaction (as SetLocal does).
+func BeginSnapshot(ctx context.Context, db Beginner, settings map[string]string) (*Snapshot, error) {
 	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("capture: begin snapshot: %w", err)
 	}
 	s := &Snapshot{Tx: tx}
 	var snap, insert, flush string
-	if err := tx.QueryRow(ctx, "SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text, now()").Scan(&snap, &insert, &flush, &s.Time); err != nil {
+	names, values := settingArrays(settings)
+	if err := tx.QueryRow(ctx, "SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text, now(), "+
+		"(SELECT count(set_config(n, v, true)) FROM unnest($1::text[], $2::text[]) AS _s(n, v))", names, values).Scan(&snap, &insert, &flush, &s.Time, nil); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, fmt.Errorf("capture: snapshot position: %w", err)
 	}
@@ -61,6 +67,25 @@ func BeginSnapshot(ctx context.Context, db Beginner) (*Snapshot, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// SetLocal sets settings (name → value) for the rest of tx, as SET LOCAL does. An error
+// names the setting PostgreSQL refused.
+func SetLocal(ctx context.Context, tx pgx.Tx, settings map[string]string) error {
+	for _, n := range slices.Sorted(maps.Keys(settings)) {
+		if _, err := tx.Exec(ctx, "SELECT set_config($1, $2, true)", n, settings[n]); err != nil {
+			return fmt.Errorf("setting %s = %q: %w", n, settings[n], err)
+		}
+	}
+	return nil
+}
+
+func settingArrays(settings map[string]string) (names, values []string) {
+	names, values = []string{}, []string{}
+	for _, n := range slices.Sorted(maps.Keys(settings)) {
+		names, values = append(names, n), append(values, settings[n])
+	}
+	return names, values
 }
 
 // Execer runs a statement (a pgxpool.Pool, a pgx.Conn).
@@ -117,13 +142,15 @@ func ImportSnapshot(ctx context.Context, db Beginner, name string, at LSN) (*Sna
 }
 
 // Export exports the snapshot (pg_export_snapshot) for ImportSnapshot on other
-// connections, while s stays open.
+// connections, while s stays open, once: it returns the same name again.
 func (s *Snapshot) Export(ctx context.Context) (string, error) {
-	var name string
-	if err := s.Tx.QueryRow(ctx, "SELECT pg_export_snapshot()").Scan(&name); err != nil {
+	if s.name != "" {
+		return s.name, nil
+	}
+	if err := s.Tx.QueryRow(ctx, "SELECT pg_export_snapshot()").Scan(&s.name); err != nil {
 		return "", fmt.Errorf("capture: export snapshot: %w", err)
 	}
-	return name, nil
+	return s.name, nil
 }
 
 // parse reads pg_current_snapshot()'s text "xmin:xmax:xip,...".
