@@ -63,7 +63,7 @@ func (s *scraper) scrape(now time.Time) {
 			default:
 				continue
 			}
-			b := labels.NewBuilder(labels.EmptyLabels()).Set(labels.MetricName, name).Set("job", "distributor")
+			b := labels.NewBuilder(labels.EmptyLabels()).Set(model.MetricNameLabel, name).Set("job", "distributor")
 			for _, lp := range m.GetLabel() {
 				b.Set(lp.GetName(), lp.GetValue())
 			}
