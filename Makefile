@@ -21,7 +21,7 @@ VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || 
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
 
-.PHONY: test demo infra down deps tools unit vet lint bench fuzz chaos difftest proto proto-check images
+.PHONY: test demo infra infra-cluster down-cluster chaos-cluster down deps tools unit vet lint bench fuzz chaos difftest proto proto-check images
 
 ## test: start PostgreSQL and Kafka (idempotent), install tools, run the whole suite (every
 ## module) with -race.
@@ -51,6 +51,18 @@ infra:
 
 down:
 	deploy/local/down.sh
+
+## infra-cluster: a KRaft cluster of KAFKA_NODES (default 3) Kafka nodes beside infra's broker
+## (deploy/local/kafka-cluster.sh: its own ports and state in .run/kafka-cluster); its
+## addresses in .run/cluster.env. down-cluster stops it (its data stays).
+KAFKA_NODES ?= 3
+infra-cluster:
+	@mkdir -p $(RUN)
+	STATECAST_KAFKA_NODES=$(KAFKA_NODES) deploy/local/kafka-cluster.sh start > $(RUN)/cluster.env.tmp && mv $(RUN)/cluster.env.tmp $(RUN)/cluster.env
+	@cat $(RUN)/cluster.env
+
+down-cluster:
+	deploy/local/kafka-cluster.sh stop
 
 vet:
 	$(call in_modules,$(GO) vet ./...)
@@ -91,6 +103,13 @@ DURATION ?= 10m
 CHANGES  ?= 100000
 chaos: deps
 	$(GO) run ./cmd/chaos -duration $(DURATION) -changes $(CHANGES) $(if $(SEED),-seed $(SEED)) $(if $(FAULTS),-faults $(FAULTS)) $(if $(RACE),-race)
+
+## chaos-cluster: make chaos on a KRaft cluster of KAFKA_NODES (default 3) Kafka nodes of its
+## own: the stream at replication factor 3 and min.insync.replicas=2, and the broker faults
+## (a node killed, the partition leader killed in a transaction, a node paused past its
+## session timeout, a node's data directory lost) among the others.
+chaos-cluster: deps
+	$(GO) run ./cmd/chaos -kafka-nodes $(KAFKA_NODES) -duration $(DURATION) -changes $(CHANGES) $(if $(SEED),-seed $(SEED)) $(if $(FAULTS),-faults $(FAULTS)) $(if $(RACE),-race)
 
 ## difftest: the long run of the WAL capture's differential test (TestWALDifferential in
 ## distributor/): random transactions on a corpus of view shapes, and after every batch each

@@ -11,6 +11,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+
 	"github.com/statecast/statecast/schemas/record"
 )
 
@@ -35,6 +37,8 @@ type viewCore interface {
 	handlerList() []handlerCore
 	capture(cut *Cut) viewCapture // its version in cut (immutable), for persistence
 	stats() ViewStats
+	selection() *statecastv1.Selection // nil: the whole view; any goroutine
+	Selection() Selection
 }
 
 // Client keeps typed views of a stream in memory. See the package documentation.
@@ -78,6 +82,10 @@ type Client struct {
 	// before it handles any frame).
 	wsrc    sourceState
 	closing chan struct{} // closed by Close: releases WaitFor, ends Done
+	// reselected: a view's selection changed (Reselect); the next stream subscribes without
+	// a resume index. endStream ends the current stream (nil between streams).
+	reselected atomic.Bool
+	endStream  atomic.Pointer[func()]
 
 	// Every view's handlers (fixed at Start) and the publications handed over to them
 	// that the state file may not pass yet (handled.go).
@@ -134,10 +142,18 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 }
 
 // Register adds a typed view named name to the client, decoded by decode. It must be called
-// before Start.
-func Register[T any](c *Client, name string, decode Decoder[T]) (*View[T], error) {
+// before Start. Options select part of the view (WithFilter, WithShard; Selection): the
+// view then holds only those rows.
+func Register[T any](c *Client, name string, decode Decoder[T], opts ...ViewOption) (*View[T], error) {
 	if !record.ValidViewName(name) {
 		return nil, fmt.Errorf("%w: view name %q", ErrConfig, name)
+	}
+	var sel Selection
+	for _, o := range opts {
+		o(&sel)
+	}
+	if err := sel.validate(name); err != nil {
+		return nil, err
 	}
 	if decode == nil {
 		return nil, fmt.Errorf("%w: view %q needs a decoder", ErrConfig, name)
@@ -151,6 +167,9 @@ func Register[T any](c *Client, name string, decode Decoder[T]) (*View[T], error
 		return nil, fmt.Errorf("%w: view %q registered twice", ErrConfig, name)
 	}
 	v := newView(c, name, decode)
+	if !sel.IsZero() {
+		v.sel.Store(&sel)
+	}
 	v.slot = len(c.views)
 	c.views = append(c.views, v)
 	c.byName[name] = v

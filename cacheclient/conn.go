@@ -18,7 +18,6 @@ import (
 	"github.com/statecast/statecast/internal/backoff"
 	"github.com/statecast/statecast/internal/grpctls"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
-	"github.com/statecast/statecast/schemas/wire"
 )
 
 // KeepaliveTime and KeepaliveTimeout: a connection idle for KeepaliveTime is pinged, and
@@ -72,6 +71,12 @@ func (c *Client) connect(ctx context.Context) error {
 		c.st.connected.Store(false)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if c.reselected.Load() {
+			// Our own end of the stream (Reselect): subscribe again at once, same player.
+			c.log.Info("selection changed; subscribing again for a snapshot", "addr", addr)
+			i--
+			continue
 		}
 		c.st.reconnects.Add(1)
 		if err == nil {
@@ -145,11 +150,20 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 	hello := &statecastv1.Hello{
 		ClientId: c.cfg.InstanceID, Service: c.cfg.Service, Stream: c.cfg.Stream,
 		MaxBatchEntries: c.cfg.MaxBatchEntries, MaxBatchBytes: c.cfg.MaxBatchBytes,
-		ProtocolVersion: wire.ProtocolVersion, MaxMessageBytes: c.cfg.MaxReceiveBytes,
+		MaxMessageBytes: c.cfg.MaxReceiveBytes,
 	}
 	for _, v := range c.views {
 		hello.Views = append(hello.Views, v.viewName())
 	}
+	c.helloSelections(hello)
+	if c.reselected.Swap(false) {
+		// A selection changed: what the views hold is not the new selection's state.
+		c.applied.Store(-1)
+		c.dropMarks()
+	}
+	end := func() { cancel() }
+	c.endStream.Store(&end)
+	defer c.endStream.Store(nil)
 	resumed := false
 	idx, topic, err := c.resumeIndex(sctx)
 	if err != nil {

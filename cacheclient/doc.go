@@ -155,6 +155,23 @@
 //   - a change whose handler failed every attempt ([Hooks].OnHandlerError) counts as
 //     complete and is not delivered again.
 //
+// # Selections
+//
+// A view may hold part of its rows: Register with [WithFilter] (a CEL expression over the
+// view's columns, evaluated by the player), [WithShard] (shard i of n by a stable hash of
+// the key) and [WithColumns] (only these columns of each row: the decoder sees, and the
+// view stores, only them), see [Selection]. The player sends only those rows: a row that starts
+// passing arrives as a create, one that stops passing as a delete, in the source
+// transaction that moved it. Reads, indexes, change handlers, WaitReady and WaitFor work
+// on the subset; a selected view's epoch-end (which counts the whole view) is not checked.
+// [View.Reselect] changes the selection at run time: the client subscribes again without
+// a resume index and the snapshot replaces every view atomically. A filter the player
+// refuses (a column the view does not have) stops the client with ErrBadHello, its
+// message naming the view and the column. A Hello with selections needs protocol version
+// 2: a player that predates it refuses the client (ErrIncompatible) rather than ignore
+// them; without selections the client says version 1, which every player serves. The
+// state file records each view's selection and is resumed from only with the same one.
+//
 // # Guarantees
 //
 //   - Ordered, no duplicates: the client applies the stream's records in order, each once,
@@ -243,7 +260,8 @@
 // (TLSFiles, the token sources, DefaultInstanceID), view.go (View and Version: Get, Range,
 // the secondary indexes; Decoder, IndexFunc), read.go (Cut, Read, View.In, and the
 // publication), source.go (LSN, ParseLSN, WaitFor), handlers.go (OnChange and its
-// options), keys.go (Key, SplitKey), errors.go (the sentinels and the error types, and how a
+// options), select.go (Selection, WithFilter, WithShard, Reselect, the Hello's
+// selections; WithColumns), keys.go (Key, SplitKey), errors.go (the sentinels and the error types, and how a
 // gRPC status becomes a SubscribeError),
 // stats.go (Stats, ViewStats), info.go (Info, Done), panic.go (PanicError; the decoders
 // and index functions run under recover, as dispatch.go runs handlers). The machinery: conn.go (the

@@ -20,7 +20,7 @@ import (
 
 // State file layout (all integers uvarint unless said otherwise):
 //
-//	"SCSTATE4"                                  8-byte magic and format version
+//	"SCSTATE5"                                  8-byte magic and format version
 //	len stream, stream                          the stream it belongs to
 //	len topic, topic                            the Kafka topic ID the index is an offset of (0 bytes: unknown)
 //	index (zigzag varint)                       the applied index of every view
@@ -29,20 +29,25 @@ import (
 //	                                            position (lsn); its stale views of the client
 //	nbehind, then per view behind the stream:   its views that follow the stream at a position
 //	  len name, name, lsn                       of their own (Position.Behind)
-//	nviews, then per view: len name, name, nrows, then per row: len key, key, len raw, raw
+//	nviews, then per view: len name, name,      the rows of each view, and the selection
+//	  len sel, sel, nrows, then per row:        they are of (Selection.String; "" the whole
+//	  len key, key, len raw, raw                view)
 //	xxhash64 of everything above, 8 bytes big endian
 //
-// Formats 3 ("SCSTATE3", without the views behind), 2 ("SCSTATE2", also without the topic
+// Formats 4 ("SCSTATE4", without the selections: every view whole), 3 ("SCSTATE3", also
+// without the views behind), 2 ("SCSTATE2", also without the topic
 // ID) and 1 ("SCSTATE1", also without the source state) are still read: the client then
 // resumes without a topic ID (the player cannot check that the index is an offset of its
 // topic), and with format 1 the source position is unknown until the next position
-// record. The next file written is of format 4.
+// record. The next file written is of format 5. A file whose view was saved with another
+// selection than the view has now is not resumed from (the rows are another subset).
 //
 // The file is written to a temp file, fsynced, renamed over the old one and the directory
 // fsynced, so a crash leaves either the old or the new file. A file that fails any check is
 // reported and ignored as a whole (the client then bootstraps from a snapshot).
 const (
-	stateMagic   = "SCSTATE4"
+	stateMagic   = "SCSTATE5"
+	stateMagicV4 = "SCSTATE4"
 	stateMagicV3 = "SCSTATE3"
 	stateMagicV2 = "SCSTATE2"
 	stateMagicV1 = "SCSTATE1"
@@ -62,6 +67,7 @@ const StateFileName = "cacheclient.state"
 
 type viewCapture struct {
 	name string
+	sel  string // Selection.String of the view
 	rows func(fn func(key, raw string) bool)
 }
 
@@ -72,7 +78,7 @@ func (v *View[T]) capture(cut *Cut) viewCapture {
 	for k, it := range s.bad {
 		bad[k] = it.rawString()
 	}
-	return viewCapture{name: v.name, rows: func(fn func(key, raw string) bool) {
+	return viewCapture{name: v.name, sel: v.Selection().String(), rows: func(fn func(key, raw string) bool) {
 		if !s.root.each(func(k string, it *item[T]) bool { return fn(k, it.rawString()) }) {
 			return
 		}
@@ -239,6 +245,7 @@ func writeState(f io.Writer, stream string, head stateHead, caps []viewCapture) 
 	uv(uint64(len(caps)))
 	for _, vc := range caps {
 		str(vc.name)
+		str(vc.sel)
 		var rows uint64
 		vc.rows(func(_, _ string) bool { rows++; return true })
 		uv(rows)
@@ -276,6 +283,8 @@ func readState(b []byte, stream string, sink stateSink) (stateHead, map[string]b
 	if len(b) >= len(stateMagic)+8 {
 		switch string(b[:len(stateMagic)]) {
 		case stateMagic:
+			version = 5
+		case stateMagicV4:
 			version = 4
 		case stateMagicV3:
 			version = 3
@@ -376,8 +385,17 @@ func readState(b []byte, stream string, sink stateSink) (stateHead, map[string]b
 			return stateHead{}, nil, bad("view %q twice", name)
 		}
 		vname := string(name)
+		var sel []byte
+		if version >= 5 {
+			if sel, ok = str(); !ok {
+				return stateHead{}, nil, bad("selection of %q", name)
+			}
+		}
 		keep := sink.view(vname)
 		seen[vname] = keep
+		if ss, isSel := sink.(selSink); isSel && keep {
+			ss.selection(vname, string(sel))
+		}
 		rows, ok := uv()
 		if !ok || rows > uint64(len(body)) {
 			return stateHead{}, nil, bad("row count of %q", name)
@@ -425,8 +443,13 @@ func newStateLoad() *stateLoad {
 // stagedChunk-th row of each accepted view.
 type chunkSink interface{ chunkAt(view string, off int) }
 
+// selSink, when a stateSink implements it, learns the selection each accepted view was
+// saved with.
+type selSink interface{ selection(view, sel string) }
+
 // fileView is where an accepted view's rows are in a verified state file.
 type fileView struct {
+	sel  string // the selection its rows are of (Selection.String)
 	rows int
 	offs []int // offsets of rows 0, stagedChunk, 2×stagedChunk, …
 }
@@ -446,6 +469,7 @@ func (k *checkSink) view(name string) bool {
 	return ok
 }
 func (k *checkSink) reserve(view string, rows int) { k.views[view].rows = rows }
+func (k *checkSink) selection(view, sel string)    { k.views[view].sel = sel }
 func (*checkSink) row(string, string, []byte)      {}
 func (k *checkSink) chunkAt(view string, off int) {
 	fv := k.views[view]
@@ -461,8 +485,13 @@ func verifyState(data []byte, c *Client) (stateHead, map[string]*fileView, error
 		return stateHead{index: -1}, nil, err
 	}
 	for _, v := range c.views {
-		if sink.views[v.viewName()] == nil {
+		fv := sink.views[v.viewName()]
+		if fv == nil {
 			return stateHead{index: -1}, nil, fmt.Errorf("%w: view %q is not in the file", ErrStateFile, v.viewName())
+		}
+		if now := v.Selection().String(); fv.sel != now {
+			return stateHead{index: -1}, nil, fmt.Errorf("%w: view %q was saved with selection %q, the client now selects %q",
+				ErrStateFile, v.viewName(), fv.sel, now)
 		}
 	}
 	head.src.stale = slices.DeleteFunc(head.src.stale, func(v string) bool { return c.byName[v] == nil })

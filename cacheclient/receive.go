@@ -368,7 +368,8 @@ func (r *receiver) flush(ctx context.Context) error {
 
 func (r *receiver) epochCheck(e *entry) error {
 	v, ok := r.c.byName[e.view]
-	if !ok {
+	if !ok || v.selection() != nil {
+		// An epoch's count and hash are the whole view's: a selected view holds part of it.
 		return nil
 	}
 	end, err := record.ParseEpochEnd(e.value)

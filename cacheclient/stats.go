@@ -10,7 +10,9 @@ import (
 // ViewStats describes one view.
 type ViewStats struct {
 	Name string
-	Len  int
+	// Selection is what the view subscribes to (Selection.String; "" the whole view).
+	Selection string
+	Len       int
 	// Position is the stream position the view reflects (see View.Position).
 	Position int64
 	// MemoryBytes estimates the view's memory: key and raw value bytes, plus a fixed cost
@@ -128,7 +130,7 @@ func (v *View[T]) stats() ViewStats {
 	s := v.state.Load()
 	var it item[T]
 	n, keys := v.decodes.get()
-	return ViewStats{Name: v.name, Len: s.count, Position: s.position,
+	return ViewStats{Name: v.name, Selection: v.Selection().String(), Len: s.count, Position: s.position,
 		MemoryBytes:  v.mem.Load() + int64(s.count)*int64(unsafe.Sizeof(it)+trieOverheadPerEntry),
 		DecodeErrors: n, DecodeFailedKeys: keys, HiddenRows: len(s.bad)}
 }

@@ -53,7 +53,7 @@ func TestTopicIDKeptWithIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	head, _, err := readState(b, "s", &memSink{})
-	if err != nil || head.index != 5 || head.topic != string(topicA) || head.version != 4 {
+	if err != nil || head.index != 5 || head.topic != string(topicA) || head.version != 5 {
 		t.Fatalf("state file head %+v, %v", head, err)
 	}
 

@@ -62,9 +62,10 @@ type View[T any] struct {
 	indexFns   []IndexFunc[T]
 	handlers   []*handler[T]
 
-	w       viewWriter[T] // owned by the connection goroutine
-	mem     atomic.Int64  // key + raw bytes, published with each version (Stats)
-	decodes decodeStats   // rows the decoder refused (Stats)
+	sel     atomic.Pointer[Selection] // nil: the whole view (Register, Reselect)
+	w       viewWriter[T]             // owned by the connection goroutine
+	mem     atomic.Int64              // key + raw bytes, published with each version (Stats)
+	decodes decodeStats               // rows the decoder refused (Stats)
 }
 
 func newView[T any](c *Client, name string, decode Decoder[T]) *View[T] {

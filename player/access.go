@@ -16,6 +16,15 @@ type Grant struct {
 	Principals []string `yaml:"principals"`
 	Streams    []string `yaml:"streams"`
 	Views      []string `yaml:"views"`
+	// Filter, when set, is a mandatory filter of the rows the grant gives (a CEL
+	// expression over the view's columns, as a selection's filter: `tenant_id == "t1"`,
+	// `region in ["eu", "us"]`): a target that reads a view through this grant receives
+	// only the rows that pass it, ANDed with its own selection, through every path
+	// (snapshots, recoveries, resyncs, live). When several grants give a principal a view,
+	// a row passes when it passes one of them (one without a filter: every row). A
+	// principal with a filtered grant on a stream must name its views (an empty Hello.views
+	// would take views published later, whose grant could not be checked).
+	Filter string `yaml:"filter"`
 }
 
 // access is the authorization of a player: nil grants means every principal reads
@@ -38,6 +47,11 @@ func (c *Config) checkAccess() []error {
 				if _, err := path.Match(p, ""); err != nil || p == "" {
 					errs = append(errs, fmt.Errorf("access[%d].%s: bad pattern %q", i, f.name, p))
 				}
+			}
+		}
+		if g.Filter != "" {
+			if _, _, err := compileFilter(g.Filter, nil); err != nil {
+				errs = append(errs, fmt.Errorf("access[%d].filter: %v", i, err))
 			}
 		}
 	}
@@ -107,4 +121,50 @@ func grantedViews(gs []Grant) string {
 		vs = append(vs, g.Views...)
 	}
 	return strings.Join(vs, ", ")
+}
+
+// mandatory returns the mandatory filters of pr's grants for views of stream (Grant.Filter),
+// by view; a view absent from the map is read whole. A filtered grant and an empty views
+// (every view, even those published later) is refused with ErrPermissionDenied. authorize
+// must have accepted the views.
+func (a *access) mandatory(pr Principal, stream string, views []string) (map[string]string, error) {
+	gs, restricted := a.grantsOf(pr.Name, stream)
+	if !restricted {
+		return nil, nil
+	}
+	if len(views) == 0 {
+		for _, g := range gs {
+			if g.Filter != "" {
+				return nil, fmt.Errorf("%w: principal %q reads stream %q through a grant with a filter: name the views", ErrPermissionDenied, pr, stream)
+			}
+		}
+		return nil, nil
+	}
+	var out map[string]string
+	for _, v := range views {
+		var fs []string
+		whole := false
+		for _, g := range gs {
+			if !matchAny(g.Views, v) {
+				continue
+			}
+			if g.Filter == "" {
+				whole = true
+				break
+			}
+			fs = append(fs, "("+g.Filter+")")
+		}
+		if whole || len(fs) == 0 {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		if len(fs) == 1 {
+			out[v] = fs[0][1 : len(fs[0])-1]
+		} else {
+			out[v] = strings.Join(fs, " || ")
+		}
+	}
+	return out, nil
 }

@@ -19,9 +19,10 @@ import (
 //   - a resume index >= ci: straight to N;
 //   - else: a recovery of [resume+1, ci], in RF.
 //
-// The target gets a new term; an earlier connection of the same instance (the same
+// sels are the target's selections (selectionsOf; nil: every view whole). The target gets
+// a new term; an earlier connection of the same instance (the same
 // principal and instance id) is suspended, logged and counted as a replacement.
-func (s *stream) admit(id identity, h *statecastv1.Hello) (*target, error) {
+func (s *stream) admit(id identity, h *statecastv1.Hello, sels map[string]*selection) (*target, error) {
 	logStart, logEnd, err := s.offsets()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStreamUnavailable, err)
@@ -42,6 +43,11 @@ func (s *stream) admit(id identity, h *statecastv1.Hello) (*target, error) {
 	term := s.terms[key]
 	ci := s.current.Load()
 	var t *target
+	newTarget := func(s *stream, id string, views []string, term uint64, state State, maxEntries int, maxBytes int64) *target {
+		t := newTarget(s, id, views, term, state, maxEntries, maxBytes)
+		t.sels = sels
+		return t
+	}
 	switch {
 	case h.ResumeIndex == nil || resync != nil:
 		t = newTarget(s, id.instance, h.GetViews(), term, StateRF, maxEntries, maxBytes)

@@ -58,6 +58,53 @@
 // stream or view not granted, a bad Hello or Ack, an unknown stream or view, an ack
 // time-out (Config.AckTimeout), a newer connection of the same instance, or Close.
 //
+// # Selections: filters and shards
+//
+// A Hello (protocol version 2) may carry a Selection per view: a filter, a CEL expression
+// (cel.dev/cel-go) over the view's columns, a hash shard (shard_index of shard_count:
+// record.Shard, xxhash64 of the record key mod n), and a column list (rows are sent with
+// their value cut to those members, rowVals.projected: one projection per record and
+// column set, shared by the targets that list the same columns; the filter reads the
+// whole row). The target then receives of that view
+// only the rows that pass both, ANDed with the mandatory filter of its grant (Grant.Filter)
+// when it has one. A row that starts passing arrives as the row; one that stops passing,
+// or is deleted while it passed, as a tombstone of its key at the index of the change that
+// moved it, so the move is inside the same source transaction and applied atomically with
+// it. Position records and a selected view's epoch-begin and poll records are delivered
+// as to any target; its epoch-end records are not (their count and hash describe the
+// whole view: a client that checks them would resync forever). A client of protocol
+// version 1 sends no selection and is served as before (a grant's filter applies to it
+// too).
+//
+// Filters are compiled once, at the Hello, in an environment that declares each column
+// of the view (as its rows in the materialized copy show them) as a dyn variable: the
+// record format carries JSON, whose values are typed per row (integers as int, other
+// numbers as double, strings, bools, null, lists, maps). A filter that does not parse,
+// names a column the view does not have, or does not yield a bool is refused with
+// InvalidArgument naming the view and the column; a view with no row yet has its filter
+// parsed only. A filter is at most 4 KiB and an evaluation at most 10,000 of CEL's cost
+// units; an evaluation that fails (a missing column, types that do not compare, the cost
+// bound) does not pass. A resume index is valid only with the selections it was read with:
+// a client that changes them subscribes again without one (a snapshot).
+//
+// Every path filters through one function, selection.choose (selection.go), with what the
+// path knows of the key's previous state: the dispatcher (stream.apply, dispatch.go)
+// knows it exactly, the materialized copy's previous row of the key, and sends the
+// tombstone only when that row passed; a snapshot (snapshotSource, through pushCatchup)
+// sends the rows that pass and nothing else; a recovery from the history or from Kafka
+// (pushCatchup, chooseCatchup) does not know what the target held before its resume
+// index, so for a key it has not delivered yet a row that does not pass becomes a
+// tombstone (a delete of a key the client does not hold is a no-op), and from then on it
+// knows (target.recSeen, at most 65,536 keys per recovery, dropped when it completes).
+// Resyncs are snapshots. The row is decoded once per record for every target (rowVals);
+// the tombstone is made once per record. The dispatcher does not evaluate every selecting
+// target's filter: the selections of a view are indexed (viewIndex, filterindex.go) by
+// their filter's top-level equality or IN conjunct (by column value), else by their
+// shard, else scanned, and a row change goes to the targets whose indexed value is the
+// new or the previous row's (the only ones that can receive a row or a move out), so its
+// cost grows with the targets it concerns, not with all of them. Per target a selection costs its compiled
+// program and, while it recovers, recSeen: nothing per row it holds.
+//
 // # Guarantees
 //
 // The delivery guarantees of docs/architecture.md: a target receives indexes in strictly
@@ -87,8 +134,10 @@
 // LoadConfig, Validate), security.go (TLSConfig, TokensConfig, AdminConfig, Principal and
 // the interceptors that authenticate every call), access.go (Grant: Config.Access and the
 // authorization of a Hello), grant.go (a position entry's stale list cut to the views a
-// target may see), tlswrite.go (TLS credentials that write a flush's TLS records with one
-// system call), entry.go (item, what a queue holds: an entry marshalled once or a frame;
+// target may see), selection.go (selections: filters compiled at the Hello, shards, and
+// choose, the one filter of every path), filterindex.go (viewIndex: the dispatcher's index
+// of a view's selections by equality value or shard), tlswrite.go (TLS credentials that write a
+// flush's TLS records with one system call), entry.go (item, what a queue holds: an entry marshalled once or a frame;
 // the batch and progress encodings; the poison records no target is sent), errors.go (the
 // sentinels and StatusTable, their gRPC codes), check.go (Check: player -check),
 // status.go (Status and the status page), metrics.go (the Prometheus metrics, per stream

@@ -20,7 +20,7 @@ import (
 	"github.com/statecast/statecast/internal/checker"
 	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/kafkaconn"
-	"github.com/statecast/statecast/schemas/gen/statecast/v1"
+	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
 	"github.com/statecast/statecast/schemas/record/recordsarama"
 )
@@ -250,9 +250,11 @@ type client struct {
 	resyncs  []statecastv1.ResyncRequired_Reason
 	batch    int // max batch entries hint
 	stream   string
-	window   int32             // if > 0: the gRPC stream/conn window (no BDP growth), to stall for real
-	dial     []grpc.DialOption // when set: the transport (TLS) and credentials, instead of plaintext
-	service  string            // Hello.service
+	window   int32                        // if > 0: the gRPC stream/conn window (no BDP growth), to stall for real
+	dial     []grpc.DialOption            // when set: the transport (TLS) and credentials, instead of plaintext
+	service  string                       // Hello.service
+	sels     []*statecastv1.Selection     // Hello.selections
+	model    map[string]checker.Selection // the checker's model of sels, by view
 	frames   int
 	maxHead  int64    // highest SubscribeResponse.head_index seen
 	topic    []byte   // the topic ID of the applied index (sent back in Hello.topic_id)
@@ -262,7 +264,12 @@ type client struct {
 	// that end with the start of a source transaction after a position entry (the player
 	// cuts those after the position entry).
 	positions, snapPositions int
-	cutErrs                  []string
+	rowsGot, tombsGot        int // row entries received (live and in snapshots), tombstones among them
+	// entryCheck, when set, checks every entry received ("" fine, else why not: kept in
+	// entryErrs, at most 5).
+	entryCheck func(*statecastv1.Entry) string
+	entryErrs  []string
+	cutErrs    []string
 }
 
 func newClient(id string, chk *checker.Checker, views ...string) *client {
@@ -312,7 +319,7 @@ func (c *client) session(ctx context.Context, addr string, stopAfter int, pause 
 		return err
 	}
 	c.mu.Lock()
-	hello := &statecastv1.Hello{ClientId: c.id, Service: c.service, Stream: c.stream, Views: c.views, MaxBatchEntries: uint32(c.batch)}
+	hello := &statecastv1.Hello{ClientId: c.id, Service: c.service, Stream: c.stream, Views: c.views, MaxBatchEntries: uint32(c.batch), Selections: c.sels}
 	var resume *int64
 	if c.hasState {
 		r := c.applied
@@ -324,7 +331,11 @@ func (c *client) session(ctx context.Context, addr string, stopAfter int, pause 
 	if err := st.Send(&statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Hello{Hello: hello}}); err != nil {
 		return err
 	}
-	c.chk.Hello(c.id, c.views, resume)
+	if c.model != nil {
+		c.chk.HelloSelect(c.id, c.views, resume, c.model)
+	} else {
+		c.chk.Hello(c.id, c.views, resume)
+	}
 	ack := func(i int64) error {
 		return st.Send(&statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Ack{Ack: &statecastv1.Ack{Index: i}}})
 	}
@@ -364,6 +375,17 @@ func (c *client) session(ctx context.Context, addr string, stopAfter int, pause 
 			lastPos, txnAfter := -1, false
 			for i, en := range m.Batch.Entries {
 				es[i] = checker.Entry{Index: en.Index, Key: string(en.Key), View: en.View, Kind: kindString(en.Kind), Tombstone: en.Tombstone}
+				if c.entryCheck != nil && len(c.entryErrs) < 5 {
+					if why := c.entryCheck(en); why != "" {
+						c.entryErrs = append(c.entryErrs, fmt.Sprintf("entry %d: %s", en.Index, why))
+					}
+				}
+				if en.Kind == statecastv1.Kind_KIND_ROW {
+					c.rowsGot++
+					if en.Tombstone {
+						c.tombsGot++
+					}
+				}
 				switch {
 				case en.Kind == statecastv1.Kind_KIND_POSITION && inSnap:
 					c.snapPositions++

@@ -73,6 +73,7 @@ func (t *target) recoveryFetcher(term uint64, from, to int64, srcs ...source) {
 func (t *target) startRecoveryLocked(from, to int64) {
 	t.q.refetch()
 	t.recEnd = to
+	t.recSeen = nil
 	t.recoveries++
 	t.s.p.metrics.recoveries.WithLabelValues(t.s.cfg.Name).Inc()
 	term := t.q.term
@@ -100,6 +101,7 @@ func (t *target) startSnapshotLocked(term uint64, resync *statecastv1.ResyncRequ
 			ErrSnapshotBudget, size, t.s.p.snapPinned.Load(), t.s.p.cfg.MaxSnapshotBytes)
 	}
 	t.recEnd = x
+	t.recSeen = nil
 	snap := &snapshotSource{t: t, term: term, resync: resync, rows: rows, pinned: size, x: x}
 	t.s.p.goTracked(func() {
 		t.recoveryFetcher(term, x, x, snap, t.historySource(term), t.kafkaSource(term))
@@ -138,6 +140,23 @@ func (t *target) pushCatchup(it *item, term uint64, snapshot bool) bool {
 		if it.frame == nil && !snapshot && (it.index <= t.lastAck || !t.wants(it)) {
 			return true
 		}
+		if it.frame == nil && t.sels != nil && skipsEpochEnd(t, it) {
+			return true
+		}
+		if it.frame == nil && it.isRow() {
+			if sel := t.selectionOf(it.view); sel != nil {
+				if snapshot {
+					// A snapshot replaces the target's state: only the rows that pass.
+					r := &rowVals{it: it}
+					if !sel.passes(r) {
+						return true
+					}
+					it = r.projected(sel)
+				} else if it = t.chooseCatchup(sel, it); it == nil {
+					return true
+				}
+			}
+		}
 		if t.q.catchup.bytes < t.budget/4 {
 			t.q.push(it, false, term)
 			t.signal()
@@ -161,6 +180,7 @@ func (t *target) complete(term uint64) (more bool, to int64) {
 		return true, t.recEnd
 	}
 	t.q.fetchingCompleted(term)
+	t.recSeen = nil
 	t.signal()
 	return false, 0
 }

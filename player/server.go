@@ -72,7 +72,17 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 		// A client that predates the service field names its service in client_id.
 		id.service = hello.GetClientId()
 	}
-	t, err := s.admit(id, hello)
+	mandatory, err := p.access.mandatory(pr, hello.GetStream(), hello.GetViews())
+	if err != nil {
+		p.log.Warn("subscribe refused", "principal", pr.String(), "stream", hello.GetStream(), "err", err)
+		return toStatus(err)
+	}
+	sels, err := s.selections(hello, mandatory)
+	if err != nil {
+		p.log.Warn("subscribe refused", "principal", pr.String(), "stream", hello.GetStream(), "err", err)
+		return toStatus(err)
+	}
+	t, err := s.admit(id, hello, sels)
 	if err != nil {
 		return toStatus(err)
 	}

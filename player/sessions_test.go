@@ -119,7 +119,7 @@ func sessionsRun(t *testing.T, seed uint64) {
 				}
 				chk.Hello(c.id, c.views, resume)
 				c.sessions++
-				tg, err := s.admit(identity{instance: c.id, service: c.id}, h)
+				tg, err := s.admit(identity{instance: c.id, service: c.id}, h, nil)
 				if err != nil {
 					t.Errorf("admit: %v", err)
 					return

@@ -36,23 +36,26 @@ type StreamStatus struct {
 type TargetStatus struct {
 	// ID is the instance id (Hello.client_id); Service its service; Principal who it
 	// authenticated as ("" anonymous).
-	ID          string    `json:"id"`
-	Service     string    `json:"service"`
-	Principal   string    `json:"principal,omitempty"`
-	Views       []string  `json:"views"`
-	State       string    `json:"state"`
-	Term        uint64    `json:"term"`
-	LastAck     int64     `json:"last_ack"`
-	SentUpTo    int64     `json:"sent_up_to"`
-	LagEntries  int64     `json:"lag_entries"`
-	LagSeconds  float64   `json:"lag_seconds"` // age of the oldest unacknowledged record
-	QueueBytes  int64     `json:"queue_bytes"`
-	Normal      int       `json:"normal_len"`
-	Catchup     int       `json:"catchup_len"`
-	Unacked     int       `json:"unacked_batches"`
-	Recoveries  int       `json:"recoveries"`
-	Overflows   int       `json:"overflows"`
-	ConnectedAt time.Time `json:"connected_at"`
+	ID        string   `json:"id"`
+	Service   string   `json:"service"`
+	Principal string   `json:"principal,omitempty"`
+	Views     []string `json:"views"`
+	// Selections: by view, what the target receives of it (its filter, with its grant's,
+	// and its shard; selection.String); absent views are received whole.
+	Selections  map[string]string `json:"selections,omitempty"`
+	State       string            `json:"state"`
+	Term        uint64            `json:"term"`
+	LastAck     int64             `json:"last_ack"`
+	SentUpTo    int64             `json:"sent_up_to"`
+	LagEntries  int64             `json:"lag_entries"`
+	LagSeconds  float64           `json:"lag_seconds"` // age of the oldest unacknowledged record
+	QueueBytes  int64             `json:"queue_bytes"`
+	Normal      int               `json:"normal_len"`
+	Catchup     int               `json:"catchup_len"`
+	Unacked     int               `json:"unacked_batches"`
+	Recoveries  int               `json:"recoveries"`
+	Overflows   int               `json:"overflows"`
+	ConnectedAt time.Time         `json:"connected_at"`
 }
 
 // Status returns the current status of every stream and target.
@@ -76,6 +79,12 @@ func (p *Player) Status() Status {
 				LastAck: t.lastAck, SentUpTo: t.sentUpTo, QueueBytes: t.q.queuedBytes() + t.q.poppedBytes,
 				Normal: t.q.normal.len(), Catchup: t.q.catchup.len(), Unacked: len(t.q.popped),
 				Recoveries: t.recoveries, Overflows: t.overflows, ConnectedAt: t.connected,
+			}
+			for v, sel := range t.sels {
+				if ts.Selections == nil {
+					ts.Selections = map[string]string{}
+				}
+				ts.Selections[v] = sel.String()
 			}
 			t.mu.Unlock()
 			if lag := ss.Current - ts.LastAck; lag > 0 {
@@ -131,7 +140,7 @@ var statusPage = statuspage.New("statecast player", `{{define "body"}}{{$h := .H
 <dt>last error</dt><dd>{{if .FetchError}}<span class="err">{{.FetchError}}</span>{{else}}none{{end}}</dd>
 </dl>
 <table class="targets"><tr><th>service</th><th>instance</th><th>principal</th><th>views</th><th>state</th><th>term</th><th>last ack</th><th>lag (entries)</th><th>lag</th><th>lag history</th><th>queue</th><th>unacked</th><th>recoveries</th><th>overflows</th><th>connected</th></tr>
-{{range .Targets}}<tr><td>{{.Service}}</td><td>{{.ID}}</td><td>{{.Principal}}</td><td>{{.Views}}</td><td class="{{stateClass .State}}">{{.State}}</td><td class="num">{{.Term}}</td><td class="num">{{.LastAck}}</td><td class="num">{{.LagEntries}}</td><td class="num">{{secs .LagSeconds}}</td><td>{{chart (index $h.TargetLags (print $s.Name "/" .ID)) "entries"}}</td><td class="num">{{bytes .QueueBytes}}</td><td class="num">{{.Unacked}}</td><td class="num">{{.Recoveries}}</td><td class="num">{{.Overflows}}</td><td>{{ago .ConnectedAt}}</td></tr>
+{{range .Targets}}<tr><td>{{.Service}}</td><td>{{.ID}}</td><td>{{.Principal}}</td><td>{{.Views}}{{range $v, $sel := .Selections}}<br>{{$v}}: {{$sel}}{{end}}</td><td class="{{stateClass .State}}">{{.State}}</td><td class="num">{{.Term}}</td><td class="num">{{.LastAck}}</td><td class="num">{{.LagEntries}}</td><td class="num">{{secs .LagSeconds}}</td><td>{{chart (index $h.TargetLags (print $s.Name "/" .ID)) "entries"}}</td><td class="num">{{bytes .QueueBytes}}</td><td class="num">{{.Unacked}}</td><td class="num">{{.Recoveries}}</td><td class="num">{{.Overflows}}</td><td>{{ago .ConnectedAt}}</td></tr>
 {{else}}<tr><td colspan="15">no targets</td></tr>{{end}}</table>
 {{end}}{{end}}`, template.FuncMap{"stateClass": stateClass})
 

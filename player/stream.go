@@ -58,7 +58,8 @@ type stream struct {
 	hist     history
 	nrows    int
 	timeline []tsMark
-	byView   map[string]map[*target]struct{}
+	byView   map[string]map[*target]struct{} // the targets that receive the view whole
+	sidx     map[string]*viewIndex           // the targets that select rows of the view
 	allViews map[*target]struct{}
 	byClient map[string]*target // by identity.key: principal and instance id
 	terms    map[string]uint64  // by identity.key
@@ -75,6 +76,7 @@ func newStream(p *Player, cfg StreamConfig) *stream {
 		rows:     map[string]map[string]*item{},
 		order:    map[string]*rowOrder{},
 		byView:   map[string]map[*target]struct{}{},
+		sidx:     map[string]*viewIndex{},
 		allViews: map[*target]struct{}{},
 		byClient: map[string]*target{},
 		terms:    map[string]uint64{},
@@ -453,8 +455,10 @@ func (s *stream) apply(m *sarama.ConsumerMessage, live bool, woken map[*target]s
 	if it.view != "" && !s.known[it.view] {
 		s.known[it.view] = true
 	}
+	var prev *item // the key's row before it (the selections' moves out)
 	if it.isRow() {
 		vm, vo := s.rows[it.view], s.order[it.view]
+		prev = vm[it.key]
 		if it.tombstone {
 			if vm != nil {
 				if old, ok := vm[it.key]; ok {
@@ -498,15 +502,28 @@ func (s *stream) apply(m *sarama.ConsumerMessage, live bool, woken map[*target]s
 				}
 			}
 		} else {
+			d := dispatch{it: it, woken: woken}
+			if it.isRow() {
+				d.cur.it = it
+				if prev != nil {
+					d.prev = &rowVals{it: prev}
+				}
+			}
 			for t := range s.byView[it.view] {
-				if t.pushMain(it) {
-					woken[t] = struct{}{}
+				d.push(t)
+			}
+			if x := s.sidx[it.view]; x != nil {
+				// Selecting targets: a row change only to those the index can't rule out.
+				if it.isRow() {
+					x.candidates(&d.cur, d.prev, d.push)
+				} else {
+					for t := range x.all {
+						d.push(t)
+					}
 				}
 			}
 			for t := range s.allViews {
-				if t.pushMain(it) {
-					woken[t] = struct{}{}
-				}
+				d.push(t)
 			}
 		}
 	}
@@ -579,6 +596,15 @@ func (s *stream) register(t *target) {
 		return
 	}
 	for v := range t.views {
+		if sel := t.selectionOf(v); sel != nil {
+			x := s.sidx[v]
+			if x == nil {
+				x = newViewIndex()
+				s.sidx[v] = x
+			}
+			x.add(t, sel)
+			continue
+		}
 		m := s.byView[v]
 		if m == nil {
 			m = map[*target]struct{}{}
@@ -594,6 +620,15 @@ func (s *stream) remove(t *target) {
 	defer s.mu.Unlock()
 	delete(s.allViews, t)
 	for v := range t.views {
+		if sel := t.selectionOf(v); sel != nil {
+			if x := s.sidx[v]; x != nil {
+				x.remove(t, sel)
+				if len(x.all) == 0 {
+					delete(s.sidx, v)
+				}
+			}
+			continue
+		}
 		delete(s.byView[v], t)
 		if len(s.byView[v]) == 0 {
 			delete(s.byView, v)

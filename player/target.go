@@ -30,11 +30,12 @@ import (
 // catch-up queue shrinks or the target is suspended.
 type target struct {
 	s          *stream
-	id         string          // the instance id (Hello.client_id)
-	key        string          // in the stream's maps: identity.key (admit), else id
-	service    string          // the metrics' label
-	principal  Principal       // who it authenticated as
-	views      map[string]bool // nil = all views
+	id         string                // the instance id (Hello.client_id)
+	key        string                // in the stream's maps: identity.key (admit), else id
+	service    string                // the metrics' label
+	principal  Principal             // who it authenticated as
+	views      map[string]bool       // nil = all views
+	sels       map[string]*selection // by view: the selected views (nil: none); fixed at admission
 	viewList   []string
 	topic      []byte // the topic ID its frames carry (nil: unknown); fixed at admission
 	maxEntries int
@@ -48,12 +49,15 @@ type target struct {
 	// like an unacknowledged batch, which also covers the snapshot's frames, never acked.
 	sendingSince atomic.Int64
 
-	mu          sync.Mutex
-	space       *sync.Cond
-	q           *queue
-	lastAck     int64 // last_ack of the paper: highest index the client applied
-	sentUpTo    int64 // highest index sent (batch, frame or progress)
-	recEnd      int64 // the recovery fetcher covers indexes up to recEnd
+	mu       sync.Mutex
+	space    *sync.Cond
+	q        *queue
+	lastAck  int64 // last_ack of the paper: highest index the client applied
+	sentUpTo int64 // highest index sent (batch, frame or progress)
+	recEnd   int64 // the recovery fetcher covers indexes up to recEnd
+	// recSeen: the keys of selected views a recovery delivered, and whether the target
+	// holds each after it (chooseCatchup); cleared when a recovery starts.
+	recSeen     map[string]bool
 	inSnapshot  bool  // between SnapshotBegin and SnapshotEnd on the wire
 	caughtUp    bool  // the caught-up progress message was sent (sendLoop)
 	dropped     bool  // RF only: the normal queue overflowed; main entries are skipped

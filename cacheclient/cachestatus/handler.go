@@ -69,5 +69,5 @@ var body = statuspage.New("statecast cache", `{{define "body"}}
 <dt>last error</dt><dd>{{if .LastError}}<span class="err">{{.LastError}}</span> ({{ago .LastErrorAt}}){{else}}none{{end}}</dd>
 </dl>
 <table class="views"><tr><th>view</th><th>entries</th><th>entries history</th><th>position</th><th>memory</th><th>hidden rows</th><th>decode errors</th></tr>
-{{range .Views}}<tr><td>{{.Name}}</td><td class="num rows">{{.Len}}</td><td>{{chart (index $.Hist (print "len/" .Name)) "entries"}}</td><td class="num">{{.Position}}</td><td class="num">{{bytes .MemoryBytes}}</td><td class="num{{if .HiddenRows}} bad{{end}}">{{.HiddenRows}}</td><td class="num">{{.DecodeErrors}}</td></tr>
+{{range .Views}}<tr><td>{{.Name}}{{if .Selection}}<br><small>{{.Selection}}</small>{{end}}</td><td class="num rows">{{.Len}}</td><td>{{chart (index $.Hist (print "len/" .Name)) "entries"}}</td><td class="num">{{.Position}}</td><td class="num">{{bytes .MemoryBytes}}</td><td class="num{{if .HiddenRows}} bad{{end}}">{{.HiddenRows}}</td><td class="num">{{.DecodeErrors}}</td></tr>
 {{end}}</table>{{end}}`, nil)

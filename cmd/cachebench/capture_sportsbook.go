@@ -47,6 +47,7 @@ func runCaptureSportsbook(ctx context.Context, args *bench.Args, w io.Writer) er
 	viewList := args.String("views", "", "comma-separated views to run beside the single-table ones (default all: "+shapeViewNames()+")")
 	alone := args.Duration("alone", 10*time.Second, "capture-latency's measured run alone, before and after the workload (0: skip)")
 	seed := args.Uint64("seed", 1, "seed of the writers' choices")
+	readConns := args.Int("read-connections", 0, "the stream's read_connections (0: the distributor's default)")
 	o := captureFlags(args)
 	env, err := bench.NewDistEnv(ctx, args, bench.SportsbookSchema+";"+bench.WorkloadSchema(captureTable))
 	if err != nil {
@@ -56,6 +57,9 @@ func runCaptureSportsbook(ctx context.Context, args *bench.Args, w io.Writer) er
 	views, err := bench.SportsbookViewsNamed(*viewList)
 	if err != nil {
 		return err
+	}
+	if *readConns > 0 {
+		bench.StreamTuning = func(s *distributor.StreamConfig) { s.ReadConnections = *readConns }
 	}
 	if *rate <= 0 || *writers < 1 || *scale <= 0 || *duration <= 0 || *warmup < 0 || *alone < 0 {
 		return errors.New("-rate, -writers, -scale and -duration must be positive, -warmup and -alone not negative")

@@ -41,6 +41,7 @@ import (
 	// with these embedded roots.
 	_ "golang.org/x/crypto/x509roots/fallback"
 
+	"github.com/statecast/statecast/cacheclient"
 	"github.com/statecast/statecast/cmd/internal/ctl"
 	"github.com/statecast/statecast/internal/version"
 	"github.com/statecast/statecast/kafkaconn"
@@ -223,6 +224,8 @@ func get(ctx context.Context, args []string) error {
 	service := fs.String("service", "cachectl", "service name given to the player")
 	instance := fs.String("instance", "", "instance id given to the player (default: generated)")
 	output := fs.String("o", ctl.OutputTable, "output: table (key, tab, value lines; one key: its value) or json")
+	filter := fs.String("filter", "", "read only the rows that pass this CEL filter over the view's columns (e.g. 'tenant_id == \"t1\"')")
+	shard := fs.String("shard", "", "read only shard I of N of the view's keys, written I/N (e.g. 2/16)")
 	var auth ctl.Auth
 	auth.AddFlags(fs, "the players")
 	if err := parse(fs, args); err != nil {
@@ -230,6 +233,12 @@ func get(ctx context.Context, args []string) error {
 	}
 	if *stream == "" || *view == "" {
 		return usagef("get needs -stream and -view")
+	}
+	sel := cacheclient.Selection{Filter: *filter}
+	if *shard != "" {
+		if _, err := fmt.Sscanf(*shard, "%d/%d", &sel.ShardIndex, &sel.ShardCount); err != nil || sel.ShardCount == 0 || sel.ShardIndex >= sel.ShardCount {
+			return usagef("-shard %q: want I/N with 0 <= I < N", *shard)
+		}
 	}
 	if err := ctl.CheckOutput(*output); err != nil {
 		return usageError{err}
@@ -248,7 +257,7 @@ func get(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	return ctl.Get(ctx, os.Stdout, ctl.GetOptions{Players: strings.Split(*players, ","), Stream: *stream, View: *view, Key: *key, WaitFor: *waitFor,
-		TLS: tlsConfig, Token: token, Service: *service, InstanceID: *instance, Output: *output})
+		TLS: tlsConfig, Token: token, Service: *service, InstanceID: *instance, Output: *output, Selection: sel})
 }
 
 func stats(ctx context.Context, args []string) error {

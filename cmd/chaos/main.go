@@ -1,7 +1,7 @@
 // Command chaos runs statecast whole under random faults and checks that every cache equals
 // PostgreSQL (package cmd/internal/chaos).
 //
-//	chaos [-duration 2m] [-changes 5000] [-seed N] [-faults N] [-clients 4] [-writers 3] [-race] [-dir DIR]
+//	chaos [-duration 2m] [-changes 5000] [-seed N] [-faults N] [-clients 4] [-writers 3] [-kafka-nodes 1] [-race] [-dir DIR]
 //	chaos client -config client.json   # one client process of a run (the run starts them)
 //
 // It prints its progress, every violation and a summary line, and exits 1 when it found a
@@ -32,6 +32,7 @@ func main() {
 	flag.IntVar(&cfg.Faults, "faults", 0, "number of faults (default: one per 8s, at least 17)")
 	flag.IntVar(&cfg.Clients, "clients", 0, "client processes (default 4)")
 	flag.IntVar(&cfg.Writers, "writers", 0, "writers (default 3)")
+	flag.IntVar(&cfg.KafkaNodes, "kafka-nodes", 0, "Kafka broker nodes (default 1; 3: a KRaft cluster, replication factor 3, min.insync.replicas=2, and the broker faults)")
 	flag.BoolVar(&cfg.Race, "race", false, "build the processes with the race detector")
 	flag.StringVar(&cfg.Dir, "dir", "", "keep the run's binaries, logs and state here (default: a temporary directory, kept when there are violations)")
 	flag.Parse()

@@ -58,8 +58,15 @@ type Record struct {
 	View      string // header sc-view
 	Kind      string // header sc-kind; "" is treated as KindRow
 	Tombstone bool
-	Epoch     int64 // header sc-epoch
+	Epoch     int64  // header sc-epoch
+	Value     []byte // the record's value (nil for a tombstone): what a Selection reads
 }
+
+// Selection is a target's choice of the rows of one view (HelloSelect): it reports whether
+// a row record (never a tombstone) passes. A test writes it independently of the player's
+// filter (plain Go over the record's value), so the checker compares the player with an
+// obvious model of the same filter.
+type Selection func(r Record) bool
 
 // Entry is one delivered entry, as the target received it. Kind "" means KindRow.
 type Entry struct {
@@ -127,6 +134,7 @@ const (
 type event struct {
 	kind      eventKind
 	views     []string
+	sels      map[string]Selection
 	resume    int64
 	hasResume bool
 	index     int64
@@ -185,6 +193,21 @@ func (c *Checker) add(target string, ev event) {
 // index; resume nil means a new target (snapshot bootstrap expected).
 func (c *Checker) Hello(target string, views []string, resume *int64) {
 	ev := event{kind: evHello, views: slices.Clone(views)}
+	if resume != nil {
+		ev.resume, ev.hasResume = *resume, true
+	}
+	c.add(target, ev)
+}
+
+// HelloSelect is Hello for a session that selects rows of some views (sels, by view; the
+// other views are received whole). Check then expects, for a selected view: every row
+// record that passes delivered as it is; a record that does not pass (or a tombstone)
+// delivered as a tombstone of its key at its index when the target held the key before
+// it (a move out), and never as a row; snapshots holding exactly the rows that pass; and
+// at the end a state of exactly the passing rows. Its epoch-end records (which count the
+// whole view) may be left out.
+func (c *Checker) HelloSelect(target string, views []string, resume *int64, sels map[string]Selection) {
+	ev := event{kind: evHello, views: slices.Clone(views), sels: sels}
 	if resume != nil {
 		ev.resume, ev.hasResume = *resume, true
 	}

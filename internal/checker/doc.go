@@ -42,6 +42,16 @@
 // and a snapshot holds the latest one <= X (checked when it is the latest of the truth).
 // They are never rows: the snapshot-content check of rows ignores them.
 //
+// Selections (HelloSelect: a session that receives only some rows of a view, by a filter
+// or a hash shard) are checked against the test's own model of the filter, a Selection
+// per view: a row record that passes is delivered as it is; one that does not (or a
+// tombstone) is delivered as a tombstone of its key at its own index when the target held
+// the key (a move out, at the index of the change that moved it, hence inside its source
+// transaction: atomic), never as a row, and may be skipped otherwise; a tombstone of a key
+// the target does not hold is harmless and accepted. Snapshots hold exactly the latest
+// passing rows; at the end the target holds exactly the rows of the truth that pass
+// (reliable), its state modelled from its snapshot and live entries.
+//
 // Without truth (Check(nil)) only the structural checks run (order, duplicates, snapshot
 // framing). Options.AllowCompacted accepts delivered indexes missing from the truth (records
 // compacted or deleted between delivery and ReadTopic). Gone(target) exempts a target that
@@ -50,8 +60,8 @@
 // All methods are safe for concurrent use; events of one target must be recorded in the
 // order that target observed them (the usual case: one goroutine per target).
 //
-// Files: checker.go (Checker and its recording methods, Guarantee and its sentinels,
-// Violation, Error, Options), proto.go (recording from the player's protobuf messages:
+// Files: checker.go (Checker and its recording methods, HelloSelect and Selection,
+// Guarantee and its sentinels, Violation, Error, Options), proto.go (recording from the player's protobuf messages:
 // HelloMsg, Response, EntryOf), topic.go (ReadTopic, the truth read back from Kafka),
 // truth.go (the truth indexed by position, the views a target subscribes to), evaluate.go
 // (Check's reasoning, one target's events replayed against the truth).

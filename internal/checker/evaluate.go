@@ -19,6 +19,10 @@ type evaluator struct {
 	claim   int64 // resume index of the last Hello: the target says it holds everything <= claim
 	lineage map[int64]bool
 	views   viewSet
+	sels    map[string]Selection // the session's selections by view (nil: none)
+	// held: the keys of selected views the target holds (its applied state), from its
+	// snapshots and live entries; true when it holds the key.
+	held map[string]bool
 
 	// current session.
 	session      int
@@ -90,6 +94,7 @@ func (e *evaluator) hello(ev event) {
 	e.session++
 	e.inSnap, e.resync = false, false // a snapshot cut by a disconnect is discarded by the client
 	e.views = newViewSet(ev.views)
+	e.sels = ev.sels
 	e.resume, e.hasResume = ev.resume, ev.hasResume
 	if ev.hasResume {
 		for i := range e.lineage {
@@ -105,8 +110,38 @@ func (e *evaluator) hello(ev event) {
 		return
 	}
 	e.lineage = map[int64]bool{}
+	e.held = map[string]bool{}
 	e.base, e.claim = -1, -1
 	e.pos, e.posValid, e.needSnapshot = -1, false, true
+}
+
+// selectionOf returns the session's selection of view (nil: the view whole).
+func (e *evaluator) selectionOf(view string) Selection {
+	if e.sels == nil {
+		return nil
+	}
+	return e.sels[view]
+}
+
+// passes reports whether a row record passes the session's selection of its view (a
+// tombstone never does); true for a record of a view received whole.
+func (e *evaluator) passes(r Record) bool {
+	sel := e.selectionOf(r.View)
+	if sel == nil || kindOf(r.Kind) != KindRow {
+		return true
+	}
+	return !r.Tombstone && sel(r)
+}
+
+// selected reports whether r is a row record of a selected view.
+func (e *evaluator) selected(r Record) bool {
+	return kindOf(r.Kind) == KindRow && e.selectionOf(r.View) != nil
+}
+
+// optional reports whether r need not be delivered: an epoch-end record of a selected view
+// (it counts the whole view; the player does not send it to a target that holds part).
+func (e *evaluator) optional(r Record) bool {
+	return kindOf(r.Kind) == KindEpochEnd && e.selectionOf(r.View) != nil
 }
 
 func (e *evaluator) liveBatch(entries []Entry) {
@@ -136,6 +171,13 @@ func (e *evaluator) liveBatch(entries []Entry) {
 			e.gap(e.pos, en.Index, false)
 		}
 		e.matchTruth(en)
+		if kindOf(en.Kind) == KindRow && e.selectionOf(en.View) != nil {
+			if en.Tombstone {
+				delete(e.held, en.Key)
+			} else {
+				e.held[en.Key] = true
+			}
+		}
 		e.lineage[en.Index] = true
 		if !e.posValid || en.Index > e.pos {
 			e.pos, e.posValid = en.Index, true
@@ -148,7 +190,22 @@ func (e *evaluator) gap(from, to int64, incl bool) {
 	if !e.tr.known {
 		return
 	}
-	miss := e.tr.between(e.views, from, to, incl)
+	var miss []Record
+	for _, r := range e.tr.between(e.views, from, to, incl) {
+		switch {
+		case e.optional(r):
+		case !e.selected(r):
+			miss = append(miss, r)
+		case e.passes(r):
+			miss = append(miss, r)
+			e.held[r.Key] = true
+		case e.held[r.Key]:
+			// The row moved out (or was deleted) while the target held it: its tombstone
+			// was owed at this index.
+			miss = append(miss, r)
+			delete(e.held, r.Key)
+		}
+	}
 	if len(miss) == 0 {
 		return
 	}
@@ -167,6 +224,15 @@ func (e *evaluator) matchTruth(en Entry) {
 	if !ok {
 		if en.Index > e.tr.end() || !e.opts.AllowCompacted {
 			e.report(Resumable, "entry %d is not a record of the topic (end %d)", en.Index, e.tr.end())
+		}
+		return
+	}
+	if e.selected(r) && r.Key == en.Key && r.View == en.View && kindOf(en.Kind) == KindRow {
+		switch pass := e.passes(r); {
+		case en.Tombstone && pass:
+			e.report(Resumable, "entry %d is a tombstone of key %q, whose row there passes the target's selection of view %q", en.Index, en.Key, en.View)
+		case !en.Tombstone && !pass:
+			e.report(Resumable, "entry %d of key %q does not pass the target's selection of view %q (or is a tombstone), yet came as a row", en.Index, en.Key, en.View)
 		}
 		return
 	}
@@ -228,6 +294,9 @@ func (e *evaluator) snapBatch(entries []Entry) {
 		if _, dup := e.snapKeys[en.Key]; dup {
 			e.report(Unique, "snapshot at %d holds key %q twice", e.snapX, en.Key)
 		}
+		if r, ok := e.tr.byIndex[en.Index]; ok && e.tr.known && !en.Tombstone && !e.passes(r) {
+			e.report(Resumable, "snapshot entry %d of key %q does not pass the target's selection of view %q", en.Index, en.Key, en.View)
+		}
 		e.matchTruth(en)
 		e.snapKeys[en.Key] = en
 		if en.Index > e.snapLast {
@@ -252,6 +321,12 @@ func (e *evaluator) snapEnd(x int64) {
 		e.hasResume = false
 	}
 	e.inSnap, e.needSnapshot, e.resync = false, false, false
+	e.held = map[string]bool{}
+	for k, en := range e.snapKeys {
+		if kindOf(en.Kind) == KindRow && e.selectionOf(en.View) != nil {
+			e.held[k] = true
+		}
+	}
 	e.lineage = map[int64]bool{}
 	e.base, e.claim = e.snapX, -1
 	e.pos, e.posValid = e.snapX, true
@@ -272,6 +347,8 @@ func (e *evaluator) checkSnapshotContent() {
 		switch {
 		case r.Tombstone && ok:
 			deleted = append(deleted, fmt.Sprintf("%q@%d", key, got.Index))
+		case !r.Tombstone && !ok && !e.passes(r):
+			// Not selected: rightly absent (one present is checked at its entry).
 		case !r.Tombstone && !ok:
 			missing = append(missing, fmt.Sprintf("%q@%d", key, r.Index))
 		case !r.Tombstone && got.Index != r.Index:
@@ -321,13 +398,43 @@ func (e *evaluator) reliableAtEnd() {
 	var miss []Record
 	floor := max(e.base, e.claim)
 	for _, r := range e.tr.between(e.views, floor, e.tr.end(), true) {
-		if !e.lineage[r.Index] {
+		if !e.lineage[r.Index] && !e.optional(r) && (!e.selected(r) || e.passes(r)) {
 			miss = append(miss, r)
 		}
 	}
 	if len(miss) > 0 {
 		e.report(Reliable, "%d record(s) of its views up to %d never delivered nor covered by a snapshot or resume index (%d): %s",
 			len(miss), e.tr.end(), floor, indexes(miss))
+		return
+	}
+	e.selectedStateAtEnd()
+}
+
+// selectedStateAtEnd compares what the target holds of its selected views with the rows
+// of the truth that pass: exactly those, no more, no fewer.
+func (e *evaluator) selectedStateAtEnd() {
+	if len(e.sels) == 0 || !e.posValid || e.pos < e.tr.end() {
+		return
+	}
+	var lacks, extra []string
+	for key, r := range e.tr.lastRow {
+		if !e.selected(r) || !e.views.has(r.View) {
+			continue
+		}
+		switch want, got := e.passes(r), e.held[key]; {
+		case want && !got:
+			lacks = append(lacks, fmt.Sprintf("%q@%d", key, r.Index))
+		case !want && got:
+			extra = append(extra, fmt.Sprintf("%q@%d", key, r.Index))
+		}
+	}
+	slices.Sort(lacks)
+	slices.Sort(extra)
+	if len(lacks) > 0 {
+		e.report(Reliable, "at the end the target lacks %d row(s) that pass its selection: %s", len(lacks), short(lacks))
+	}
+	if len(extra) > 0 {
+		e.report(Reliable, "at the end the target holds %d key(s) whose row does not pass its selection (a move out not delivered): %s", len(extra), short(extra))
 	}
 }
 

@@ -68,7 +68,7 @@ func ReadTopic(ctx context.Context, brokers []string, topic string) ([]Record, e
 }
 
 func recordOf(m *sarama.ConsumerMessage) Record {
-	r := Record{Index: m.Offset, Key: string(m.Key), Tombstone: m.Value == nil}
+	r := Record{Index: m.Offset, Key: string(m.Key), Tombstone: m.Value == nil, Value: m.Value}
 	for _, h := range m.Headers {
 		switch string(h.Key) {
 		case "sc-view":

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -43,15 +44,15 @@ func TestReadTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Record{
-		{Index: 0, Key: "a|1", View: "a", Kind: "row", Epoch: 3},
+		{Index: 0, Key: "a|1", View: "a", Kind: "row", Epoch: 3, Value: []byte(`{"id":1}`)},
 		{Index: 1, Key: "a|1", View: "a", Kind: "row", Epoch: 3, Tombstone: true},
-		{Index: 2, Key: "!ctl|a|poll", View: "a", Kind: "poll", Epoch: 3},
+		{Index: 2, Key: "!ctl|a|poll", View: "a", Kind: "poll", Epoch: 3, Value: []byte(`{}`)},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("ReadTopic = %+v, want %+v", got, want)
 	}
 	for i := range want {
-		if got[i] != want[i] {
+		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Errorf("record %d = %+v, want %+v", i, got[i], want[i])
 		}
 	}

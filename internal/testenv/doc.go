@@ -11,6 +11,8 @@
 //     (NewTopic, NewTopicPartitions) per test, UniqueName, InCI;
 //   - kafka.go: servers of a test's own, which it may stop, pause, kill and restart
 //     (DedicatedKafka, DedicatedPostgres), through the scripts of deploy/local;
+//   - cluster.go: a KRaft cluster of a test's own (DedicatedKafkaCluster), whose nodes it
+//     may kill, pause, wipe and restart one by one (deploy/local/kafka-cluster.sh);
 //   - proxy.go: a faultproxy in front of a server, closed at the test's end (NewProxy,
 //     PostgresProxy);
 //   - proc.go and exit.go: the repository's commands built and run as processes

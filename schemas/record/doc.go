@@ -18,5 +18,5 @@
 // Files: key.go (record and control keys, view names, key escaping), kind.go (Kind),
 // headers.go (Meta, the sc-* headers, MetaBuilder), control.go (the control values and
 // their JSON), hash.go (RowHash, RowHashPrefixed, EpochHash, the hashes' text), pgtime.go
-// (Time and its text), errors.go (the sentinels).
+// (Time and its text), shard.go (Shard: the hash shard of a key), errors.go (the sentinels).
 package record

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
@@ -71,4 +72,29 @@ func FuzzRowHashPrefixed(f *testing.F) {
 			t.Fatalf("RowHashPrefixed = %x, RowHash = %x", got, want)
 		}
 	})
+}
+
+func TestShard(t *testing.T) {
+	// Fixed values: the shard of a key is part of the format (another client computes it).
+	key := EncodeKey("orders", "42")
+	if got, want := Shard(key, 1<<32-1), uint32(xxhash.Sum64(key)%(1<<32-1)); got != want {
+		t.Fatalf("Shard = %d, want %d", got, want)
+	}
+	if a, b := Shard([]byte("orders|42"), 16), Shard([]byte("orders|42"), 1000); a != 7 || b != 71 {
+		t.Fatalf(`Shard("orders|42") = %d of 16, %d of 1000; the format says 7 and 71`, a, b)
+	}
+	counts := make([]int, 16)
+	for i := range 16000 {
+		k := EncodeKey("orders", strconv.Itoa(i))
+		s := Shard(k, 16)
+		if s != ShardString(string(k), 16) {
+			t.Fatalf("Shard and ShardString differ on %q", k)
+		}
+		counts[s]++
+	}
+	for i, c := range counts {
+		if c < 900 || c > 1100 {
+			t.Fatalf("shard %d holds %d of 16000 keys, want about 1000 (%v)", i, c, counts)
+		}
+	}
 }

@@ -6,4 +6,4 @@ package wire
 // message the client needs); a compatible addition (a field an older peer may ignore) keeps
 // it. A player serves every client of its version or older (0 is a client that predates
 // the field: version 1) and refuses a newer one with FAILED_PRECONDITION.
-const ProtocolVersion = 1
+const ProtocolVersion = 2

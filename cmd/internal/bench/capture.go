@@ -27,6 +27,10 @@ type Pipeline struct {
 	slots []string // the slots the distributor created
 }
 
+// StreamTuning, when set, adjusts the stream of every pipeline StartPipeline starts (a
+// benchmark's flags).
+var StreamTuning func(*distributor.StreamConfig)
+
 // StartPipeline starts a distributor publishing views into a fresh topic of env, connected
 // to PostgreSQL with dsn (env.DSN, or through a Gate), and a player serving the topic;
 // it returns once both are ready (every view's first snapshot published).
@@ -41,6 +45,9 @@ func StartPipeline(ctx context.Context, env *DistEnv, dsn string, views []distri
 		Postgres: distributor.PostgresConfig{DSN: dsn},
 		Kafka:    distributor.KafkaConfig{Config: kafkaconn.Config{Brokers: env.Brokers, ClientID: clientID}},
 		Streams:  []distributor.StreamConfig{{Topic: p.Topic, Capture: distributor.CaptureWAL, Views: views}},
+	}
+	if StreamTuning != nil {
+		StreamTuning(&cfg.Streams[0])
 	}
 	p.Dist, _, err = StartDistributor(ctx, cfg, opts...)
 	if err != nil {

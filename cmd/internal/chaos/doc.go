@@ -6,7 +6,9 @@
 //
 // Its own PostgreSQL cluster and Kafka broker (deploy/local's scripts with private state
 // directories: restarting them disturbs nothing else; the scripts keep data and ports
-// across a restart), two distributors (cmd/distributor, WAL capture: one active, one
+// across a restart) — or, with Config.KafkaNodes (make chaos-cluster), a KRaft cluster of
+// that many combined broker/controller nodes (deploy/local/kafka-cluster.sh) on which the
+// stream has replication factor 3 and min.insync.replicas=2 —, two distributors (cmd/distributor, WAL capture: one active, one
 // standby on the advisory lock), two players (cmd/player), several client processes (the
 // `chaos client` program: cacheclient with secondary indexes and, for every other one, a
 // state directory, each subscribed to its own set of views and to both players), and
@@ -19,7 +21,9 @@
 // the broker advertises, not to the one they were given; the broker therefore has one
 // listener per proxied component, each advertising that component's proxy port
 // (STATECAST_KAFKA_LISTENERS of deploy/local/kafka.sh), and every connection of the
-// component, after the bootstrap too, goes through its proxy.
+// component, after the bootstrap too, goes through its proxy. On a cluster a component has
+// one proxy per node (kafka/<component>, kafka/<component>@2, …), each advertised by its
+// node's listener for the component; a fault on the component's Kafka hop hits them all.
 //
 // # Faults
 //
@@ -29,7 +33,14 @@
 // forwarding without closing; the held bytes flow when it heals) on every hop; a
 // PostgreSQL restart (fast or immediate); a Kafka broker restart (graceful or SIGKILL);
 // and the active distributor losing its lock while its Kafka hop is a black hole (its
-// records in flight land after the standby took over). Faults run one after another.
+// records in flight land after the standby took over). On a cluster, broker faults too
+// (brokers.go): a node killed and restarted; the stream partition's leader killed while a
+// transaction of the stream is open (its last stable offset below its high watermark); a
+// node paused past the brokers' session timeout; a node's data directory lost (killed,
+// wiped, formatted again with the cluster's ID, restarted empty: it fetches its partitions
+// again). After each one the run waits until every replica of the stream and of the
+// transaction state is in sync again (not within 3 minutes is a violation), so the next
+// fault never meets a cluster short of two brokers. Faults run one after another.
 //
 // # Checks
 //
@@ -57,7 +68,9 @@
 //
 // run.go holds the run's life (Config, Result, the sequence of phases, the helpers that
 // ask the processes for their state); servers.go the run's own PostgreSQL and Kafka
-// (deploy/local's scripts with private state: started, restarted, crashed, killed);
+// (deploy/local's scripts with private state: started, restarted, crashed, killed; a
+// cluster's nodes one by one: killed, paused, wiped); brokers.go the broker faults and the
+// wait for the replicas;
 // setup.go builds the commands, starts the servers, proxies and processes and writes
 // their configs; views.go the schema and the views; workload.go the
 // writer workload (the seed data, each writer's partition of the rows, the transactions

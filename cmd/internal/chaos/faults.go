@@ -15,7 +15,19 @@ const (
 	KindPGRestart    = "pg-restart"    // PostgreSQL stopped (fast, or immediate: a crash) and started
 	KindKafkaRestart = "kafka-restart" // the broker stopped (gracefully, or SIGKILL) and started
 	KindLockLoss     = "lock-loss"     // the active distributor's lock session ends while its Kafka hop is a black hole
+	// Broker faults, on a cluster of broker nodes (Config.KafkaNodes > 1) only.
+	KindBrokerKill  = "broker-kill"  // one broker node SIGKILLed, started again after a while
+	KindLeaderKill  = "leader-kill"  // the stream partition's leader SIGKILLed while a transaction is open, started again
+	KindBrokerPause = "broker-pause" // one broker node SIGSTOPped past its session timeout, then SIGCONT
+	KindBrokerWipe  = "broker-wipe"  // one broker node killed, its data directory lost, started again empty
 )
+
+// brokerKinds are the broker faults.
+var brokerKinds = []string{KindBrokerKill, KindLeaderKill, KindBrokerPause, KindBrokerWipe}
+
+// brokerSession is the cluster's broker.session.timeout.ms (deploy/local/kafka-cluster.sh):
+// a broker paused longer is fenced by the controllers and loses its leaderships.
+const brokerSession = 6 * time.Second
 
 // fault is one planned fault. The whole plan is drawn from the seed before the run starts,
 // so a seed replays the same faults in the same order (their timing against the workload
@@ -27,7 +39,8 @@ type fault struct {
 	// where it names a role: "active" and "standby" are the distributors holding and
 	// waiting for the lock then ("pg/active": the active one's PostgreSQL hop), and a
 	// client's player hop is the one it uses then ("client-1" in a reset or black hole).
-	// Empty for the servers.
+	// Empty for the servers; "broker-<node>" for a broker fault's node, "leader" for the
+	// stream partition's leader then.
 	Target string
 	Hold   time.Duration // how long it lasts: down time, pause, black hole
 	Crash  bool          // pg-restart, kafka-restart: a crash instead of a clean stop
@@ -51,10 +64,11 @@ func (f fault) String() string {
 type topology struct {
 	players, clients []string
 	ackTimeout       time.Duration
+	brokers          int // broker nodes: more than one adds the broker faults
 }
 
-// plan draws n faults (at least one of every kind on every class of target: 17) whose
-// holds and gaps fill about d.
+// plan draws n faults (at least one of every kind on every class of target: 17, and on a
+// cluster one of each broker fault: 21) whose holds and gaps fill about d.
 func plan(seed uint64, d time.Duration, n int, topo topology) []fault {
 	r := rand.New(rand.NewPCG(seed, 0x6368616f73))
 	role := func() string { // mostly the active distributor: the standby only waits
@@ -95,6 +109,15 @@ func plan(seed uint64, d time.Duration, n int, topo topology) []fault {
 			f.Crash = r.IntN(2) == 0
 		case KindLockLoss:
 			f.Hold = time.Duration(2000+r.IntN(4000)) * time.Millisecond
+		case KindBrokerKill, KindBrokerWipe:
+			f.Target = fmt.Sprintf("broker-%d", 1+r.IntN(max(topo.brokers, 1)))
+			f.Hold = time.Duration(1000+r.IntN(5000)) * time.Millisecond
+		case KindLeaderKill:
+			f.Target = "leader"
+			f.Hold = time.Duration(1000+r.IntN(5000)) * time.Millisecond
+		case KindBrokerPause:
+			f.Target = fmt.Sprintf("broker-%d", 1+r.IntN(max(topo.brokers, 1)))
+			f.Hold = brokerSession + time.Duration(2000+r.IntN(4000))*time.Millisecond
 		}
 		return f
 	}
@@ -106,6 +129,12 @@ func plan(seed uint64, d time.Duration, n int, topo topology) []fault {
 		fs = append(fs, draw(KindReset, class), draw(KindBlackhole, class))
 	}
 	fs = append(fs, draw(KindPGRestart, 0), draw(KindKafkaRestart, 0), draw(KindLockLoss, 0))
+	cluster := topo.brokers > 1
+	if cluster {
+		for _, k := range brokerKinds {
+			fs = append(fs, draw(k, 0))
+		}
+	}
 	r.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
 	// More faults, weighted towards the frequent real ones (process deaths, network).
 	weights := []struct {
@@ -114,6 +143,13 @@ func plan(seed uint64, d time.Duration, n int, topo topology) []fault {
 		w       int
 	}{{KindKill, 3, 6}, {KindPause, 3, 3}, {KindReset, 4, 5}, {KindBlackhole, 4, 4},
 		{KindPGRestart, 1, 1}, {KindKafkaRestart, 1, 1}, {KindLockLoss, 1, 1}}
+	if cluster {
+		weights = append(weights, []struct {
+			kind    string
+			classes int
+			w       int
+		}{{KindBrokerKill, 1, 2}, {KindLeaderKill, 1, 2}, {KindBrokerPause, 1, 1}, {KindBrokerWipe, 1, 1}}...)
+	}
 	total := 0
 	for _, w := range weights {
 		total += w.w
@@ -135,7 +171,11 @@ func plan(seed uint64, d time.Duration, n int, topo topology) []fault {
 		busy += f.Hold
 		switch f.Kind {
 		case KindKafkaRestart:
-			busy += 20 * time.Second
+			busy += 20 * time.Second * time.Duration(max(topo.brokers, 1))
+		case KindBrokerKill, KindLeaderKill, KindBrokerPause:
+			busy += 20 * time.Second // a start, and the wait for the ISR to be whole again
+		case KindBrokerWipe:
+			busy += 30 * time.Second
 		case KindPGRestart:
 			busy += 3 * time.Second
 		case KindLockLoss:

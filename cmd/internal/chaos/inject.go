@@ -28,22 +28,42 @@ func (r *run) inject(ctx context.Context, f fault) error {
 		holdEach(ctx, targets, f.Hold, func(t string) { r.procs[t].pause() }, func(t string) { r.procs[t].resume() })
 	case KindReset:
 		for _, t := range targets {
-			r.logf("  %s: %d connections reset", t, r.proxies[t].Reset())
+			n := 0
+			for _, p := range r.hopProxies(t) {
+				n += p.Reset()
+			}
+			r.logf("  %s: %d connections reset", t, n)
 		}
 	case KindBlackhole:
-		holdEach(ctx, targets, f.Hold, func(t string) { r.proxies[t].Blackhole() }, func(t string) { r.proxies[t].Heal() })
+		holdEach(ctx, targets, f.Hold, func(t string) {
+			for _, p := range r.hopProxies(t) {
+				p.Blackhole()
+			}
+		}, func(t string) {
+			for _, p := range r.hopProxies(t) {
+				p.Heal()
+			}
+		})
 	case KindPGRestart:
 		if f.Crash {
 			return r.pg.Crash(ctx)
 		}
 		return r.pg.Restart(ctx)
 	case KindKafkaRestart:
+		restart := r.kafka.Restart
 		if f.Crash {
-			return r.kafka.Kill(ctx)
+			restart = r.kafka.Kill
 		}
-		return r.kafka.Restart(ctx)
+		if err := restart(ctx); err != nil {
+			return err
+		}
+		if r.kafka.nodes > 1 {
+			r.waitWhole(ctx, f)
+		}
 	case KindLockLoss:
 		return r.lockLoss(ctx, f.Hold)
+	case KindBrokerKill, KindLeaderKill, KindBrokerPause, KindBrokerWipe:
+		return r.brokerFault(ctx, f)
 	}
 	return nil
 }
@@ -82,11 +102,15 @@ func (r *run) lockLoss(ctx context.Context, hold time.Duration) error {
 	if old == nil || other == nil {
 		return errors.New("no active distributor with a standby")
 	}
-	hole := r.proxies["kafka/"+old.name]
-	hole.Blackhole()
+	holes := r.hopProxies("kafka/" + old.name)
+	for _, h := range holes {
+		h.Blackhole()
+	}
 	start := time.Now()
 	defer func() {
-		hole.Heal()
+		for _, h := range holes {
+			h.Heal()
+		}
 		r.mu.Lock()
 		// What the hole held lands at the heal; the producer's retries may take longer.
 		r.lockLosses = append(r.lockLosses, window{old.name, other.name, start, time.Now().Add(30 * time.Second)})

@@ -31,10 +31,15 @@ type Config struct {
 	// when they are behind.
 	Changes int64
 	// Faults is the number of faults (default: one per 8 s of Duration, at least 17: one
-	// of each kind on each class of target).
+	// of each kind on each class of target; 21 on a cluster, with the broker faults).
 	Faults int
 	// Writers and Clients: writer goroutines and client processes (defaults 3 and 4).
 	Writers, Clients int
+	// KafkaNodes is the number of Kafka broker nodes (default 1: deploy/local/kafka.sh's
+	// single broker). More starts a KRaft cluster (deploy/local/kafka-cluster.sh) on which
+	// the stream has replication factor 3 (at most the nodes) and min.insync.replicas=2
+	// (from 3 nodes), and adds the broker faults to the plan.
+	KafkaNodes int
 	// Dir keeps the run's binaries, configs, logs and state; default a new temporary
 	// directory, removed after a run without violations.
 	Dir string
@@ -81,13 +86,20 @@ func (c *Config) defaults() error {
 		c.Changes = 5000
 	}
 	if c.Faults <= 0 {
-		c.Faults = max(17, int(c.Duration/(8*time.Second)))
+		least := 17
+		if c.KafkaNodes > 1 {
+			least += len(brokerKinds)
+		}
+		c.Faults = max(least, int(c.Duration/(8*time.Second)))
 	}
 	if c.Writers <= 0 {
 		c.Writers = 3
 	}
 	if c.Clients <= 0 {
 		c.Clients = 4
+	}
+	if c.KafkaNodes <= 0 {
+		c.KafkaNodes = 1
 	}
 	mul := int64(1)
 	if c.Race {
@@ -172,16 +184,29 @@ type Result struct {
 	// RYWChecks counts read-your-writes checks that compared (RYWSkipped: the client did
 	// not answer in time, a fault in the way); AtomicChecks the Cuts whose sums were checked.
 	RYWChecks, RYWSkipped, AtomicChecks int64
-	MaxRSS                              map[string]int64 // by process
-	Dir                                 string           // kept when there are violations
+	// LeaderKillsInTxn counts the leader-kill faults that hit the leader while a transaction
+	// of the stream was open (its last stable offset below its high watermark).
+	LeaderKillsInTxn int
+	MaxRSS           map[string]int64 // by process
+	Dir              string           // kept when there are violations
 }
 
 // Summary is the run's one-line summary.
 func (r *Result) Summary() string {
 	kinds := []string{KindKill, KindPause, KindReset, KindBlackhole, KindPGRestart, KindKafkaRestart, KindLockLoss}
+	for _, k := range brokerKinds {
+		if r.Faults[k] > 0 {
+			kinds = append(kinds, k)
+		}
+	}
 	var fs []string
 	n := 0
 	for _, k := range kinds {
+		if k == KindLeaderKill {
+			fs = append(fs, fmt.Sprintf("%s %d (%d with a transaction open)", k, r.Faults[k], r.LeaderKillsInTxn))
+			n += r.Faults[k]
+			continue
+		}
 		fs = append(fs, fmt.Sprintf("%s %d", k, r.Faults[k]))
 		n += r.Faults[k]
 	}
@@ -239,6 +264,8 @@ type run struct {
 	tapCtx     context.Context
 	stopTap    context.CancelFunc
 	atomics    []atomicCase
+	// leaderKillsInTxn: leader-kill faults that found a transaction open.
+	leaderKillsInTxn int
 }
 
 // atomicCase is a Cut whose sums were wrong, explained at the end (with the tap).
@@ -269,7 +296,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r := &run{cfg: cfg, start: time.Now(), procs: map[string]*proc{}, proxies: map[string]*faultproxy.Proxy{}, http: map[string]string{},
 		views: map[string][]string{}, faults: map[string]int{}, httpc: &http.Client{Timeout: 10 * time.Second}}
 	r.tapCtx, r.stopTap = context.WithCancel(context.Background())
-	r.logf("seed %d (replay: make chaos SEED=%d DURATION=%v CHANGES=%d)", cfg.Seed, cfg.Seed, cfg.Duration, cfg.Changes)
+	target := "chaos"
+	if cfg.KafkaNodes > 1 {
+		target = fmt.Sprintf("chaos-cluster KAFKA_NODES=%d", cfg.KafkaNodes)
+	}
+	r.logf("seed %d (replay: make %s SEED=%d DURATION=%v CHANGES=%d)", cfg.Seed, target, cfg.Seed, cfg.Duration, cfg.Changes)
 	r.dir = cfg.Dir
 	if r.dir == "" {
 		d, err := os.MkdirTemp("", "statecast-chaos-")
@@ -284,6 +315,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Violations = r.violations
 	res.Changes, res.Txns = r.ws.changes.Load(), r.ws.txns.Load()
 	res.RYWChecks, res.RYWSkipped, res.AtomicChecks = r.ws.rywChecks.Load(), r.ws.rywSkipped.Load(), r.ws.atomicChecks.Load()
+	res.LeaderKillsInTxn = r.leaderKillsInTxn
 	for name, p := range r.procs {
 		res.MaxRSS[name] = p.maxRSS
 	}
@@ -414,7 +446,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 func (r *run) topology() topology {
-	t := topology{ackTimeout: ackTimeout}
+	t := topology{ackTimeout: ackTimeout, brokers: r.cfg.KafkaNodes}
 	for _, p := range r.players {
 		t.players = append(t.players, p.name)
 	}
@@ -535,14 +567,21 @@ func (r *run) clientState(name string) (ClientState, error) {
 	return st, err
 }
 
-// endOffset is the stream's end offset (0 when unknown).
+// endOffset is the stream's committed end offset, its last stable offset (0 when
+// unknown): a transaction still open (the first epoch, on a slow cluster) does not count,
+// since the players read committed records only.
 func (r *run) endOffset() int64 {
-	cl, err := sarama.NewClient(r.kafka.Brokers, kafkaconn.NewConfig("statecast-chaos"))
+	cfg := kafkaconn.NewConfig("statecast-chaos")
+	cl, err := sarama.NewClient(r.kafka.Brokers, cfg)
 	if err != nil {
 		return 0
 	}
 	defer cl.Close()
-	n, err := cl.GetOffset(streamName, 0, sarama.OffsetNewest)
+	b, err := cl.Leader(streamName, 0)
+	if err != nil {
+		return 0
+	}
+	n, err := listOffset(b, cfg.Version, sarama.ReadCommitted)
 	if err != nil {
 		return 0
 	}
@@ -562,6 +601,9 @@ func (r *run) healAll(ctx context.Context) {
 		}
 	}
 	_ = r.pg.Start(ctx)
+	for n := 1; n <= r.kafka.nodes; n++ {
+		_ = r.kafka.ResumeNode(n) // a paused node (an error when it does not run)
+	}
 	_ = r.kafka.Start(ctx)
 }
 

@@ -100,79 +100,160 @@ func (p *pgServer) Stop() {
 
 // kafkaListener is a broker listener for one component, advertised as its proxy's port.
 type kafkaListener struct {
+	node  int               // the broker node (1…), in a cluster
 	name  string            // KAFKA_LISTENER_NAME
 	port  int               // where the broker listens
 	proxy *faultproxy.Proxy // where the component connects, and what the metadata says
 }
 
-// kafkaServer is the run's broker.
+// kafkaServer is the run's Kafka: one broker (deploy/local/kafka.sh) or a cluster of nodes
+// (deploy/local/kafka-cluster.sh, each node a broker and a controller).
 type kafkaServer struct {
 	repo    string
 	dir     string
 	env     []string
-	Brokers []string // the direct PLAINTEXT listener (the harness's own clients)
+	nodes   int
+	Brokers []string // the direct PLAINTEXT listeners (the harness's own clients), node 1 first
 }
 
-func startKafka(ctx context.Context, repo, dir string, listeners []kafkaListener) (*kafkaServer, error) {
+func (k *kafkaServer) script() string {
+	if k.nodes > 1 {
+		return "kafka-cluster.sh"
+	}
+	return "kafka.sh"
+}
+
+func startKafka(ctx context.Context, repo, dir string, nodes int, listeners []kafkaListener) (*kafkaServer, error) {
 	var spec []string
 	for _, l := range listeners {
-		spec = append(spec, fmt.Sprintf("%s:%d:%d", l.name, l.port, l.proxy.Port()))
+		if nodes > 1 {
+			spec = append(spec, fmt.Sprintf("%d:%s:%d:%d", l.node, l.name, l.port, l.proxy.Port()))
+		} else {
+			spec = append(spec, fmt.Sprintf("%s:%d:%d", l.name, l.port, l.proxy.Port()))
+		}
 	}
-	k := &kafkaServer{repo: repo, dir: filepath.Join(dir, "kafka"),
-		env: []string{"STATECAST_RUN=" + filepath.Join(dir, "kafka"), "STATECAST_KAFKA_LISTENERS=" + strings.Join(spec, " ")}}
-	out, err := script(ctx, repo, "kafka.sh", k.env, "start")
+	k := &kafkaServer{repo: repo, dir: filepath.Join(dir, "kafka"), nodes: max(nodes, 1),
+		env: []string{"STATECAST_RUN=" + filepath.Join(dir, "kafka"), "STATECAST_KAFKA_LISTENERS=" + strings.Join(spec, " "),
+			"STATECAST_KAFKA_NODES=" + strconv.Itoa(max(nodes, 1))}}
+	out, err := script(ctx, repo, k.script(), k.env, "start")
 	if err != nil {
 		return nil, err
 	}
 	m := brokersLine.FindStringSubmatch(out)
 	if m == nil {
-		return nil, fmt.Errorf("kafka.sh start printed no brokers:\n%s", out)
+		return nil, fmt.Errorf("%s start printed no brokers:\n%s", k.script(), out)
 	}
 	k.Brokers = strings.Split(m[1], ",")
+	if len(k.Brokers) != k.nodes {
+		return nil, fmt.Errorf("%s start printed %d brokers, not %d:\n%s", k.script(), len(k.Brokers), k.nodes, out)
+	}
 	for _, l := range listeners {
 		l.proxy.SetTarget(fmt.Sprintf("127.0.0.1:%d", l.port))
 	}
 	return k, nil
 }
 
-// Restart is a graceful stop and a start with the same data and ports.
+// Restart is a graceful stop of every broker and a start with the same data and ports.
 func (k *kafkaServer) Restart(ctx context.Context) error {
-	if _, err := script(ctx, k.repo, "kafka.sh", k.env, "stop"); err != nil {
+	if _, err := script(ctx, k.repo, k.script(), k.env, "stop"); err != nil {
 		return err
 	}
 	return k.Start(ctx)
 }
 
-// Kill ends the broker with SIGKILL (a crash) and starts it again with its data.
+// Kill ends every broker with SIGKILL (a crash) and starts them again with their data.
 func (k *kafkaServer) Kill(ctx context.Context) error {
-	b, err := os.ReadFile(filepath.Join(k.dir, "kafka", "kafka.pid"))
+	for n := 1; n <= k.nodes; n++ {
+		if err := k.KillNode(ctx, n); err != nil {
+			return err
+		}
+	}
+	return k.Start(ctx)
+}
+
+// pidFile is where the script keeps node n's pid.
+func (k *kafkaServer) pidFile(n int) string {
+	if k.nodes > 1 {
+		return filepath.Join(k.dir, "kafka-cluster", fmt.Sprintf("node-%d", n), "kafka.pid")
+	}
+	return filepath.Join(k.dir, "kafka", "kafka.pid")
+}
+
+// pid of node n's process (0 when it has none running).
+func (k *kafkaServer) pid(n int) int {
+	b, err := os.ReadFile(k.pidFile(n))
 	if err != nil {
-		return err
+		return 0
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return err
+	if err != nil || syscall.Kill(pid, 0) != nil {
+		return 0
 	}
+	return pid
+}
+
+// KillNode ends broker node n (1…) with SIGKILL and waits until it is gone; it stays down.
+func (k *kafkaServer) KillNode(_ context.Context, n int) error {
+	pid := k.pid(n)
+	if pid == 0 {
+		return nil
+	}
+	_ = syscall.Kill(pid, syscall.SIGCONT) // a paused one, too
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	for i := 0; i < 200 && syscall.Kill(pid, 0) == nil; i++ {
 		time.Sleep(50 * time.Millisecond)
 	}
-	return k.Start(ctx)
-}
-
-// Start starts the stopped broker; an address change is an error.
-func (k *kafkaServer) Start(ctx context.Context) error {
-	out, err := script(ctx, k.repo, "kafka.sh", k.env, "start")
-	if err != nil {
-		return err
-	}
-	if m := brokersLine.FindStringSubmatch(out); m == nil || m[1] != strings.Join(k.Brokers, ",") {
-		return fmt.Errorf("kafka.sh start: the broker moved (was %v):\n%s", k.Brokers, out)
+	if syscall.Kill(pid, 0) == nil {
+		return fmt.Errorf("kafka node %d (pid %d) still runs after SIGKILL", n, pid)
 	}
 	return nil
 }
 
-// Stop stops the broker; its data goes with the run's directory.
+// PauseNode stops node n with SIGSTOP; ResumeNode continues it.
+func (k *kafkaServer) PauseNode(n int) error  { return k.signal(n, syscall.SIGSTOP) }
+func (k *kafkaServer) ResumeNode(n int) error { return k.signal(n, syscall.SIGCONT) }
+
+func (k *kafkaServer) signal(n int, sig syscall.Signal) error {
+	pid := k.pid(n)
+	if pid == 0 {
+		return fmt.Errorf("kafka node %d does not run", n)
+	}
+	return syscall.Kill(pid, sig)
+}
+
+// WipeNode kills node n, removes its data directory and formats it again with the
+// cluster's ID (kafka-cluster.sh node-wipe); it stays down.
+func (k *kafkaServer) WipeNode(ctx context.Context, n int) error {
+	if k.nodes < 2 {
+		return fmt.Errorf("kafka: a single broker cannot lose its data and recover it")
+	}
+	_, err := script(ctx, k.repo, k.script(), k.env, "node-wipe", strconv.Itoa(n))
+	return err
+}
+
+// StartNode starts node n again (with its data, or empty after WipeNode) and waits until
+// it answers.
+func (k *kafkaServer) StartNode(ctx context.Context, n int) error {
+	if k.nodes < 2 {
+		return k.Start(ctx)
+	}
+	_, err := script(ctx, k.repo, k.script(), k.env, "node-start", strconv.Itoa(n))
+	return err
+}
+
+// Start starts the stopped brokers; an address change is an error.
+func (k *kafkaServer) Start(ctx context.Context) error {
+	out, err := script(ctx, k.repo, k.script(), k.env, "start")
+	if err != nil {
+		return err
+	}
+	if m := brokersLine.FindStringSubmatch(out); m == nil || m[1] != strings.Join(k.Brokers, ",") {
+		return fmt.Errorf("%s start: the broker moved (was %v):\n%s", k.script(), k.Brokers, out)
+	}
+	return nil
+}
+
+// Stop stops the brokers; their data goes with the run's directory.
 func (k *kafkaServer) Stop() {
-	_, _ = script(context.Background(), k.repo, "kafka.sh", k.env, "stop")
+	_, _ = script(context.Background(), k.repo, k.script(), k.env, "stop")
 }

@@ -132,24 +132,28 @@ func (r *run) setup(ctx context.Context) error {
 		}
 	}
 	distNames, playerNames := []string{"dist-a", "dist-b"}, []string{"player-1", "player-2"}
+	// A component's Kafka hop is one proxy per broker node: kafka/<component> for node 1,
+	// kafka/<component>@<node> for the others (hopProxies finds them all).
 	var listeners []kafkaListener
 	for _, n := range append(slices.Clone(distNames), playerNames...) {
-		p, err := r.addProxy("kafka/"+n, "")
-		if err != nil {
-			return err
+		for node := 1; node <= r.cfg.KafkaNodes; node++ {
+			p, err := r.addProxy(kafkaHop(n, node), "")
+			if err != nil {
+				return err
+			}
+			port, err := r.ports.port()
+			if err != nil {
+				return err
+			}
+			listeners = append(listeners, kafkaListener{node: node, name: strings.ToUpper(strings.ReplaceAll(n, "-", "_")), port: port, proxy: p})
 		}
-		port, err := r.ports.port()
-		if err != nil {
-			return err
-		}
-		listeners = append(listeners, kafkaListener{name: strings.ToUpper(strings.ReplaceAll(n, "-", "_")), port: port, proxy: p})
 	}
 	var err error
-	r.logf("starting PostgreSQL and Kafka (private state in %s)", r.dir)
+	r.logf("starting PostgreSQL and Kafka (%d broker nodes; private state in %s)", r.cfg.KafkaNodes, r.dir)
 	if r.pg, err = startPostgres(ctx, r.cfg.Repo, r.dir); err != nil {
 		return err
 	}
-	if r.kafka, err = startKafka(ctx, r.cfg.Repo, r.dir, listeners); err != nil {
+	if r.kafka, err = startKafka(ctx, r.cfg.Repo, r.dir, r.cfg.KafkaNodes, listeners); err != nil {
 		return err
 	}
 	r.tap = startTap(r.tapCtx, r.kafka.Brokers)
@@ -192,7 +196,7 @@ func (r *run) setup(ctx context.Context) error {
 			return err
 		}
 		r.http[n] = httpAddr
-		conf, err := r.writeConf(n+".yaml", distributorConf(dsn.String(), r.proxies["kafka/"+n].Addr(), n, httpAddr))
+		conf, err := r.writeConf(n+".yaml", distributorConf(dsn.String(), r.kafkaAddrs(n), n, httpAddr, r.cfg.KafkaNodes))
 		if err != nil {
 			return err
 		}
@@ -221,7 +225,7 @@ func (r *run) setup(ctx context.Context) error {
 		}
 		r.http[n] = httpAddr
 		r.http[n+"/grpc"] = grpcAddr
-		conf, err := r.writeConf(n+".yaml", playerConf(grpcAddr, httpAddr, r.proxies["kafka/"+n].Addr(), n))
+		conf, err := r.writeConf(n+".yaml", playerConf(grpcAddr, httpAddr, r.kafkaAddrs(n), n))
 		if err != nil {
 			return err
 		}
@@ -283,6 +287,39 @@ func (r *run) setup(ctx context.Context) error {
 	return nil
 }
 
+// kafkaHop names component's proxy to broker node (1…).
+func kafkaHop(component string, node int) string {
+	if node == 1 {
+		return "kafka/" + component
+	}
+	return fmt.Sprintf("kafka/%s@%d", component, node)
+}
+
+// kafkaAddrs are the bootstrap addresses of a component: its proxy to every broker node.
+func (r *run) kafkaAddrs(component string) []string {
+	var out []string
+	for _, p := range r.hopProxies("kafka/" + component) {
+		out = append(out, p.Addr())
+	}
+	return out
+}
+
+// hopProxies are the proxies of a hop: one, or a Kafka hop's one per broker node.
+func (r *run) hopProxies(hop string) []*faultproxy.Proxy {
+	var out []*faultproxy.Proxy
+	if p := r.proxies[hop]; p != nil {
+		out = append(out, p)
+	}
+	for node := 2; strings.HasPrefix(hop, "kafka/"); node++ {
+		p := r.proxies[fmt.Sprintf("%s@%d", hop, node)]
+		if p == nil {
+			break
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 func (r *run) newProc(name, kind, bin string, args ...string) *proc {
 	p := &proc{name: name, kind: kind, bin: bin, args: args, log: filepath.Join(r.dir, "logs", name+".log")}
 	p.onCrash = func(p *proc, msg string) {
@@ -302,8 +339,10 @@ func (r *run) writeConf(name, content string) (string, error) {
 	return path, os.WriteFile(path, []byte(content), 0o600)
 }
 
-// distributorConf is a distributor's config (JSON is YAML).
-func distributorConf(dsn, broker, id, httpAddr string) string {
+// distributorConf is a distributor's config (JSON is YAML). On a cluster of three nodes or
+// more the stream's topic has replication factor 3 and min.insync.replicas=2 (what
+// production asks: docs/kafka.md); the producer writes with acks=all.
+func distributorConf(dsn string, brokers []string, id, httpAddr string, nodes int) string {
 	var vs []map[string]any
 	for _, v := range views {
 		m := map[string]any{"name": v.Name, "sql": v.SQL, "key": v.Key}
@@ -312,17 +351,23 @@ func distributorConf(dsn, broker, id, httpAddr string) string {
 		}
 		vs = append(vs, m)
 	}
+	rf := min(nodes, 3)
+	topicConfigs := map[string]string{"min.cleanable.dirty.ratio": "0.1"}
+	if nodes >= 3 {
+		topicConfigs["min.insync.replicas"] = "2"
+	}
 	b, _ := json.MarshalIndent(map[string]any{
 		"postgres":  map[string]any{"dsn": dsn},
-		"kafka":     map[string]any{"brokers": []string{broker}, "client_id": id},
+		"kafka":     map[string]any{"brokers": brokers, "client_id": id},
 		"http_addr": httpAddr,
 		"streams": []map[string]any{{
-			"topic": streamName,
+			"topic":              streamName,
+			"replication_factor": rf,
 			// Short segments and an eager cleaner: compaction runs during the run, so
 			// resumes and snapshots meet a compacted log.
 			"segment":          "30s",
 			"delete_retention": "1h",
-			"topic_configs":    map[string]string{"min.cleanable.dirty.ratio": "0.1"},
+			"topic_configs":    topicConfigs,
 			"views":            vs,
 		}},
 	}, "", "  ")
@@ -331,9 +376,9 @@ func distributorConf(dsn, broker, id, httpAddr string) string {
 
 // playerConf is a player's config: an ack timeout that a pause exceeds, and history and
 // target budgets small enough that recoveries read from Kafka.
-func playerConf(grpcAddr, httpAddr, broker, id string) string {
+func playerConf(grpcAddr, httpAddr string, brokers []string, id string) string {
 	b, _ := json.MarshalIndent(map[string]any{
-		"listen": grpcAddr, "http_addr": httpAddr, "kafka": map[string]any{"brokers": []string{broker}, "client_id": id},
+		"listen": grpcAddr, "http_addr": httpAddr, "kafka": map[string]any{"brokers": brokers, "client_id": id},
 		"streams":     []map[string]any{{"name": streamName}},
 		"ack_timeout": ackTimeout.String(), "history_bytes": historyBytes, "target_budget_bytes": targetBudget,
 		"shutdown_grace": "2s", "insecure": true,

@@ -223,6 +223,13 @@ func TestGet(t *testing.T) {
 	if err := Get(ctx, &one, o); err != nil || one.String() != "{\"id\":2,\"name\":\"two\"}\n" {
 		t.Fatalf("Get key 2: %q, %v", one.String(), err)
 	}
+	// A selection: the rows that pass, and the output says which.
+	sel := o
+	sel.Key, sel.Selection = "", cacheclient.Selection{Filter: `name != "one"`}
+	var some bytes.Buffer
+	if err := Get(ctx, &some, sel); err != nil || !strings.HasPrefix(some.String(), "2\t{\"id\":2,\"name\":\"two\"}\n-- view items selected by name != \"one\": 1 row(s)") {
+		t.Fatalf("Get with a filter: %v\n%s", err, some.String())
+	}
 	o.Key = "3"
 	if err := Get(ctx, &one, o); err == nil || !strings.Contains(err.Error(), `view items has no key "3"`) {
 		t.Fatalf("Get deleted key: %v, want an error naming the view and key", err)

@@ -33,6 +33,9 @@ type GetOptions struct {
 	// Output is "table" (the default: key, tab, value lines and a summary line; one key:
 	// its value) or "json" (one object: view, index, source position, rows or row).
 	Output string
+	// Selection, when not zero, reads only the rows the player selects: a filter and/or a
+	// shard (cacheclient.Selection); the output says which.
+	Selection cacheclient.Selection
 }
 
 // getJSON is what Get prints with Output "json".
@@ -41,6 +44,7 @@ type getJSON struct {
 	View           string          `json:"view"`
 	Index          int64           `json:"index"`
 	SourcePosition string          `json:"source_position,omitempty"`
+	Selection      string          `json:"selection,omitempty"` // cacheclient.Selection.String
 	Key            string          `json:"key,omitempty"`
 	Value          json.RawMessage `json:"value,omitempty"`
 	Rows           *[]getRow       `json:"rows,omitempty"` // set, possibly empty, without Key
@@ -94,7 +98,7 @@ func Get(ctx context.Context, w io.Writer, o GetOptions) error {
 	}
 	view, err := cacheclient.Register(c, o.View, func(_ string, v []byte) (json.RawMessage, error) {
 		return json.RawMessage(append([]byte(nil), v...)), nil
-	})
+	}, cacheclient.WithFilter(o.Selection.Filter), cacheclient.WithShard(o.Selection.ShardIndex, o.Selection.ShardCount))
 	if err != nil {
 		return err
 	}
@@ -112,7 +116,7 @@ func Get(ctx context.Context, w io.Writer, o GetOptions) error {
 	}
 	cut := c.Read()
 	ver := view.In(cut)
-	out := getJSON{Stream: o.Stream, View: o.View, Index: cut.Position()}
+	out := getJSON{Stream: o.Stream, View: o.View, Index: cut.Position(), Selection: o.Selection.String()}
 	if p := cut.SourcePosition(); p != 0 {
 		out.SourcePosition = p.String()
 	}
@@ -138,7 +142,11 @@ func Get(ctx context.Context, w io.Writer, o GetOptions) error {
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\n", r.Key, r.Value)
 	}
-	_, err = fmt.Fprintf(w, "-- view %s: %d row(s) at index %d%s\n", o.View, len(rows), cut.Position(), sourceText(cut))
+	sel := ""
+	if !o.Selection.IsZero() {
+		sel = " selected by " + o.Selection.String()
+	}
+	_, err = fmt.Fprintf(w, "-- view %s%s: %d row(s) at index %d%s\n", o.View, sel, len(rows), cut.Position(), sourceText(cut))
 	return err
 }
 

@@ -144,7 +144,7 @@ func (x ResyncRequired_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ResyncRequired_Reason.Descriptor instead.
 func (ResyncRequired_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{9, 0}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{10, 0}
 }
 
 type SubscribeRequest struct {
@@ -265,8 +265,16 @@ type Hello struct {
 	// FAILED_PRECONDITION naming both limits — a record it serves could never reach the
 	// client, whose stream would end on it at every attempt — and cuts batches to fit it.
 	MaxMessageBytes uint32 `protobuf:"varint,10,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// What the target receives of each view, at most one Selection per view (protocol
+	// version 2): a view without one is received whole. A selected view's rows are those
+	// that pass its filter and shard; a row that starts passing arrives as the row, one that
+	// stops passing as a tombstone of its key, at the index of the change that moved it.
+	// schemas/proto/README.md ("Selections") has the whole contract. A resume index is only
+	// valid with the selections it was read with: a client that changes them resubscribes
+	// without one (a snapshot).
+	Selections    []*Selection `protobuf:"bytes,11,rep,name=selections,proto3" json:"selections,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -369,6 +377,102 @@ func (x *Hello) GetMaxMessageBytes() uint32 {
 	return 0
 }
 
+func (x *Hello) GetSelections() []*Selection {
+	if x != nil {
+		return x.Selections
+	}
+	return nil
+}
+
+// Selection restricts one view of a subscription to some of its rows and columns.
+type Selection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The view, one of Hello.views (or any view of the stream when Hello.views is empty).
+	View string `protobuf:"bytes,1,opt,name=view,proto3" json:"view,omitempty"`
+	// A CEL expression (cel.dev) over the view's columns, each a variable named as the
+	// column, that yields a bool: a row is received when it is true. Empty: every row.
+	// A filter that does not compile, names a column the view does not have, or does not
+	// yield a bool is refused (INVALID_ARGUMENT naming the view and the column).
+	Filter string `protobuf:"bytes,2,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Hash shard: with shard_count n > 0 the target receives the rows whose key hashes to
+	// shard_index (0 <= shard_index < n): xxhash64 of the record key's bytes, mod n
+	// (schemas/README.md, "Shards"). shard_count 0: no sharding.
+	ShardIndex uint32 `protobuf:"varint,3,opt,name=shard_index,json=shardIndex,proto3" json:"shard_index,omitempty"`
+	ShardCount uint32 `protobuf:"varint,4,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
+	// Columns the target receives of each row (its value then holds only these members, in
+	// the view's column order; the record key is always sent). Empty: every column. A
+	// column the view does not have is refused (INVALID_ARGUMENT naming the view and the
+	// column). The filter sees every column, named or not.
+	Columns       []string `protobuf:"bytes,5,rep,name=columns,proto3" json:"columns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Selection) Reset() {
+	*x = Selection{}
+	mi := &file_statecast_v1_player_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Selection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Selection) ProtoMessage() {}
+
+func (x *Selection) ProtoReflect() protoreflect.Message {
+	mi := &file_statecast_v1_player_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Selection.ProtoReflect.Descriptor instead.
+func (*Selection) Descriptor() ([]byte, []int) {
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Selection) GetView() string {
+	if x != nil {
+		return x.View
+	}
+	return ""
+}
+
+func (x *Selection) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *Selection) GetShardIndex() uint32 {
+	if x != nil {
+		return x.ShardIndex
+	}
+	return 0
+}
+
+func (x *Selection) GetShardCount() uint32 {
+	if x != nil {
+		return x.ShardCount
+	}
+	return 0
+}
+
+func (x *Selection) GetColumns() []string {
+	if x != nil {
+		return x.Columns
+	}
+	return nil
+}
+
 // Ack is cumulative: the highest index the client has applied.
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -379,7 +483,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_statecast_v1_player_proto_msgTypes[2]
+	mi := &file_statecast_v1_player_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -391,7 +495,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[2]
+	mi := &file_statecast_v1_player_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -404,7 +508,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{2}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Ack) GetIndex() int64 {
@@ -441,7 +545,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_statecast_v1_player_proto_msgTypes[3]
+	mi := &file_statecast_v1_player_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +557,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[3]
+	mi := &file_statecast_v1_player_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +570,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{3}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SubscribeResponse) GetMsg() isSubscribeResponse_Msg {
@@ -596,7 +700,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_statecast_v1_player_proto_msgTypes[4]
+	mi := &file_statecast_v1_player_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +712,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[4]
+	mi := &file_statecast_v1_player_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +725,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{4}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Entry) GetIndex() int64 {
@@ -704,7 +808,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_statecast_v1_player_proto_msgTypes[5]
+	mi := &file_statecast_v1_player_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +820,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[5]
+	mi := &file_statecast_v1_player_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +833,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{5}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Batch) GetEntries() []*Entry {
@@ -749,7 +853,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_statecast_v1_player_proto_msgTypes[6]
+	mi := &file_statecast_v1_player_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -761,7 +865,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[6]
+	mi := &file_statecast_v1_player_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -774,7 +878,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{6}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Progress) GetIndex() int64 {
@@ -795,7 +899,7 @@ type SnapshotBegin struct {
 
 func (x *SnapshotBegin) Reset() {
 	*x = SnapshotBegin{}
-	mi := &file_statecast_v1_player_proto_msgTypes[7]
+	mi := &file_statecast_v1_player_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +911,7 @@ func (x *SnapshotBegin) String() string {
 func (*SnapshotBegin) ProtoMessage() {}
 
 func (x *SnapshotBegin) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[7]
+	mi := &file_statecast_v1_player_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +924,7 @@ func (x *SnapshotBegin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotBegin.ProtoReflect.Descriptor instead.
 func (*SnapshotBegin) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{7}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SnapshotBegin) GetIndex() int64 {
@@ -847,7 +951,7 @@ type SnapshotEnd struct {
 
 func (x *SnapshotEnd) Reset() {
 	*x = SnapshotEnd{}
-	mi := &file_statecast_v1_player_proto_msgTypes[8]
+	mi := &file_statecast_v1_player_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +963,7 @@ func (x *SnapshotEnd) String() string {
 func (*SnapshotEnd) ProtoMessage() {}
 
 func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[8]
+	mi := &file_statecast_v1_player_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +976,7 @@ func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotEnd.ProtoReflect.Descriptor instead.
 func (*SnapshotEnd) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{8}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SnapshotEnd) GetIndex() int64 {
@@ -894,7 +998,7 @@ type ResyncRequired struct {
 
 func (x *ResyncRequired) Reset() {
 	*x = ResyncRequired{}
-	mi := &file_statecast_v1_player_proto_msgTypes[9]
+	mi := &file_statecast_v1_player_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -906,7 +1010,7 @@ func (x *ResyncRequired) String() string {
 func (*ResyncRequired) ProtoMessage() {}
 
 func (x *ResyncRequired) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[9]
+	mi := &file_statecast_v1_player_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -919,7 +1023,7 @@ func (x *ResyncRequired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncRequired.ProtoReflect.Descriptor instead.
 func (*ResyncRequired) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{9}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ResyncRequired) GetReason() ResyncRequired_Reason {
@@ -951,7 +1055,7 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\x10SubscribeRequest\x12+\n" +
 	"\x05hello\x18\x01 \x01(\v2\x13.statecast.v1.HelloH\x00R\x05hello\x12%\n" +
 	"\x03ack\x18\x02 \x01(\v2\x11.statecast.v1.AckH\x00R\x03ackB\x05\n" +
-	"\x03msg\"\xeb\x02\n" +
+	"\x03msg\"\xa4\x03\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x14\n" +
@@ -963,8 +1067,19 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\x10protocol_version\x18\b \x01(\rR\x0fprotocolVersion\x12\x19\n" +
 	"\btopic_id\x18\t \x01(\fR\atopicId\x12*\n" +
 	"\x11max_message_bytes\x18\n" +
-	" \x01(\rR\x0fmaxMessageBytesB\x0f\n" +
-	"\r_resume_index\"\x1b\n" +
+	" \x01(\rR\x0fmaxMessageBytes\x127\n" +
+	"\n" +
+	"selections\x18\v \x03(\v2\x17.statecast.v1.SelectionR\n" +
+	"selectionsB\x0f\n" +
+	"\r_resume_index\"\x93\x01\n" +
+	"\tSelection\x12\x12\n" +
+	"\x04view\x18\x01 \x01(\tR\x04view\x12\x16\n" +
+	"\x06filter\x18\x02 \x01(\tR\x06filter\x12\x1f\n" +
+	"\vshard_index\x18\x03 \x01(\rR\n" +
+	"shardIndex\x12\x1f\n" +
+	"\vshard_count\x18\x04 \x01(\rR\n" +
+	"shardCount\x12\x18\n" +
+	"\acolumns\x18\x05 \x03(\tR\acolumns\"\x1b\n" +
 	"\x03Ack\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\"\x86\x03\n" +
 	"\x11SubscribeResponse\x12+\n" +
@@ -1035,41 +1150,43 @@ func file_statecast_v1_player_proto_rawDescGZIP() []byte {
 }
 
 var file_statecast_v1_player_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_statecast_v1_player_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_statecast_v1_player_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_statecast_v1_player_proto_goTypes = []any{
 	(Kind)(0),                     // 0: statecast.v1.Kind
 	(ResyncRequired_Reason)(0),    // 1: statecast.v1.ResyncRequired.Reason
 	(*SubscribeRequest)(nil),      // 2: statecast.v1.SubscribeRequest
 	(*Hello)(nil),                 // 3: statecast.v1.Hello
-	(*Ack)(nil),                   // 4: statecast.v1.Ack
-	(*SubscribeResponse)(nil),     // 5: statecast.v1.SubscribeResponse
-	(*Entry)(nil),                 // 6: statecast.v1.Entry
-	(*Batch)(nil),                 // 7: statecast.v1.Batch
-	(*Progress)(nil),              // 8: statecast.v1.Progress
-	(*SnapshotBegin)(nil),         // 9: statecast.v1.SnapshotBegin
-	(*SnapshotEnd)(nil),           // 10: statecast.v1.SnapshotEnd
-	(*ResyncRequired)(nil),        // 11: statecast.v1.ResyncRequired
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*Selection)(nil),             // 4: statecast.v1.Selection
+	(*Ack)(nil),                   // 5: statecast.v1.Ack
+	(*SubscribeResponse)(nil),     // 6: statecast.v1.SubscribeResponse
+	(*Entry)(nil),                 // 7: statecast.v1.Entry
+	(*Batch)(nil),                 // 8: statecast.v1.Batch
+	(*Progress)(nil),              // 9: statecast.v1.Progress
+	(*SnapshotBegin)(nil),         // 10: statecast.v1.SnapshotBegin
+	(*SnapshotEnd)(nil),           // 11: statecast.v1.SnapshotEnd
+	(*ResyncRequired)(nil),        // 12: statecast.v1.ResyncRequired
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
 var file_statecast_v1_player_proto_depIdxs = []int32{
 	3,  // 0: statecast.v1.SubscribeRequest.hello:type_name -> statecast.v1.Hello
-	4,  // 1: statecast.v1.SubscribeRequest.ack:type_name -> statecast.v1.Ack
-	7,  // 2: statecast.v1.SubscribeResponse.batch:type_name -> statecast.v1.Batch
-	8,  // 3: statecast.v1.SubscribeResponse.progress:type_name -> statecast.v1.Progress
-	9,  // 4: statecast.v1.SubscribeResponse.snapshot_begin:type_name -> statecast.v1.SnapshotBegin
-	10, // 5: statecast.v1.SubscribeResponse.snapshot_end:type_name -> statecast.v1.SnapshotEnd
-	11, // 6: statecast.v1.SubscribeResponse.resync_required:type_name -> statecast.v1.ResyncRequired
-	0,  // 7: statecast.v1.Entry.kind:type_name -> statecast.v1.Kind
-	12, // 8: statecast.v1.Entry.source_time:type_name -> google.protobuf.Timestamp
-	6,  // 9: statecast.v1.Batch.entries:type_name -> statecast.v1.Entry
-	1,  // 10: statecast.v1.ResyncRequired.reason:type_name -> statecast.v1.ResyncRequired.Reason
-	2,  // 11: statecast.v1.Player.Subscribe:input_type -> statecast.v1.SubscribeRequest
-	5,  // 12: statecast.v1.Player.Subscribe:output_type -> statecast.v1.SubscribeResponse
-	12, // [12:13] is the sub-list for method output_type
-	11, // [11:12] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	5,  // 1: statecast.v1.SubscribeRequest.ack:type_name -> statecast.v1.Ack
+	4,  // 2: statecast.v1.Hello.selections:type_name -> statecast.v1.Selection
+	8,  // 3: statecast.v1.SubscribeResponse.batch:type_name -> statecast.v1.Batch
+	9,  // 4: statecast.v1.SubscribeResponse.progress:type_name -> statecast.v1.Progress
+	10, // 5: statecast.v1.SubscribeResponse.snapshot_begin:type_name -> statecast.v1.SnapshotBegin
+	11, // 6: statecast.v1.SubscribeResponse.snapshot_end:type_name -> statecast.v1.SnapshotEnd
+	12, // 7: statecast.v1.SubscribeResponse.resync_required:type_name -> statecast.v1.ResyncRequired
+	0,  // 8: statecast.v1.Entry.kind:type_name -> statecast.v1.Kind
+	13, // 9: statecast.v1.Entry.source_time:type_name -> google.protobuf.Timestamp
+	7,  // 10: statecast.v1.Batch.entries:type_name -> statecast.v1.Entry
+	1,  // 11: statecast.v1.ResyncRequired.reason:type_name -> statecast.v1.ResyncRequired.Reason
+	2,  // 12: statecast.v1.Player.Subscribe:input_type -> statecast.v1.SubscribeRequest
+	6,  // 13: statecast.v1.Player.Subscribe:output_type -> statecast.v1.SubscribeResponse
+	13, // [13:14] is the sub-list for method output_type
+	12, // [12:13] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_statecast_v1_player_proto_init() }
@@ -1082,7 +1199,7 @@ func file_statecast_v1_player_proto_init() {
 		(*SubscribeRequest_Ack)(nil),
 	}
 	file_statecast_v1_player_proto_msgTypes[1].OneofWrappers = []any{}
-	file_statecast_v1_player_proto_msgTypes[3].OneofWrappers = []any{
+	file_statecast_v1_player_proto_msgTypes[4].OneofWrappers = []any{
 		(*SubscribeResponse_Batch)(nil),
 		(*SubscribeResponse_Progress)(nil),
 		(*SubscribeResponse_SnapshotBegin)(nil),
@@ -1095,7 +1212,7 @@ func file_statecast_v1_player_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_statecast_v1_player_proto_rawDesc), len(file_statecast_v1_player_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,224 @@
+package player
+
+import (
+	"strconv"
+
+	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/operators"
+
+	"github.com/statecast/statecast/schemas/record"
+)
+
+// The index of the selections of a view (viewIndex): the dispatcher pushes a row only to
+// the selecting targets that can receive it. A selection whose filter has a top-level
+// conjunct `col == literal` or `col in [literals]` (an AND chain; a grant's filter ANDed
+// with the target's is one) is indexed by that column's values; one without such a part
+// but with a shard, by its shard; any other is scanned. A target is a candidate for a row
+// change when its indexed value is the new row's or the previous row's (a move out): for
+// any other, the conjunct is false on both rows, so the filter is, and choose would give
+// nothing. TestFilterIndexRandom checks the candidates against every target's filter.
+
+// eqPart is the indexed conjunct of a filter: column col equals one of vals (indexKey).
+type eqPart struct {
+	col  string
+	vals []string
+}
+
+// eqPartOf returns the first top-level equality or IN conjunct of a compiled filter.
+func eqPartOf(ast *cel.Ast) *eqPart {
+	var walk func(e celast.Expr) *eqPart
+	walk = func(e celast.Expr) *eqPart {
+		if e.Kind() != celast.CallKind {
+			return nil
+		}
+		c := e.AsCall()
+		args := c.Args()
+		switch c.FunctionName() {
+		case operators.LogicalAnd:
+			for _, a := range args {
+				if p := walk(a); p != nil {
+					return p
+				}
+			}
+		case operators.Equals:
+			if len(args) == 2 {
+				if p := identLiterals(args[0], args[1:]); p != nil {
+					return p
+				}
+				return identLiterals(args[1], args[:1])
+			}
+		case operators.In:
+			if len(args) == 2 && args[1].Kind() == celast.ListKind {
+				return identLiterals(args[0], args[1].AsList().Elements())
+			}
+		}
+		return nil
+	}
+	return walk(ast.NativeRep().Expr())
+}
+
+// identLiterals is the part `id == one of lits` when id is a column and every lit a
+// literal with an index key.
+func identLiterals(id celast.Expr, lits []celast.Expr) *eqPart {
+	if id.Kind() != celast.IdentKind || len(lits) == 0 {
+		return nil
+	}
+	p := &eqPart{col: id.AsIdent()}
+	for _, l := range lits {
+		if l.Kind() != celast.LiteralKind {
+			return nil
+		}
+		k, ok := indexKey(l.AsLiteral().Value())
+		if !ok {
+			return nil
+		}
+		p.vals = append(p.vals, k)
+	}
+	return p
+}
+
+// indexKey is the index's text of a scalar: equal under CEL's equality (an int and a
+// double of the same value are equal) gives the same key. false: not indexable.
+func indexKey(v any) (string, bool) {
+	switch x := v.(type) {
+	case nil:
+		return "z", true
+	case bool:
+		return "b" + strconv.FormatBool(x), true
+	case string:
+		return "s" + x, true
+	case int64:
+		return "n" + strconv.FormatInt(x, 10), true
+	case uint64:
+		return "n" + strconv.FormatUint(x, 10), true
+	case float64:
+		if i := int64(x); float64(i) == x && x > -1e18 && x < 1e18 {
+			return "n" + strconv.FormatInt(i, 10), true
+		}
+		return "f" + strconv.FormatFloat(x, 'g', -1, 64), true
+	}
+	if _, isNull := v.(interface{ IsNull() }); isNull {
+		return "z", true
+	}
+	return "", false
+}
+
+// viewIndex holds the selecting targets of one view (targets with a selection of it),
+// guarded by stream.mu.
+type viewIndex struct {
+	all    map[*target]struct{}
+	scan   map[*target]struct{}                       // neither an equality part nor a shard
+	byCol  map[string]map[string]map[*target]struct{} // column -> index key -> targets
+	shards map[uint32]map[uint32]map[*target]struct{} // shard count -> shard -> targets
+}
+
+func newViewIndex() *viewIndex {
+	return &viewIndex{all: map[*target]struct{}{}, scan: map[*target]struct{}{},
+		byCol: map[string]map[string]map[*target]struct{}{}, shards: map[uint32]map[uint32]map[*target]struct{}{}}
+}
+
+func addTo[K comparable](m map[K]map[*target]struct{}, k K, t *target) {
+	s := m[k]
+	if s == nil {
+		s = map[*target]struct{}{}
+		m[k] = s
+	}
+	s[t] = struct{}{}
+}
+
+func delFrom[K comparable](m map[K]map[*target]struct{}, k K, t *target) {
+	if s := m[k]; s != nil {
+		delete(s, t)
+		if len(s) == 0 {
+			delete(m, k)
+		}
+	}
+}
+
+func (x *viewIndex) add(t *target, sel *selection) {
+	x.all[t] = struct{}{}
+	switch {
+	case sel.eq != nil:
+		vm := x.byCol[sel.eq.col]
+		if vm == nil {
+			vm = map[string]map[*target]struct{}{}
+			x.byCol[sel.eq.col] = vm
+		}
+		for _, v := range sel.eq.vals {
+			addTo(vm, v, t)
+		}
+	case sel.shards > 0:
+		sm := x.shards[sel.shards]
+		if sm == nil {
+			sm = map[uint32]map[*target]struct{}{}
+			x.shards[sel.shards] = sm
+		}
+		addTo(sm, sel.shard, t)
+	default:
+		x.scan[t] = struct{}{}
+	}
+}
+
+func (x *viewIndex) remove(t *target, sel *selection) {
+	delete(x.all, t)
+	delete(x.scan, t)
+	if sel.eq != nil {
+		if vm := x.byCol[sel.eq.col]; vm != nil {
+			for _, v := range sel.eq.vals {
+				delFrom(vm, v, t)
+			}
+			if len(vm) == 0 {
+				delete(x.byCol, sel.eq.col)
+			}
+		}
+	}
+	if sm := x.shards[sel.shards]; sel.eq == nil && sm != nil {
+		delFrom(sm, sel.shard, t)
+		if len(sm) == 0 {
+			delete(x.shards, sel.shards)
+		}
+	}
+}
+
+// candidates calls fn once for every target that may receive something of the row change
+// cur (prev: the key's row before it, nil when none): see the comment at the top.
+func (x *viewIndex) candidates(cur, prev *rowVals, fn func(*target)) {
+	for t := range x.scan {
+		fn(t)
+	}
+	key := cur.it.key
+	for n, sm := range x.shards {
+		for t := range sm[record.ShardString(key, n)] {
+			fn(t)
+		}
+	}
+	if len(x.byCol) == 0 {
+		return
+	}
+	curVals, _ := cur.values()
+	var prevVals map[string]any
+	if prev != nil {
+		prevVals, _ = prev.values()
+	}
+	for col, vm := range x.byCol {
+		var cs map[*target]struct{}
+		if v, ok := curVals[col]; ok && !cur.it.tombstone {
+			if k, ok := indexKey(v); ok {
+				cs = vm[k]
+				for t := range cs {
+					fn(t)
+				}
+			}
+		}
+		if v, ok := prevVals[col]; ok {
+			if k, ok := indexKey(v); ok {
+				for t := range vm[k] {
+					if _, dup := cs[t]; !dup {
+						fn(t)
+					}
+				}
+			}
+		}
+	}
+}
