@@ -21,11 +21,11 @@ VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || 
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
 
-.PHONY: test demo infra infra-cluster down-cluster chaos-cluster down deps tools unit vet lint bench fuzz chaos difftest proto proto-check images
+.PHONY: test demo infra infra-cluster down-cluster chaos-cluster down deps tools unit vet lint java bench fuzz chaos difftest proto proto-check images
 
 ## test: start PostgreSQL and Kafka (idempotent), install tools, run the whole suite (every
 ## module) with -race.
-test: deps tools proto-check infra vet lint
+test: deps tools proto-check infra vet lint java
 	set -a; . $(ENVFILE); set +a; $(call in_modules,$(GO) test $(TESTFLAGS) ./...)
 
 ## demo: run the main job on embedded defaults (seeded PostgreSQL, in-process Kafka).
@@ -72,6 +72,16 @@ lint:
 	@mkdir -p $(RUN)/bin
 	cd tools && GOWORK=off GOFLAGS= $(GO) build -o $(RUN)/bin/ honnef.co/go/tools/cmd/staticcheck
 	$(call in_modules,$(RUN)/bin/staticcheck ./...)
+
+## java: build and test the Java client (clients/java) with Maven, its dependencies kept in
+## Maven's local repository between runs; the conformance suite (./conformance) runs its
+## driver from this build. Without java or mvn it says so and skips, under CI it fails.
+java:
+	@if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then \
+		if [ "$$CI" = true ]; then echo "java: java and mvn are required (CI=true): install Java 17 and Maven" >&2; exit 1; fi; \
+		echo "java: java or mvn not found: the Java client is not built or tested (install Java 17 and Maven)"; exit 0; \
+	fi; \
+	mvn -B -q -f clients/java/pom.xml verify
 
 ## unit: the suite without starting servers (integration tests skip outside CI).
 unit:

@@ -3,7 +3,8 @@
 // repository, so that a clone's documentation has no dead links. config_test.go: the
 // configuration reference names every key the config types have, and no other.
 // quickstart_test.go: the quick start shows the example's code as it is, and runs as
-// written, for a reader with a clone, in a module of its own outside the repository.
+// written, for a reader with a clone, in a module of its own outside the repository;
+// quickstart_java_test.go: the Java quick start likewise, in a Maven project of its own.
 // docmap_test.go: every package's doc.go names the package's files and no other, and no
 // Go comment points to a document outside the repository.
 package docs

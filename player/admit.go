@@ -25,12 +25,22 @@ import (
 func (s *stream) admit(id identity, h *statecastv1.Hello, sels map[string]*selection) (*target, error) {
 	logStart, logEnd, err := s.offsets()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrStreamUnavailable, err)
+		return nil, s.unavailable(err, "log offsets: "+err.Error())
 	}
 	resync := resyncOutsideLog(h, logStart, logEnd)
 	maxEntries, maxBytes := batchLimits(s.p.cfg, h)
 
 	s.mu.Lock()
+	if s.phase != phaseServing {
+		// It failed since the Hello waited for it (fail ends the targets it finds
+		// registered under s.mu: this one would be left behind).
+		err := s.refusalLocked()
+		if s.phase != phaseUnavailable {
+			err = s.unavailable(errNotReady, "")
+		}
+		s.mu.Unlock()
+		return nil, err
+	}
 	if r := s.resyncTopicLocked(h, logStart); r != nil {
 		resync = r // before the others: the resume index is not an offset of this log at all
 	}

@@ -3,11 +3,17 @@ package player
 import (
 	"context"
 	"errors"
+	"net"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/IBM/sarama/mocks"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/statecast/statecast/kafkaconn"
@@ -44,8 +50,9 @@ func newUnconnectedPlayer(t *testing.T) *Player {
 
 // TestMainFetcherConsumerClosed: when sarama closes the main fetcher's partition consumer
 // (it does after an offset out of range, and a select may see the closed Messages channel
-// before the error), the main fetcher ends with an error — never nil, which Player.Run
-// would take for a clean stop while the stream is no longer fed.
+// before the error), the main fetcher ends with ErrStreamUnavailable wrapping the cause —
+// never nil, which stream.run would take for a clean stop while the stream is no longer
+// fed.
 func TestMainFetcherConsumerClosed(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -61,14 +68,14 @@ func TestMainFetcherConsumerClosed(t *testing.T) {
 				s.offsetsHook = func() (int64, int64, error) { return 0, 2, nil }
 				s.consumerHook = closingConsumer(t, "t", 0, 2, tc.err)
 				done := make(chan error, 1)
-				go func() { done <- s.run(context.Background()) }()
+				go func() { done <- s.fetch(context.Background()) }()
 				select {
 				case err := <-done:
 					if !errors.Is(err, ErrStreamUnavailable) {
 						t.Fatalf("main fetcher ended with %v, want ErrStreamUnavailable", err)
 					}
-					if tc.err != nil && !errors.Is(err, tc.err) && s.Status().FetchError == "" {
-						t.Fatalf("the cause %v is neither in %v nor in the status", tc.err, err)
+					if tc.err != nil && !errors.Is(err, tc.err) {
+						t.Fatalf("main fetcher ended with %v, which does not wrap the cause %v", err, tc.err)
 					}
 				case <-time.After(10 * time.Second):
 					t.Fatal("main fetcher did not end after its consumer closed")
@@ -124,18 +131,28 @@ func (s *stream) Status() StreamStatus {
 	return StreamStatus{}
 }
 
-// TestRunEndsWhenMainFetcherStops: Player.Run ends with the main fetcher's error when its
-// partition consumer is closed under it, and health is NOT_SERVING: a player whose stream
-// is no longer fed must not look healthy (clients fail over; a supervisor restarts it).
-func TestRunEndsWhenMainFetcherStops(t *testing.T) {
+// TestMainFetcherStopsStreamAlone: when sarama closes the main fetcher's partition
+// consumer under a running player, the stream is unavailable — its status names the cause,
+// a Hello is refused with Unavailable naming the stream, and health is NOT_SERVING (it is
+// the player's only stream) — and Run goes on: the stream is tried again, reads its topic
+// from the start and serves, health SERVING again.
+func TestMainFetcherStopsStreamAlone(t *testing.T) {
 	e := newEnv(t, nil)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	p, err := New(Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: e.brokers}, Streams: []StreamConfig{{Name: "s", Topic: e.topic}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	closeIt := make(chan struct{})
-	p.streams["s"].consumerHook = func(sarama.Client) (sarama.Consumer, error) {
+	var real atomic.Bool // from then on the main fetcher gets a real consumer
+	p.streams["s"].consumerHook = func(client sarama.Client) (sarama.Consumer, error) {
+		if real.Load() {
+			return sarama.NewConsumerFromClient(client)
+		}
 		c := mocks.NewConsumer(t, nil)
 		pc := c.ExpectConsumePartition(e.topic, 0, 0)
 		go func() {
@@ -146,6 +163,7 @@ func TestRunEndsWhenMainFetcherStops(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(context.Background()) }()
+	go func() { _ = p.Serve(lis) }()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := p.WaitReady(ctx); err != nil {
@@ -153,17 +171,32 @@ func TestRunEndsWhenMainFetcherStops(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "health SERVING", func() bool { return healthOf(p) == healthpb.HealthCheckResponse_SERVING })
 	close(closeIt)
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrStreamUnavailable) {
-			t.Fatalf("Run returned %v, want ErrStreamUnavailable", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run still running after its main fetcher stopped")
+	waitFor(t, 30*time.Second, "the stream unavailable", func() bool { return p.streams["s"].Status().State == StreamUnavailable })
+	if st := p.streams["s"].Status(); !strings.Contains(st.FetchError, "partition consumer closed") || st.LastError == "" || st.Ready {
+		t.Errorf("status of the stopped stream: %+v", st)
 	}
 	if h := healthOf(p); h != healthpb.HealthCheckResponse_NOT_SERVING {
-		t.Fatalf("health %s after the main fetcher stopped, want NOT_SERVING", h)
+		t.Errorf("health %s with its only stream unavailable, want NOT_SERVING", h)
 	}
+	_, err = subscribe(t, lis.Addr().String(), []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, helloOf("c"))
+	wantCode(t, "a Hello for the stopped stream", err, codes.Unavailable, `stream "s"`, e.topic, "partition consumer closed")
+
+	real.Store(true)
+	e.produce(20, []string{"a"}, 10, newRand(3))
+	last := e.lastOffset()
+	waitFor(t, 60*time.Second, "the stream serving again", func() bool {
+		st := p.streams["s"].Status()
+		return st.State == StreamReady && st.Current == last
+	})
+	waitFor(t, 10*time.Second, "health SERVING again", func() bool { return healthOf(p) == healthpb.HealthCheckResponse_SERVING })
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned %v while its stream was unavailable", err)
+	default:
+	}
+	c := newClient("c", e.chk)
+	sessionUntil(t, c, lis.Addr().String(), 30*time.Second, func() bool { return c.Applied() >= last })
+	e.check()
 }
 
 func healthOf(p *Player) healthpb.HealthCheckResponse_ServingStatus {

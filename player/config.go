@@ -21,6 +21,10 @@ const (
 	DefaultProgressInterval  = time.Second
 	DefaultHistoryBytes      = 64 << 20
 	DefaultShutdownGrace     = 5 * time.Second
+	// DefaultStartupTimeout bounds how long Run retries reaching Kafka at start-up (a
+	// broker that starts after the player, as in a compose file or a fresh cluster): the
+	// distributor's default.
+	DefaultStartupTimeout = 2 * time.Minute
 
 	// DefaultListen and DefaultHTTPAddr are the daemon's addresses: LoadConfig and
 	// ParseConfig use them when the file does not set listen and http_addr. A Config built
@@ -133,6 +137,12 @@ type Config struct {
 	// DefaultClientID), timeout, tls, sasl (kafkaconn.Config, as the distributor's kafka
 	// block).
 	Kafka kafkaconn.Config `yaml:"kafka"`
+	// StartupTimeout bounds how long Run retries, with backoff, reaching Kafka when it does
+	// not answer at start-up (/livez answers meanwhile, /readyz is 503); then Run fails
+	// with ErrKafkaUnreachable naming the brokers. A refusal (TLS, SASL) fails at once.
+	// Default DefaultStartupTimeout. (Once Kafka answered, a stream whose topic cannot be
+	// served is retried without bound, unavailable alone.)
+	StartupTimeout time.Duration `yaml:"startup_timeout"`
 	// Streams served (at least one).
 	Streams []StreamConfig `yaml:"streams"`
 	// MaxBatchEntries bounds a batch's entry count (default 512); a client hint may lower it.
@@ -207,6 +217,7 @@ func (c *Config) Validate() error {
 		daemon.Default(&c.ProgressInterval, DefaultProgressInterval, "progress_interval"),
 		daemon.Default(&c.HistoryBytes, DefaultHistoryBytes, "history_bytes"),
 		daemon.Default(&c.ShutdownGrace, DefaultShutdownGrace, "shutdown_grace"),
+		daemon.Default(&c.StartupTimeout, DefaultStartupTimeout, "startup_timeout"),
 		daemon.Default(&c.MaxHelloViews, DefaultMaxHelloViews, "max_hello_views"),
 		daemon.Default(&c.MaxHelloBytes, DefaultMaxHelloBytes, "max_hello_bytes"),
 		daemon.Default(&c.MaxSnapshotBytes, DefaultMaxSnapshotBytes, "max_snapshot_bytes"),
@@ -302,6 +313,6 @@ func (c *Config) Summary() []any {
 		"listen", c.Listen, "http_addr", c.HTTPAddr, "admin_addr", c.Admin.Addr, "admin_tokens", c.Admin.Tokens.Enabled(),
 		"insecure", c.Insecure, "tls_cert_file", c.TLS.CertFile, "client_ca_file", c.TLS.ClientCAFile,
 		"tokens_file", c.Tokens.File, "tokens_env", c.Tokens.Env, "access_rules", len(c.Access),
-		slog.Group("kafka", c.Kafka.Summary()...), "streams", streams,
+		slog.Group("kafka", c.Kafka.Summary()...), "startup_timeout", c.StartupTimeout.String(), "streams", streams,
 	}
 }

@@ -9,13 +9,26 @@
 //	p, err := player.New(player.Config{Kafka: kafkaconn.Config{Brokers: b}, Streams: []player.StreamConfig{{Name: "s", Topic: t}},
 //		TLS: player.TLSConfig{CertFile: "tls.crt", KeyFile: "tls.key"}, Tokens: player.TokensConfig{File: "tokens"}},
 //		player.WithLogger(log), player.WithRegisterer(reg))
-//	go p.Run(ctx)      // Kafka fetchers; returns when ctx ends, Close is called or a fetcher fails
-//	go p.Serve(lis)    // gRPC: Player, health (SERVING once every stream is ready), reflection if enabled
-//	p.WaitReady(ctx)   // optional: the materialized copies have caught up
+//	go p.Run(ctx)      // Kafka fetchers; returns when ctx ends or Close is called, or when Kafka did not answer within StartupTimeout
+//	go p.Serve(lis)    // gRPC: Player, health (SERVING while the player is ready), reflection if enabled
+//	p.WaitReady(ctx)   // optional: the player is ready (Readiness)
 //	p.Close()          // targets end with Unavailable; waits for every goroutine
 //
 // Status reports every stream and target (state, acks, lag, queued bytes, recoveries);
 // the metrics are registered with WithRegisterer.
+//
+// # States
+//
+// A stream is starting (its materialized copy loads), ready, in error (its main fetcher
+// or the check of its topic fails now: connected targets stay, nothing new arrives) or
+// unavailable (its topic is missing, has several partitions or cannot be read, or its
+// main fetcher stopped: a Hello is refused with Unavailable naming the stream, the topic
+// and why, and the stream is tried again with backoff). Each state follows from the
+// current cause, and ends when the check that found the cause passes again; the last
+// error stays in Status with its time. A stream that cannot be served never stops the
+// others. The player is ready (Readiness: /readyz, gRPC health) once Kafka answered at
+// start-up, no stream is still loading its copy for the first time, and at least one
+// stream is ready. Run waits for Kafka at start-up for Config.StartupTimeout.
 //
 // # Security
 //
@@ -56,7 +69,8 @@
 // message carries head_index, the player's main position, from which the client knows its
 // lag. A stream ends with the gRPC status of why (StatusTable): no valid credentials, a
 // stream or view not granted, a bad Hello or Ack, an unknown stream or view, an ack
-// time-out (Config.AckTimeout), a newer connection of the same instance, or Close.
+// time-out (Config.AckTimeout), a newer connection of the same instance, a stream that
+// cannot be served now (its topic restarted, missing or unreadable), or Close.
 //
 // # Selections: filters and shards
 //
@@ -122,7 +136,7 @@
 // gRPC is secured (TLS or Insecure); every other field has a documented default: batch
 // bounds, the per-target byte budget, the ack time-out, the progress interval, the
 // tombstone horizon (read from the topic unless set), the in-memory history for
-// recoveries, the shutdown grace.
+// recoveries, the shutdown grace, how long Run waits for Kafka at start-up.
 //
 // # Internals
 //
@@ -140,8 +154,9 @@
 // flush's TLS records with one system call), entry.go (item, what a queue holds: an entry marshalled once or a frame;
 // the batch and progress encodings; the poison records no target is sent), errors.go (the
 // sentinels and StatusTable, their gRPC codes), check.go (Check: player -check),
-// status.go (Status and the status page), metrics.go (the Prometheus metrics, per stream
-// and per service).
+// status.go (Status and the status page), state.go (a stream's states and the causes they
+// follow from, Readiness and gRPC health), startup.go (Run's wait for Kafka:
+// StartupTimeout), metrics.go (the Prometheus metrics, per stream and per service).
 //
 // Algorithm 1 (target queue: push/front/pop/suspend/fetchingCompleted) is queue.go: a
 // normal and a catch-up FIFO, the states N, RF, FC, S (State), and a term checked on every
@@ -221,6 +236,12 @@
 // the catch-up queue holds TargetBudgetBytes/4, and the send window (unacked batches) is
 // TargetBudgetBytes/4, so one target holds at most its budget however slow it is.
 //
+// A stream's life (stream.run): attach checks its topic, the main fetcher (stream.fetch)
+// loads and follows it; when either fails, stream.fail drops the copy and the history,
+// ends the targets and refuses Hellos until the next attempt (retryDelay), which reads the
+// topic from its start. Its Kafka clients live as long as the Player, so that no target
+// holds a client that a restart closed.
+//
 // Goroutines and locks. Per stream: one main fetcher (stream.run), one progress loop
 // (stream.progressLoop: one ticker that wakes the senders owing a progress message) and
 // three Kafka clients (connections): the main fetcher's, the recovery fetchers', and one
@@ -228,6 +249,6 @@
 // would wait for its MaxWaitTime). Per target: the Subscribe handler (health checker), the
 // sender, the receiver, and at most one recovery fetcher at a time (per term). Per Player:
 // the gRPC and HTTP servers, and the watcher that reads the TLS and token files again when
-// they change (daemon.Watch). Lock order: stream.mu, then target.mu. Every goroutine is
-// tracked by the Player's WaitGroup or the gRPC server; Close waits.
+// they change (daemon.Watch). Lock order: Player.stateMu, then stream.mu, then target.mu.
+// Every goroutine is tracked by the Player's WaitGroup or the gRPC server; Close waits.
 package player

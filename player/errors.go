@@ -10,14 +10,21 @@ import (
 
 // Sentinels returned (wrapped) by the player and mapped to gRPC codes by StatusTable.
 var (
-	ErrBadHello          = errors.New("player: bad hello")
-	ErrBadAck            = errors.New("player: bad ack")
-	ErrUnknownStream     = errors.New("player: unknown stream")
-	ErrAckTimeout        = errors.New("player: ack timeout")
-	ErrSuspended         = errors.New("player: target suspended")
-	ErrClosed            = errors.New("player: closed")
+	ErrBadHello      = errors.New("player: bad hello")
+	ErrBadAck        = errors.New("player: bad ack")
+	ErrUnknownStream = errors.New("player: unknown stream")
+	ErrAckTimeout    = errors.New("player: ack timeout")
+	ErrSuspended     = errors.New("player: target suspended")
+	ErrClosed        = errors.New("player: closed")
+	// ErrStreamUnavailable: the stream cannot be served now (its topic is missing, has
+	// several partitions or cannot be read, its main fetcher stopped, the log offsets could
+	// not be read); the message names the stream, the topic and why.
 	ErrStreamUnavailable = errors.New("player: stream unavailable")
 	ErrConfig            = errors.New("player: invalid config")
+	// ErrKafkaUnreachable: Run's start-up did not reach Kafka within
+	// Config.StartupTimeout, or Kafka refused it (TLS, SASL); the message names the
+	// brokers. It is not a Subscribe error.
+	ErrKafkaUnreachable = errors.New("player: Kafka unreachable")
 	// ErrUnauthenticated: no valid bearer token or client certificate.
 	ErrUnauthenticated = errors.New("player: unauthenticated")
 	// ErrPermissionDenied: the principal is not granted the stream or a view (Config.Access).

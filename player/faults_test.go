@@ -222,6 +222,7 @@ func TestResyncRequired(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
+	tp.waitMain(t, e.lastOffset())
 	if err := admin.DeleteRecords(e.topic, map[int32]int64{0: 250}); err != nil {
 		t.Fatalf("delete records: %v", err)
 	}
@@ -281,6 +282,7 @@ func TestResyncDuringRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
+	tp.waitMain(t, end-1)
 	if err := admin.DeleteRecords(e.topic, map[int32]int64{0: end}); err != nil {
 		t.Fatalf("delete records: %v", err)
 	}

@@ -171,6 +171,16 @@ type testPlayer struct {
 	done chan struct{}
 }
 
+// waitMain waits until the main fetcher of tp's stream "s" has read up to index. A test
+// that deletes records (DeleteRecords) calls it first: records deleted before the main
+// fetcher read them leave it out of range, and the stream goes unavailable (its targets
+// end) instead of the target's recovery meeting the new log start.
+func (tp *testPlayer) waitMain(t *testing.T, index int64) {
+	t.Helper()
+	s := tp.p.streams["s"]
+	waitFor(t, 60*time.Second, fmt.Sprintf("the main fetcher at %d", index), func() bool { return s.current.Load() >= index })
+}
+
 func startPlayer(t *testing.T, e *env, mod func(*Config)) *testPlayer {
 	t.Helper()
 	return startPlayerTB(t, e, mod)

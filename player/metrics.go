@@ -75,12 +75,18 @@ var (
 	descLag     = prometheus.NewDesc("statecast_player_target_lag_entries", "Main position minus the last ack, the highest over the service's targets (indexes; gaps included).", []string{"stream", "service"}, nil)
 	descLagS    = prometheus.NewDesc("statecast_player_target_lag_seconds", "Age of the oldest record after a target's last ack, the highest over the service's targets (0 when caught up; from the log timeline, within 1s).", []string{"stream", "service"}, nil)
 	descBytes   = prometheus.NewDesc("statecast_player_target_queue_bytes", "Bytes held in the queues and unacked batches of the service's targets, summed.", []string{"stream", "service"}, nil)
+	// One series per state, 1 for the stream's current one: an alert on
+	// state!="ready" == 1 sees a stream that serves nothing while the others do.
+	descStreamState = prometheus.NewDesc("statecast_player_stream_state", "1 for the stream's current state (starting, ready, error, unavailable), 0 for the others.", []string{"stream", "state"}, nil)
 )
+
+// streamStates are the values of statecast_player_stream_state's state label.
+var streamStates = []string{StreamStarting, StreamReady, StreamError, StreamUnavailable}
 
 type targetCollector struct{ p *Player }
 
 func (c *targetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTargets, descLag, descLagS, descBytes} {
+	for _, d := range []*prometheus.Desc{descTargets, descLag, descLagS, descBytes, descStreamState} {
 		ch <- d
 	}
 }
@@ -95,6 +101,13 @@ type serviceStats struct {
 
 func (c *targetCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range c.p.Status().Streams {
+		for _, state := range streamStates {
+			v := 0.0
+			if st.State == state {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descStreamState, prometheus.GaugeValue, v, st.Name, state)
+		}
 		by := map[string]*serviceStats{}
 		var order []string
 		for _, t := range st.Targets {

@@ -56,6 +56,15 @@ type Player struct {
 	running bool
 	closed  bool
 
+	// The player's state (state.go): Kafka answered at start-up (connectKafka), or why not
+	// yet; gRPC health as last set and the channel that stateChanged closes on every change
+	// (WaitReady). stateMu guards the last two; it is taken before any stream.mu.
+	kafkaUp     atomic.Bool
+	startErr    atomic.Pointer[string]
+	stateMu     sync.Mutex
+	healthState healthpb.HealthCheckResponse_ServingStatus
+	changed     chan struct{}
+
 	started time.Time           // New: the status page's uptime
 	hist    *statuspage.History // the status page's charts
 }
@@ -101,7 +110,8 @@ func New(cfg Config, opts ...Option) (*Player, error) {
 		o.reg = prometheus.NewRegistry()
 	}
 	p := &Player{cfg: cfg, log: o.log, streams: map[string]*stream{}, dispatchHook: o.dispatch,
-		access: &access{grants: cfg.Access}, started: time.Now(), hist: statuspage.NewHistory()}
+		access: &access{grants: cfg.Access}, started: time.Now(), hist: statuspage.NewHistory(),
+		healthState: healthpb.HealthCheckResponse_NOT_SERVING, changed: make(chan struct{})}
 	if err := p.loadSecurity(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -211,12 +221,15 @@ func (p *Player) goTracked(f func()) {
 	}()
 }
 
-// Run listens on Config.Listen (gRPC) and Config.HTTPAddr (Handler) when they are set,
-// connects to Kafka, starts one main fetcher per stream and serves until ctx ends, Close is
-// called, or a stream or a server fails (its error is returned). Health turns SERVING when
-// every stream's materialized copy has caught up. When Run returns, its targets have ended
-// and the servers it started are stopped (gRPC gracefully within Config.ShutdownGrace);
-// Close still releases the rest. Run may be called once.
+// Run listens on Config.Listen (gRPC) and Config.HTTPAddr (Handler) when they are set and
+// serves them from its start (/livez answers, /readyz says why the player is not ready
+// yet), connects to Kafka — retrying with backoff for Config.StartupTimeout while it does
+// not answer (connectKafka) — and runs every stream (stream.run) until ctx ends or Close
+// is called (nil), or a server fails or Kafka did not answer within the start-up timeout
+// (its error). A stream whose topic cannot be served is unavailable alone and tried again;
+// the others serve. Health is SERVING while the player is ready (Readiness). When Run
+// returns, its targets have ended and the servers it started are stopped (gRPC gracefully
+// within Config.ShutdownGrace); Close still releases the rest. Run may be called once.
 func (p *Player) Run(ctx context.Context) (err error) {
 	p.mu.Lock()
 	if p.closed || p.running {
@@ -248,15 +261,7 @@ func (p *Player) Run(ctx context.Context) (err error) {
 	// only HTTP.
 	p.serveOnce.Do(p.startServing)
 
-	for _, name := range p.streamNames {
-		if err := p.streams[name].connect(); err != nil {
-			for _, n := range p.streamNames {
-				p.streams[n].close()
-			}
-			return err
-		}
-	}
-	errs := make(chan error, len(p.streamNames)+3)
+	errs := make(chan error, 3)
 	var servers sync.WaitGroup
 	if lis != nil {
 		servers.Go(func() {
@@ -280,30 +285,15 @@ func (p *Player) Run(ctx context.Context) (err error) {
 		p.log.Info("player listening", append([]any{"grpc", grpcAddr}, srv.Attrs()...)...)
 	}
 	var wg sync.WaitGroup
-	for _, name := range p.streamNames {
-		s := p.streams[name]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := s.run(ctx); err != nil {
-				s.log.Error("main fetcher stopped", "err", err)
-				errs <- err
-				cancel()
-			}
-		}()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.progressLoop(ctx)
-		}()
-	}
-	go func() {
-		if p.WaitReady(ctx) == nil {
-			p.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-			p.health.SetServingStatus(statecastv1.Player_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	if err = p.connectKafka(ctx); err == nil && ctx.Err() == nil {
+		for _, name := range p.streamNames {
+			s := p.streams[name]
+			wg.Go(func() { s.run(ctx) })
+			wg.Go(func() { s.progressLoop(ctx) })
 		}
-	}()
-	<-ctx.Done()
+		<-ctx.Done()
+	}
+	cancel()
 	stopAt := time.Now()
 	targets := 0
 	for _, name := range p.streamNames {
@@ -313,9 +303,11 @@ func (p *Player) Run(ctx context.Context) (err error) {
 		"streams", len(p.streamNames), "targets", targets)
 	wg.Wait()
 	p.health.Shutdown()
-	select {
-	case err = <-errs:
-	default:
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
 	}
 	// Targets cannot be served without the fetchers: end them, then the clients.
 	p.cancel()
@@ -331,18 +323,25 @@ func (p *Player) Run(ctx context.Context) (err error) {
 	return err
 }
 
-// WaitReady blocks until every stream's materialized copy has caught up with the log.
+// WaitReady blocks until the player is ready (Readiness: Kafka answered, every stream's
+// materialized copy caught up or its topic was found unusable, at least one stream
+// serves), ctx ends, or the player is closed (ErrClosed).
 func (p *Player) WaitReady(ctx context.Context) error {
-	for _, name := range p.streamNames {
+	for {
+		p.stateMu.Lock()
+		changed := p.changed
+		p.stateMu.Unlock()
+		if p.Readiness().Ready {
+			return nil
+		}
 		select {
-		case <-p.streams[name].ready:
+		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-p.ctx.Done():
 			return ErrClosed
 		}
 	}
-	return nil
 }
 
 // Serve serves the gRPC API (Player, health, reflection when enabled) on lis until Close
@@ -418,10 +417,13 @@ func (p *Player) AdminHandler() http.Handler {
 // Handler serves what Run serves on Config.HTTPAddr, the read-only endpoint:
 //
 //	GET /livez         200 while the process serves: restart it when this fails
-//	GET /readyz        200 once every stream's materialized copy caught up (as gRPC health
-//	                   SERVING), 503 before and after shutdown began; JSON
-//	                   {"ready":bool,"streams":{name:"ready"|"starting"}}
-//	GET /healthz       the same as /livez, with {"streams":{name:"ready"|"starting"}}
+//	GET /readyz        200 while the player is ready (Readiness, as gRPC health SERVING):
+//	                   Kafka answered at start-up, no stream is still loading its copy for
+//	                   the first time, and at least one stream is ready; 503 otherwise and
+//	                   once shutdown began. JSON Readiness: {"ready":bool,"kafka":{"ok",
+//	                   "error"},"streams":{name:state},"errors":{name:cause}}: a stream that
+//	                   cannot be served is named there without making the others unready
+//	GET /healthz       the same as /livez, with {"streams":{name:state},"errors":{…}}
 //	GET /metrics       Prometheus metrics (see WithRegisterer)
 func (p *Player) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -429,40 +431,25 @@ func (p *Player) Handler() http.Handler {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(p.gather, promhttp.HandlerOpts{}))
 	}
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		st, ready := p.streamStates()
-		if p.ctx.Err() != nil {
-			ready = false
-		}
+		rd := p.Readiness()
 		w.Header().Set("Content-Type", "application/json")
-		if !ready {
+		if !rd.Ready {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"ready": ready, "streams": st})
+		_ = json.NewEncoder(w).Encode(rd)
 	})
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"live":true}` + "\n"))
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		st, _ := p.streamStates()
+		rd := p.Readiness()
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"streams": st})
+		body := map[string]any{"streams": rd.Streams}
+		if rd.Errors != nil {
+			body["errors"] = rd.Errors
+		}
+		_ = json.NewEncoder(w).Encode(body)
 	})
 	return mux
-}
-
-// streamStates says which streams have caught up, and whether all have.
-func (p *Player) streamStates() (map[string]string, bool) {
-	st := make(map[string]string, len(p.streamNames))
-	all := true
-	for _, name := range p.streamNames {
-		st[name] = "starting"
-		select {
-		case <-p.streams[name].ready:
-			st[name] = "ready"
-		default:
-			all = false
-		}
-	}
-	return st, all
 }

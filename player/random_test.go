@@ -78,7 +78,7 @@ func randomRun(t *testing.T, seed uint64) {
 	}
 	defer p.Close()
 	s := p.streams["s"]
-	close(s.ready)
+	s.markReady(0, 0)
 	views := []string{"a", "b", "c"}
 	var off int64
 	var truth []*sarama.ConsumerMessage

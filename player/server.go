@@ -1,6 +1,7 @@
 package player
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -22,7 +23,8 @@ type service struct {
 }
 
 // Subscribe is the handler of one target's stream. It reads and validates the Hello,
-// waits until the stream is ready, admits the target (stream.admit) and serves it
+// waits until the stream is ready (a stream that cannot be served refuses it with
+// Unavailable, naming why), admits the target (stream.admit) and serves it
 // (target.serve): this goroutine is then the target's health checker, while its sender and
 // its receiver run in goroutines of their own. It returns when the target is suspended,
 // ending the stream with the status of why (StatusTable).
@@ -54,12 +56,11 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 	if s == nil {
 		return toStatus(fmt.Errorf("%w: %q", ErrUnknownStream, hello.GetStream()))
 	}
-	select {
-	case <-s.ready:
-	case <-srv.Context().Done():
-		return toStatus(srv.Context().Err())
-	case <-p.ctx.Done():
-		return toStatus(ErrClosed)
+	if err := s.waitServing(srv.Context()); err != nil {
+		if errors.Is(err, ErrStreamUnavailable) {
+			p.log.Warn("subscribe refused", "stream", s.cfg.Name, "client_id", hello.GetClientId(), "err", err)
+		}
+		return toStatus(err)
 	}
 	if err := s.checkViews(hello.GetViews()); err != nil {
 		return toStatus(err)

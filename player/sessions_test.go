@@ -50,7 +50,7 @@ func sessionsRun(t *testing.T, seed uint64) {
 	s := p.streams["s"]
 	var end atomic.Int64
 	s.offsetsHook = func() (int64, int64, error) { return 0, end.Load(), nil }
-	close(s.ready)
+	s.markReady(0, 0)
 	pctx, pcancel := context.WithCancel(context.Background())
 	progressDone := make(chan struct{})
 	go func() { defer close(progressDone); s.progressLoop(pctx) }() // Run would start it

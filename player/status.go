@@ -18,18 +18,29 @@ type Status struct {
 
 // StreamStatus describes one stream.
 type StreamStatus struct {
-	Name    string `json:"name"`
-	Topic   string `json:"topic"`
-	Ready   bool   `json:"ready"`
-	Current int64  `json:"current"`
-	Rows    int    `json:"rows"`
+	Name  string `json:"name"`
+	Topic string `json:"topic"`
+	// State is StreamStarting, StreamReady, StreamError or StreamUnavailable, derived from
+	// the current cause (FetchError): it is ready again as soon as the cause clears.
+	State string `json:"state"`
+	// Ready: State is StreamReady.
+	Ready   bool  `json:"ready"`
+	Current int64 `json:"current"`
+	Rows    int   `json:"rows"`
 	// SourcePosition is the source position of the latest position record read (the LSN
 	// text, "" when none was read or the stream has none: polling).
-	SourcePosition string         `json:"source_position,omitempty"`
-	LastLog        time.Time      `json:"last_log_time"`
-	Retention      string         `json:"tombstone_horizon"`
-	FetchError     string         `json:"fetch_error,omitempty"`
-	Targets        []TargetStatus `json:"targets"`
+	SourcePosition string    `json:"source_position,omitempty"`
+	LastLog        time.Time `json:"last_log_time"`
+	Retention      string    `json:"tombstone_horizon,omitempty"`
+	// FetchError is the current cause of State error or unavailable ("" otherwise): what
+	// the main fetcher or the topic check fails on now, or why the topic cannot be served.
+	FetchError string `json:"fetch_error,omitempty"`
+	// LastError is the last error the stream met, current or not, and LastErrorAt when.
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// RetryAt is when an unavailable stream is tried again.
+	RetryAt time.Time      `json:"retry_at,omitzero"`
+	Targets []TargetStatus `json:"targets"`
 }
 
 // TargetStatus describes one connected target.
@@ -63,14 +74,18 @@ func (p *Player) Status() Status {
 	var out Status
 	for _, name := range p.streamNames {
 		s := p.streams[name]
-		ss := StreamStatus{Name: name, Topic: s.cfg.Topic, Current: s.current.Load(), Retention: s.retention.String()}
-		select {
-		case <-s.ready:
-			ss.Ready = true
-		default:
-		}
+		ss := StreamStatus{Name: name, Topic: s.cfg.Topic, Current: s.current.Load()}
 		s.mu.Lock()
-		ss.Rows, ss.LastLog, ss.FetchError, ss.SourcePosition = s.nrows, s.lastLog, s.fetchErr, s.posLSN
+		ss.State, ss.FetchError = s.stateLocked()
+		ss.Ready = ss.State == StreamReady
+		ss.LastError, ss.LastErrorAt = s.lastErr, s.lastErrAt
+		if s.phase == phaseUnavailable {
+			ss.RetryAt = s.retryAt
+		}
+		if s.retention > 0 {
+			ss.Retention = s.retention.String()
+		}
+		ss.Rows, ss.LastLog, ss.SourcePosition = s.nrows, s.lastLog, s.posLSN
 		s.mu.Unlock()
 		for _, t := range s.targetsSnapshot() {
 			t.mu.Lock()
@@ -122,13 +137,14 @@ func (p *Player) sample(h *statuspage.History) {
 	}
 }
 
-// statusPage is the body of the player's page: per stream its state, position, rows, the
-// source position, the last error and charts; per target its state, term, lag and queue.
+// statusPage is the body of the player's page: per stream its state and its current
+// cause, position, rows, the source position, the last error (when, whatever the state)
+// and charts; per target its state, term, lag and queue.
 var statusPage = statuspage.New("statecast player", `{{define "body"}}{{$h := .Hist}}
 {{range .Streams}}{{$s := .}}
 <h2 id="stream-{{.Name}}">stream {{.Name}}</h2>
 <dl class="kv">
-<dt>state</dt><dd>{{if .FetchError}}<span class="bad state">error</span>{{else if .Ready}}<span class="ok state">ready</span>{{else}}<span class="warn state">starting</span>{{end}}</dd>
+<dt>state</dt><dd><span class="{{streamClass .State}} state">{{.State}}</span>{{if .FetchError}} <span class="err cause">{{.FetchError}}</span>{{end}}{{if not .RetryAt.IsZero}} (tried again in {{until .RetryAt}}){{end}}</dd>
 <dt>topic</dt><dd>{{.Topic}}</dd>
 <dt>main position</dt><dd class="position">{{.Current}}</dd>
 <dt>rows</dt><dd class="rows">{{.Rows}}</dd>
@@ -137,12 +153,28 @@ var statusPage = statuspage.New("statecast player", `{{define "body"}}{{$h := .H
 <dt>tombstone horizon</dt><dd>{{.Retention}}</dd>
 <dt>records/s</dt><dd>{{chart (index $h.Rates .Name) "/s"}} {{num (index $h.LastRate .Name)}}</dd>
 <dt>max target lag</dt><dd>{{chart (index $h.Lags .Name) "s"}} {{index $h.LastLag .Name}}</dd>
-<dt>last error</dt><dd>{{if .FetchError}}<span class="err">{{.FetchError}}</span>{{else}}none{{end}}</dd>
+<dt>last error</dt><dd class="last-error">{{if .LastError}}{{.LastError}} (at {{.LastErrorAt.UTC.Format "2006-01-02 15:04:05Z"}}, {{ago .LastErrorAt}}){{else}}none{{end}}</dd>
 </dl>
 <table class="targets"><tr><th>service</th><th>instance</th><th>principal</th><th>views</th><th>state</th><th>term</th><th>last ack</th><th>lag (entries)</th><th>lag</th><th>lag history</th><th>queue</th><th>unacked</th><th>recoveries</th><th>overflows</th><th>connected</th></tr>
 {{range .Targets}}<tr><td>{{.Service}}</td><td>{{.ID}}</td><td>{{.Principal}}</td><td>{{.Views}}{{range $v, $sel := .Selections}}<br>{{$v}}: {{$sel}}{{end}}</td><td class="{{stateClass .State}}">{{.State}}</td><td class="num">{{.Term}}</td><td class="num">{{.LastAck}}</td><td class="num">{{.LagEntries}}</td><td class="num">{{secs .LagSeconds}}</td><td>{{chart (index $h.TargetLags (print $s.Name "/" .ID)) "entries"}}</td><td class="num">{{bytes .QueueBytes}}</td><td class="num">{{.Unacked}}</td><td class="num">{{.Recoveries}}</td><td class="num">{{.Overflows}}</td><td>{{ago .ConnectedAt}}</td></tr>
 {{else}}<tr><td colspan="15">no targets</td></tr>{{end}}</table>
-{{end}}{{end}}`, template.FuncMap{"stateClass": stateClass})
+{{end}}{{end}}`, template.FuncMap{"stateClass": stateClass, "streamClass": streamClass, "until": until})
+
+// streamClass colours a stream's state: ready is healthy, starting on its way, error and
+// unavailable are not served.
+func streamClass(state string) string {
+	switch state {
+	case StreamReady:
+		return "ok"
+	case StreamStarting:
+		return "warn"
+	default:
+		return "bad"
+	}
+}
+
+// until formats the time left until t.
+func until(t time.Time) string { return statuspage.Duration(max(0, time.Until(t))) }
 
 // stateClass colours a target's queue state: N is healthy, recovering states are on their
 // way, S is suspended.

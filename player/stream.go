@@ -38,7 +38,6 @@ type stream struct {
 	// offClient: offset look-ups at admission, on a connection of their own: on the main
 	// fetcher's they would wait behind its long-poll fetches (MaxWaitTime).
 	offClient sarama.Client
-	retention time.Duration
 	delay     prometheus.Observer // delivery delay histogram of this stream
 	// offsetsHook replaces the Kafka offset look-up (tests that drive apply directly).
 	offsetsHook func() (start, end int64, err error)
@@ -46,33 +45,43 @@ type stream struct {
 	// that close a partition consumer under them, as sarama does on an offset out of range).
 	consumerHook func(client sarama.Client) (sarama.Consumer, error)
 
-	ready   chan struct{} // closed when the materialized copy has caught up with the log
-	current atomic.Int64  // index of the last entry dispatched (or read at start-up)
+	current atomic.Int64 // index of the last entry dispatched (or read at start-up)
 
-	mu       sync.Mutex
-	topic    []byte                      // the topic's Kafka ID (nil: unknown), sent to targets
-	rows     map[string]map[string]*item // view -> key -> latest row (tombstones applied)
-	order    map[string]*rowOrder        // view -> the same rows in index order (snapshots)
-	position *item                       // the latest position record (nil: none read)
-	posLSN   string                      // its source position ("" when it has none)
-	hist     history
-	nrows    int
-	timeline []tsMark
-	byView   map[string]map[*target]struct{} // the targets that receive the view whole
-	sidx     map[string]*viewIndex           // the targets that select rows of the view
-	allViews map[*target]struct{}
-	byClient map[string]*target // by identity.key: principal and instance id
-	terms    map[string]uint64  // by identity.key
-	known    map[string]bool    // views seen in the log (checkViews)
-	lastLog  time.Time          // log time of the last entry read
-	lastOff  int64              // offset of the last entry read (-1 none)
-	fetchErr string
+	mu sync.Mutex
+	// The state (state.go): the phase, the current causes of an error, why the stream is
+	// unavailable and when it is tried again, the last error whatever the state.
+	phase     phase
+	causes    [nCauses]string
+	down      error     // phaseUnavailable: why (a Hello's refusal)
+	retryAt   time.Time // phaseUnavailable: the next attempt
+	settled   bool      // it served, or was found unavailable, once (Readiness)
+	changed   chan struct{}
+	lastErr   string
+	lastErrAt time.Time
+
+	retention time.Duration               // the tombstone horizon (delete.retention.ms)
+	topic     []byte                      // the topic's Kafka ID (nil: unknown), sent to targets
+	rows      map[string]map[string]*item // view -> key -> latest row (tombstones applied)
+	order     map[string]*rowOrder        // view -> the same rows in index order (snapshots)
+	position  *item                       // the latest position record (nil: none read)
+	posLSN    string                      // its source position ("" when it has none)
+	hist      history
+	nrows     int
+	timeline  []tsMark
+	byView    map[string]map[*target]struct{} // the targets that receive the view whole
+	sidx      map[string]*viewIndex           // the targets that select rows of the view
+	allViews  map[*target]struct{}
+	byClient  map[string]*target // by identity.key: principal and instance id
+	terms     map[string]uint64  // by identity.key
+	known     map[string]bool    // views seen in the log (checkViews)
+	lastLog   time.Time          // log time of the last entry read
+	lastOff   int64              // offset of the last entry read (-1 none)
 }
 
 func newStream(p *Player, cfg StreamConfig) *stream {
 	s := &stream{
 		p: p, cfg: cfg, log: p.log.With("stream", cfg.Name),
-		ready:    make(chan struct{}),
+		changed:  make(chan struct{}),
 		rows:     map[string]map[string]*item{},
 		order:    map[string]*rowOrder{},
 		byView:   map[string]map[*target]struct{}{},
@@ -89,46 +98,64 @@ func newStream(p *Player, cfg StreamConfig) *stream {
 	return s
 }
 
-// connect opens the Kafka clients and reads the tombstone horizon.
-func (s *stream) connect() error {
+// openClients opens the stream's Kafka clients: they live as long as the Player (sarama
+// reconnects them to the brokers on its own), so that a target never holds a client that
+// a restart of the stream closed. It fails when no broker answers.
+func (s *stream) openClients() error {
 	conn := s.p.cfg.kafka()
 	kc := conn.SaramaConfig()
 	kc.Consumer.MaxWaitTime = 100 * time.Millisecond
 	kc.Consumer.Fetch.Default = 4 << 20
-	var err error
-	if s.client, err = sarama.NewClient(s.p.cfg.Kafka.Brokers, kc); err != nil {
-		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
+	for _, c := range []*sarama.Client{&s.client, &s.recClient, &s.offClient} {
+		if *c != nil {
+			continue
+		}
+		var err error
+		if *c, err = sarama.NewClient(s.p.cfg.Kafka.Brokers, kc); err != nil {
+			return err
+		}
 	}
-	if s.recClient, err = sarama.NewClient(s.p.cfg.Kafka.Brokers, kc); err != nil {
-		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
+	return nil
+}
+
+// attach checks that the stream's topic can be served — it exists and has one partition —
+// and reads its topic ID and its tombstone horizon (delete.retention.ms). Its error (an
+// unavailableError) names the stream, the topic and what is wrong with it.
+func (s *stream) attach() error {
+	topic := s.cfg.Topic
+	id, err := kafkaconn.TopicID(s.client, topic)
+	switch {
+	case errors.Is(err, kafkaconn.ErrTopicMissing):
+		return s.unavailable(err, "the topic does not exist (its distributor creates it; or create it compacted with one partition)")
+	case err != nil:
+		return s.unavailable(err, "")
 	}
-	if s.offClient, err = sarama.NewClient(s.p.cfg.Kafka.Brokers, kc); err != nil {
-		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
+	// The partitions as the broker has them now: the topic may have been created again.
+	if err := s.client.RefreshMetadata(topic); err != nil {
+		return s.unavailable(err, "")
 	}
-	parts, err := s.client.Partitions(s.cfg.Topic)
+	parts, err := s.client.Partitions(topic)
 	if err != nil {
-		return fmt.Errorf("%w: stream %s: topic %s: %v", ErrStreamUnavailable, s.cfg.Name, s.cfg.Topic, err)
+		return s.unavailable(err, "")
 	}
 	if len(parts) != 1 {
-		return fmt.Errorf("%w: stream %s: topic %s has %d partitions, want 1", ErrConfig, s.cfg.Name, s.cfg.Topic, len(parts))
+		return s.unavailable(errPartitions, fmt.Sprintf("the topic has %d partitions, a stream has exactly 1", len(parts)))
 	}
-	id, err := kafkaconn.TopicID(s.client, s.cfg.Topic)
-	if err != nil {
-		return fmt.Errorf("%w: stream %s: topic %s: %v", ErrStreamUnavailable, s.cfg.Name, s.cfg.Topic, err)
+	retention := s.p.cfg.DeleteRetention
+	if retention <= 0 {
+		retention = 24 * time.Hour // Kafka's default delete.retention.ms
 	}
-	s.mu.Lock()
-	s.topic = topicBytes(id)
-	s.mu.Unlock()
-	s.retention = s.p.cfg.DeleteRetention
-	if s.retention <= 0 {
-		s.retention = 24 * time.Hour // Kafka's default delete.retention.ms
-	}
+	defer func() {
+		s.mu.Lock()
+		s.topic, s.retention = topicBytes(id), retention
+		s.mu.Unlock()
+	}()
 	admin, err := sarama.NewClusterAdminFromClient(s.client)
 	if err != nil {
 		return nil
 	}
 	// Not admin.Close(): it would close the shared client.
-	entries, err := kafkaconn.TopicConfig(admin, s.cfg.Topic, "delete.retention.ms", "max.message.bytes")
+	entries, err := kafkaconn.TopicConfig(admin, topic, "delete.retention.ms", "max.message.bytes")
 	if err != nil {
 		s.log.Warn("describe topic config failed; using the default tombstone horizon", "err", err)
 		return nil
@@ -138,16 +165,19 @@ func (s *stream) connect() error {
 		switch {
 		case perr != nil:
 		case e.Name == "delete.retention.ms" && s.p.cfg.DeleteRetention <= 0:
-			s.retention = time.Duration(n) * time.Millisecond
+			retention = time.Duration(n) * time.Millisecond
 		case e.Name == "max.message.bytes" && n > int64(s.p.cfg.MaxRecordBytes)-recordFrameOverhead:
-			// The topic accepts records that the player skips (poison): say so once, at
-			// start, rather than only when such a record arrives.
+			// The topic accepts records that the player skips (poison): say so when the
+			// stream starts, rather than only when such a record arrives.
 			s.log.Warn("the topic accepts records larger than max_record_bytes: such records will be skipped, never served; raise max_record_bytes and the clients' receive limit with it",
-				"topic", s.cfg.Topic, "max.message.bytes", n, "max_record_bytes", s.p.cfg.MaxRecordBytes)
+				"topic", topic, "max.message.bytes", n, "max_record_bytes", s.p.cfg.MaxRecordBytes)
 		}
 	}
 	return nil
 }
+
+// errPartitions: the stream's topic has more than one partition (attach).
+var errPartitions = errors.New("player: the topic has several partitions")
 
 func (s *stream) close() {
 	if s.offClient != nil {
@@ -192,16 +222,52 @@ func consumerClosed(pc sarama.PartitionConsumer) error {
 	return err
 }
 
-// run is the main fetcher (the paper's fetcher thread + Algorithm 3's caller): it reads
+// run is the stream's life until ctx ends: it attaches to the topic (attach), then runs
+// the main fetcher (fetch: the paper's fetcher thread + Algorithm 3's caller), which reads
 // the log from its start to build the materialized copy, marks the stream ready, then
-// keeps reading the head and dispatching every entry until ctx ends. When the topic is
-// deleted and created again (its topic ID changes), it starts over on the new topic
-// (replaceTopic). It never ends otherwise without an error: the stream cannot be served
-// without it, and Player.Run turns that error into the end of the player (health
-// NOT_SERVING, targets ended with Unavailable, Run returns it) so that clients fail over
-// and a supervisor restarts it. An offset out of range at the head means the log was
-// truncated or replaced under the materialized copy, which only a fresh start can rebuild.
-func (s *stream) run(ctx context.Context) error {
+// keeps reading the head and dispatching every entry. When the topic is deleted and created
+// again (its topic ID changes), the main fetcher starts over on the new topic
+// (replaceTopic). When the topic cannot be served (missing, several partitions, unreadable)
+// or the main fetcher stops on an error (an offset out of range at the head: the log was
+// truncated or replaced under the copy; a partition consumer that sarama closed), the
+// stream alone is unavailable (fail: its targets end, a Hello is refused naming why) and
+// run tries again with backoff (retryDelay), reading the topic from its start: the other
+// streams of the player serve all along.
+func (s *stream) run(ctx context.Context) {
+	for attempt := 0; ; attempt++ {
+		err := s.attach()
+		if err == nil {
+			s.attached()
+			err = s.follow(ctx)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = s.unavailable(errors.New("player: the main fetcher stopped without an error"), "")
+		}
+		if s.isReady() {
+			// It served until now: a new failure, not one more of a series. (Only this
+			// goroutine changes whether the stream serves.)
+			attempt = 0
+		}
+		wait := retryDelay(attempt)
+		s.fail(err, time.Now().Add(wait))
+		log := s.log.Warn
+		if attempt == 0 {
+			log = s.log.Error
+		}
+		log("stream unavailable; retrying", "topic", s.cfg.Topic, "err", err, "attempt", attempt+1, "retry_in", wait)
+		if !sleepCtx(ctx, wait) {
+			return
+		}
+	}
+}
+
+// follow runs the main fetcher on the topic, and on the topic created again in its place,
+// until ctx ends or it fails. A topic created again is checked as the first one was
+// (attach): it may have several partitions, and another tombstone horizon.
+func (s *stream) follow(ctx context.Context) error {
 	for {
 		err := s.fetch(ctx)
 		var tr *topicReplaced
@@ -209,15 +275,32 @@ func (s *stream) run(ctx context.Context) error {
 			return err
 		}
 		s.replaceTopic(tr.id)
+		if err := s.attach(); err != nil {
+			return err
+		}
 	}
 }
 
-// fetch is run's reading of one topic (one topic ID): until ctx ends, an error, or a
-// *topicReplaced.
+// sleepCtx waits d, or less when ctx ends first (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// fetch is the main fetcher's reading of one topic (one topic ID): until ctx ends (nil),
+// an error that stops it, or a *topicReplaced. An error of the partition consumer does
+// not stop it (sarama retries): it is the stream's current cause (causeFetch) until the
+// consumer delivers again or nothing it could deliver is left in the log.
 func (s *stream) fetch(ctx context.Context) error {
 	start, end, err := s.offsets()
 	if err != nil {
-		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
+		return s.unavailable(err, "log offsets: "+err.Error())
 	}
 	// A stream that is ready already (a replaced topic) dispatches every record of the new
 	// one live, from its start: its main position is what it applied.
@@ -230,12 +313,12 @@ func (s *stream) fetch(ctx context.Context) error {
 	s.mu.Unlock()
 	consumer, err := s.newConsumer(s.client)
 	if err != nil {
-		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
+		return s.unavailable(err, "")
 	}
 	defer consumer.Close()
 	pc, err := consumer.ConsumePartition(s.cfg.Topic, 0, start)
 	if err != nil {
-		return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, err)
+		return s.unavailable(err, fmt.Sprintf("reading from offset %d: %v", start, err))
 	}
 	defer pc.AsyncClose()
 	s.log.Info("main fetcher started", "topic", s.cfg.Topic, "log_start", start, "log_end", end)
@@ -247,17 +330,29 @@ func (s *stream) fetch(ctx context.Context) error {
 	check := time.NewTicker(topicCheck)
 	defer check.Stop()
 	next := start // every record below next that the consumer delivers was applied
+	s.mu.Lock()
+	failing := s.causes[causeFetch] != "" // set by the fetch of a topic replaced since
+	s.mu.Unlock()
+	recovered := func(how string) {
+		if was := s.clearCause(causeFetch); was != "" {
+			s.log.Info("main fetcher reads again", "how", how, "last_error", was, "next", next)
+		}
+		failing = false
+	}
 	woken := map[*target]struct{}{}
 	closed := func() error {
-		cause := consumerClosed(pc)
-		s.mu.Lock()
-		s.fetchErr = fmt.Sprintf("the partition consumer closed (%v)", cause)
-		s.mu.Unlock()
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("%w: stream %s: main fetcher: the partition consumer closed at offset %d: %v",
-			ErrStreamUnavailable, s.cfg.Name, s.current.Load()+1, cause)
+		cause := consumerClosed(pc)
+		// The topic deleted and created again under it: the new one is served, not an error.
+		if err := s.checkTopic(); err != nil {
+			return err
+		}
+		if cause == nil {
+			cause = errors.New("no error given")
+		}
+		return s.unavailable(cause, fmt.Sprintf("main fetcher: the partition consumer closed at offset %d: %v", s.current.Load()+1, cause))
 	}
 	for {
 		select {
@@ -267,9 +362,15 @@ func (s *stream) fetch(ctx context.Context) error {
 			if err := s.checkTopic(); err != nil {
 				return err
 			}
+			if failing && s.caughtUp(next) {
+				recovered("nothing left to read in the log")
+			}
 		case m, ok := <-pc.Messages():
 			if !ok {
 				return closed()
+			}
+			if failing {
+				recovered("records delivered")
 			}
 			// Apply what the consumer already holds (up to a bound) before waking the
 			// targets: under load their senders then build bigger batches (fewer writes).
@@ -298,16 +399,16 @@ func (s *stream) fetch(ctx context.Context) error {
 			if !ok {
 				return closed()
 			}
-			s.log.Error("main fetcher error", "err", e.Err)
-			s.mu.Lock()
-			s.fetchErr = e.Err.Error()
-			s.mu.Unlock()
 			// A deleted topic shows as errors first: is it still the same one?
 			if err := s.checkTopic(); err != nil {
 				return err
 			}
 			if errors.Is(e.Err, sarama.ErrOffsetOutOfRange) {
-				return fmt.Errorf("%w: stream %s: %v", ErrStreamUnavailable, s.cfg.Name, e.Err)
+				return s.unavailable(e.Err, fmt.Sprintf("main fetcher: offset %d out of range (the log was truncated or replaced under the copy): %v", next, e.Err))
+			}
+			failing = true
+			if s.setCause(causeFetch, "main fetcher: "+e.Err.Error()) {
+				s.log.Error("main fetcher error", "err", e.Err, "next", next)
 			}
 		case <-idle.C:
 			// The last offsets below end may be transaction markers or records of aborted
@@ -325,6 +426,21 @@ func (s *stream) fetch(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// caughtUp reports whether the log holds no record at or after next that the main
+// fetcher would deliver: a fetcher that reported errors and has nothing to read shows no
+// record that it reads again, and this is how its error ends.
+func (s *stream) caughtUp(next int64) bool {
+	_, end, err := s.offsets()
+	if err != nil {
+		return false
+	}
+	if next >= end {
+		return true
+	}
+	n, err := kafkaconn.NextCommitted(s.offClient, s.cfg.Topic, 0, next, end)
+	return err == nil && n >= end
 }
 
 // loadProbe: while loading, how long the consumer may be quiet before the main fetcher
@@ -345,7 +461,9 @@ func (e *topicReplaced) Error() string {
 
 // checkTopic compares the topic's ID with the one the stream serves: a *topicReplaced
 // when it changed; nil when it is the same, missing (deleted and not created again yet:
-// the copy is kept), unknown (no topic IDs), or the check failed (logged, tried again).
+// the copy is kept), unknown (no topic IDs), or the check failed (tried again). A missing
+// topic and a failed check are the stream's current cause (causeTopic) until a check
+// finds the topic again.
 func (s *stream) checkTopic() error {
 	s.mu.Lock()
 	cur := s.topic
@@ -356,12 +474,20 @@ func (s *stream) checkTopic() error {
 	id, err := kafkaconn.TopicID(s.offClient, s.cfg.Topic)
 	switch {
 	case errors.Is(err, kafkaconn.ErrTopicMissing):
-		s.log.Warn("topic missing (deleted?): serving the last copy until it exists again", "topic", s.cfg.Topic)
+		if s.setCause(causeTopic, fmt.Sprintf("topic %q missing (deleted?): serving the last copy until it exists again", s.cfg.Topic)) {
+			s.log.Warn("topic missing (deleted?): serving the last copy until it exists again", "topic", s.cfg.Topic)
+		}
 		return nil
 	case err != nil:
-		s.log.Warn("topic check failed", "topic", s.cfg.Topic, "err", err)
+		if s.setCause(causeTopic, "topic check: "+err.Error()) {
+			s.log.Warn("topic check failed", "topic", s.cfg.Topic, "err", err)
+		}
 		return nil
-	case id == (sarama.Uuid{}) || bytes.Equal(id[:], cur):
+	}
+	if was := s.clearCause(causeTopic); was != "" {
+		s.log.Info("topic check passes again", "topic", s.cfg.Topic, "last_error", was)
+	}
+	if id == (sarama.Uuid{}) || bytes.Equal(id[:], cur) {
 		return nil
 	}
 	return &topicReplaced{id: id}
@@ -378,6 +504,20 @@ func (s *stream) replaceTopic(id sarama.Uuid) {
 	s.mu.Lock()
 	old := s.topic
 	s.topic = topicBytes(id)
+	targets := s.resetLocked()
+	s.mu.Unlock()
+	s.log.Warn("topic deleted and created again: serving the new topic from its start; every target resyncs",
+		"topic", s.cfg.Topic, "old_topic_id", formatTopicID(old), "topic_id", id.String(), "targets", len(targets))
+	s.p.metrics.topicReplaced.WithLabelValues(s.cfg.Name).Inc()
+	err := fmt.Errorf("%w: stream %s: topic %s was deleted and created again (topic ID %s)", ErrStreamUnavailable, s.cfg.Name, s.cfg.Topic, id)
+	for _, t := range targets {
+		t.suspend(err)
+	}
+}
+
+// resetLocked drops the materialized copy and the history (replaceTopic, fail) and
+// returns the registered targets, which the caller ends. s.mu held.
+func (s *stream) resetLocked() []*target {
 	s.rows, s.order = map[string]map[string]*item{}, map[string]*rowOrder{}
 	s.position, s.posLSN = nil, ""
 	s.nrows = 0
@@ -389,14 +529,7 @@ func (s *stream) replaceTopic(id sarama.Uuid) {
 	for _, t := range s.byClient {
 		targets = append(targets, t)
 	}
-	s.mu.Unlock()
-	s.log.Warn("topic deleted and created again: serving the new topic from its start; every target resyncs",
-		"topic", s.cfg.Topic, "old_topic_id", formatTopicID(old), "topic_id", id.String(), "targets", len(targets))
-	s.p.metrics.topicReplaced.WithLabelValues(s.cfg.Name).Inc()
-	err := fmt.Errorf("%w: stream %s: topic %s was deleted and created again (topic ID %s)", ErrStreamUnavailable, s.cfg.Name, s.cfg.Topic, id)
-	for _, t := range targets {
-		t.suspend(err)
-	}
+	return targets
 }
 
 // topicBytes is a topic ID as the protocol carries it (nil: unknown).
@@ -413,24 +546,6 @@ func formatTopicID(b []byte) string {
 		return fmt.Sprintf("%x", b)
 	}
 	return sarama.Uuid(b).String()
-}
-
-// isReady reports whether the materialized copy caught up once (ready is closed).
-func (s *stream) isReady() bool {
-	select {
-	case <-s.ready:
-		return true
-	default:
-		return false
-	}
-}
-
-func (s *stream) markReady(start, end int64) {
-	s.mu.Lock()
-	n := s.nrows
-	s.mu.Unlock()
-	s.log.Info("stream ready", "log_start", start, "log_end", end, "current", s.current.Load(), "rows", n)
-	close(s.ready)
 }
 
 // apply materializes m and, when live, dispatches it (Algorithm 3); the targets to wake

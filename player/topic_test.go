@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,4 +107,30 @@ func topicUsable(e *env) bool {
 	defer client.Close()
 	_, err = client.Leader(e.topic, 0)
 	return err == nil
+}
+
+// TestTopicReplacedByUnusable: the stream's topic is deleted and created again with three
+// partitions under a running player. The new topic is checked as the first one was: the
+// stream is unavailable, naming the partitions, instead of serving one partition of three.
+func TestTopicReplacedByUnusable(t *testing.T) {
+	e := newEnv(t, nil)
+	e.produce(50, []string{"a"}, 20, newRand(51))
+	tp := startPlayer(t, e, nil)
+	admin, err := sarama.NewClusterAdmin(e.brokers, kafkaconn.NewConfig("player-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.DeleteTopic(e.topic); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the topic created again with 3 partitions", func() bool {
+		err := admin.CreateTopic(e.topic, &sarama.TopicDetail{NumPartitions: 3, ReplicationFactor: 1}, false)
+		var te *sarama.TopicError
+		return err == nil || (errors.As(err, &te) && te.Err == sarama.ErrTopicAlreadyExists && topicUsable(e))
+	})
+	waitFor(t, 60*time.Second, "the stream unavailable", func() bool { return tp.p.streams["s"].Status().State == StreamUnavailable })
+	if st := tp.p.streams["s"].Status(); !strings.Contains(st.FetchError, "3 partitions") {
+		t.Errorf("status of the stream on a 3-partition topic: %+v", st)
+	}
 }

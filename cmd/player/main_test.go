@@ -37,7 +37,7 @@ func TestExampleConfig(t *testing.T) {
 	}
 	if c.Listen != ":7070" || c.HTTPAddr != ":7071" || c.Admin.Addr != "127.0.0.1:7072" || len(c.Kafka.Brokers) != 1 || c.Kafka.Brokers[0] != "k1:9092" ||
 		c.TLS.ClientCAFile == "" || c.Tokens.File == "" || len(c.Access) != 2 || c.Insecure ||
-		len(c.Streams) != 1 || c.Streams[0].Name != "sportsbook" || c.AckTimeout != 30*time.Second || c.HistoryBytes != 64<<20 {
+		len(c.Streams) != 1 || c.Streams[0].Name != "sportsbook" || c.AckTimeout != 30*time.Second || c.HistoryBytes != 64<<20 || c.StartupTimeout != 2*time.Minute {
 		t.Fatalf("decoded %+v", c)
 	}
 }

@@ -44,9 +44,9 @@ func (bearer) RequireTransportSecurity() bool { return true }
 
 // TestSecretsNeverLogged runs the player command with secrets in its configuration — a
 // Kafka SASL password, client tokens in a file and in a variable, an admin token, a TLS
-// key — makes it fail in the usual ways (an unreachable broker, a wrong SASL password, bad
-// config files), and has clients present good and wrong tokens to a running one: no line
-// it writes holds a secret.
+// key — makes it fail in the usual ways (a broker unreachable for startup_timeout, a wrong
+// SASL password, which is refused without retrying, bad config files), and has clients
+// present good and wrong tokens to a running one: no line it writes holds a secret.
 func TestSecretsNeverLogged(t *testing.T) {
 	bin := testenv.BuildCommand(t, "github.com/statecast/statecast/cmd/player")
 	pki := testenv.NewPKI(t)
@@ -82,6 +82,7 @@ admin: {addr: "127.0.0.1:0", tokens: {file: %q}}
 tls: {cert_file: %q, key_file: %q}
 tokens: {file: %q, env: TEST_PLAYER_TOKENS}
 kafka: %s
+startup_timeout: 3s
 streams: [{name: s, topic: %s, views: ["*"]}]
 `, adminTokens, pki.ServerCert, pki.ServerKey, tokens, kafka, topic)
 	}
@@ -98,7 +99,8 @@ streams: [{name: s, topic: %s, views: ["*"]}]
 	}
 
 	out := runFail("unreachable broker", config(`{brokers: ["127.0.0.1:1"], timeout: 2s, sasl: {mechanism: PLAIN, user: player, password: "${TEST_SASL_PASSWORD}"}}`, ""))
-	for _, want := range []string{`"msg":"player starting"`, `"sasl_user":"player"`, `"tokens_file":"` + tokens + `"`} {
+	for _, want := range []string{`"msg":"player starting"`, `"sasl_user":"player"`, `"tokens_file":"` + tokens + `"`,
+		`"msg":"start-up: Kafka does not answer; retrying"`, `player: Kafka unreachable: brokers 127.0.0.1:1 did not answer within startup_timeout (3s)`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("unreachable broker: no %s in the log:\n%s", want, out)
 		}
@@ -128,7 +130,11 @@ streams: [{name: s, topic: %s, views: ["*"]}]
 			sasl.Brokers[0], sasl.TLS.CAFile, sasl.SASL.Mechanism, sasl.SASL.User, password)
 	}
 	secrets = append(secrets, sasl.SASL.Password)
-	runFail("wrong SASL password", config(kafka("${TEST_SASL_PASSWORD}"), ""))
+	// A refusal is not retried for startup_timeout: it fails at once.
+	if out := runFail("wrong SASL password", config(kafka("${TEST_SASL_PASSWORD}"), "")); !strings.Contains(out, "a refusal: not retried") ||
+		strings.Contains(out, "start-up: Kafka does not answer; retrying") {
+		t.Errorf("wrong SASL password: not refused at once:\n%s", out)
+	}
 
 	// A running player: clients with a good token, a wrong one, none.
 	topic := testenv.NewTopic(t, "secrets", map[string]string{"cleanup.policy": "compact"})

@@ -1,0 +1,1074 @@
+package io.statecast.client;
+
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.ObjectReader;
+import com.google.protobuf.ByteString;
+import io.grpc.CallCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
+import io.grpc.Status;
+import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.shaded.io.netty.channel.EventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.nio.NioEventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.socket.nio.NioSocketChannel;
+import io.grpc.netty.shaded.io.netty.handler.ssl.SslContextBuilder;
+import io.grpc.netty.shaded.io.netty.util.concurrent.GlobalEventExecutor;
+import io.grpc.stub.ClientCallStreamObserver;
+import io.grpc.stub.ClientResponseObserver;
+import java.io.File;
+import java.net.InetAddress;
+import java.nio.charset.StandardCharsets;
+import java.security.SecureRandom;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executor;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.StampedLock;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import statecast.v1.PlayerGrpc;
+import statecast.v1.PlayerOuterClass.Ack;
+import statecast.v1.PlayerOuterClass.Entry;
+import statecast.v1.PlayerOuterClass.Hello;
+import statecast.v1.PlayerOuterClass.Kind;
+import statecast.v1.PlayerOuterClass.SubscribeRequest;
+import statecast.v1.PlayerOuterClass.SubscribeResponse;
+
+/**
+ * A cache of one stream's views, kept current by a player (schemas/proto/README.md).
+ *
+ * <p>Build it with {@link #builder()}, register views ({@link #view}, {@link #rawView}) and
+ * their indexes and listeners, then {@link #start()}. {@link #awaitReady()} completes once
+ * the initial state is complete; {@link #awaitFor(String)} once the cache reflects every
+ * commit up to a source position (read-your-writes). {@link #close()} stops the client and
+ * every thread it started.
+ *
+ * <p>Concurrency: frames are received and applied on one thread of the client's own;
+ * readers run on any thread and see each source transaction and snapshot whole; listeners
+ * run on the listener executor in key order.
+ */
+public final class StatecastClient implements AutoCloseable {
+  /** The protocol version this client speaks (Hello.protocol_version). */
+  public static final int PROTOCOL_VERSION = 1;
+
+  private static final Logger LOG = LoggerFactory.getLogger(StatecastClient.class);
+  private static final Metadata.Key<String> AUTHORIZATION =
+      Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
+  private static final ObjectMapper JSON =
+      new ObjectMapper().configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, false);
+
+  private final Builder cfg;
+  private final String instanceId;
+  private final Map<String, View<?>> views = new LinkedHashMap<>();
+  private final StampedLock lock = new StampedLock();
+  private final ScheduledExecutorService loop;
+  private final EventLoopGroup eventLoop;
+  private final ExecutorService ownListenerPool;
+  private final KeyedExecutor listeners;
+  private final Map<String, ManagedChannel> channels = new HashMap<>();
+  private final CompletableFuture<Void> ready = new CompletableFuture<>();
+  private final List<Waiter> waiters = new ArrayList<>();
+  private final AtomicInteger reconnects = new AtomicInteger();
+  private final AtomicInteger resyncs = new AtomicInteger();
+  private final AtomicInteger threadSeq = new AtomicInteger();
+  private final List<Thread> threads = new ArrayList<>();
+
+  private volatile boolean started;
+  private volatile boolean closed;
+  private volatile StatecastException stopped;
+  private volatile long applied = -1;
+  private volatile long head;
+  private volatile Position position = Position.UNKNOWN;
+
+  // ---- receive-thread state (the loop thread only) ----
+  private byte[] topic = new byte[0];
+  private boolean forceSnapshot;
+  private int addrIndex;
+  private int attempt;
+  private Session session;
+
+  private StatecastClient(Builder b) {
+    this.cfg = b;
+    this.instanceId = b.instanceId != null ? b.instanceId : defaultInstanceId();
+    this.loop = Executors.newSingleThreadScheduledExecutor(r -> thread(r, "receive"));
+    this.eventLoop = new NioEventLoopGroup(1, (java.util.concurrent.ThreadFactory) r -> thread(r, "net"));
+    Executor le = b.listenerExecutor;
+    if (le == null) {
+      ownListenerPool = Executors.newFixedThreadPool(b.listenerThreads, r -> thread(r, "listener"));
+      le = ownListenerPool;
+    } else {
+      ownListenerPool = null;
+    }
+    this.listeners = new KeyedExecutor(le);
+  }
+
+  /** A thread of the client's own, named for its stream and role, joined by close(). */
+  private Thread thread(Runnable r, String role) {
+    Thread t = new Thread(r, "statecast-" + cfg.stream + "-" + role + "-" + threadSeq.incrementAndGet());
+    t.setDaemon(true);
+    synchronized (threads) {
+      threads.add(t);
+    }
+    return t;
+  }
+
+  /** A new builder. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  // ---- registration ----
+
+  /**
+   * Registers a typed view decoded with Jackson into {@code type} (a record or a POJO;
+   * unknown members are ignored, so a light type decodes only the fields it names).
+   */
+  public <T> View<T> view(String name, Class<T> type) {
+    ObjectReader r = JSON.readerFor(type);
+    return view(name, (key, value) -> r.readValue(value));
+  }
+
+  /** Registers a view decoded by {@code decoder}. */
+  public <T> View<T> view(String name, Decoder<T> decoder) {
+    checkNotStarted("view " + name);
+    if (!name.matches("[A-Za-z_][A-Za-z0-9_.-]*")) {
+      throw new IllegalArgumentException("view " + name + ": not a view name ([A-Za-z_][A-Za-z0-9_.-]*)");
+    }
+    if (views.containsKey(name)) {
+      throw new IllegalStateException("view " + name + " is already registered");
+    }
+    View<T> v = new View<>(this, name, decoder);
+    views.put(name, v);
+    return v;
+  }
+
+  /** Registers a raw view: each row's JSON text as it travels. */
+  public View<String> rawView(String name) {
+    return view(name, (key, value) -> new String(value, StandardCharsets.UTF_8));
+  }
+
+  /** Registers a view of Jackson trees. */
+  public View<JsonNode> treeView(String name) {
+    return view(name, (key, value) -> JSON.readTree(value));
+  }
+
+  void checkNotStarted(String what) {
+    if (started) {
+      throw new IllegalStateException(what + ": register before start()");
+    }
+  }
+
+  // ---- lifecycle ----
+
+  /**
+   * Starts receiving and returns at once.
+   *
+   * @throws IllegalStateException when no view is registered or the client was started
+   */
+  public synchronized StatecastClient start() {
+    if (closed) {
+      throw new IllegalStateException("stream " + cfg.stream + ": client is closed");
+    }
+    if (started) {
+      throw new IllegalStateException("stream " + cfg.stream + ": client already started");
+    }
+    if (views.isEmpty()) {
+      throw new IllegalStateException("stream " + cfg.stream + ": register at least one view before start()");
+    }
+    started = true;
+    loop.execute(this::connect);
+    return this;
+  }
+
+  /**
+   * Stops receiving, fails pending waits, and ends every thread the client started (its
+   * listener pool after the queued changes ran). Idempotent.
+   */
+  @Override
+  public void close() {
+    synchronized (this) {
+      if (closed) {
+        return;
+      }
+      closed = true;
+    }
+    CompletableFuture<Void> done = new CompletableFuture<>();
+    try {
+      loop.execute(() -> {
+        try {
+          if (session != null) {
+            session.cancel("client closed");
+            session = null;
+          }
+          failAll(new StatecastException(null, "stream " + cfg.stream + ": client closed", true, null));
+        } finally {
+          done.complete(null);
+        }
+      });
+      done.get(10, TimeUnit.SECONDS);
+    } catch (Exception e) {
+      LOG.debug("close: {}", e.toString());
+    }
+    for (ManagedChannel ch : channels.values()) {
+      ch.shutdownNow();
+    }
+    for (ManagedChannel ch : channels.values()) {
+      try {
+        ch.awaitTermination(5, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+    loop.shutdownNow();
+    eventLoop.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
+    if (ownListenerPool != null) {
+      ownListenerPool.shutdown();
+    }
+    try {
+      loop.awaitTermination(5, TimeUnit.SECONDS);
+      eventLoop.awaitTermination(5, TimeUnit.SECONDS);
+      if (ownListenerPool != null) {
+        ownListenerPool.awaitTermination(10, TimeUnit.SECONDS);
+      }
+      List<Thread> ts;
+      synchronized (threads) {
+        ts = new ArrayList<>(threads);
+      }
+      for (Thread t : ts) {
+        if (t != Thread.currentThread()) {
+          t.join(5000);
+        }
+      }
+      // Netty's global executor runs the event loop's termination; its thread ends after
+      // a second without tasks.
+      GlobalEventExecutor.INSTANCE.awaitInactivity(5, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** Completes when the initial state of every view is complete; fails if the client stops. */
+  public CompletableFuture<Void> awaitReady() {
+    return ready.copy();
+  }
+
+  /** Whether the initial state is complete. */
+  public boolean isReady() {
+    return ready.isDone() && !ready.isCompletedExceptionally();
+  }
+
+  /**
+   * Completes when the cache reflects every commit up to the source position {@code lsn}
+   * (PostgreSQL's text form, e.g. the result of {@code pg_current_wal_lsn()} after a
+   * commit): the stream's position is at least it, and so is that of every held view the
+   * position names as behind. Fails with a {@link StatecastException} naming the view when a
+   * held view is stale (stopped by a bad row), or when the client stops.
+   */
+  public CompletableFuture<Void> awaitFor(String lsn) {
+    long p = Position.parseLsn(lsn);
+    Waiter w = new Waiter(p, new CompletableFuture<>());
+    loop.execute(() -> {
+      if (stopped != null) {
+        w.future.completeExceptionally(stopped);
+        return;
+      }
+      waiters.add(w);
+      checkWaiters();
+    });
+    return w.future;
+  }
+
+  /** The index (Kafka offset) of what the cache holds; -1 before the first snapshot. */
+  public long appliedIndex() {
+    return applied;
+  }
+
+  /** The player's head index in its last message (0: unknown). */
+  public long headIndex() {
+    return head;
+  }
+
+  /** The last source position applied. */
+  public Position position() {
+    return position;
+  }
+
+  /** The instance id sent as Hello.client_id. */
+  public String instanceId() {
+    return instanceId;
+  }
+
+  /** How many times a subscription ended and the client subscribed again. */
+  public int reconnects() {
+    return reconnects.get();
+  }
+
+  /** How many snapshots replaced held state (the player's resync, or an epoch check). */
+  public int resyncs() {
+    return resyncs.get();
+  }
+
+  /** Why the client stopped for good, or null while it runs. */
+  public StatecastException stoppedBy() {
+    return stopped;
+  }
+
+  // ---- reads ----
+
+  interface Read<R> {
+    R get();
+  }
+
+  <R> R readConsistent(Read<R> r) {
+    long stamp = lock.tryOptimisticRead();
+    R out = r.get();
+    if (lock.validate(stamp)) {
+      return out;
+    }
+    stamp = lock.readLock();
+    try {
+      return r.get();
+    } finally {
+      lock.unlockRead(stamp);
+    }
+  }
+
+  <R> R readLocked(Read<R> r) {
+    long stamp = lock.readLock();
+    try {
+      return r.get();
+    } finally {
+      lock.unlockRead(stamp);
+    }
+  }
+
+  void notify(String key, Runnable task, String view) {
+    listeners.submit(view + "|" + key, task);
+  }
+
+  // ---- connecting ----
+
+  private void connect() {
+    if (closed || stopped != null) {
+      return;
+    }
+    String addr = cfg.addresses.get(addrIndex % cfg.addresses.size());
+    ManagedChannel ch;
+    try {
+      ch = channel(addr);
+    } catch (Exception e) {
+      stop(new StatecastException(null, "player " + addr + ": " + e.getMessage(), true, e));
+      return;
+    }
+    Hello.Builder h = Hello.newBuilder()
+        .setClientId(instanceId)
+        .setService(cfg.service != null ? cfg.service : instanceId)
+        .setStream(cfg.stream)
+        .addAllViews(views.keySet())
+        .setProtocolVersion(PROTOCOL_VERSION)
+        .setMaxBatchEntries(cfg.maxBatchEntries)
+        .setMaxMessageBytes(cfg.maxReceiveBytes);
+    boolean resumed = applied >= 0 && !forceSnapshot;
+    if (resumed) {
+      h.setResumeIndex(applied);
+      h.setTopicId(ByteString.copyFrom(topic));
+    }
+    forceSnapshot = false;
+    Session s = new Session(addr, resumed);
+    session = s;
+    PlayerGrpc.PlayerStub stub = PlayerGrpc.newStub(ch);
+    if (cfg.token != null) {
+      stub = stub.withCallCredentials(new TokenCredentials(cfg.token));
+    }
+    LOG.debug("stream {}: subscribing at {} (resume {})", cfg.stream, addr, resumed ? applied : "none");
+    stub.subscribe(s);
+    s.send(SubscribeRequest.newBuilder().setHello(h).build());
+  }
+
+  private ManagedChannel channel(String addr) throws Exception {
+    ManagedChannel ch = channels.get(addr);
+    if (ch != null) {
+      return ch;
+    }
+    NettyChannelBuilder b = NettyChannelBuilder.forTarget(addr)
+        .eventLoopGroup(eventLoop)
+        .channelType(NioSocketChannel.class)
+        .executor(loop)
+        .offloadExecutor(loop)
+        .maxInboundMessageSize(cfg.maxReceiveBytes)
+        .flowControlWindow(cfg.recvWindow);
+    if (cfg.tlsCa != null || cfg.certFile != null || cfg.tls) {
+      SslContextBuilder ssl = GrpcSslContexts.forClient();
+      if (cfg.tlsCa != null) {
+        ssl.trustManager(cfg.tlsCa);
+      }
+      if (cfg.certFile != null) {
+        ssl.keyManager(cfg.certFile, cfg.keyFile);
+      }
+      b.sslContext(ssl.build());
+      if (cfg.serverName != null) {
+        b.overrideAuthority(cfg.serverName);
+      }
+    } else {
+      b.usePlaintext();
+    }
+    ch = b.build();
+    channels.put(addr, ch);
+    return ch;
+  }
+
+  private void retry(Session s, StatecastException why) {
+    if (session != s) {
+      return;
+    }
+    session = null;
+    if (closed || stopped != null) {
+      return;
+    }
+    if (why.permanent()) {
+      stop(why);
+      return;
+    }
+    reconnects.incrementAndGet();
+    addrIndex++;
+    long min = cfg.backoffMin.toMillis();
+    long max = cfg.backoffMax.toMillis();
+    long cap = Math.min(max, min << Math.min(attempt, 20));
+    attempt++;
+    long delay = min + ThreadLocalRandom.current().nextLong(Math.max(1, cap - min + 1));
+    LOG.warn("stream {}: {}; subscribing again in {} ms", cfg.stream, why.getMessage(), delay);
+    loop.schedule(this::connect, delay, TimeUnit.MILLISECONDS);
+  }
+
+  private void stop(StatecastException why) {
+    LOG.error("stream {}: client stopped: {}", cfg.stream, why.getMessage());
+    stopped = why;
+    failAll(why);
+  }
+
+  private void failAll(StatecastException why) {
+    ready.completeExceptionally(why);
+    for (Waiter w : waiters) {
+      w.future.completeExceptionally(why);
+    }
+    waiters.clear();
+  }
+
+  /** The classification of schemas/proto/README.md, "Errors → gRPC status codes". */
+  private StatecastException refusal(String addr, Status st) {
+    String msg = st.getDescription() == null ? "" : st.getDescription();
+    String text = "player " + addr + ": " + st.getCode() + ": " + msg;
+    String view = null;
+    for (String v : views.keySet()) {
+      if (msg.contains(v)) {
+        view = v;
+      }
+    }
+    boolean permanent = switch (st.getCode()) {
+      case PERMISSION_DENIED -> true;
+      case NOT_FOUND -> msg.contains("unknown view");
+      case INVALID_ARGUMENT -> msg.contains("bad hello");
+      default -> false;
+    };
+    return new StatecastException(view, text, permanent, st.asException());
+  }
+
+  // ---- one subscription ----
+
+  private record Waiter(long lsn, CompletableFuture<Void> future) {}
+
+  private final class Session implements ClientResponseObserver<SubscribeRequest, SubscribeResponse> {
+    final String addr;
+    final boolean resumed;
+    ClientCallStreamObserver<SubscribeRequest> requests;
+    boolean ended;
+    boolean firstFrame;
+    long readyAt = -1;
+    long received = -1;
+    // An open source transaction: entries received since its first txn entry.
+    boolean open;
+    final List<Entry> pending = new ArrayList<>();
+    // The snapshot being received, and a snapshot waiting for the end of a transaction
+    // open at its index.
+    boolean inSnapshot;
+    long snapIndex;
+    Map<View<?>, View.Snap<?>> snapRows;
+    Entry snapPosition;
+    Map<View<?>, View.Snap<?>> stagedSnap;
+    long stagedSnapIndex;
+
+    Session(String addr, boolean resumed) {
+      this.addr = addr;
+      this.resumed = resumed;
+      this.received = resumed ? applied : -1;
+    }
+
+    @Override
+    public void beforeStart(ClientCallStreamObserver<SubscribeRequest> r) {
+      this.requests = r;
+    }
+
+    void send(SubscribeRequest m) {
+      if (!ended) {
+        requests.onNext(m);
+      }
+    }
+
+    void cancel(String why) {
+      if (!ended) {
+        ended = true;
+        requests.cancel(why, null);
+      }
+    }
+
+    @Override
+    public void onNext(SubscribeResponse m) {
+      if (session != this || ended) {
+        return;
+      }
+      attempt = 0;
+      try {
+        handle(m);
+      } catch (StatecastException e) {
+        cancel(e.getMessage());
+        retry(this, e);
+      } catch (RuntimeException e) {
+        cancel(e.toString());
+        retry(this, new StatecastException(null, "stream " + cfg.stream + ": " + e, false, e));
+      }
+    }
+
+    @Override
+    public void onError(Throwable t) {
+      ended = true;
+      retry(this, refusal(addr, Status.fromThrowable(t)));
+    }
+
+    @Override
+    public void onCompleted() {
+      ended = true;
+      retry(this, new StatecastException(null, "player " + addr + ": the stream ended", false, null));
+    }
+
+    private StatecastException order(String what) {
+      return new StatecastException(null, "stream " + cfg.stream + " from " + addr + ": " + what, false, null);
+    }
+
+    void handle(SubscribeResponse m) {
+      if (m.getHeadIndex() > 0) {
+        head = m.getHeadIndex();
+      }
+      byte[] t = m.getTopicId().toByteArray();
+      if (t.length > 0 && !java.util.Arrays.equals(t, topic)) {
+        boolean fresh = m.hasResyncRequired() || m.hasSnapshotBegin() || topic.length == 0;
+        if (!fresh) {
+          forceSnapshot = true;
+          throw order("the topic ID changed: subscribing for a snapshot");
+        }
+        topic = t;
+      }
+      if (!firstFrame) {
+        firstFrame = true;
+        if (resumed && m.getHeadIndex() > 0 && !isReady()) {
+          readyAt = m.getHeadIndex();
+        }
+      }
+      switch (m.getMsgCase()) {
+        case BATCH -> {
+          if (inSnapshot) {
+            snapshotBatch(m.getBatch().getEntriesList());
+          } else {
+            liveBatch(m.getBatch().getEntriesList());
+          }
+        }
+        case PROGRESS -> {
+          if (!inSnapshot) {
+            progress(m.getProgress().getIndex());
+          }
+        }
+        case SNAPSHOT_BEGIN -> {
+          if (inSnapshot) {
+            throw order("snapshot begin inside a snapshot");
+          }
+          inSnapshot = true;
+          snapIndex = m.getSnapshotBegin().getIndex();
+          snapRows = new HashMap<>();
+          snapPosition = null;
+          open = false;
+          pending.clear();
+          stagedSnap = null;
+          List<String> names = m.getSnapshotBegin().getViewsList();
+          for (View<?> v : views.values()) {
+            if (names.isEmpty() || names.contains(v.name())) {
+              snapRows.put(v, new View.Snap<>());
+            }
+          }
+        }
+        case SNAPSHOT_END -> {
+          if (!inSnapshot) {
+            throw order("snapshot end outside a snapshot");
+          }
+          inSnapshot = false;
+          long x = m.getSnapshotEnd().getIndex();
+          received = Math.max(received, x);
+          if (open) {
+            stagedSnap = snapRows;
+            stagedSnapIndex = x;
+          } else {
+            publish(List.of(), snapRows, x);
+            markReady();
+          }
+          snapRows = null;
+          ack(received);
+        }
+        case RESYNC_REQUIRED -> {
+          if (inSnapshot) {
+            throw order("resync required inside a snapshot");
+          }
+          LOG.warn("stream {}: resync required ({}: {}); a snapshot replaces the views", cfg.stream,
+              m.getResyncRequired().getReason(), m.getResyncRequired().getDetail());
+        }
+        default -> throw order("unknown frame");
+      }
+    }
+
+    void snapshotBatch(List<Entry> entries) {
+      for (Entry e : entries) {
+        if (e.getIndex() > snapIndex) {
+          throw order("snapshot entry " + e.getIndex() + " above the snapshot's index " + snapIndex);
+        }
+        if (e.getKind() == Kind.KIND_POSITION) {
+          snapPosition = e;
+          if (open) {
+            open = false;
+            pending.clear();
+          }
+          continue;
+        }
+        if (e.getKind() != Kind.KIND_ROW) {
+          continue;
+        }
+        View<?> v = views.get(e.getView());
+        View.Snap<?> rows = v == null ? null : snapRows.get(v);
+        if (rows == null) {
+          continue;
+        }
+        String key = Keys.rest(e.getKey().toStringUtf8());
+        if (key == null) {
+          throw order("view " + v.name() + ": snapshot row key without a view prefix at index " + e.getIndex());
+        }
+        snapPut(v, rows, key, e.getTombstone() ? null : e.getValue().toByteArray());
+        if (e.getTxn()) {
+          // A transaction open at X: the rows after the snapshot's last position entry
+          // are published with the rest of it.
+          open = true;
+        }
+      }
+      if (snapPosition != null) {
+        setPosition(snapPosition);
+      }
+    }
+
+    void liveBatch(List<Entry> entries) {
+      int publishUpTo = -1;
+      int base = pending.size();
+      for (int i = 0; i < entries.size(); i++) {
+        Entry e = entries.get(i);
+        if (e.getIndex() <= received) {
+          throw order("entry " + e.getIndex() + " at or below " + received + " already received");
+        }
+        received = e.getIndex();
+        pending.add(e);
+        if (e.getTxn()) {
+          open = true;
+        }
+        if (e.getKind() == Kind.KIND_POSITION) {
+          open = false;
+        }
+        if (!open) {
+          publishUpTo = base + i;
+        }
+      }
+      if (publishUpTo >= 0) {
+        List<Entry> now = new ArrayList<>(pending.subList(0, publishUpTo + 1));
+        pending.subList(0, publishUpTo + 1).clear();
+        Map<View<?>, View.Snap<?>> snap = stagedSnap;
+        stagedSnap = null;
+        publish(now, snap, now.get(now.size() - 1).getIndex());
+        if (snap != null) {
+          markReady();
+        }
+      }
+      ack(received);
+    }
+
+    void progress(long index) {
+      if (index > received) {
+        received = index;
+        if (!open) {
+          publish(List.of(), null, index);
+        }
+        ack(index);
+      }
+      if (resumed && !open) {
+        markReady();
+      }
+    }
+
+    void ack(long index) {
+      if (index >= 0) {
+        send(SubscribeRequest.newBuilder().setAck(Ack.newBuilder().setIndex(index)).build());
+      }
+    }
+
+    void markReady() {
+      if (!ready.isDone()) {
+        LOG.info("stream {}: ready at index {}", cfg.stream, applied);
+        ready.complete(null);
+      }
+    }
+
+    /** Applies a snapshot (when not null) and then entries, as one publication at index. */
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    void publish(List<Entry> entries, Map<View<?>, View.Snap<?>> snap, long index) {
+      List<Runnable> changes = new ArrayList<>();
+      List<StatecastException> mismatches = new ArrayList<>();
+      long stamp = lock.writeLock();
+      try {
+        if (snap != null) {
+          for (Map.Entry<View<?>, View.Snap<?>> e : snap.entrySet()) {
+            ((View) e.getKey()).replace((View.Snap) e.getValue(), changes);
+          }
+          if (applied >= 0) {
+            resyncs.incrementAndGet();
+          }
+        }
+        for (Entry e : entries) {
+          switch (e.getKind()) {
+            case KIND_ROW -> {
+              View<?> v = views.get(e.getView());
+              if (v != null) {
+                String key = Keys.rest(e.getKey().toStringUtf8());
+                if (key == null) {
+                  throw order("view " + v.name() + ": row key without a view prefix at index " + e.getIndex());
+                }
+                v.apply(key, e.getTombstone() ? null : e.getValue().toByteArray(), changes);
+              }
+            }
+            case KIND_EPOCH_END -> {
+              View<?> v = views.get(e.getView());
+              if (v != null) {
+                StatecastException bad = checkEpoch(v, e);
+                if (bad != null) {
+                  mismatches.add(bad);
+                }
+              }
+            }
+            case KIND_POSITION -> setPosition(e);
+            default -> { }
+          }
+        }
+        applied = index;
+      } finally {
+        lock.unlockWrite(stamp);
+      }
+      for (Runnable r : changes) {
+        r.run();
+      }
+      if (readyAt >= 0 && index >= readyAt) {
+        markReady();
+      }
+      checkWaiters();
+      if (!mismatches.isEmpty()) {
+        forceSnapshot = true;
+        throw mismatches.get(0);
+      }
+    }
+  }
+
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  private static void snapPut(View<?> v, View.Snap<?> snap, String key, byte[] value) {
+    ((View) v).snapPut((View.Snap) snap, key, value);
+  }
+
+  StampedLock lock() {
+    return lock;
+  }
+
+  private StatecastException checkEpoch(View<?> v, Entry e) {
+    try {
+      JsonNode end = JSON.readTree(e.getValue().toByteArray());
+      long rows = end.path("rows").asLong(-1);
+      String hash = end.path("hash").asText("");
+      String have = String.format("%016x", v.hashSum());
+      boolean same;
+      try {
+        same = rows == v.rowCount() && Long.parseUnsignedLong(hash, 16) == v.hashSum();
+      } catch (NumberFormatException ex) {
+        same = false;
+      }
+      if (same) {
+        return null;
+      }
+      LOG.warn("view {}: epoch {} ends with {} rows, hash {}; the cache holds {} rows, hash {}: resync",
+          v.name(), end.path("epoch").asLong(), rows, hash, v.rowCount(), have);
+      return new StatecastException(v.name(), "view " + v.name() + ": epoch " + end.path("epoch").asLong()
+          + " check failed (" + rows + " rows, hash " + hash + "; held " + v.rowCount() + ", " + have
+          + "): subscribing for a snapshot", false, null);
+    } catch (java.io.IOException ex) {
+      return new StatecastException(v.name(), "view " + v.name() + ": epoch-end record at index "
+          + e.getIndex() + " does not parse: " + ex.getMessage(), false, ex);
+    }
+  }
+
+  private void setPosition(Entry e) {
+    try {
+      JsonNode p = JSON.readTree(e.getValue().toByteArray());
+      long lsn = p.hasNonNull("lsn") ? Position.parseLsn(p.get("lsn").asText()) : Position.NONE;
+      Map<String, Long> behind = new HashMap<>();
+      for (Iterator<Map.Entry<String, JsonNode>> it = p.path("behind").fields(); it.hasNext(); ) {
+        Map.Entry<String, JsonNode> b = it.next();
+        behind.put(b.getKey(), Position.parseLsn(b.getValue().asText()));
+      }
+      Set<String> stale = new HashSet<>();
+      for (JsonNode s : p.path("stale")) {
+        stale.add(s.asText());
+      }
+      position = new Position(lsn, Map.copyOf(behind), Set.copyOf(stale));
+    } catch (java.io.IOException | IllegalArgumentException ex) {
+      LOG.warn("stream {}: position record at index {} does not parse: {}", cfg.stream, e.getIndex(), ex.toString());
+    }
+  }
+
+  private void checkWaiters() {
+    if (waiters.isEmpty()) {
+      return;
+    }
+    Position p = position;
+    for (Iterator<Waiter> it = waiters.iterator(); it.hasNext(); ) {
+      Waiter w = it.next();
+      String staleView = null;
+      boolean done = p.lsn() != Position.NONE && p.lsn() >= w.lsn;
+      for (String v : views.keySet()) {
+        if (p.stale().contains(v)) {
+          staleView = v;
+        }
+        if (p.of(v) < w.lsn) {
+          done = false;
+        }
+      }
+      if (done) {
+        w.future.complete(null);
+        it.remove();
+      } else if (staleView != null) {
+        w.future.completeExceptionally(new StatecastException(staleView, "view " + staleView
+            + " is stale (stopped at the distributor): the cache cannot reach " + Position.formatLsn(w.lsn), false, null));
+        it.remove();
+      }
+    }
+  }
+
+  private static String defaultInstanceId() {
+    String host;
+    try {
+      host = InetAddress.getLocalHost().getHostName();
+    } catch (Exception e) {
+      host = "unknown";
+    }
+    long pid = ProcessHandle.current().pid();
+    byte[] r = new byte[4];
+    new SecureRandom().nextBytes(r);
+    StringBuilder b = new StringBuilder(host).append('-').append(pid).append('-');
+    for (byte x : r) {
+      b.append(String.format("%02x", x));
+    }
+    return b.toString();
+  }
+
+  private static final class TokenCredentials extends CallCredentials {
+    private final Supplier<String> token;
+
+    TokenCredentials(Supplier<String> token) {
+      this.token = token;
+    }
+
+    @Override
+    public void applyRequestMetadata(RequestInfo info, Executor executor, MetadataApplier applier) {
+      try {
+        Metadata md = new Metadata();
+        md.put(AUTHORIZATION, "Bearer " + token.get());
+        applier.apply(md);
+      } catch (RuntimeException e) {
+        applier.fail(Status.UNAUTHENTICATED.withDescription("the token source failed: " + e.getMessage()));
+      }
+    }
+  }
+
+  /**
+   * The client's configuration. Required: {@link #addresses} and {@link #stream}; every
+   * other setting has the default its method names.
+   */
+  public static final class Builder {
+    private List<String> addresses = List.of();
+    private String stream;
+    private String service;
+    private String instanceId;
+    private boolean tls;
+    private File tlsCa;
+    private File certFile;
+    private File keyFile;
+    private String serverName;
+    private Supplier<String> token;
+    private Executor listenerExecutor;
+    private int listenerThreads = 4;
+    private Duration backoffMin = Duration.ofMillis(100);
+    private Duration backoffMax = Duration.ofSeconds(5);
+    private int maxBatchEntries = 4096;
+    private int maxReceiveBytes = 4 << 20;
+    private int recvWindow = 8 << 20;
+
+    private Builder() {}
+
+    /**
+     * The HTTP/2 flow-control window of the connection (default 8 MiB): how much the player
+     * may send before the client has read it; a snapshot arrives at most a window per
+     * round trip.
+     */
+    public Builder recvWindow(int bytes) {
+      this.recvWindow = bytes;
+      return this;
+    }
+
+    /**
+     * The players' addresses ({@code host:port}), tried in turn on failure; or one gRPC
+     * target such as {@code dns:///players.ns.svc:7070}, whose resolved addresses gRPC tries.
+     */
+    public Builder addresses(String... addrs) {
+      this.addresses = List.of(addrs);
+      return this;
+    }
+
+    /** The stream to subscribe to. */
+    public Builder stream(String stream) {
+      this.stream = stream;
+      return this;
+    }
+
+    /** The service the client belongs to, shared by its replicas (default: the instance id). */
+    public Builder service(String service) {
+      this.service = service;
+      return this;
+    }
+
+    /** The instance id, unique per process (default: hostname, pid and a random suffix). */
+    public Builder instanceId(String id) {
+      this.instanceId = id;
+      return this;
+    }
+
+    /** TLS, verifying the player with the system's trust store. */
+    public Builder tls() {
+      this.tls = true;
+      return this;
+    }
+
+    /** TLS, verifying the player's certificate with the CA certificates in a PEM file. */
+    public Builder tls(File caPem) {
+      this.tls = true;
+      this.tlsCa = caPem;
+      return this;
+    }
+
+    /** Mutual TLS: the client certificate chain and its PKCS#8 private key, PEM files. */
+    public Builder clientCertificate(File certPem, File pkcs8KeyPem) {
+      this.tls = true;
+      this.certFile = certPem;
+      this.keyFile = pkcs8KeyPem;
+      return this;
+    }
+
+    /** The name the player's certificate is checked against (default: the address's host). */
+    public Builder serverName(String name) {
+      this.serverName = name;
+      return this;
+    }
+
+    /** A bearer token, asked for at every subscription (so a rotated token is picked up). */
+    public Builder token(Supplier<String> token) {
+      this.token = token;
+      return this;
+    }
+
+    /** Where listeners run (default: a pool of {@link #listenerThreads} the client owns). */
+    public Builder listenerExecutor(Executor executor) {
+      this.listenerExecutor = executor;
+      return this;
+    }
+
+    /** The size of the client's own listener pool (default 4). */
+    public Builder listenerThreads(int n) {
+      this.listenerThreads = n;
+      return this;
+    }
+
+    /** The reconnect backoff: jittered, doubling from min to max (defaults 100 ms, 5 s). */
+    public Builder backoff(Duration min, Duration max) {
+      this.backoffMin = min;
+      this.backoffMax = max;
+      return this;
+    }
+
+    /** Hello.max_batch_entries (default 4096). */
+    public Builder maxBatchEntries(int n) {
+      this.maxBatchEntries = n;
+      return this;
+    }
+
+    /** The largest message received, sent as Hello.max_message_bytes (default 4 MiB). */
+    public Builder maxReceiveBytes(int n) {
+      this.maxReceiveBytes = n;
+      return this;
+    }
+
+    /**
+     * Builds the client (not started).
+     *
+     * @throws IllegalArgumentException naming the setting that is missing or wrong
+     */
+    public StatecastClient build() {
+      if (addresses.isEmpty()) {
+        throw new IllegalArgumentException("addresses: at least one player address is required");
+      }
+      if (stream == null || stream.isEmpty()) {
+        throw new IllegalArgumentException("stream: required");
+      }
+      if (backoffMin.isNegative() || backoffMin.isZero() || backoffMax.compareTo(backoffMin) < 0) {
+        throw new IllegalArgumentException("backoff: min must be > 0 and <= max");
+      }
+      if (maxReceiveBytes < 64 << 10) {
+        throw new IllegalArgumentException("maxReceiveBytes: " + maxReceiveBytes + " is below 64 KiB");
+      }
+      if (listenerThreads < 1) {
+        throw new IllegalArgumentException("listenerThreads: must be >= 1");
+      }
+      return new StatecastClient(this);
+    }
+  }
+}

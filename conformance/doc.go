@@ -1,0 +1,34 @@
+// Package conformance is one scenario suite for every statecast client: it drives a client
+// process (a small driver program per language) through the same scenarios against the
+// real player and broker, and checks what the client applied.
+//
+// # Line protocol
+//
+// A driver reads JSON lines on stdin and writes JSON lines on stdout. The first line is its
+// configuration: {"addresses":[…],"stream":"s","views":[…],"instance_id":"…",
+// "service":"…","token":"…","ca_file":"…","no_listener":b} (empty members: the client's
+// defaults; a ca_file means TLS verified with that CA). It registers a raw view per name
+// (the row's JSON text as it travels) with a change listener (none with no_listener),
+// starts, and writes {"event":"ready","applied":i,"elapsed_ms":n} once the initial state
+// is complete (n: from the client's start), or {"event":"stopped","error":"…"} when
+// the client stops for good (a refusal; the error names the view). Commands:
+//
+//   - {"cmd":"dump"}: {"event":"dump","applied":i,"ready":b,"views":{view:{key:json}}};
+//   - {"cmd":"await_for","lsn":"X/Y"}: {"event":"reached","lsn":"X/Y"} once the client
+//     reflects every commit up to that source position, or {"event":"error",…};
+//   - {"cmd":"close"}: closes the client and writes {"event":"closed","error":""} (the
+//     error says what close left behind, such as threads), then exits.
+//
+// Changes come as {"event":"change","view":v,"key":k,"old":json|null,"new":json|null}.
+//
+// # Checks
+//
+// The clients subscribe through a recording proxy (proxy_test.go) whose frames go to the
+// delivery checker (internal/checker: ordered, unique, reliable, resumable against the
+// topic read back); each scenario also waits until the client holds exactly what was
+// written (convergent), and checks the listener's per-key order.
+//
+// Files: doc.go; the suite is in test files: driver_test.go (driver processes: the Go one
+// built from ./godriver, the Java one from clients/java's Maven build), proxy_test.go (the
+// recording proxy), conformance_test.go (the environment and the scenarios).
+package conformance

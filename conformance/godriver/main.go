@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/statecast/statecast/cacheclient"
+)
+
+type config struct {
+	Addresses  []string `json:"addresses"`
+	Stream     string   `json:"stream"`
+	Views      []string `json:"views"`
+	InstanceID string   `json:"instance_id"`
+	Service    string   `json:"service"`
+	Token      string   `json:"token"`
+	CAFile     string   `json:"ca_file"`
+	NoListener bool     `json:"no_listener"`
+}
+
+type command struct {
+	Cmd string `json:"cmd"`
+	LSN string `json:"lsn"`
+}
+
+var (
+	outMu sync.Mutex
+	out   = json.NewEncoder(os.Stdout)
+)
+
+func emit(v map[string]any) {
+	outMu.Lock()
+	defer outMu.Unlock()
+	_ = out.Encode(v)
+}
+
+func str(s string, ok bool) any {
+	if !ok {
+		return nil
+	}
+	return s
+}
+
+func main() {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 64<<20)
+	if !in.Scan() {
+		fmt.Fprintln(os.Stderr, "godriver: no config line on stdin")
+		os.Exit(2)
+	}
+	var cfg config
+	if err := json.Unmarshal(in.Bytes(), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "godriver: config line:", err)
+		os.Exit(2)
+	}
+	ccfg := cacheclient.Config{Addresses: cfg.Addresses, Stream: cfg.Stream, Service: cfg.Service, InstanceID: cfg.InstanceID,
+		BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond}
+	if cfg.CAFile != "" {
+		t, err := cacheclient.TLSFiles(cfg.CAFile, "", "")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "godriver:", err)
+			os.Exit(2)
+		}
+		ccfg.TLS = t
+	}
+	if cfg.Token != "" {
+		ccfg.Token = cacheclient.StaticToken(cfg.Token)
+	}
+	c, err := cacheclient.New(ccfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "godriver:", err)
+		os.Exit(2)
+	}
+	views := map[string]*cacheclient.View[string]{}
+	for _, name := range cfg.Views {
+		v, err := cacheclient.Register(c, name, func(_ string, b []byte) (string, error) { return string(b), nil })
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "godriver:", err)
+			os.Exit(2)
+		}
+		views[name] = v
+		if cfg.NoListener {
+			continue
+		}
+		err = cacheclient.OnChange(v, func(_ context.Context, ch cacheclient.Change[string]) error {
+			emit(map[string]any{"event": "change", "view": ch.View, "key": ch.Key,
+				"old": str(ch.Old, ch.Op != cacheclient.OpCreate), "new": str(ch.New, ch.Op != cacheclient.OpDelete)})
+			return nil
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "godriver:", err)
+			os.Exit(2)
+		}
+	}
+	started := time.Now()
+	if err := c.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "godriver:", err)
+		os.Exit(2)
+	}
+	go func() {
+		if err := c.WaitReady(context.Background()); err != nil {
+			emit(map[string]any{"event": "stopped", "error": err.Error()})
+			return
+		}
+		emit(map[string]any{"event": "ready", "applied": c.Position(), "elapsed_ms": time.Since(started).Milliseconds()})
+	}()
+	go func() {
+		// A client that stops for good (a refusal) reports it without a wait.
+		for c.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+		}
+		emit(map[string]any{"event": "stopped", "error": c.Err().Error()})
+	}()
+	for in.Scan() {
+		var cmd command
+		if err := json.Unmarshal(in.Bytes(), &cmd); err != nil {
+			emit(map[string]any{"event": "error", "error": "bad command: " + err.Error()})
+			continue
+		}
+		switch cmd.Cmd {
+		case "dump":
+			cut := c.Read()
+			dump := map[string]map[string]string{}
+			for name, v := range views {
+				m := map[string]string{}
+				v.In(cut).Range(func(k, obj string) bool { m[k] = obj; return true })
+				dump[name] = m
+			}
+			emit(map[string]any{"event": "dump", "applied": cut.Position(), "ready": c.Ready(), "views": dump})
+		case "await_for":
+			lsn, err := cacheclient.ParseLSN(cmd.LSN)
+			if err != nil {
+				emit(map[string]any{"event": "error", "error": err.Error()})
+				continue
+			}
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				if err := c.WaitFor(ctx, lsn); err != nil {
+					emit(map[string]any{"event": "error", "error": err.Error()})
+					return
+				}
+				emit(map[string]any{"event": "reached", "lsn": cmd.LSN})
+			}()
+		case "close":
+			err := c.Close()
+			msg := ""
+			if err != nil {
+				msg = err.Error()
+			}
+			emit(map[string]any{"event": "closed", "error": msg})
+			os.Exit(0)
+		default:
+			emit(map[string]any{"event": "error", "error": "unknown command " + cmd.Cmd})
+		}
+	}
+	_ = c.Close()
+}

@@ -1,0 +1,131 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/statecast/statecast/internal/checker"
+	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
+)
+
+// recorder is a plaintext gRPC proxy in front of a player: it forwards every Subscribe
+// stream to the player's current address (set again after a player restart) and records
+// each frame in a delivery checker, as the client behind it saw them.
+type recorder struct {
+	statecastv1.UnimplementedPlayerServer
+	check *checker.Checker
+	addr  string
+
+	mu       sync.Mutex
+	upstream string
+	hellos   map[string][]*statecastv1.Hello
+	resyncs  map[string]int
+}
+
+func newRecorder(t *testing.T, upstream string) *recorder {
+	t.Helper()
+	r := &recorder{check: checker.New(), upstream: upstream, hellos: map[string][]*statecastv1.Hello{}, resyncs: map[string]int{}}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.addr = lis.Addr().String()
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	statecastv1.RegisterPlayerServer(srv, r)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return r
+}
+
+func (r *recorder) setUpstream(addr string) {
+	r.mu.Lock()
+	r.upstream = addr
+	r.mu.Unlock()
+}
+
+// helloes returns the Hellos target sent, in order.
+func (r *recorder) helloes(target string) []*statecastv1.Hello {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*statecastv1.Hello(nil), r.hellos[target]...)
+}
+
+func (r *recorder) resyncCount(target string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.resyncs[target]
+}
+
+func (r *recorder) Subscribe(down statecastv1.Player_SubscribeServer) error {
+	ctx, cancel := context.WithCancel(down.Context())
+	defer cancel()
+	first, err := down.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return status.Error(3, "conformance proxy: the first message is not a Hello")
+	}
+	target := hello.GetClientId()
+	r.mu.Lock()
+	up := r.upstream
+	r.hellos[target] = append(r.hellos[target], hello)
+	r.mu.Unlock()
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		ctx = metadata.NewOutgoingContext(ctx, md.Copy())
+	}
+	cc, err := grpc.NewClient(up, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	stream, err := statecastv1.NewPlayerClient(cc).Subscribe(ctx)
+	if err != nil {
+		return err
+	}
+	r.check.HelloMsg(hello)
+	if err := stream.Send(first); err != nil {
+		return err
+	}
+	go func() {
+		for {
+			m, err := down.Recv()
+			if err != nil {
+				_ = stream.CloseSend()
+				return
+			}
+			if stream.Send(m) != nil {
+				return
+			}
+		}
+	}()
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err // the player's status, as it sent it
+		}
+		r.check.Response(target, m)
+		if m.GetResyncRequired() != nil {
+			r.mu.Lock()
+			r.resyncs[target]++
+			r.mu.Unlock()
+		}
+		if err := down.Send(m); err != nil {
+			return err
+		}
+	}
+}
