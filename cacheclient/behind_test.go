@@ -54,7 +54,7 @@ func TestWaitForBehindView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head, _, err := readState(b, "s", &memSink{})
+	head, _, err := readState(b, "s", nil, &memSink{})
 	if err != nil || len(head.src.behind) != 1 || head.src.behind["markets"] != mustLSN(t, "0/20") {
 		t.Fatalf("state file head %+v, %v: want markets behind at 0/20 (the other view is not the client's)", head.src, err)
 	}

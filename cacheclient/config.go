@@ -58,6 +58,16 @@ type Config struct {
 	// then kept in memory beside the decoded objects. One client per directory: Start
 	// removes the temp files (StateFileName + ".tmp*") that a write cut by a crash left.
 	StateDir string
+	// StateKey, when set (at least MinStateKeyLen bytes; needs StateDir), authenticates
+	// the state file: it is written with an HMAC-SHA256 under the key instead of a
+	// checksum, and only a file whose MAC verifies is loaded. Without it anyone who can
+	// write StateDir can make a file of forged rows that the client loads and serves; with
+	// it a file the key does not authenticate (forged, of another key, or written without
+	// one) is refused with an Error log and Hooks.OnResync ("state file not
+	// authenticated"), and the client bootstraps from a snapshot. Changing the key costs
+	// one such bootstrap. StateKeyFile reads a key from a file (a mounted secret). The
+	// key never appears in logs or errors.
+	StateKey []byte
 	// PersistInterval between state files (with StateDir), default 30s. Close writes one too.
 	PersistInterval time.Duration
 	// MaxBatchEntries bounds the entries of a batch (default DefaultMaxBatchEntries). The
@@ -131,6 +141,12 @@ func (c *Config) Validate() error {
 	}
 	if len(c.InstanceID) > maxIdentityLen {
 		bad("InstanceID: at most %d bytes", maxIdentityLen)
+	}
+	switch {
+	case c.StateKey != nil && c.StateDir == "":
+		bad("StateKey: needs StateDir (it authenticates the state file)")
+	case c.StateKey != nil && len(c.StateKey) < MinStateKeyLen:
+		bad("StateKey: %d bytes, at least %d", len(c.StateKey), MinStateKeyLen)
 	}
 	if c.Token != nil && c.TLS == nil {
 		bad("Token: needs TLS (a token is never sent in plaintext)")

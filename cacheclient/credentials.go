@@ -1,6 +1,7 @@
 package cacheclient
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -102,4 +103,20 @@ func DefaultInstanceID() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return host + "/" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+}
+
+// StateKeyFile reads a Config.StateKey from the file at path (a mounted secret): its
+// content without leading and trailing white space, so that a key written by
+// "openssl rand -base64 48 > file" is the text without its newline. The key must have at
+// least MinStateKeyLen bytes. Errors name the file, never its content.
+func StateKeyFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: state key: %w", ErrConfig, err)
+	}
+	key := bytes.TrimSpace(b)
+	if len(key) < MinStateKeyLen {
+		return nil, fmt.Errorf("%w: state key file %s: %d bytes, at least %d", ErrConfig, path, len(key), MinStateKeyLen)
+	}
+	return key, nil
 }

@@ -207,9 +207,12 @@
 //
 // With Config.StateDir, the client writes its state (views, position and the Kafka topic
 // ID the position is an offset of) every PersistInterval and at Close, atomically, with a
-// checksum. At Start it loads a valid file and resumes from its position instead of
-// loading a snapshot; a file that fails any check is reported ([ErrStateFile]) and ignored
-// as a whole. A player whose topic has another ID (deleted and created again since) answers
+// checksum, or with Config.StateKey an HMAC-SHA256 under the key. At Start it loads a
+// valid file and resumes from its position instead of loading a snapshot; a file that
+// fails any check is reported ([ErrStateFile]; under a key, a file the key does not
+// authenticate: [ErrStateAuth]) and ignored as a whole. The checksum finds corruption,
+// not forgery: without a key, whoever can write StateDir decides what the client loads
+// (docs/security.md, "cacheclient's state directory"). A player whose topic has another ID (deleted and created again since) answers
 // the resume with a resync and a snapshot. The raw value of every row is then kept in
 // memory beside its object.
 //
@@ -346,9 +349,9 @@
 // position.
 //
 // State file. The file (stream, position, source position and stale views, every view's
-// keys and raw values, xxhash64 checksum; format 1, without the source state, is still
+// keys and raw values, xxhash64 checksum or, with a key, HMAC-SHA256; format 1, without the source state, is still
 // read) is written to a temp file, fsynced and renamed. At Start the load goroutine
-// verifies all of it (checksum, stream, format, structure, every registered view present)
+// verifies all of it (checksum or MAC, stream, format, structure, every registered view present)
 // and hands the position to the connection goroutine, which subscribes with it at once,
 // while the load goroutine parses, hashes and decodes the rows (chunks on every core, from
 // offsets noted while verifying) and builds the views under the apply lock. Keys and raw

@@ -28,6 +28,11 @@ var (
 	// ErrStateFile reports a StateDir file that cannot be trusted (corrupt, truncated,
 	// another stream or format version). It is reported and replaced, never half-used.
 	ErrStateFile = errors.New("cacheclient: unusable state file")
+	// ErrStateAuth, an ErrStateFile, reports a state file that Config.StateKey does not
+	// authenticate: its MAC does not verify (forged, or written with another key), or it
+	// has a checksum and no MAC. The client logs it at Error level, calls Hooks.OnResync
+	// ("state file not authenticated") and bootstraps from a snapshot.
+	ErrStateAuth = fmt.Errorf("%w: not authenticated by the state key", ErrStateFile)
 	// ErrStaleView is matched (errors.Is) by the *StaleViewError of WaitFor: the position
 	// record that reached the position lists one of the client's views as stale.
 	ErrStaleView = errors.New("cacheclient: view does not follow the source position")

@@ -16,7 +16,7 @@ func FuzzReadState(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var sink memSink
-		head, seen, err := readState(b, "s", &sink)
+		head, seen, err := readState(b, "s", nil, &sink)
 		if err != nil {
 			if !errors.Is(err, ErrStateFile) {
 				t.Fatalf("error not wrapping ErrStateFile: %v", err)
@@ -30,11 +30,11 @@ func FuzzReadState(f *testing.F) {
 			caps = append(caps, captureOf(name, sink.rows[name]))
 		}
 		var buf bytes.Buffer
-		if _, err := writeState(&buf, "s", head, caps); err != nil {
+		if _, err := writeState(&buf, "s", nil, head, caps); err != nil {
 			t.Fatal(err)
 		}
 		var again memSink
-		again2, _, err := readState(buf.Bytes(), "s", &again)
+		again2, _, err := readState(buf.Bytes(), "s", nil, &again)
 		if err != nil {
 			t.Fatalf("re-encoded file rejected: %v", err)
 		}

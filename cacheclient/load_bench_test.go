@@ -20,7 +20,7 @@ func BenchmarkStateLoad(b *testing.B) {
 		rows[fmt.Sprint(k)] = fmt.Sprintf(`{"id":%d,"sport":"sport-%d","tags":["t"]}`, k, k%50)
 	}
 	var file bytes.Buffer
-	if _, err := writeState(&file, "s", stateHead{index: 42}, []viewCapture{captureOf("events", rows)}); err != nil {
+	if _, err := writeState(&file, "s", nil, stateHead{index: 42}, []viewCapture{captureOf("events", rows)}); err != nil {
 		b.Fatal(err)
 	}
 	// The service's decoder: github.com/goccy/go-json (file+json); encoding/json for reference.
@@ -37,7 +37,7 @@ func BenchmarkStateLoad(b *testing.B) {
 				c := newTestClient(b)
 				c.keepRaw = true
 				v, _ := Register(c, "events", decode)
-				head, _, err := readState(file.Bytes(), "s", clientSink{c})
+				head, _, err := readState(file.Bytes(), "s", nil, clientSink{c})
 				if err != nil {
 					b.Fatal(err)
 				}

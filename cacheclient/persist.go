@@ -3,10 +3,12 @@ package cacheclient
 import (
 	"bufio"
 	"context"
-
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -33,6 +35,8 @@ import (
 //	  len sel, sel, nrows, then per row:        they are of (Selection.String; "" the whole
 //	  len key, key, len raw, raw                view)
 //	xxhash64 of everything above, 8 bytes big endian
+//	  or, with Config.StateKey ("SCSTATK5"):
+//	HMAC-SHA256 of everything above under the key, 32 bytes
 //
 // Formats 4 ("SCSTATE4", without the selections: every view whole), 3 ("SCSTATE3", also
 // without the views behind), 2 ("SCSTATE2", also without the topic
@@ -41,6 +45,14 @@ import (
 // topic), and with format 1 the source position is unknown until the next position
 // record. The next file written is of format 5. A file whose view was saved with another
 // selection than the view has now is not resumed from (the rows are another subset).
+//
+// The checksum finds a corrupt or truncated file; it does not stop anyone who can write
+// the directory from writing a file of forged rows that loads. With Config.StateKey the
+// file is "SCSTATK5" (format 5's content) and ends with an HMAC instead: a client with a
+// key loads only a file whose MAC verifies under it, and refuses every other file, those
+// of checksum format included (one could be forged without the key); a client without a
+// key refuses a keyed file, which it cannot verify. A refused file is replaced by the next
+// one written, after a snapshot bootstrap.
 //
 // The file is written to a temp file, fsynced, renamed over the old one and the directory
 // fsynced, so a crash leaves either the old or the new file. A file that fails any check is
@@ -51,7 +63,13 @@ const (
 	stateMagicV3 = "SCSTATE3"
 	stateMagicV2 = "SCSTATE2"
 	stateMagicV1 = "SCSTATE1"
+	// stateMagicMAC is format 5 authenticated by Config.StateKey.
+	stateMagicMAC = "SCSTATK5"
 )
+
+// MinStateKeyLen is the shortest Config.StateKey: HMAC-SHA256's own output size, below
+// which the key, not the MAC, is what an attacker would guess.
+const MinStateKeyLen = 32
 
 // stateHead is what a state file says besides the rows: the applied position, the topic
 // ID it is an offset of, and the source state of every view.
@@ -60,6 +78,7 @@ type stateHead struct {
 	topic   string
 	src     sourceState
 	version int // the file's format
+	body    int // the bytes before the checksum or MAC (rows alias them)
 }
 
 // StateFileName is the name of the state file inside Config.StateDir.
@@ -137,7 +156,7 @@ func (c *Client) persist() (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
-	n, err = writeState(tmp, c.cfg.Stream, stateHead{index: index, topic: topic, src: src}, caps)
+	n, err = writeState(tmp, c.cfg.Stream, c.cfg.StateKey, stateHead{index: index, topic: topic, src: src}, caps)
 	if err != nil {
 		return err
 	}
@@ -201,10 +220,14 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func writeState(f io.Writer, stream string, head stateHead, caps []viewCapture) (int64, error) {
+// writeState writes a state file: checksummed, or with key (not nil) authenticated.
+func writeState(f io.Writer, stream string, key []byte, head stateHead, caps []viewCapture) (int64, error) {
 	cw := &countWriter{w: f}
 	bw := bufio.NewWriterSize(cw, 1<<20)
-	d := xxhash.New()
+	magic, d := stateMagic, hash.Hash(xxhash.New())
+	if key != nil {
+		magic, d = stateMagicMAC, hmac.New(sha256.New, key)
+	}
 	w := io.MultiWriter(bw, d)
 	var buf [binary.MaxVarintLen64]byte
 	var werr error
@@ -215,7 +238,7 @@ func writeState(f io.Writer, stream string, head stateHead, caps []viewCapture) 
 	}
 	uv := func(x uint64) { put(buf[:binary.PutUvarint(buf[:], x)]) }
 	str := func(s string) { uv(uint64(len(s))); put([]byte(s)) }
-	put([]byte(stateMagic))
+	put([]byte(magic))
 	str(stream)
 	str(head.topic)
 	put(buf[:binary.PutVarint(buf[:], head.index)])
@@ -254,9 +277,8 @@ func writeState(f io.Writer, stream string, head stateHead, caps []viewCapture) 
 	if werr != nil {
 		return cw.n, werr
 	}
-	var sum [8]byte
-	binary.BigEndian.PutUint64(sum[:], d.Sum64())
-	if _, err := bw.Write(sum[:]); err != nil {
+	// xxhash's Sum is its Sum64 big endian: the trailer of the checksum format
+	if _, err := bw.Write(d.Sum(nil)); err != nil {
 		return cw.n, err
 	}
 	err := bw.Flush()
@@ -270,18 +292,20 @@ type stateSink interface {
 	row(view string, key string, raw []byte) // a row of the last accepted view (key and raw alias the file)
 }
 
-// readState verifies a whole state file (checksum first) and then streams its rows to
-// sink, which must not make them visible before readState returned nil. Keys and values
+// readState verifies a whole state file (checksum first, or with key the MAC: see the
+// layout above for which files each reader refuses) and then streams its rows to sink, which must not make them visible before readState returned nil. Keys and values
 // alias b (no copy per row): b must never be modified afterwards. The loaded view thus
 // keeps the file's buffer alive until every row read from it has been replaced (its
 // keys and raw values would take as much memory if copied).
-func readState(b []byte, stream string, sink stateSink) (stateHead, map[string]bool, error) {
+func readState(b []byte, stream string, key []byte, sink stateSink) (stateHead, map[string]bool, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrStateFile, fmt.Sprintf(format, a...))
 	}
-	version := 0
+	version, keyed := 0, false
 	if len(b) >= len(stateMagic)+8 {
 		switch string(b[:len(stateMagic)]) {
+		case stateMagicMAC:
+			version, keyed = 5, true
 		case stateMagic:
 			version = 5
 		case stateMagicV4:
@@ -297,9 +321,28 @@ func readState(b []byte, stream string, sink stateSink) (stateHead, map[string]b
 	if version == 0 {
 		return stateHead{}, nil, bad("not a state file of a known format")
 	}
-	body, sum := b[:len(b)-8], binary.BigEndian.Uint64(b[len(b)-8:])
-	if got := xxhash.Sum64(body); got != sum {
-		return stateHead{}, nil, bad("checksum %016x, content hashes to %016x (corrupt or truncated)", sum, got)
+	var body []byte
+	switch {
+	case key != nil && !keyed:
+		return stateHead{}, nil, fmt.Errorf("%w: the file has a checksum, no MAC: written without Config.StateKey, or by anyone who can write the directory", ErrStateAuth)
+	case key == nil && keyed:
+		return stateHead{}, nil, bad("the file is authenticated by a key (written with Config.StateKey), and this client has none to verify it")
+	case keyed:
+		if len(b) < len(stateMagicMAC)+sha256.Size {
+			return stateHead{}, nil, fmt.Errorf("%w: the file ends before its MAC", ErrStateAuth)
+		}
+		body = b[:len(b)-sha256.Size]
+		mac := hmac.New(sha256.New, key)
+		mac.Write(body)
+		if !hmac.Equal(mac.Sum(nil), b[len(body):]) {
+			return stateHead{}, nil, fmt.Errorf("%w: its MAC does not verify: forged, corrupt, or written with another key", ErrStateAuth)
+		}
+	default:
+		body = b[:len(b)-8]
+		sum := binary.BigEndian.Uint64(b[len(body):])
+		if got := xxhash.Sum64(body); got != sum {
+			return stateHead{}, nil, bad("checksum %016x, content hashes to %016x (corrupt or truncated)", sum, got)
+		}
 	}
 	p := len(stateMagic)
 	uv := func() (uint64, bool) {
@@ -337,7 +380,7 @@ func readState(b []byte, stream string, sink stateSink) (stateHead, map[string]b
 		return stateHead{}, nil, bad("index")
 	}
 	p += n
-	head := stateHead{index: index, topic: string(topic), version: version}
+	head := stateHead{index: index, topic: string(topic), version: version, body: len(body)}
 	if version >= 2 {
 		flags, ok1 := uv()
 		lsn, ok2 := uv()
@@ -480,7 +523,7 @@ func (k *checkSink) chunkAt(view string, off int) {
 // head and where each registered view's rows are; every registered view must be there.
 func verifyState(data []byte, c *Client) (stateHead, map[string]*fileView, error) {
 	sink := &checkSink{c: c, views: map[string]*fileView{}}
-	head, _, err := readState(data, c.cfg.Stream, sink)
+	head, _, err := readState(data, c.cfg.Stream, c.cfg.StateKey, sink)
 	if err != nil {
 		return stateHead{index: -1}, nil, err
 	}
@@ -513,7 +556,15 @@ func (c *Client) loadState(l *stateLoad) {
 	}
 	if err != nil {
 		close(l.verified)
-		if !errors.Is(err, os.ErrNotExist) {
+		switch {
+		case errors.Is(err, ErrStateAuth):
+			// Not a corrupt file but one that Config.StateKey does not vouch for: someone
+			// else wrote it, or the key changed. Said as such, for whoever watches.
+			c.log.Error("state file refused: not authenticated by the state key; bootstrapping from a snapshot", "path", c.statePath(), "err", err)
+			if h := c.opts.hooks.OnResync; h != nil {
+				h("state file not authenticated")
+			}
+		case !errors.Is(err, os.ErrNotExist):
 			c.log.Error("state file ignored; bootstrapping from a snapshot", "path", c.statePath(), "err", err)
 			if h := c.opts.hooks.OnResync; h != nil {
 				h("state file unusable")
@@ -529,7 +580,7 @@ func (c *Client) loadState(l *stateLoad) {
 			"path", c.statePath(), "format", head.version)
 	}
 	c.applyMu.Lock()
-	body := data[:len(data)-8] // the checksum is not part of any row
+	body := data[:head.body] // the checksum or MAC is not part of any row
 	rows := 0
 	for _, v := range c.views {
 		fv := views[v.viewName()]

@@ -45,7 +45,7 @@ func captureOf(name string, rows map[string]string) viewCapture {
 
 func testStateFile(t testing.TB) []byte {
 	var buf bytes.Buffer
-	_, err := writeState(&buf, "s", stateHead{index: 42}, []viewCapture{
+	_, err := writeState(&buf, "s", nil, stateHead{index: 42}, []viewCapture{
 		captureOf("events", map[string]string{"1": `{"id":1}`, "a|b": `{"id":2}`}),
 		captureOf("empty", nil),
 	})
@@ -58,7 +58,7 @@ func testStateFile(t testing.TB) []byte {
 func TestStateFileRoundTrip(t *testing.T) {
 	b := testStateFile(t)
 	var sink memSink
-	head, seen, err := readState(b, "s", &sink)
+	head, seen, err := readState(b, "s", nil, &sink)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestStateFileRejected(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := readState(tt.data, tt.stream, &memSink{})
+			_, _, err := readState(tt.data, tt.stream, nil, &memSink{})
 			if !errors.Is(err, ErrStateFile) {
 				t.Fatalf("readState: %v, want ErrStateFile", err)
 			}
@@ -124,7 +124,7 @@ func TestCorruptStateFileBootstrapsFromSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sink memSink
-	head, _, err := readState(f, "s", &sink)
+	head, _, err := readState(f, "s", nil, &sink)
 	if index := head.index; err != nil || index != 7 || sink.rows["events"]["9"] != evJSON(9, "a") {
 		t.Fatalf("rewritten file: %v index %d rows %v", err, index, sink.rows)
 	}
@@ -133,7 +133,7 @@ func TestCorruptStateFileBootstrapsFromSnapshot(t *testing.T) {
 func TestStateFileMissingViewIsIncompatible(t *testing.T) {
 	dir := t.TempDir()
 	var buf bytes.Buffer
-	writeState(&buf, "s", stateHead{index: 5}, []viewCapture{captureOf("other", map[string]string{"1": "{}"})})
+	writeState(&buf, "s", nil, stateHead{index: 5}, []viewCapture{captureOf("other", map[string]string{"1": "{}"})})
 	os.WriteFile(filepath.Join(dir, StateFileName), buf.Bytes(), 0o644)
 	fp := startFake(t, func(conn int, h *statecastv1.Hello, s *fakeStream) error {
 		if h.ResumeIndex != nil {
@@ -183,7 +183,7 @@ func TestPersistTickerDuringTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sink memSink
-	head, _, err := readState(b, "s", &sink)
+	head, _, err := readState(b, "s", nil, &sink)
 	if index := head.index; err != nil || index > c.Position() || index < 10 {
 		t.Fatalf("state file: %v index %d (applied %d)", err, index, c.Position())
 	}
@@ -192,7 +192,7 @@ func TestPersistTickerDuringTraffic(t *testing.T) {
 	}
 	b, _ = os.ReadFile(filepath.Join(dir, StateFileName))
 	sink = memSink{}
-	head, _, err = readState(b, "s", &sink)
+	head, _, err = readState(b, "s", nil, &sink)
 	if index := head.index; err != nil || index != c.Position() || len(sink.rows["events"]) != v.Len() {
 		t.Fatalf("final state file: %v index %d rows %d, view %d at %d", err, index, len(sink.rows["events"]), v.Len(), c.Position())
 	}
@@ -208,7 +208,7 @@ func TestLoadRowsEqualsStaging(t *testing.T) {
 	}
 	rows["bad"] = `{bad` // refused by the decoder: kept aside, still accounted
 	var buf bytes.Buffer
-	if _, err := writeState(&buf, "s", stateHead{index: 42}, []viewCapture{
+	if _, err := writeState(&buf, "s", nil, stateHead{index: 42}, []viewCapture{
 		captureOf("other", map[string]string{"x": "1"}),
 		captureOf("events", rows),
 	}); err != nil {

@@ -248,7 +248,7 @@ func TestSourcePositionPersisted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head, _, err := readState(b, "s", &memSink{})
+	head, _, err := readState(b, "s", nil, &memSink{})
 	if err != nil || head.index != 5 || !head.src.seen || !head.src.hasLSN || head.src.lsn != mustLSN(t, "2/10") ||
 		len(head.src.stale) != 1 || head.src.stale[0] != "events" {
 		t.Fatalf("state file head %+v, %v", head, err)
@@ -278,7 +278,7 @@ func TestStateFileV1(t *testing.T) {
 	str(evJSON(1, "a"))
 	body = binary.BigEndian.AppendUint64(body, xxhash.Sum64(body))
 	var sink memSink
-	head, _, err := readState(body, "s", &sink)
+	head, _, err := readState(body, "s", nil, &sink)
 	if err != nil || head.index != 7 || head.src.seen || sink.rows["events"]["1"] != evJSON(1, "a") {
 		t.Fatalf("v1 file: %+v %v %v", head, sink.rows, err)
 	}

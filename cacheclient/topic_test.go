@@ -52,7 +52,7 @@ func TestTopicIDKeptWithIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head, _, err := readState(b, "s", &memSink{})
+	head, _, err := readState(b, "s", nil, &memSink{})
 	if err != nil || head.index != 5 || head.topic != string(topicA) || head.version != 5 {
 		t.Fatalf("state file head %+v, %v", head, err)
 	}

@@ -11,8 +11,12 @@ type AdminConfig struct {
 	// Tokens, when set, are required on every request (Authorization: Bearer); required
 	// when Addr is not a loopback address.
 	Tokens TokensConfig `yaml:"tokens"`
-	// TLS serves the endpoint over HTTPS (CertFile, KeyFile; ClientCAFile is refused).
+	// TLS serves the endpoint over HTTPS (CertFile, KeyFile; ClientCAFile is refused);
+	// required with Tokens when Addr is not a loopback address, unless Insecure.
 	TLS TLSConfig `yaml:"tls"`
+	// Insecure accepts Tokens over plaintext HTTP beyond loopback: only on a network whose
+	// every hop is trusted (containers publishing the endpoint on their host's loopback).
+	Insecure bool `yaml:"insecure"`
 }
 
 // TokensConfig says where bearer tokens are (AdminConfig.Tokens): a file, an environment
@@ -47,5 +51,5 @@ func (t TLSConfig) Enabled() bool { return daemon.ServerTLS(t).Enabled() }
 
 // admin is a as the daemon plumbing checks and loads it.
 func (a AdminConfig) admin() daemon.Admin {
-	return daemon.Admin{Addr: a.Addr, Tokens: daemon.Tokens(a.Tokens), TLS: daemon.ServerTLS(a.TLS)}
+	return daemon.Admin{Addr: a.Addr, Tokens: daemon.Tokens(a.Tokens), TLS: daemon.ServerTLS(a.TLS), Insecure: a.Insecure}
 }

@@ -129,6 +129,15 @@ func checkView(ctx context.Context, conn *pgx.Conn, s *StreamConfig, v *ViewConf
 		return vc, nil
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// The SQL alone first, with the extended protocol: nothing that pastes it runs unless
+	// it is one statement that parses (capture.CheckStatement).
+	if err := capture.CheckStatement(ctx, conn.PgConn(), v.Name, v.SQL); err != nil {
+		if !errors.Is(err, capture.ErrStatement) {
+			err = sqlError(v, err)
+		}
+		vc.Problems = append(vc.Problems, err.Error())
+		return vc, nil
+	}
 	query := "SELECT * FROM (" + v.SQL + ") AS statecast_check LIMIT 0"
 	if _, err := compileEncoder(ctx, tx, v, query); err != nil {
 		vc.Problems = append(vc.Problems, err.Error())

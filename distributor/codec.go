@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/jackc/pgx/v5"
@@ -72,6 +73,8 @@ type rowCodec struct {
 	// value (headers, Kafka's framing): a row whose key and value cannot fit is refused
 	// before it is encoded (0: no limit).
 	maxBytes, overhead int
+	// refused is the raw size of the last row refused before encoding (release).
+	refused int
 }
 
 const keyChunk = 64 << 10
@@ -118,8 +121,13 @@ func (c *rowCodec) encode(raw [][]byte) (key string, value []byte, err error) {
 					hint = string(k)
 				}
 			}
-			return "", nil, &ViewError{View: c.v.Name, Key: hint,
-				Err: fmt.Errorf("record of at least %d bytes exceeds the broker's message limit of %d bytes (refused before encoding)", n, c.maxBytes)}
+			col := largest(raw)
+			c.refused = 0
+			for _, v := range raw {
+				c.refused += len(v)
+			}
+			return "", nil, &ViewError{View: c.v.Name, Column: c.enc.Columns()[col].Name, Key: hint,
+				Err: fmt.Errorf("record of at least %d bytes (this column's value %d bytes) exceeds the broker's message limit of %d bytes (refused before encoding)", n, len(raw[col]), c.maxBytes)}
 		}
 	}
 	c.keyBuf, err = c.enc.AppendKey(c.keyBuf[:0], c.v.Name, raw)
@@ -144,6 +152,36 @@ func (c *rowCodec) encode(raw [][]byte) (key string, value []byte, err error) {
 		return "", nil, &ViewError{View: c.v.Name, Key: key, Err: err}
 	}
 	return key, c.arena[start:len(c.arena):len(c.arena)], nil
+}
+
+// hugeRead is the raw size of a refused row from which its read's memory is released at
+// once (release).
+const hugeRead = 64 << 20
+
+// release frees the memory a huge row refused by encode held, once its read's rows are
+// closed: pgconn reads a row whole into a buffer of its size and keeps that buffer until
+// the connection's next read, which for a connection back in the pool may be long after;
+// a small statement on tx has it let the buffer go, and a collection frees it (the GC's
+// pacing alone lets a few such buffers add up to several times a row's size first).
+func (c *rowCodec) release(ctx context.Context, tx pgx.Tx) {
+	if c.refused < hugeRead {
+		return
+	}
+	c.refused = 0
+	_, _ = tx.Exec(ctx, "SELECT 1")
+	runtime.GC()
+}
+
+// largest returns the index of the longest of a row's raw values: the column a refusal
+// of the row's size names.
+func largest(raw [][]byte) int {
+	col := 0
+	for i, v := range raw {
+		if len(v) > len(raw[col]) {
+			col = i
+		}
+	}
+	return col
 }
 
 // incMax tracks the highest incremental value of a read that may become the watermark

@@ -17,6 +17,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/statecast/statecast/distributor/internal/capture"
 	"github.com/statecast/statecast/internal/daemon"
 	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/record"
@@ -534,12 +535,14 @@ func (s *StreamConfig) checkCapture(where string, bad func(string, ...any)) {
 	s.Defaults.checkNotPolling(where+".defaults", bad)
 	if s.Slot == "" {
 		s.Slot = slotName(s.Topic)
-	} else if !slotNameRE.MatchString(s.Slot) {
-		bad("%s.slot: %q must be 1 to 63 lower-case letters, digits or _", where, s.Slot)
+	} else if err := capture.CheckSlotName(s.Slot); err != nil {
+		bad("%s.slot: %q must be 1 to %d lower-case letters, digits or _ (PostgreSQL's rule for slot names)", where, s.Slot, capture.MaxIdentifierLen)
 	}
 	if s.Publication == "" || s.managePublication {
 		s.Publication = s.Slot
 		s.managePublication = true
+	} else if err := capture.CheckPublicationName(s.Publication); err != nil {
+		bad("%s.publication: %v", where, strings.TrimPrefix(err.Error(), capture.ErrIdentifier.Error()+": "))
 	}
 	if s.ReadSettings == nil {
 		s.ReadSettings = maps.Clone(DefaultReadSettings)
@@ -564,8 +567,6 @@ func (s *StreamConfig) checkCapture(where string, bad func(string, ...any)) {
 		s.RereadDebounce = DefaultRereadDebounce
 	}
 }
-
-var slotNameRE = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 
 // settingNameRE matches PostgreSQL's setting names (an extension's have a dot).
 var settingNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)

@@ -1,7 +1,9 @@
 package distributor
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -527,6 +529,56 @@ func TestOverlapDefault(t *testing.T) {
 	_, args = pollQuery(&ViewConfig{SQL: "SELECT 1", ViewSettings: ViewSettings{Incremental: "c"}}, pgtype.Int8OID, "5")
 	if args[1] != int64(1000) {
 		t.Errorf("poll query overlap %v versions, want 1000", args[1])
+	}
+}
+
+// TestKafkaWarnings: New warns of a weak Kafka setting it accepts (a broker certificate
+// not verified).
+func TestKafkaWarnings(t *testing.T) {
+	var logs bytes.Buffer
+	cfg := Config{Postgres: PostgresConfig{DSN: "postgres://u@h/db"}, Kafka: KafkaConfig{Config: kafkaconn.Config{Brokers: []string{"b:9092"},
+		TLS: kafkaconn.TLS{Enabled: true, InsecureSkipVerify: true}}},
+		Streams: []StreamConfig{{Topic: "t", Capture: CapturePoll, Defaults: ViewSettings{Listen: "ch", Incremental: "u"},
+			Views: []ViewConfig{{Name: "v", SQL: "SELECT 1 AS id", Key: []string{"id"}}}}}}
+	if _, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "kafka.tls.insecure_skip_verify") {
+		t.Errorf("no warning:\n%s", logs.String())
+	}
+}
+
+// TestCaptureNames: a slot or publication name that PostgreSQL would not keep as it is
+// (longer than 63 bytes), or that could leave a quoting on its way into START_REPLICATION
+// (a quote, a backslash, a newline), is refused at validation with the field's path; a
+// publication name that only needs quoting (upper case, a space) is accepted.
+func TestCaptureNames(t *testing.T) {
+	conf := func(field, value string) string {
+		return "postgres: {dsn: postgres://u@h/db}\nkafka: {brokers: [b:9092]}\nstreams:\n" +
+			"  - topic: shop\n    " + field + ": " + value + "\n    views: [{name: v, sql: SELECT 1 AS id, key: [id]}]\n"
+	}
+	long := strings.Repeat("p", 64)
+	for _, tc := range []struct{ field, value string }{
+		{"publication", `"x', binary 'false"`},
+		{"publication", `"x\"y"`},
+		{"publication", `"x\\y"`},
+		{"publication", `"x\ny"`},
+		{"publication", long},
+		{"slot", `"x'y"`},
+		{"slot", strings.Repeat("s", 64)},
+		{"slot", "Shop"},
+	} {
+		_, err := ParseConfig([]byte(conf(tc.field, tc.value)))
+		if want := `stream "shop".` + tc.field + ":"; !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s %s: %v, want ErrConfig naming %s", tc.field, tc.value, err, want)
+		}
+	}
+	c, err := ParseConfig([]byte(conf("publication", `"Shop Pub"`)))
+	if err != nil || c.Streams[0].Publication != "Shop Pub" {
+		t.Fatalf("publication Shop Pub: %v", err)
+	}
+	if _, err := ParseConfig([]byte(conf("publication", strings.Repeat("p", 63)))); err != nil {
+		t.Fatalf("a 63-byte publication name: %v", err)
 	}
 }
 

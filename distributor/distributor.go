@@ -81,14 +81,29 @@ func New(cfg Config, opts ...Option) (*Distributor, error) {
 	d := &Distributor{cfg: cfg, log: o.log, byView: map[string]*stream{}, done: make(chan struct{}),
 		started: time.Now(), hist: statuspage.NewHistory()}
 	d.health.phase = "starting"
+	cfg.Kafka.LogWarnings(d.log)
 	if cfg.Admin.Addr != "" {
 		var err error
-		if d.admin, err = daemon.LoadAdmin(cfg.Admin.admin(), "admin"); err != nil {
+		if d.admin, err = daemon.LoadAdmin(cfg.Admin.admin(), "admin", daemon.WithAdminLogger(d.log)); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
 	d.gather, _ = o.reg.(prometheus.Gatherer)
 	m, err := newMetrics(o.reg)
+	if err == nil && d.admin != nil {
+		err = o.reg.Register(daemon.NewTokenCollector("statecast_distributor", d.admin.Tokens()))
+	}
+	if err == nil {
+		err = o.reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "statecast_distributor_admin_auth_failures_total",
+			Help: "Admin endpoint requests refused for their bearer token (none, or a wrong one).",
+		}, func() float64 {
+			if d.admin == nil {
+				return 0
+			}
+			return float64(d.admin.AuthFailures())
+		}))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: metrics: %v", ErrConfig, err)
 	}

@@ -145,9 +145,10 @@
 //     its own meanwhile), wal_reason.go (why a view is read in full), wal_flush.go (an
 //     idle stream has the server flush its WAL), wal_start.go (what a session on an
 //     existing slot reads in full), wal_ddl.go (schema changes of the base tables while
-//     a stream runs), viewdef.go (a view's definition hash, recorded in its epochs),
-//     slotwatch.go (the slot's lag in bytes and time and its retention, measured apart
-//     from the capture).
+//     a stream runs), wal_oversize.go (captured values over the record size limit,
+//     which the receiver does not copy), viewdef.go (a view's definition hash, recorded in
+//     its epochs), slotwatch.go (the slot's lag in bytes and time and its retention,
+//     measured apart from the capture).
 //
 // Run starts the HTTP servers, the dependency checks (watchDeps) and, per group (a polling
 // stream alone, or the wal streams that share a slot), its lifecycle (group.run): standby

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/statecast/statecast/distributor/internal/capture"
 	"github.com/statecast/statecast/internal/backoff"
 )
 
@@ -141,6 +143,9 @@ func (g *group) activeRun(parent context.Context, lock *streamLock) error {
 	})
 	g.d.log.Info("active: holding the stream lock", "stream", g.topics())
 	g.setActive(true)
+	if err := g.checkStatements(ctx); err != nil {
+		return err
+	}
 	// The topics as they are now: one may have been deleted (it is created again) or
 	// replaced while this process was not active. The state is restored from them below.
 	admin, err := sarama.NewClusterAdmin(g.d.cfg.Kafka.Brokers, g.d.cfg.Kafka.clientConfig("-admin"))
@@ -178,4 +183,31 @@ func (g *group) activeRun(parent context.Context, lock *streamLock) error {
 		return g.runWAL(ctx)
 	}
 	return g.streams[0].runPoll(ctx, &wg)
+}
+
+// checkStatements is an activation's first contact with its views' SQL, before the
+// topics, the producers (which fence the previous active's) or any read: each SQL is
+// parsed alone (capture.CheckStatement), and one of more than one statement refuses the
+// configuration (ErrConfig) before any statement of it, or any statement it is pasted
+// into, could run. Another error of the SQL (a syntax error, a missing table) is left to
+// the view's own start, which reports it as it always has (a polled view stops alone).
+func (g *group) checkStatements(ctx context.Context) error {
+	c, err := g.d.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("distributor: postgres: %w", err)
+	}
+	defer c.Release()
+	for _, s := range g.streams {
+		for _, v := range s.cfg.Views {
+			err := capture.CheckStatement(ctx, c.Conn().PgConn(), v.Name, v.SQL)
+			var pe *pgconn.PgError
+			switch {
+			case errors.Is(err, capture.ErrStatement):
+				return fmt.Errorf("%w: stream %q: %w", ErrConfig, s.cfg.Topic, err)
+			case err != nil && !errors.As(err, &pe):
+				return fmt.Errorf("distributor: postgres: %w", err)
+			}
+		}
+	}
+	return nil
 }

@@ -70,13 +70,13 @@ func TestHTTP(t *testing.T) {
 	cfg := e.config(itemsView())
 	cfg.HTTPAddr = testenv.FreeAddr(t)
 	tokens := filepath.Join(t.TempDir(), "admin-tokens")
-	if err := os.WriteFile(tokens, []byte("ops=admin-secret\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("ops=admin-secret-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Admin = AdminConfig{Addr: testenv.FreeAddr(t), Tokens: TokensConfig{File: tokens}}
 	r := start(t, cfg)
 	r.waitReady(t)
-	token := "admin-secret"
+	token := "admin-secret-0123456789"
 	at := func(addr string) func(method, path string, want int) string {
 		return func(method, path string, want int) string {
 			t.Helper()
@@ -116,6 +116,9 @@ func TestHTTP(t *testing.T) {
 		`statecast_distributor_rows_published_total{stream="` + e.topic + `",view="items"} 3`,
 		`statecast_distributor_last_epoch{stream="` + e.topic + `",view="items"} 2`,
 		`statecast_distributor_active{stream="` + e.topic + `"} 1`,
+		"statecast_distributor_admin_auth_failures_total 2", // the wrong token and the missing one
+		`statecast_distributor_tokens_loaded{field="admin.tokens"} 1`,
+		`statecast_distributor_tokens_file_refused{field="admin.tokens"} 0`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %q:\n%s", want, m)

@@ -148,6 +148,8 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		raw := rows.RawValues()
 		key, value, err := codec.encode(raw)
 		if err != nil {
+			rows.Close()
+			codec.release(ctx, tx)
 			return nil, err
 		}
 		beyond, err := inc.add(raw)

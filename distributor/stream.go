@@ -79,14 +79,19 @@ func newStream(d *Distributor, sc *StreamConfig) *stream {
 	return s
 }
 
+// resetState gives every view a new state. Status reads s.order under statusMu, from any
+// goroutine and at any time: the new order replaces the old one under it.
 func (s *stream) resetState() {
-	s.views = map[string]*viewState{}
-	s.order = s.order[:0]
+	views := map[string]*viewState{}
+	order := make([]*viewState, 0, len(s.cfg.Views))
 	for i := range s.cfg.Views {
 		st := newViewState(&s.cfg.Views[i])
-		s.views[st.cfg.Name] = st
-		s.order = append(s.order, st)
+		views[st.cfg.Name] = st
+		order = append(order, st)
 	}
+	s.statusMu.Lock()
+	s.views, s.order = views, order
+	s.statusMu.Unlock()
 }
 
 // startProducer opens the stream's transactional producer, which fences the producer of

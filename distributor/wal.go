@@ -176,7 +176,13 @@ func (g *group) walSession(ctx context.Context) error {
 	for _, v := range views {
 		v.bindColumns(captured)
 	}
-	recv := capture.NewReceiver(repl, capture.ReceiverConfig{Slot: first.cfg.Slot, Publication: first.cfg.Publication, Start: start, Tables: captured})
+	// A captured value longer than every stream's record size limit cannot be in a record
+	// of any: the receiver does not copy it.
+	maxValue := 0
+	for _, w := range ws {
+		maxValue = max(maxValue, w.s.cfg.maxBytes)
+	}
+	recv := capture.NewReceiver(repl, capture.ReceiverConfig{Slot: first.cfg.Slot, Publication: first.cfg.Publication, Start: start, Tables: captured, MaxValueBytes: maxValue})
 	for _, w := range ws {
 		var oids []uint32
 		for oid := range w.tables {

@@ -84,6 +84,7 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 	// What each view must re-read.
 	changes := map[*walView]*viewChanges{}
 	for i, t := range shown {
+		s.logOversize(t)
 		// A view whose changes this cycle cannot map is re-read off the cycle
 		// (wal_behind.go); one re-read so is left alone until it is current again.
 		for _, v := range w.fullReads(t) {
@@ -326,7 +327,7 @@ func (w *walSession) fullReads(t *capture.Txn) []*walView {
 	}
 	for _, c := range t.Changes {
 		for _, v := range w.tables[c.Rel] {
-			if c.Unknown || v.deps.Maps[c.Rel] == nil || v.readsMissing(c) {
+			if c.Unknown || v.deps.Maps[c.Rel] == nil || v.readsMissing(c) || v.readsOversize(c) {
 				add(v)
 			}
 		}

@@ -310,6 +310,7 @@ func (a *mappedRead) run(ctx context.Context, tx pgx.Tx, l *capture.Lookup, tupl
 	hdr := headerBytes(cfg.Name)
 	maxBytes := a.codec.maxBytes
 	seen := map[string]bool{}
+	defer a.codec.release(ctx, tx) // after Run closed its rows
 	return l.Run(ctx, tx, tuples, func(raw [][]byte) error {
 		key, value, err := a.codec.encode(raw)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -104,6 +105,31 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	return nil
+}
+
+// Warnings are the settings of c that Validate accepts but that weaken the connection, one
+// sentence each naming its field: SASL PLAIN without TLS (the password crosses the network
+// in the clear, as every record does), and a broker certificate that is not verified
+// (anyone on the path can stand in for the broker and read the password and the records).
+// Nil when there are none. They hold no secret.
+func (c *Config) Warnings() []string {
+	var out []string
+	if c.SASL.Mechanism == SASLPlain && !c.TLS.Enabled {
+		out = append(out, "kafka.sasl.mechanism: PLAIN without kafka.tls.enabled: the SASL password and every record cross the network in the clear (enable TLS, or use SCRAM-SHA-512)")
+	}
+	if c.TLS.Enabled && c.TLS.InsecureSkipVerify {
+		out = append(out, "kafka.tls.insecure_skip_verify: the broker's certificate is not verified: anyone on the network path can stand in for the broker and read what is sent (tests only)")
+	}
+	return out
+}
+
+// LogWarnings logs each of c's Warnings at Warn on log. Each component built on a Config
+// (the distributor, the player, saramapc) calls it once, when it is created, so that an
+// accepted but weak setting is never silent.
+func (c *Config) LogWarnings(log *slog.Logger) {
+	for _, w := range c.Warnings() {
+		log.Warn("weak Kafka connection setting", "warning", w)
+	}
 }
 
 // config builds the tls.Config of t, reading its files.

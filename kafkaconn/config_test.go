@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -237,6 +238,38 @@ func TestRedacted(t *testing.T) {
 		}
 		if s := fmt.Sprintf(f, c.SASL); strings.Contains(s, "s3cret-pw") {
 			t.Errorf("%s of SASL: %s", f, s)
+		}
+	}
+}
+
+// TestWarnings: what Validate accepts but weakens the connection is warned of — SASL PLAIN
+// without TLS (the password in the clear), a broker certificate not verified — and logged
+// by LogWarnings, never with the password; a sound connection has none.
+func TestWarnings(t *testing.T) {
+	for name, c := range map[string]struct {
+		cfg  kafkaconn.Config
+		want []string
+	}{
+		"plaintext, no SASL":      {kafkaconn.Config{Brokers: []string{"b:9092"}}, nil},
+		"SCRAM without TLS":       {kafkaconn.Config{Brokers: []string{"b:9092"}, SASL: kafkaconn.SASL{Mechanism: kafkaconn.SASLScramSHA512, User: "u", Password: "pw-SECRET"}}, nil},
+		"PLAIN over TLS":          {kafkaconn.Config{Brokers: []string{"b:9092"}, TLS: kafkaconn.TLS{Enabled: true}, SASL: kafkaconn.SASL{Mechanism: kafkaconn.SASLPlain, User: "u", Password: "pw-SECRET"}}, nil},
+		"PLAIN without TLS":       {kafkaconn.Config{Brokers: []string{"b:9092"}, SASL: kafkaconn.SASL{Mechanism: kafkaconn.SASLPlain, User: "u", Password: "pw-SECRET"}}, []string{"kafka.sasl.mechanism"}},
+		"certificate not checked": {kafkaconn.Config{Brokers: []string{"b:9092"}, TLS: kafkaconn.TLS{Enabled: true, InsecureSkipVerify: true}}, []string{"kafka.tls.insecure_skip_verify"}},
+	} {
+		got := c.cfg.Warnings()
+		if len(got) != len(c.want) {
+			t.Errorf("%s: %q, want %d warning(s)", name, got, len(c.want))
+			continue
+		}
+		for i, w := range c.want {
+			if !strings.HasPrefix(got[i], w) {
+				t.Errorf("%s: %q does not start with %q", name, got[i], w)
+			}
+		}
+		var logs bytes.Buffer
+		c.cfg.LogWarnings(slog.New(slog.NewTextHandler(&logs, nil)))
+		if n := strings.Count(logs.String(), "level=WARN"); n != len(c.want) || strings.Contains(logs.String(), "SECRET") {
+			t.Errorf("%s: logged %d warnings, want %d (no password):\n%s", name, n, len(c.want), logs.String())
 		}
 	}
 }

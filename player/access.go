@@ -8,9 +8,12 @@ import (
 )
 
 // Grant gives principals the right to read views of streams (Config.Access). Every field
-// is a list of patterns in path.Match syntax (`*`, `?`, `[a-z]`; `*` alone matches
-// everything): a principal may read view V of stream S when a grant whose Principals
-// match its name has a pattern of Streams matching S and one of Views matching V.
+// is a list of patterns in path.Match syntax (`*`, `?`, `[a-z]`): a principal may read
+// view V of stream S when a grant whose Principals match its name has a pattern of Streams
+// matching S and one of Views matching V. `*` alone matches every name, one with `/` too
+// (a SPIFFE id: spiffe://td/ns/prod/sa/risk); within a longer pattern `*` and `?` do not
+// match `/`, so spiffe://td/ns/*/sa/risk grants every namespace's risk, and
+// spiffe://td/ns/prod/* only names of one more segment.
 type Grant struct {
 	// Principals are token names or certificate identities (Principal.Name).
 	Principals []string `yaml:"principals"`
@@ -60,7 +63,8 @@ func (c *Config) checkAccess() []error {
 
 func matchAny(pats []string, s string) bool {
 	for _, p := range pats {
-		if ok, _ := path.Match(p, s); ok {
+		// "*" alone is "everything", as documented: path.Match's `*` stops at `/`.
+		if ok, _ := path.Match(p, s); ok || p == "*" {
 			return true
 		}
 	}

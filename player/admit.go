@@ -52,15 +52,17 @@ func (s *stream) admit(id identity, h *statecastv1.Hello, sels map[string]*selec
 	s.terms[key]++
 	term := s.terms[key]
 	ci := s.current.Load()
-	var t *target
-	newTarget := func(s *stream, id string, views []string, term uint64, state State, maxEntries int, maxBytes int64) *target {
-		t := newTarget(s, id, views, term, state, maxEntries, maxBytes)
-		t.sels = sels
+	// Who the target is and what it selects, set before a fetcher starts: a recovery
+	// reads its principal (its Kafka slots are the principal's) and its selections.
+	mk := func(state State) *target {
+		t := newTarget(s, id.instance, h.GetViews(), term, state, maxEntries, maxBytes)
+		t.key, t.service, t.principal, t.sels = key, id.service, id.principal, sels
 		return t
 	}
+	var t *target
 	switch {
 	case h.ResumeIndex == nil || resync != nil:
-		t = newTarget(s, id.instance, h.GetViews(), term, StateRF, maxEntries, maxBytes)
+		t = mk(StateRF)
 		t.lastAck, t.sentUpTo = -1, -1
 		t.mu.Lock()
 		err := t.startSnapshotLocked(term, resync, logStart, ci)
@@ -71,17 +73,16 @@ func (s *stream) admit(id identity, h *statecastv1.Hello, sels map[string]*selec
 			return nil, err
 		}
 	case h.GetResumeIndex() >= ci:
-		t = newTarget(s, id.instance, h.GetViews(), term, StateN, maxEntries, maxBytes)
+		t = mk(StateN)
 		t.lastAck, t.sentUpTo, t.recEnd = h.GetResumeIndex(), h.GetResumeIndex(), h.GetResumeIndex()
 	default:
 		r := h.GetResumeIndex()
-		t = newTarget(s, id.instance, h.GetViews(), term, StateRF, maxEntries, maxBytes)
+		t = mk(StateRF)
 		t.lastAck, t.sentUpTo = r, r
 		t.mu.Lock()
 		t.startRecoveryLocked(r+1, ci)
 		t.mu.Unlock()
 	}
-	t.key, t.service, t.principal = key, id.service, id.principal
 	s.byClient[key] = t
 	s.register(t)
 	s.mu.Unlock()
@@ -217,4 +218,12 @@ func (t *target) resync(term uint64, from int64) {
 	s.p.metrics.resyncs.WithLabelValues(s.cfg.Name, rs.GetReason().String()).Inc()
 	s.log.Warn("recovery: log start moved past the target's position; resync on the same stream", "target", t.id,
 		"from", from, "log_start", logStart, "term", nterm, "snapshot_at", ci)
+}
+
+// hasClient reports whether a target of key (principal and instance id) is registered: a
+// new connection of it would replace it.
+func (s *stream) hasClient(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byClient[key] != nil
 }

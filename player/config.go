@@ -47,8 +47,16 @@ const (
 	// served records up to n - RecordFrameRoom and batches cut to that.
 	RecordFrameRoom         = 1 << 10
 	DefaultKeepaliveMinTime = 10 * time.Second
-	DefaultKeepaliveTime    = 30 * time.Second
-	DefaultKeepaliveTimeout = 10 * time.Second
+
+	DefaultMaxConns                       = 4096
+	DefaultMaxUnauthenticatedConns        = 256
+	DefaultAuthTimeout                    = 10 * time.Second
+	DefaultAuthFailureDelay               = time.Second
+	DefaultMaxTargetsPerPrincipal         = 1024
+	DefaultMaxKafkaRecoveriesPerPrincipal = 16
+	DefaultMaxServiceLabels               = 256
+	DefaultKeepaliveTime                  = 30 * time.Second
+	DefaultKeepaliveTimeout               = 10 * time.Second
 )
 
 // StreamConfig is one stream served by the player.
@@ -132,6 +140,33 @@ type Config struct {
 	MaxRecordBytes int `yaml:"max_record_bytes"`
 	// Keepalive: the server's pings and its limit on the clients' pings.
 	Keepalive Keepalive `yaml:"keepalive"`
+	// MaxConns bounds the gRPC connections open at once (default 4096; each costs about
+	// 60 KiB idle): one past it is closed as soon as it is accepted.
+	MaxConns int `yaml:"max_connections"`
+	// MaxUnauthenticatedConns bounds the connections open at once that have not yet made an
+	// authenticated call (default 256): one past it is closed as soon as it is accepted.
+	// Health checks do not authenticate a connection.
+	MaxUnauthenticatedConns int `yaml:"max_unauthenticated_connections"`
+	// AuthTimeout bounds the time from a connection's accept to its first authenticated
+	// call, the TLS handshake included (default 10s): past it the connection is closed. A
+	// connection that only asks for health is closed too (probes connect for each check).
+	AuthTimeout time.Duration `yaml:"auth_timeout"`
+	// AuthFailureDelay is how long a call whose authentication failed waits before it is
+	// refused (default 1s); its connection is then closed, so that one connection tries
+	// at most max_streams_per_conn tokens, once.
+	AuthFailureDelay time.Duration `yaml:"auth_failure_delay"`
+	// MaxTargetsPerPrincipal bounds the targets one principal has open at once, over all
+	// streams (default 1024; without authentication every client is the one anonymous
+	// principal): one past it is refused with ResourceExhausted.
+	MaxTargetsPerPrincipal int `yaml:"max_targets_per_principal"`
+	// MaxKafkaRecoveriesPerPrincipal bounds the recoveries of one principal that read Kafka
+	// at once, each with a consumer of its own (default 16): one past it waits for one to
+	// end (recoveries from memory are not bounded).
+	MaxKafkaRecoveriesPerPrincipal int `yaml:"max_kafka_recoveries_per_principal"`
+	// MaxServiceLabels bounds the service names that get series of their own in the
+	// per-target metrics (default 256; client-chosen, they are label values): the targets
+	// of services first seen past it are counted under the service "_other".
+	MaxServiceLabels int `yaml:"max_service_labels"`
 
 	// Kafka is the connection to Kafka: brokers (required), client_id (default
 	// DefaultClientID), timeout, tls, sasl (kafkaconn.Config, as the distributor's kafka
@@ -226,6 +261,13 @@ func (c *Config) Validate() error {
 		daemon.Default(&c.Keepalive.Time, DefaultKeepaliveTime, "keepalive.time"),
 		daemon.Default(&c.Keepalive.Timeout, DefaultKeepaliveTimeout, "keepalive.timeout"),
 		daemon.Default(&c.ReloadInterval, daemon.DefaultReloadInterval, "reload_interval"),
+		daemon.Default(&c.MaxConns, DefaultMaxConns, "max_connections"),
+		daemon.Default(&c.MaxUnauthenticatedConns, DefaultMaxUnauthenticatedConns, "max_unauthenticated_connections"),
+		daemon.Default(&c.AuthTimeout, DefaultAuthTimeout, "auth_timeout"),
+		daemon.Default(&c.AuthFailureDelay, DefaultAuthFailureDelay, "auth_failure_delay"),
+		daemon.Default(&c.MaxTargetsPerPrincipal, DefaultMaxTargetsPerPrincipal, "max_targets_per_principal"),
+		daemon.Default(&c.MaxKafkaRecoveriesPerPrincipal, DefaultMaxKafkaRecoveriesPerPrincipal, "max_kafka_recoveries_per_principal"),
+		daemon.Default(&c.MaxServiceLabels, DefaultMaxServiceLabels, "max_service_labels"),
 		// 0 reads the topic's delete.retention.ms at start-up
 		daemon.Default(&c.DeleteRetention, 0, "delete_retention"),
 	} {

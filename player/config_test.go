@@ -1,13 +1,17 @@
 package player
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/kafkaconn"
 )
 
@@ -134,5 +138,45 @@ func TestConfigNegative(t *testing.T) {
 	if err != nil || c.AckTimeout != DefaultAckTimeout || c.MaxBatchBytes != DefaultMaxBatchBytes || c.Keepalive.Time != DefaultKeepaliveTime ||
 		c.Keepalive.MinTime != DefaultKeepaliveMinTime || c.ReloadInterval != 5*time.Second || c.DeleteRetention != 0 {
 		t.Fatalf("zero values: %+v, %v", c, err)
+	}
+}
+
+// TestKafkaWarnings: New warns of a weak Kafka setting it accepts (SASL PLAIN without TLS).
+func TestKafkaWarnings(t *testing.T) {
+	var logs bytes.Buffer
+	cfg := Config{Insecure: true, Streams: []StreamConfig{{Name: "s"}}, Kafka: kafkaconn.Config{Brokers: []string{"k"},
+		SASL: kafkaconn.SASL{Mechanism: kafkaconn.SASLPlain, User: "u", Password: "pw-SECRET"}}}
+	p, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if !strings.Contains(logs.String(), "kafka.sasl.mechanism: PLAIN without kafka.tls.enabled") || strings.Contains(logs.String(), "SECRET") {
+		t.Errorf("no warning, or the password in it:\n%s", logs.String())
+	}
+}
+
+// TestOpenTLSWarning: TLS without tokens and without a client CA authenticates no client:
+// the start-up warning says that anyone who reaches the port may subscribe.
+func TestOpenTLSWarning(t *testing.T) {
+	pki := testenv.NewPKI(t)
+	var logs testenv.LockedBuffer
+	cfg := Config{TLS: TLSConfig{CertFile: pki.ServerCert, KeyFile: pki.ServerKey}, Streams: []StreamConfig{{Name: "s"}},
+		Kafka: kafkaconn.Config{Brokers: []string{"k"}}}
+	p, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(lis) }()
+	waitFor(t, 5*time.Second, "the start-up lines", func() bool { return strings.Contains(logs.String(), "gRPC is served over TLS") })
+	_ = p.Close()
+	<-done
+	if !strings.Contains(logs.String(), "anyone who can reach the gRPC port may subscribe") {
+		t.Errorf("TLS without client authentication is not warned of:\n%s", logs.String())
 	}
 }

@@ -146,17 +146,22 @@
 // The files outside the algorithms: player.go (Player: New, Run, Serve, WaitReady, Close,
 // the HTTP handlers), config.go (Config, StreamConfig, Keepalive, the defaults,
 // LoadConfig, Validate), security.go (TLSConfig, TokensConfig, AdminConfig, Principal and
-// the interceptors that authenticate every call), access.go (Grant: Config.Access and the
-// authorization of a Hello), grant.go (a position entry's stale list cut to the views a
-// target may see), selection.go (selections: filters compiled at the Hello, shards, and
-// choose, the one filter of every path), filterindex.go (viewIndex: the dispatcher's index
-// of a view's selections by equality value or shard), tlswrite.go (TLS credentials that write a
-// flush's TLS records with one system call), entry.go (item, what a queue holds: an entry marshalled once or a frame;
+// the interceptors that authenticate every call, end the streams of a revoked token and
+// answer a failed authentication), conns.go (the listener that bounds connections before
+// and after they authenticate), limits.go (the per-principal bounds on targets and Kafka
+// recoveries), access.go (Grant: Config.Access and the authorization of a Hello),
+// grant.go (a position entry's stale list cut to the views a target may see),
+// selection.go (selections: filters compiled at the Hello, shards, and choose, the one
+// filter of every path), filterindex.go (viewIndex: the dispatcher's index of a view's
+// selections by equality value or shard), tlswrite.go (TLS credentials that write a
+// flush's TLS records with one system call), entry.go (item, what a queue holds: an entry
+// marshalled once or a frame;
 // the batch and progress encodings; the poison records no target is sent), errors.go (the
 // sentinels and StatusTable, their gRPC codes), check.go (Check: player -check),
 // status.go (Status and the status page), state.go (a stream's states and the causes they
 // follow from, Readiness and gRPC health), startup.go (Run's wait for Kafka:
-// StartupTimeout), metrics.go (the Prometheus metrics, per stream and per service).
+// StartupTimeout), metrics.go (the Prometheus metrics, per stream and per service, the
+// service labels bounded by Config.MaxServiceLabels).
 //
 // Algorithm 1 (target queue: push/front/pop/suspend/fetchingCompleted) is queue.go: a
 // normal and a catch-up FIFO, the states N, RF, FC, S (State), and a term checked on every

@@ -35,6 +35,9 @@ var (
 	// ErrSnapshotBudget: the snapshot a subscription needs does not fit in what pending
 	// snapshots may pin (Config.MaxSnapshotBytes) now; the client retries later.
 	ErrSnapshotBudget = errors.New("player: snapshot budget exhausted")
+	// ErrPrincipalLimit: the principal holds as many targets as it may
+	// (Config.MaxTargetsPerPrincipal); the client retries later.
+	ErrPrincipalLimit = errors.New("player: the principal's target limit is reached")
 	// ErrProtocolVersion: the client speaks a newer protocol version than the player
 	// (Hello.protocol_version above wire.ProtocolVersion): upgrade the player.
 	ErrProtocolVersion = errors.New("player: client protocol version newer than the player's")
@@ -60,6 +63,7 @@ var StatusTable = []struct {
 	{ErrPermissionDenied, codes.PermissionDenied},
 	{ErrAckTimeout, codes.DeadlineExceeded},
 	{ErrSnapshotBudget, codes.ResourceExhausted},
+	{ErrPrincipalLimit, codes.ResourceExhausted},
 	{ErrSuspended, codes.Aborted},
 	{ErrClosed, codes.Unavailable},
 	{ErrStreamUnavailable, codes.Unavailable},

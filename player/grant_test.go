@@ -66,3 +66,29 @@ func TestPositionStaleCutToViews(t *testing.T) {
 		t.Fatal("a batch without foreign stale views was copied")
 	}
 }
+
+// TestGrantPatterns: `*` alone matches every name, a SPIFFE id and a name with `/` too;
+// within a longer pattern `*` stops at `/` (path.Match), so that a pattern of one path
+// segment grants no deeper identity.
+func TestGrantPatterns(t *testing.T) {
+	a := &access{grants: []Grant{
+		{Principals: []string{"*"}, Streams: []string{"open"}, Views: []string{"*"}},
+		{Principals: []string{"spiffe://td/ns/*/sa/risk"}, Streams: []string{"*"}, Views: []string{"*"}},
+	}}
+	for _, c := range []struct {
+		principal, stream string
+		ok                bool
+	}{
+		{"pricing", "open", true},
+		{"spiffe://td/ns/prod/sa/pricing", "open", true},
+		{"team/a/b", "open", true},
+		{"spiffe://td/ns/prod/sa/risk", "any/stream", true},
+		{"spiffe://td/ns/prod/x/sa/risk", "closed", false},
+		{"pricing", "closed", false},
+	} {
+		err := a.authorize(Principal{Name: c.principal, Method: "certificate"}, c.stream, []string{"v1"})
+		if (err == nil) != c.ok {
+			t.Errorf("%s reading %s: %v, want allowed %v", c.principal, c.stream, err, c.ok)
+		}
+	}
+}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/IBM/sarama"
 	"google.golang.org/protobuf/proto"
@@ -13,6 +16,7 @@ import (
 	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 	"github.com/statecast/statecast/schemas/record"
+	"github.com/statecast/statecast/schemas/wire"
 )
 
 // scriptedServer is a Subscribe stream whose client messages come from a script.
@@ -29,7 +33,10 @@ func (s *scriptedServer) Context() context.Context                     { return 
 // is accepted only within its bounds (views, their names, the resume index); the target's
 // receiver never panics, keeps last_ack monotonic and never above what was sent, releases
 // exactly the sent batches an ack covers, and ends with the error the first bad message
-// calls for (ErrBadHello, ErrBadAck) or ErrSuspended when the client closes.
+// calls for (ErrBadHello, ErrBadAck) or ErrSuspended when the client closes. Whether a
+// Hello is accepted, and with which error it is refused, is helloOracle's: the rules
+// written out again on their own, so that a rule added to validateHello without it here
+// (or the other way round) fails the target at once.
 func FuzzHelloAcks(f *testing.F) {
 	seed, _ := proto.Marshal(&statecastv1.Hello{ClientId: "c", Stream: "s", Views: []string{"a", "b"}})
 	f.Add(seed, []byte{0, 0, 0, 0, 1, 0, 1, 1, 0, 0})
@@ -50,16 +57,13 @@ func FuzzHelloAcks(f *testing.F) {
 			return
 		}
 		err := validateHello(&h, p.cfg.MaxHelloViews)
-		bad := h.GetStream() == "" || len(h.GetViews()) > p.cfg.MaxHelloViews || (h.ResumeIndex != nil && h.GetResumeIndex() < -1)
-		for _, v := range h.GetViews() {
-			bad = bad || !record.ValidViewName(v)
-		}
-		if bad && err == nil {
-			t.Fatalf("hello %v accepted", &h)
-		}
-		if err != nil {
-			if !errors.Is(err, ErrBadHello) {
-				t.Fatalf("hello refused with %v, want ErrBadHello", err)
+		if want := helloOracle(&h, p.cfg.MaxHelloViews); want == nil {
+			if err != nil {
+				t.Fatalf("hello %v refused with %v, want it accepted", &h, err)
+			}
+		} else {
+			if !errors.Is(err, want) {
+				t.Fatalf("hello %v: got %v, want %v", &h, err, want)
 			}
 			return
 		}
@@ -136,4 +140,73 @@ func FuzzHelloAcks(f *testing.F) {
 			t.Fatalf("the target ended with %v, want %v", got, want)
 		}
 	})
+}
+
+// TestHelloNames: the names a client chooses that reach logs and labels — stream, service,
+// client id — are bounded in length and to letters, digits and printable ASCII: control
+// characters (U+0085 too), bidirectional overrides and zero-width characters are refused.
+func TestHelloNames(t *testing.T) {
+	long := strings.Repeat("s", 64<<10)
+	for name, h := range map[string]*statecastv1.Hello{
+		"a 64 KiB stream":            {Stream: long},
+		"a stream with a newline":    {Stream: "s\nforged log line"},
+		"a bidi override":            {Stream: "s", Service: "pricing\u202eecirp"},
+		"a next line (U+0085)":       {Stream: "s", Service: "a\u0085b"},
+		"a zero-width space":         {Stream: "s", ClientId: "pricing\u200b"},
+		"a zero-width joiner":        {Stream: "s", Service: "pri\u200dcing"},
+		"a byte-order mark":          {Stream: "s", ClientId: "\ufeffpricing"},
+		"a line separator":           {Stream: "s", Service: "a\u2028b"},
+		"a 257-byte service":         {Stream: "s", Service: strings.Repeat("x", 257)},
+		"a stream with a zero-width": {Stream: "s\u200b"},
+	} {
+		if err := validateHello(h, 8); !errors.Is(err, ErrBadHello) {
+			t.Errorf("%s: %v, want ErrBadHello", name, err)
+		} else if len(err.Error()) > 512 {
+			t.Errorf("%s: the error repeats the name (%d bytes)", name, len(err.Error()))
+		}
+	}
+	for _, h := range []*statecastv1.Hello{
+		{Stream: "sportsbook", Service: "pricing", ClientId: "pricing-7d9f/1"},
+		{Stream: "s.v1-x_y", Service: "Zürich pricing", ClientId: "host:1234@abc+1"},
+	} {
+		if err := validateHello(h, 8); err != nil {
+			t.Errorf("%v: %v", h, err)
+		}
+	}
+}
+
+// helloOracle is the error a Hello must be refused with (nil: accepted), from the rules
+// as the protocol states them: a newer protocol version is ErrProtocolVersion before
+// anything else is looked at (the client must learn to upgrade, not what else it got
+// wrong); then a stream, at most maxViews valid view names, a stream, a client id and a
+// service of at most maxIdentityLen bytes of valid UTF-8, each character printable ASCII
+// or a letter or digit beyond it, a resume index of -1 or more, and a topic id that is
+// empty or a Kafka topic ID's 16 bytes.
+func helloOracle(h *statecastv1.Hello, maxViews int) error {
+	if h.GetProtocolVersion() > wire.ProtocolVersion {
+		return ErrProtocolVersion
+	}
+	printable := func(s string) bool {
+		if len(s) > maxIdentityLen || !utf8.ValidString(s) {
+			return false
+		}
+		for _, r := range s {
+			ascii := r >= ' ' && r <= '~'
+			if !ascii && (r < 0x80 || !(unicode.IsLetter(r) || unicode.IsDigit(r))) {
+				return false
+			}
+		}
+		return true
+	}
+	bad := h.GetStream() == "" || !printable(h.GetStream()) || len(h.GetViews()) > maxViews ||
+		!printable(h.GetClientId()) || !printable(h.GetService()) ||
+		(h.ResumeIndex != nil && h.GetResumeIndex() < -1) ||
+		(len(h.GetTopicId()) != 0 && len(h.GetTopicId()) != 16)
+	for _, v := range h.GetViews() {
+		bad = bad || !record.ValidViewName(v)
+	}
+	if bad {
+		return ErrBadHello
+	}
+	return nil
 }

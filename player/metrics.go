@@ -1,7 +1,10 @@
 package player
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/statecast/statecast/internal/daemon"
 )
 
 // metrics of a player. Per-target gauges are produced at scrape time by targetCollector,
@@ -17,6 +20,8 @@ type metrics struct {
 	topicReplaced *prometheus.CounterVec
 	skipped       *prometheus.CounterVec
 	targets       *targetCollector
+	tokens        *daemon.TokenCollector
+	p             *Player
 }
 
 func newMetrics(p *Player) *metrics {
@@ -55,11 +60,22 @@ func newMetrics(p *Player) *metrics {
 			Help: "Records of the log never served, by reason (view_mismatch: a row whose sc-view header names another view than its key; too_large: over max_record_bytes).",
 		}, []string{"stream", "reason"}),
 		targets: &targetCollector{p: p},
+		tokens:  daemon.NewTokenCollector("statecast_player"),
+		p:       p,
 	}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.topicReplaced, m.skipped, m.targets} {
+	adminFailures := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "statecast", Subsystem: "player", Name: "admin_auth_failures_total",
+		Help: "Admin endpoint requests refused for their bearer token (none, or a wrong one).",
+	}, func() float64 {
+		if m.p.admin == nil {
+			return 0
+		}
+		return float64(m.p.admin.AuthFailures())
+	})
+	for _, c := range []prometheus.Collector{m.delay, m.recoveries, m.overflows, m.suspensions, m.resyncs, m.replacements, m.topicReplaced, m.skipped, m.targets, m.tokens, m.p.conns, m.p.auth.failures, m.p.limits, adminFailures} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -83,7 +99,35 @@ var (
 // streamStates are the values of statecast_player_stream_state's state label.
 var streamStates = []string{StreamStarting, StreamReady, StreamError, StreamUnavailable}
 
-type targetCollector struct{ p *Player }
+type targetCollector struct {
+	p *Player
+
+	mu sync.Mutex
+	// labelled are the services with series of their own: the first MaxServiceLabels
+	// seen, for the player's life, so that clients naming new services cannot grow the
+	// series without bound (nor make a service's series move to "_other" and back).
+	labelled map[string]bool
+}
+
+// otherService is the service label of the targets of services past MaxServiceLabels.
+const otherService = "_other"
+
+// label is the service label of svc.
+func (c *targetCollector) label(svc string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.labelled[svc] {
+		return svc
+	}
+	if len(c.labelled) >= c.p.cfg.MaxServiceLabels {
+		return otherService
+	}
+	if c.labelled == nil {
+		c.labelled = map[string]bool{}
+	}
+	c.labelled[svc] = true
+	return svc
+}
 
 func (c *targetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descTargets, descLag, descLagS, descBytes, descStreamState} {
@@ -111,11 +155,12 @@ func (c *targetCollector) Collect(ch chan<- prometheus.Metric) {
 		by := map[string]*serviceStats{}
 		var order []string
 		for _, t := range st.Targets {
-			a := by[t.Service]
+			svc := c.label(t.Service)
+			a := by[svc]
 			if a == nil {
 				a = &serviceStats{states: map[string]int{}}
-				by[t.Service] = a
-				order = append(order, t.Service)
+				by[svc] = a
+				order = append(order, svc)
 			}
 			a.states[t.State]++
 			a.lag = max(a.lag, t.LagEntries)

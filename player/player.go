@@ -44,6 +44,8 @@ type Player struct {
 	auth         *auth
 	access       *access
 	tls          *daemon.TLSFiles    // nil: plaintext (Config.Insecure)
+	conns        *connTracker        // the connections of Serve's listeners
+	limits       *principalLimits    // per-principal bounds
 	admin        *daemon.AdminServer // nil: Config.Admin.Addr empty
 	serveOnce    sync.Once           // the first Serve (or Run) starts the file watchers
 	snapPinned   atomic.Int64        // bytes of snapshot rows not yet pushed (MaxSnapshotBytes)
@@ -112,12 +114,16 @@ func New(cfg Config, opts ...Option) (*Player, error) {
 	p := &Player{cfg: cfg, log: o.log, streams: map[string]*stream{}, dispatchHook: o.dispatch,
 		access: &access{grants: cfg.Access}, started: time.Now(), hist: statuspage.NewHistory(),
 		healthState: healthpb.HealthCheckResponse_NOT_SERVING, changed: make(chan struct{})}
+	cfg.Kafka.LogWarnings(p.log)
 	if err := p.loadSecurity(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	p.gather, _ = o.reg.(prometheus.Gatherer)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.auth.done = p.ctx.Done()
 	p.metrics = newMetrics(p)
+	p.metrics.tokens.Add(p.auth.tokens)
+	p.metrics.tokens.Add(p.adminTokens())
 	if err := p.metrics.register(o.reg); err != nil {
 		return nil, fmt.Errorf("%w: metrics: %v", ErrConfig, err)
 	}
@@ -140,7 +146,12 @@ func New(cfg Config, opts ...Option) (*Player, error) {
 // loadSecurity loads the TLS files, the tokens and the admin endpoint's files.
 func (p *Player) loadSecurity() error {
 	c := &p.cfg
-	p.auth = &auth{}
+	p.conns = newConnTracker(c, p.log)
+	p.limits = newPrincipalLimits(c)
+	p.auth = &auth{log: p.log, conns: p.conns, failDelay: c.AuthFailureDelay, failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "statecast", Subsystem: "player", Name: "auth_failures_total",
+		Help: "gRPC calls whose authentication failed, by reason (bad_token, no_credentials, certificate_without_identity).",
+	}, []string{"reason"})}
 	var err error
 	if c.TLS.Enabled() {
 		if p.tls, err = daemon.LoadTLS(c.TLS.server(), "tls"); err != nil {
@@ -155,11 +166,19 @@ func (p *Player) loadSecurity() error {
 	}
 	p.auth.open = p.auth.tokens == nil && !p.auth.mtls
 	if c.Admin.Addr != "" {
-		if p.admin, err = daemon.LoadAdmin(c.Admin.admin(), "admin"); err != nil {
+		if p.admin, err = daemon.LoadAdmin(c.Admin.admin(), "admin", daemon.WithAdminLogger(p.log)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// adminTokens are the admin endpoint's tokens (nil: none).
+func (p *Player) adminTokens() *daemon.TokenSet {
+	if p.admin == nil {
+		return nil
+	}
+	return p.admin.Tokens()
 }
 
 // serverOptions are the gRPC server's: the codec, TLS, authentication, and the limits on
@@ -169,6 +188,9 @@ func (p *Player) serverOptions() []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.MaxConcurrentStreams(c.MaxStreamsPerConn),
+		// No grpc.ConnectionTimeout: the listener's bound on the first authenticated call
+		// (connTracker, Config.AuthTimeout) starts at the accept, so it bounds the TLS
+		// handshake too, and counts what it closes.
 		grpc.MaxRecvMsgSize(c.MaxHelloBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.Keepalive.MinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: c.Keepalive.Time, Timeout: c.Keepalive.Timeout}),
@@ -195,7 +217,9 @@ func (p *Player) startServing() {
 		p.log.Info("gRPC is served over TLS", "mutual_tls", p.auth.mtls, "tokens", p.auth.tokens != nil)
 	}
 	if p.auth.open {
-		p.log.Warn("no client authentication (no tokens, no client CA): every client is the anonymous principal")
+		// TLS alone encrypts; it does not say who the client is.
+		p.log.Warn("no client authentication (no tokens, no client CA): every client is the anonymous principal, and anyone who can reach the gRPC port may subscribe to every stream, over TLS too",
+			"tls", p.tls != nil)
 	}
 	if len(c.Access) == 0 && !p.auth.open {
 		p.log.Info("no access rules: every authenticated principal may read every stream and view")
@@ -205,7 +229,7 @@ func (p *Player) startServing() {
 		rs = append(rs, p.tls)
 	}
 	if p.auth.tokens != nil {
-		rs = append(rs, p.auth.tokens)
+		rs = append(rs, revokingTokens{TokenSet: p.auth.tokens, a: p.auth})
 	}
 	if len(rs) > 0 {
 		p.goTracked(func() { daemon.Watch(p.ctx, c.ReloadInterval, p.log, rs...) })
@@ -350,7 +374,7 @@ func (p *Player) WaitReady(ctx context.Context) error {
 // Config.Listen; call it yourself to serve a listener of your own.
 func (p *Player) Serve(lis net.Listener) error {
 	p.serveOnce.Do(p.startServing)
-	err := p.grpc.Serve(lis)
+	err := p.grpc.Serve(p.conns.listener(lis))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -432,11 +456,23 @@ func (p *Player) Handler() http.Handler {
 	}
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		rd := p.Readiness()
+		var body any = rd
+		// A refused tokens file is loud: the player serves only what it kept of the
+		// tokens (daemon.TokenSet.Reload) until the file is fixed. The reason is in the
+		// log; this endpoint answers anyone, so it names neither the file nor the line.
+		// gRPC health is left as Readiness says: clients still connect.
+		if p.auth.tokens != nil && p.auth.tokens.Err() != nil {
+			rd.Ready = false
+			body = struct {
+				Readiness
+				Tokens string `json:"tokens"`
+			}{rd, "refused: the tokens file does not load (see the log)"}
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if !rd.Ready {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		_ = json.NewEncoder(w).Encode(rd)
+		_ = json.NewEncoder(w).Encode(body)
 	})
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -2,9 +2,16 @@ package player
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -60,13 +67,17 @@ type AdminConfig struct {
 	// Tokens, when set, are required on every request (Authorization: Bearer); required
 	// when Addr is not a loopback address.
 	Tokens TokensConfig `yaml:"tokens"`
-	// TLS serves the endpoint over HTTPS (CertFile, KeyFile; ClientCAFile is refused).
+	// TLS serves the endpoint over HTTPS (CertFile, KeyFile; ClientCAFile is refused);
+	// required with Tokens when Addr is not a loopback address, unless Insecure.
 	TLS TLSConfig `yaml:"tls"`
+	// Insecure accepts Tokens over plaintext HTTP beyond loopback: only on a network whose
+	// every hop is trusted (containers publishing the endpoint on their host's loopback).
+	Insecure bool `yaml:"insecure"`
 }
 
 // admin is a as the daemon plumbing checks and loads it.
 func (a AdminConfig) admin() daemon.Admin {
-	return daemon.Admin{Addr: a.Addr, Tokens: a.Tokens.tokens(), TLS: a.TLS.server()}
+	return daemon.Admin{Addr: a.Addr, Tokens: a.Tokens.tokens(), TLS: a.TLS.server(), Insecure: a.Insecure}
 }
 
 // Principal is who a target is: the name of its bearer token, or the identity of its
@@ -105,14 +116,63 @@ type auth struct {
 	// open: no authentication at all (insecure, no tokens, no client CA): every call is
 	// anonymous.
 	open bool
+	log  *slog.Logger
+	// conns are the connections of Serve's listeners: a call's first authentication marks
+	// its connection, a failure closes it.
+	conns *connTracker
+	// failDelay: a failed authentication is answered after it (Config.AuthFailureDelay);
+	// done ends the wait (the player closes).
+	failDelay time.Duration
+	done      <-chan struct{}
+	failures  *prometheus.CounterVec // by reason
+	failLog   logLimiter
+
+	mu sync.Mutex
+	// live are the streams running under a token, checked again at each change of the
+	// tokens file: a stream whose token was revoked is ended (revokeStale).
+	live map[*tokenStream]struct{}
 }
+
+// tokenStream is a stream authenticated by a token: the token's hash (never the token),
+// the name it authenticated, and how to end the stream.
+type tokenStream struct {
+	hash   [sha256.Size]byte
+	name   string
+	method string
+	end    context.CancelCauseFunc
+}
+
+// authFailure is a failed authentication: the refusal sent to the client, and its reason
+// in statecast_player_auth_failures_total.
+type authFailure struct {
+	reason string
+	err    error
+}
+
+func (f *authFailure) Error() string { return f.err.Error() }
+func (f *authFailure) Unwrap() error { return f.err }
+
+// Reasons of statecast_player_auth_failures_total.
+const (
+	failBadToken      = "bad_token"
+	failNoCredentials = "no_credentials"
+	failNoIdentity    = "certificate_without_identity"
+)
+
+func refuse(reason, format string, a ...any) error {
+	return &authFailure{reason: reason, err: fmt.Errorf("%w: "+format, append([]any{ErrUnauthenticated}, a...)...)}
+}
+
+// errRevoked ends a stream whose token was revoked while it ran.
+var errRevoked = fmt.Errorf("%w: the bearer token was revoked", ErrUnauthenticated)
 
 // authenticate returns the principal of a call: its bearer token's name when it sends
 // one (a wrong token is refused even when the certificate is good), else its verified
-// client certificate's identity. Errors never contain the token.
-func (a *auth) authenticate(ctx context.Context) (Principal, error) {
+// client certificate's identity; and, for a token, its hash (nil otherwise). Errors never
+// contain the token.
+func (a *auth) authenticate(ctx context.Context) (Principal, *[sha256.Size]byte, error) {
 	if a.open {
-		return Principal{Method: "none"}, nil
+		return Principal{Method: "none"}, nil, nil
 	}
 	if a.tokens != nil {
 		var tok string
@@ -124,30 +184,83 @@ func (a *auth) authenticate(ctx context.Context) (Principal, error) {
 			}
 		}
 		if tok != "" {
-			name, ok := a.tokens.Lookup(tok)
+			h := sha256.Sum256([]byte(tok))
+			name, ok := a.tokens.LookupHash(h)
 			if !ok {
-				return Principal{}, fmt.Errorf("%w: the bearer token is not valid", ErrUnauthenticated)
+				return Principal{}, nil, refuse(failBadToken, "the bearer token is not valid")
 			}
-			return Principal{Name: name, Method: "token"}, nil
+			return Principal{Name: name, Method: "token"}, &h, nil
 		}
 	}
 	if a.mtls {
 		if pr, ok := peer.FromContext(ctx); ok {
 			if ti, ok := pr.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
 				if name := certPrincipal(ti.State.VerifiedChains[0][0]); name != "" {
-					return Principal{Name: name, Method: "certificate"}, nil
+					return Principal{Name: name, Method: "certificate"}, nil, nil
 				}
-				return Principal{}, fmt.Errorf("%w: the client certificate has no identity (no URI SAN, CN or DNS SAN)", ErrUnauthenticated)
+				return Principal{}, nil, refuse(failNoIdentity, "the client certificate has no identity (no URI SAN, CN or DNS SAN)")
 			}
 		}
 	}
 	switch {
 	case a.tokens != nil && a.mtls:
-		return Principal{}, fmt.Errorf("%w: a bearer token or a client certificate is required", ErrUnauthenticated)
+		return Principal{}, nil, refuse(failNoCredentials, "a bearer token or a client certificate is required")
 	case a.tokens != nil:
-		return Principal{}, fmt.Errorf("%w: a bearer token is required (authorization: Bearer <token>)", ErrUnauthenticated)
+		return Principal{}, nil, refuse(failNoCredentials, "a bearer token is required (authorization: Bearer <token>)")
 	}
-	return Principal{}, fmt.Errorf("%w: a client certificate is required", ErrUnauthenticated)
+	return Principal{}, nil, refuse(failNoCredentials, "a client certificate is required")
+}
+
+// track registers a stream running under a token, then checks the token again: a reload between authenticate and track would otherwise miss it. The function it
+// returns unregisters the stream.
+func (a *auth) track(ts *tokenStream) (untrack func()) {
+	a.mu.Lock()
+	if a.live == nil {
+		a.live = map[*tokenStream]struct{}{}
+	}
+	a.live[ts] = struct{}{}
+	a.mu.Unlock()
+	if name, ok := a.tokens.LookupHash(ts.hash); !ok || name != ts.name {
+		ts.end(errRevoked)
+	}
+	return func() {
+		a.mu.Lock()
+		delete(a.live, ts)
+		a.mu.Unlock()
+	}
+}
+
+// revokeStale ends every stream whose token is no longer valid for its name (removed from
+// the file, the file emptied, deleted or refused: daemon.TokenSet.Reload). It runs after
+// each change of the tokens.
+func (a *auth) revokeStale() {
+	a.mu.Lock()
+	var ended []*tokenStream
+	for ts := range a.live {
+		if name, ok := a.tokens.LookupHash(ts.hash); !ok || name != ts.name {
+			ts.end(errRevoked)
+			ended = append(ended, ts)
+		}
+	}
+	a.mu.Unlock()
+	for _, ts := range ended {
+		a.log.Warn("stream ended: its token was revoked", "principal", ts.name, "method", ts.method)
+	}
+}
+
+// revokingTokens is the tokens as the file watcher reloads them: each change ends the
+// streams whose token it revoked.
+type revokingTokens struct {
+	*daemon.TokenSet
+	a *auth
+}
+
+func (r revokingTokens) Reload() (bool, error) {
+	changed, err := r.TokenSet.Reload()
+	if changed {
+		r.a.revokeStale()
+	}
+	return changed, err
 }
 
 // certPrincipal is the identity of a verified client certificate: its first URI SAN (a
@@ -174,11 +287,23 @@ func (a *auth) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServer
 	if exempt(info.FullMethod) {
 		return handler(srv, ss)
 	}
-	pr, err := a.authenticate(ss.Context())
+	pr, hash, err := a.check(ss.Context())
 	if err != nil {
-		return toStatus(err)
+		return err
 	}
-	return handler(srv, &principalStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), principalKey{}, pr)})
+	ctx := context.WithValue(ss.Context(), principalKey{}, pr)
+	if hash == nil {
+		return handler(srv, &principalStream{ServerStream: ss, ctx: ctx})
+	}
+	ctx, end := context.WithCancelCause(ctx)
+	defer end(nil)
+	defer a.track(&tokenStream{hash: *hash, name: pr.Name, method: info.FullMethod, end: end})()
+	err = handler(srv, &principalStream{ServerStream: ss, ctx: ctx})
+	if errors.Is(context.Cause(ctx), errRevoked) {
+		// The handler saw its context end; the client is told why.
+		return toStatus(errRevoked)
+	}
+	return err
 }
 
 // authUnary is the unary interceptor (the player serves none of its own; registered
@@ -187,11 +312,77 @@ func (a *auth) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	if exempt(info.FullMethod) {
 		return handler(ctx, req)
 	}
-	pr, err := a.authenticate(ctx)
+	pr, _, err := a.check(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return handler(context.WithValue(ctx, principalKey{}, pr), req)
+}
+
+// errConnFailed refuses, unchecked, the calls of a connection whose authentication failed.
+var errConnFailed = fmt.Errorf("%w: an earlier call on this connection failed to authenticate; reconnect", ErrUnauthenticated)
+
+// check authenticates a call in its connection's turn (trackedConn.enter) and, when it
+// succeeds, marks the connection authenticated (Config.AuthTimeout no longer applies to
+// it); a failure is answered by failed. The error is a gRPC status.
+func (a *auth) check(ctx context.Context) (Principal, *[sha256.Size]byte, error) {
+	c := connOf(peer.FromContext(ctx))
+	if c != nil {
+		ok, leave := c.enter(ctx.Done())
+		defer leave()
+		if !ok {
+			if ctx.Err() != nil {
+				return Principal{}, nil, toStatus(ctx.Err())
+			}
+			return Principal{}, nil, toStatus(errConnFailed)
+		}
+	}
+	pr, hash, err := a.authenticate(ctx)
+	if err != nil {
+		return Principal{}, nil, a.failed(ctx, c, err)
+	}
+	if c != nil {
+		c.authenticated()
+	}
+	return pr, hash, nil
+}
+
+// failed answers a failed authentication: it is counted and logged (the peer, the method
+// and the reason, never the token; at most a line a second, with the count of those held
+// back), answered after Config.AuthFailureDelay, and its connection is closed once the
+// answer is sent. With the connection's turns (trackedConn.enter), they bound guessing: a
+// connection checks one wrong credential, then pays a new connection — within
+// max_unauthenticated_connections — and the delay again.
+func (a *auth) failed(ctx context.Context, c *trackedConn, err error) error {
+	reason := failNoCredentials
+	var f *authFailure
+	if errors.As(err, &f) {
+		reason = f.reason
+	}
+	a.failures.WithLabelValues(reason).Inc()
+	if c != nil {
+		c.fail()
+	}
+	if ok, suppressed := a.failLog.allow(); ok {
+		addr := ""
+		if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil {
+			addr = pr.Addr.String()
+		}
+		method, _ := grpc.Method(ctx)
+		a.log.Warn("authentication failed", "peer", addr, "method", method, "reason", reason, "err", err, "suppressed", suppressed)
+	}
+	wait := time.NewTimer(a.failDelay)
+	select {
+	case <-wait.C:
+	case <-ctx.Done():
+		wait.Stop()
+	case <-a.done:
+		wait.Stop()
+	}
+	if c != nil {
+		c.closeSoon()
+	}
+	return toStatus(err)
 }
 
 type principalStream struct {

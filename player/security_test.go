@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +25,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/statecast/statecast/internal/checker"
 	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/kafkaconn"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
@@ -107,6 +109,12 @@ func subscribe(t *testing.T, addr string, opts []grpc.DialOption, h *statecastv1
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	return subscribeOn(t, conn, h)
+}
+
+// subscribeOn is subscribe on a connection of the caller's.
+func subscribeOn(t *testing.T, conn *grpc.ClientConn, h *statecastv1.Hello) (views []string, err error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := statecastv1.NewPlayerClient(conn).Subscribe(ctx)
@@ -213,12 +221,82 @@ func TestTLSAndTokens(t *testing.T) {
 	if _, err := subscribe(t, tp.addr, sec.dial("tok-pricing-0123456789", nil), helloOf("a2", "a")); err != nil {
 		t.Errorf("a token kept in the file stopped working: %v", err)
 	}
-	// Tokens authenticate a subscription when it starts: one already running continues.
-	last := e.produce(10, []string{"a"}, 10, newRand(8))
-	waitFor(t, 30*time.Second, "the running subscription to get new entries", func() bool { return c.Applied() >= last })
-	scancel()
-	if err := <-done; err != nil {
-		t.Errorf("session: %v", err)
+	// A subscription already running under the revoked token ends too.
+	defer scancel()
+	select {
+	case err := <-done:
+		wantCode(t, "the subscription running under the revoked token", err, codes.Unauthenticated, "revoked")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the subscription running under the revoked token is still open")
+	}
+	e.check()
+}
+
+// TestTokensFileRefused: a tokens file with a malformed line is refused loudly — /readyz
+// fails naming the tokens, statecast_player_tokens_file_refused is 1 — and a running
+// subscription whose token is no longer on a well-formed line ends, while one whose token
+// still is goes on; a good file clears both signals.
+func TestTokensFileRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.produce(20, []string{"a"}, 10, newRand(17))
+	sec := newSecured(t)
+	sec.setTokens(t, map[string]string{"pricing": "tok-pricing-0123456789", "risk": "tok-risk-0123456789"})
+	reg := prometheus.NewRegistry()
+	tp := startPlayerTB(t, e, func(c *Config) {
+		c.Insecure = false
+		c.TLS = TLSConfig{CertFile: sec.cert, KeyFile: sec.key}
+		c.Tokens = TokensConfig{File: sec.tokens}
+		c.ReloadInterval = 20 * time.Millisecond
+	}, WithRegisterer(reg))
+	ready := func() (int, string) {
+		rec := httptest.NewRecorder()
+		tp.p.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := ready(); code != 200 || gauge(t, reg, "statecast_player_tokens_file_refused", map[string]string{"field": "tokens"}) != 0 {
+		t.Fatalf("a good file: readyz %d %s, refused %v", code, body, gauge(t, reg, "statecast_player_tokens_file_refused", nil))
+	}
+	run := func(id, tok string, chk *checker.Checker) (*client, chan error, context.CancelFunc) {
+		c := newClient(id, chk, "a")
+		c.dial = sec.dial(tok, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.session(ctx, tp.addr, 0, nil) }()
+		waitFor(t, 30*time.Second, id+"'s snapshot", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.hasState })
+		return c, done, cancel
+	}
+	pricing, pricingDone, cancelPricing := run("pricing-1", "tok-pricing-0123456789", e.chk)
+	defer cancelPricing()
+	_, riskDone, cancelRisk := run("risk-1", "tok-risk-0123456789", nopChecker()) // it ends mid-stream
+	defer cancelRisk()
+
+	if err := os.WriteFile(sec.tokens, []byte("pricing=tok-pricing-0123456789\nrisk tok-risk-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-riskDone:
+		wantCode(t, "risk, its line malformed", err, codes.Unauthenticated, "revoked")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the subscription whose line is malformed is still open")
+	}
+	waitFor(t, 10*time.Second, "readyz to fail", func() bool { code, body := ready(); return code == 503 && strings.Contains(body, `"tokens"`) })
+	if v := gauge(t, reg, "statecast_player_tokens_file_refused", map[string]string{"field": "tokens"}); v != 1 {
+		t.Errorf("statecast_player_tokens_file_refused = %v, want 1", v)
+	}
+	if _, body := ready(); strings.Contains(body, "tok-") {
+		t.Errorf("readyz shows a token: %s", body)
+	}
+	last := e.produce(5, []string{"a"}, 10, newRand(18))
+	waitFor(t, 30*time.Second, "pricing, still listed, to get new entries", func() bool { return pricing.Applied() >= last })
+
+	sec.setTokens(t, map[string]string{"pricing": "tok-pricing-0123456789"})
+	waitFor(t, 10*time.Second, "readyz after a good file", func() bool { code, _ := ready(); return code == 200 })
+	if v := gauge(t, reg, "statecast_player_tokens_file_refused", map[string]string{"field": "tokens"}); v != 0 {
+		t.Errorf("statecast_player_tokens_file_refused = %v after a good file, want 0", v)
+	}
+	cancelPricing()
+	if err := <-pricingDone; err != nil {
+		t.Errorf("pricing's session: %v", err)
 	}
 	e.check()
 }
@@ -632,4 +710,36 @@ func testKafkaSecured(t *testing.T, conn kafkaconn.Config) {
 	last = e.produce(50, []string{"a", "b"}, 10, newRand(19))
 	sessionUntil(t, c, tp.addr, 30*time.Second, func() bool { return c.Applied() >= last }) // a recovery from its index
 	e.check()
+}
+
+// TestAdminAuthFailures: requests the admin endpoint refuses for their token are counted
+// in statecast_player_admin_auth_failures_total.
+func TestAdminAuthFailures(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "admin-tokens")
+	if err := os.WriteFile(tokens, []byte("ops=tok-admin-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	p, err := New(Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: []string{"unused:9092"}}, Streams: []StreamConfig{{Name: "s", Topic: "t"}},
+		Admin: AdminConfig{Addr: "127.0.0.1:7072", Tokens: TokensConfig{File: tokens}}}, WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	h := p.admin.Guard(p.AdminHandler())
+	for tok, want := range map[string]int{"": 401, "tok-guess-0123456789": 401, "tok-admin-0123456789": 200} {
+		req := httptest.NewRequest("GET", "/status.json", nil)
+		req.Host = "127.0.0.1:7072"
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("token %q: %d, want %d", tok, rec.Code, want)
+		}
+	}
+	if v := gauge(t, reg, "statecast_player_admin_auth_failures_total", nil); v != 2 {
+		t.Errorf("statecast_player_admin_auth_failures_total = %v, want 2", v)
+	}
 }

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/IBM/sarama"
@@ -83,6 +83,17 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 		p.log.Warn("subscribe refused", "principal", pr.String(), "stream", hello.GetStream(), "err", err)
 		return toStatus(err)
 	}
+	// A reconnect of an instance whose old target still counts replaces it: it is not
+	// refused for the slot its own old target holds.
+	if !p.limits.acquireTarget(pr.Name) {
+		if !s.hasClient(id.key()) {
+			err := fmt.Errorf("%w: principal %q has %d targets (max_targets_per_principal)", ErrPrincipalLimit, pr, p.cfg.MaxTargetsPerPrincipal)
+			p.log.Warn("subscribe refused", "principal", pr.String(), "stream", hello.GetStream(), "service", id.service, "err", err)
+			return toStatus(err)
+		}
+	} else {
+		defer p.limits.releaseTarget(pr.Name)
+	}
 	t, err := s.admit(id, hello, sels)
 	if err != nil {
 		return toStatus(err)
@@ -117,8 +128,30 @@ type identity struct {
 // key is the target's key in the stream's maps.
 func (id identity) key() string { return id.principal.Name + "\x00" + id.instance }
 
-// maxIdentityLen bounds the client id and the service name (they reach logs and labels).
+// maxIdentityLen bounds the stream, client id and service names a client sends, in bytes:
+// they reach logs, the status page and (the service) metric labels.
 const maxIdentityLen = 256
+
+// validName reports whether s is a name a client may send: at most maxIdentityLen bytes of
+// printable ASCII (space included) and letters and digits of other scripts. Everything
+// else is refused: control characters (U+0085 is one), format characters — bidirectional
+// overrides (U+202E) that make a log line read backwards, zero-width characters and
+// byte-order marks that make two names look alike —, line and paragraph separators, and
+// invalid UTF-8.
+func validName(s string) bool {
+	if len(s) > maxIdentityLen || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 0x20 && r < 0x7f:
+		case r >= 0x80 && (unicode.IsLetter(r) || unicode.IsDigit(r)):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 func validateHello(h *statecastv1.Hello, maxViews int) error {
 	if v := h.GetProtocolVersion(); v > wire.ProtocolVersion {
@@ -128,12 +161,16 @@ func validateHello(h *statecastv1.Hello, maxViews int) error {
 	if h.GetStream() == "" {
 		return fmt.Errorf("%w: empty stream", ErrBadHello)
 	}
+	// The names are checked before anything logs them; the error never repeats them.
+	if !validName(h.GetStream()) {
+		return fmt.Errorf("%w: stream: at most %d bytes of letters, digits and printable ASCII", ErrBadHello, maxIdentityLen)
+	}
 	if len(h.GetViews()) > maxViews {
 		return fmt.Errorf("%w: %d views, at most %d (max_hello_views)", ErrBadHello, len(h.GetViews()), maxViews)
 	}
 	for _, f := range []struct{ name, v string }{{"client_id", h.GetClientId()}, {"service", h.GetService()}} {
-		if len(f.v) > maxIdentityLen || strings.IndexFunc(f.v, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }) >= 0 {
-			return fmt.Errorf("%w: %s: at most %d printable characters", ErrBadHello, f.name, maxIdentityLen)
+		if !validName(f.v) {
+			return fmt.Errorf("%w: %s: at most %d bytes of letters, digits and printable ASCII", ErrBadHello, f.name, maxIdentityLen)
 		}
 	}
 	for _, v := range h.GetViews() {

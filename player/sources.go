@@ -147,6 +147,7 @@ type kafkaSource struct {
 	consumer sarama.Consumer
 	pc       sarama.PartitionConsumer
 	pending  *sarama.ConsumerMessage // read past the end of a range: the next range's first
+	slot     bool                    // holds one of its principal's Kafka slots
 }
 
 func (t *target) kafkaSource(term uint64) *kafkaSource {
@@ -212,6 +213,19 @@ func (k *kafkaSource) closed(from int64) error {
 
 func (k *kafkaSource) open(from, to int64) error {
 	s := k.t.s
+	// One of the principal's Kafka slots (Config.MaxKafkaRecoveriesPerPrincipal): many
+	// targets of one principal recovering at once must not open a consumer each.
+	// A source whose earlier open failed after it took its slot keeps that one.
+	if !k.slot {
+		ok, waited := s.p.limits.acquireKafka(k.t.principal.Name, k.t.done, s.p.ctx.Done())
+		if !ok {
+			return errStopped
+		}
+		if waited {
+			s.log.Debug("recovery waited for a Kafka slot of its principal", "target", k.t.id, "principal", k.t.principal.String())
+		}
+		k.slot = true
+	}
 	consumer, err := s.newConsumer(s.recClient)
 	if err != nil {
 		return fmt.Errorf("%w: recovery: %v", ErrStreamUnavailable, err)
@@ -235,5 +249,9 @@ func (k *kafkaSource) close() {
 	}
 	if k.consumer != nil {
 		_ = k.consumer.Close()
+	}
+	if k.slot {
+		k.t.s.p.limits.releaseKafka(k.t.principal.Name)
+		k.slot = false
 	}
 }

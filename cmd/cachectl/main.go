@@ -208,6 +208,10 @@ func tail(ctx context.Context, args []string) error {
 		}
 		return usageError{err}
 	}
+	// Accepted but weak settings are said, as the daemons say them at start.
+	for _, w := range kafka.Warnings() {
+		fmt.Fprintln(os.Stderr, "cachectl tail: warning:", w)
+	}
 	p := &ctl.Printer{W: os.Stdout, MaxValue: *maxValue, Idle: *idle}
 	err := ctl.Tail(ctx, ctl.TailOptions{Kafka: kafka, Topic: *topic, From: *from, Follow: *follow}, p.Print)
 	return errors.Join(err, p.Flush())

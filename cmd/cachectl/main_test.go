@@ -31,6 +31,10 @@ func TestMain(m *testing.M) {
 func TestExitStatus(t *testing.T) {
 	bin := testenv.BuildCommand(t, "github.com/statecast/statecast/cmd/cachectl")
 	missing := filepath.Join(t.TempDir(), "none.yaml")
+	plain := filepath.Join(t.TempDir(), "plain.yaml")
+	if err := os.WriteFile(plain, []byte("kafka: {brokers: [\"127.0.0.1:1\"], timeout: 1s, sasl: {mechanism: PLAIN, user: u, password: pw-SECRET}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -48,6 +52,7 @@ func TestExitStatus(t *testing.T) {
 		{"tail without brokers", []string{"tail", "-topic", "s"}, 2, "-config distributor.yaml (or player.yaml: its kafka section), -kafka-brokers host:port,… (or -brokers), or $STATECAST_KAFKA_BROKERS"},
 		{"tail with -config and -brokers", []string{"tail", "-topic", "s", "-config", missing, "-brokers", "127.0.0.1:1"}, 2, "-config and -brokers both say"},
 		{"tail -config of a missing file", []string{"tail", "-topic", "s", "-config", missing}, 1, "none.yaml"},
+		{"tail warns of SASL PLAIN without TLS", []string{"tail", "-topic", "s", "-config", plain}, 1, "warning: kafka.sasl.mechanism: PLAIN without kafka.tls.enabled"},
 		{"validate a missing file", []string{"validate", "-config", missing}, 1, "none.yaml"},
 		{"stats of nothing", []string{"stats", "-player", "127.0.0.1:1"}, 1, "connection refused"},
 		{"version", []string{"version"}, 0, "cachectl "},

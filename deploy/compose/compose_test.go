@@ -325,7 +325,7 @@ func TestConfigs(t *testing.T) {
 
 // readmeToken is the admin token of a fresh shell (STATECAST_ADMIN_TOKEN unset), which
 // README.md's curl lines send.
-const readmeToken = "statecast-demo"
+const readmeToken = "statecast-demo-admin"
 
 // checkAdmin: the daemon's admin endpoint (its status page) is reachable from the host —
 // it listens beyond the container's loopback and is published, on the host's loopback

@@ -278,7 +278,10 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // Run serves HTTP on addr and runs the client until ctx ends.
 func (s *Service) Run(ctx context.Context, addr string) error {
-	srv := &http.Server{Addr: addr, Handler: s.Handler()}
+	// Every bound a public HTTP server needs: a client that sends slowly, reads slowly or
+	// keeps an idle connection open holds a goroutine and its buffers until one ends it.
+	srv := &http.Server{Addr: addr, Handler: s.Handler(),
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	runErr := s.Client.Run(ctx)

@@ -23,7 +23,8 @@
 //
 // Files: yaml.go (Load, Parse, LoadYAML, DecodeYAML), servers.go (ListenServers,
 // Servers), http.go (ListenHTTP, HTTPServer), admin.go (Admin, AdminServer,
-// GuardTokens, IsLoopback), tokens.go (Tokens, TokenSet, BearerToken, HashToken),
+// GuardBrowsers, IsLoopback), tokens.go (Tokens, TokenSet, BearerToken, HashToken),
+// tokens_metrics.go (TokenCollector: the token sets' state as metrics),
 // tlsfiles.go (ServerTLS, TLSFiles), reload.go (Reloadable, Watch), defaults.go
 // (Default), main.go (Main, Env, Probe, OnSignal), log.go (NewLogger, ReadableDurations,
 // the logged stop). A TokenSet and a TLSFiles are read by

@@ -13,6 +13,19 @@ import (
 // ShutdownGrace bounds how long Serve waits for requests in flight when its context ends.
 const ShutdownGrace = 5 * time.Second
 
+// timeouts are an HTTP server's bounds on one connection.
+type timeouts struct {
+	ReadHeader, Read, Write, Idle time.Duration
+}
+
+// httpTimeouts bound what one connection to a daemon's endpoint may hold: its request
+// (headers, then the whole request: the endpoints take no bodies worth the name), its
+// answer, and its idle time between requests (a scraper reconnects in a few milliseconds;
+// an idle connection kept for ever costs a goroutine and its buffers). An action (any
+// method but GET and HEAD: a reconcile reads a whole view) may take longer to answer than
+// Write: its handler runs without the write bound.
+var httpTimeouts = timeouts{ReadHeader: 5 * time.Second, Read: 10 * time.Second, Write: 30 * time.Second, Idle: 10 * time.Second}
+
 // HTTPServer is a daemon's HTTP endpoint, listening but not serving until Serve.
 type HTTPServer struct {
 	ln  net.Listener
@@ -26,7 +39,20 @@ func ListenHTTP(addr string, h http.Handler) (*HTTPServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http_addr: %w", err)
 	}
-	return &HTTPServer{ln: ln, srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}}, nil
+	t := httpTimeouts
+	return &HTTPServer{ln: ln, srv: &http.Server{Handler: unboundActions(h),
+		ReadHeaderTimeout: t.ReadHeader, ReadTimeout: t.Read, WriteTimeout: t.Write, IdleTimeout: t.Idle}}, nil
+}
+
+// unboundActions lifts the write bound for requests that act (not GET or HEAD): their
+// answer comes when the action is done.
+func unboundActions(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Addr is the address the server listens on (the port chosen for ":0").

@@ -12,7 +12,8 @@ const DefaultReloadInterval = 5 * time.Second
 // Reloadable is something loaded from files that Watch keeps current: TokenSet, TLSFiles.
 type Reloadable interface {
 	// Reload reads the files again; changed reports a new content now in use. An error
-	// leaves the previous content in use.
+	// says what is in use instead: TLSFiles keep the previous certificate, a TokenSet fails
+	// closed (what it keeps is in its error).
 	Reload() (changed bool, err error)
 	// Name is the configuration field, for the log.
 	Name() string
@@ -20,8 +21,8 @@ type Reloadable interface {
 
 // Watch reloads each of rs every interval until ctx ends. Files are compared by content
 // (not by time stamps: a Kubernetes secret volume swaps a symlink), so an unchanged file
-// costs a read. A change is logged at Info, a failure at Error (once until it changes);
-// neither log line holds the files' content.
+// costs a read. A change is logged at Info, a failure at Error (once until it changes; its
+// error says what is in use meanwhile); neither log line holds the files' content.
 func Watch(ctx context.Context, interval time.Duration, log *slog.Logger, rs ...Reloadable) {
 	if len(rs) == 0 {
 		return
@@ -42,7 +43,7 @@ func Watch(ctx context.Context, interval time.Duration, log *slog.Logger, rs ...
 				switch {
 				case err != nil:
 					if err.Error() != last[i] {
-						log.Error("reload failed; keeping the previous content", "field", r.Name(), "err", err)
+						log.Error("reload failed", "field", r.Name(), "err", err)
 					}
 					last[i] = err.Error()
 				case changed:

@@ -16,7 +16,7 @@ import (
 // taken fails ListenServers and leaves nothing listening.
 func TestServers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens")
-	writeFile(t, path, "ops=tok-1\n")
+	writeFile(t, path, "ops=tok-1-0123456789abcdef\n")
 	admin, err := LoadAdmin(Admin{Addr: "127.0.0.1:0", Tokens: Tokens{File: path}}, "admin")
 	if err != nil {
 		t.Fatal(err)
@@ -58,11 +58,11 @@ func TestServers(t *testing.T) {
 	if code, _ := get(adminAddr, ""); code != 401 {
 		t.Errorf("admin without a token: %d", code)
 	}
-	if code, body := get(adminAddr, "tok-1"); code != 200 || body != "admin" {
+	if code, body := get(adminAddr, "tok-1-0123456789abcdef"); code != 200 || body != "admin" {
 		t.Errorf("admin: %d %q", code, body)
 	}
-	writeFile(t, path, "ops=tok-2\n")
-	waitUntil(t, func() bool { code, _ := get(adminAddr, "tok-2"); return code == 200 })
+	writeFile(t, path, "ops=tok-2-0123456789abcdef\n")
+	waitUntil(t, func() bool { code, _ := get(adminAddr, "tok-2-0123456789abcdef"); return code == 200 })
 	cancel()
 	select {
 	case err := <-done:

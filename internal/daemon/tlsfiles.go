@@ -124,7 +124,7 @@ func (f *TLSFiles) MutualTLS() bool { return f.cfg.ClientCAFile != "" }
 func (f *TLSFiles) Reload() (changed bool, err error) {
 	certPEM, keyPEM, caPEM, sum, err := f.read()
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("%w; keeping the current certificate", err)
 	}
 	if sum == f.cur.Load().sum || sum == f.bad {
 		return false, nil
@@ -132,7 +132,7 @@ func (f *TLSFiles) Reload() (changed bool, err error) {
 	st, err := f.parse(certPEM, keyPEM, caPEM, sum)
 	if err != nil {
 		f.bad = sum
-		return false, err
+		return false, fmt.Errorf("%w; keeping the current certificate", err)
 	}
 	f.cur.Store(st)
 	return true, nil

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 )
@@ -17,13 +18,20 @@ import (
 // both (their tokens are merged). Each holds entries `name=token`, one a line (the
 // variable may also separate them with commas); `#` starts a comment line. The name is the
 // principal the token authenticates; a token given as `sha256:<64 hex digits>` is the
-// SHA-256 of the token, so that the file need not hold the token itself. One name may have
-// several tokens (the old and the new one during a rotation). The file is read again when
-// it changes (Watch); the variable only at start.
+// SHA-256 of the token, so that the file need not hold the token itself. A token given as
+// itself has at least MinTokenLen characters. One name may have several tokens (the old
+// and the new one during a rotation). The file is read again when it changes (Watch); the
+// variable only at start.
 type Tokens struct {
 	File string `yaml:"file"`
 	Env  string `yaml:"env"`
 }
+
+// MinTokenLen is the shortest token a tokens file or variable may hold: 16 random
+// characters of a base64 or hex alphabet are 64 to 96 bits, out of reach of guessing at the
+// rate a player lets one client try (a failure costs a delay and the connection). A
+// `sha256:` entry cannot be checked: the tool that made it must have used a long token.
+const MinTokenLen = 16
 
 // Enabled reports whether tokens are configured.
 func (t Tokens) Enabled() bool { return t.File != "" || t.Env != "" }
@@ -39,6 +47,9 @@ type tokenEntry struct {
 type tokenTable struct {
 	entries []tokenEntry
 	sum     [sha256.Size]byte // of the file's content: Reload skips an unchanged file
+	// err is why the file was refused (nil: it loaded). The entries are then what was kept
+	// of the previous table: see Reload.
+	err error
 }
 
 // TokenSet is a loaded set of tokens, kept only as SHA-256 hashes. Lookup is safe for
@@ -48,11 +59,12 @@ type TokenSet struct {
 	field string // the config field, in errors
 	env   []tokenEntry
 	cur   atomic.Pointer[tokenTable]
-	bad   [sha256.Size]byte // the content of the last file that failed to load (logged once)
 }
 
 // LoadTokens reads the tokens t names. field is the configuration field (admin.tokens),
 // named in errors. Errors never contain a token: a malformed line is named by its number.
+// At start nothing is kept from anywhere: a file or a variable that does not load, or
+// that holds no token, is an error.
 func LoadTokens(t Tokens, field string) (*TokenSet, error) {
 	s := &TokenSet{cfg: t, field: field}
 	if t.Env != "" {
@@ -85,25 +97,35 @@ func LoadTokens(t Tokens, field string) (*TokenSet, error) {
 	return s, nil
 }
 
-// table builds the lookup table of a file's content b (with the variable's tokens).
+// table builds the lookup table of a file's content b (with the variable's tokens). On an
+// error it still returns the table of the well-formed entries (a token given to two names
+// dropped from both), for Reload to keep what it may of them.
 func (s *TokenSet) table(b []byte) (*tokenTable, error) {
 	es, err := parseTokens(string(b))
-	if err != nil {
-		return nil, err
-	}
 	all := append(append([]tokenEntry(nil), s.env...), es...)
 	seen := map[[sha256.Size]byte]string{}
+	var shared map[[sha256.Size]byte]bool
 	for _, e := range all {
 		if other, dup := seen[e.hash]; dup && other != e.name {
-			return nil, fmt.Errorf("one token is given to both %q and %q", other, e.name)
+			if shared == nil {
+				shared = map[[sha256.Size]byte]bool{}
+				err = errors.Join(err, fmt.Errorf("one token is given to both %q and %q", other, e.name))
+			}
+			shared[e.hash] = true
 		}
 		seen[e.hash] = e.name
 	}
-	return &tokenTable{entries: all, sum: sha256.Sum256(b)}, nil
+	if shared != nil {
+		all = slices.DeleteFunc(all, func(e tokenEntry) bool { return shared[e.hash] })
+	}
+	return &tokenTable{entries: all, sum: sha256.Sum256(b)}, err
 }
 
+// parseTokens returns the entries of text's well-formed lines and, when some are not, the
+// errors naming them by number (never their content, which may hold a token).
 func parseTokens(text string) ([]tokenEntry, error) {
 	var out []tokenEntry
+	var errs []error
 	for i, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -111,19 +133,27 @@ func parseTokens(text string) ([]tokenEntry, error) {
 		}
 		name, tok, ok := strings.Cut(line, "=")
 		name, tok = strings.TrimSpace(name), strings.TrimSpace(tok)
+		h, isHash := strings.CutPrefix(tok, "sha256:")
 		switch {
 		case !ok:
-			return nil, fmt.Errorf("entry %d: want name=token", i+1)
+			errs = append(errs, fmt.Errorf("entry %d: want name=token", i+1))
+			continue
 		case !tokenName.MatchString(name):
-			return nil, fmt.Errorf("entry %d: name %q: letters, digits and . _ @ : / + - only", i+1, name)
+			errs = append(errs, fmt.Errorf("entry %d: name %q: letters, digits and . _ @ : / + - only", i+1, name))
+			continue
 		case tok == "":
-			return nil, fmt.Errorf("entry %d (%s): empty token", i+1, name)
+			errs = append(errs, fmt.Errorf("entry %d (%s): empty token", i+1, name))
+			continue
+		case !isHash && len(tok) < MinTokenLen:
+			errs = append(errs, fmt.Errorf("entry %d (%s): a token of %d characters: at least %d", i+1, name, len(tok), MinTokenLen))
+			continue
 		}
 		e := tokenEntry{name: name}
-		if h, isHash := strings.CutPrefix(tok, "sha256:"); isHash {
+		if isHash {
 			b, err := hex.DecodeString(h)
 			if err != nil || len(b) != sha256.Size {
-				return nil, fmt.Errorf("entry %d (%s): sha256: needs 64 hex digits", i+1, name)
+				errs = append(errs, fmt.Errorf("entry %d (%s): sha256: needs 64 hex digits", i+1, name))
+				continue
 			}
 			copy(e.hash[:], b)
 		} else {
@@ -131,7 +161,7 @@ func parseTokens(text string) ([]tokenEntry, error) {
 		}
 		out = append(out, e)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // Lookup returns the name of token, or false. It compares the token's hash with every
@@ -141,7 +171,12 @@ func (s *TokenSet) Lookup(token string) (name string, ok bool) {
 	if token == "" {
 		return "", false
 	}
-	h := sha256.Sum256([]byte(token))
+	return s.LookupHash(sha256.Sum256([]byte(token)))
+}
+
+// LookupHash is Lookup of a token's SHA-256: a caller that must check a token again later
+// (whether it was revoked meanwhile) keeps its hash, not the token.
+func (s *TokenSet) LookupHash(h [sha256.Size]byte) (name string, ok bool) {
 	found := -1
 	tab := s.cur.Load()
 	for i := range tab.entries {
@@ -161,31 +196,54 @@ func (s *TokenSet) Len() int { return len(s.cur.Load().entries) }
 // Name is the set's configuration field (what Watch logs).
 func (s *TokenSet) Name() string { return s.field }
 
-// Reload reads the file again and, when its content changed and loads, replaces the set
-// (a removed token is refused from then on). A file that fails to load leaves the set as
-// it was; its error is returned once per content.
+// Err is why the file was refused at the last read that changed anything (the tokens kept
+// are then those Reload says), or nil while it loads. It names lines by number, never their
+// content.
+func (s *TokenSet) Err() error { return s.cur.Load().err }
+
+// Reload reads the file again and, when its content changed, replaces the set. It fails
+// closed, so that a token removed from the file is refused from then on whatever else is
+// wrong with the file:
+//
+//   - a file that loads replaces the set (an emptied file, or one of comments only, leaves
+//     no token of the file: every one is refused);
+//   - a file that cannot be read (deleted, unreadable) revokes every token of the file;
+//   - a file with a malformed line keeps only the tokens that were valid and are still on
+//     its well-formed lines under the same name, and adds none: a half-edited file neither
+//     keeps a token its editor removed nor lets in one that was never checked.
+//
+// The variable's tokens stay in every case (it is read only at start). A refused file is
+// returned as the error once per content and stays in Err until a good one replaces it.
 func (s *TokenSet) Reload() (changed bool, err error) {
 	if s.cfg.File == "" {
 		return false, nil
 	}
-	b, err := os.ReadFile(s.cfg.File)
-	if err != nil {
-		return false, fmt.Errorf("%s.file: %w", s.field, err)
+	cur := s.cur.Load()
+	b, rerr := os.ReadFile(s.cfg.File)
+	if rerr != nil {
+		err := fmt.Errorf("%s.file: %w: every token of the file is revoked", s.field, rerr)
+		if cur.err != nil && cur.err.Error() == err.Error() {
+			return false, nil
+		}
+		s.cur.Store(&tokenTable{entries: s.env, err: err})
+		return true, err
 	}
 	sum := sha256.Sum256(b)
-	if sum == s.cur.Load().sum || sum == s.bad {
+	if sum == cur.sum { // a table made after a failed read has no sum: never equal
 		return false, nil
 	}
-	tab, err := s.table(b)
-	if err == nil && len(tab.entries) == 0 {
-		err = errors.New("no token left: keeping the previous tokens")
-	}
-	if err != nil {
-		s.bad = sum
-		return false, fmt.Errorf("%s.file: %s: %w", s.field, s.cfg.File, err)
+	tab, perr := s.table(b)
+	if perr != nil {
+		perr = fmt.Errorf("%s.file: %s: %w; keeping only the valid tokens still on its well-formed lines, adding none", s.field, s.cfg.File, perr)
+		keep := map[tokenEntry]bool{}
+		for _, e := range tab.entries {
+			keep[e] = true
+		}
+		tab.entries = slices.DeleteFunc(slices.Clone(cur.entries), func(e tokenEntry) bool { return !keep[e] })
+		tab.err = perr
 	}
 	s.cur.Store(tab)
-	return true, nil
+	return !slices.Equal(tab.entries, cur.entries) || cur.err != nil && perr == nil, perr
 }
 
 // BearerToken returns the token of an "Authorization: Bearer <token>" header value, or "".

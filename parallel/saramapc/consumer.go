@@ -90,6 +90,7 @@ func New(cfg Config, opts ...Option) (*Consumer, error) {
 		cfg.Engine.Logger = o.log
 	}
 	c := &Consumer{cfg: cfg, log: o.log, engines: map[string]*parallel.Engine[Message]{}}
+	cfg.Kafka.LogWarnings(c.log)
 	if o.reg != nil {
 		if err := o.reg.Register(pcprom.NewCollector("statecast", c.Stats)); err != nil {
 			return nil, fmt.Errorf("%w: metrics: %v", ErrConfig, err)

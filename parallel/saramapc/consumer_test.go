@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -542,5 +543,19 @@ func TestInvalidMetadataPolicy(t *testing.T) {
 				t.Fatalf("processed %d records, want 4 (from the committed offset)", n)
 			}
 		})
+	}
+}
+
+// TestKafkaWarnings: New warns of a weak Kafka setting it accepts (SASL PLAIN without TLS).
+func TestKafkaWarnings(t *testing.T) {
+	var logs strings.Builder
+	h := func(context.Context, parallel.Record[Message]) error { return nil }
+	cfg := Config{Group: "g", Topics: []string{"t"}, Engine: parallel.Config[Message]{Handler: h},
+		Kafka: kafkaconn.Config{Brokers: []string{"x"}, SASL: kafkaconn.SASL{Mechanism: kafkaconn.SASLPlain, User: "u", Password: "pw-SECRET"}}}
+	if _, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "kafka.sasl.mechanism: PLAIN") || strings.Contains(logs.String(), "SECRET") {
+		t.Errorf("no warning, or the password in it:\n%s", logs.String())
 	}
 }

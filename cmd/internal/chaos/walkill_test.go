@@ -31,7 +31,7 @@ import (
 // finds the deliveries ordered, unique, reliable and resumable; the cache equals the views'
 // SQL row by row; and no Cut ever showed the total changed.
 func TestWALKillDelivery(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Minute)
 	defer cancel()
 	bin := filepath.Join(t.TempDir(), "distributor")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/statecast/statecast/cmd/distributor").CombinedOutput(); err != nil {
@@ -77,8 +77,10 @@ streams:
 	proc := run()
 	t.Cleanup(func() { _ = proc.Process.Kill(); _ = proc.Wait() })
 
-	// The first snapshot, then the player, its recorded targets and the cache.
-	if !bench.WaitFor(time.Minute, func() bool { n, _ := bench.EndOffset(brokers, topic); return n > nAccounts }) {
+	// The first snapshot, then the player, its recorded targets and the cache. The slot's
+	// creation waits for every transaction running on the server to end, other packages'
+	// tests' too.
+	if !bench.WaitFor(3*time.Minute, func() bool { n, _ := bench.EndOffset(brokers, topic); return n > nAccounts }) {
 		t.Fatal("no snapshot from the distributor process")
 	}
 	pr, err := bench.StartPlayer(brokers, topic, func(c *player.Config) { c.ProgressInterval = 50 * time.Millisecond })

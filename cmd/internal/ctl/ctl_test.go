@@ -145,6 +145,16 @@ func TestStats(t *testing.T) {
 	if err := Stats(context.Background(), &out, StatsOptions{Addr: o.Addr}); err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "token") {
 		t.Fatalf("Stats without the token: %v, want a 401 error that says a token is needed", err)
 	}
+	// A token is never sent in plaintext beyond this host (192.0.2.1 is a documentation
+	// address: nothing answers, so a request would time out rather than be refused).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, addr := range []string{"192.0.2.1:7072", "http://192.0.2.1:7072", "http://player.example:7072/"} {
+		err := Stats(ctx, &out, StatsOptions{Addr: addr, Token: "admin-tok"})
+		if err == nil || !strings.Contains(err.Error(), "TLS") || strings.Contains(err.Error(), "admin-tok") {
+			t.Errorf("Stats with a token over plaintext to %s: %v, want it refused before sending", addr, err)
+		}
+	}
 }
 
 // TestGet reads a view through a real player over a real Kafka topic.

@@ -7,10 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/statecast/statecast/internal/daemon"
 	"github.com/statecast/statecast/player"
 )
 
@@ -61,6 +64,12 @@ func Stats(ctx context.Context, w io.Writer, o StatsOptions) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return fmt.Errorf("stats: %w", err)
+	}
+	// The token may come from $STATECAST_TOKEN without the operator thinking of it: it
+	// never crosses a network in the clear (the admin endpoint refuses tokens over
+	// plaintext beyond loopback too).
+	if o.Token != "" && req.URL.Scheme != "https" && !daemon.IsLoopback(hostPort(req.URL)) {
+		return fmt.Errorf("stats: %s: a token is sent over TLS only, or to a loopback address: add -tls (and -ca), or unset -token-file / $%s", url, EnvToken)
 	}
 	req.Header.Set("Accept", "application/json")
 	if o.Token != "" {
@@ -127,6 +136,14 @@ func statsTable(w io.Writer, st *player.Status) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// hostPort is u's host:port, the port its scheme's default when u names none.
+func hostPort(u *neturl.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
 }
 
 func dash(s string) string {

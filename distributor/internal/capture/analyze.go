@@ -227,10 +227,21 @@ var tempSeq atomic.Int64
 
 // Analyze finds the base tables of v and how each one's changes map to v's rows, from
 // the query tree PostgreSQL stores for a temporary view of v's SQL (and for the views it
-// reads). It runs in tx (it creates and drops that view; the caller may roll tx back).
+// reads). It runs in tx (it creates and drops that view; the caller may roll tx back). Its
+// first statement is CheckStatement's: a SQL of more than one statement is refused
+// (ErrStatement, wrapped in ErrAnalyze) before any of it runs, and tx is then aborted.
 func Analyze(ctx context.Context, tx pgx.Tx, v ViewSpec) (*ViewDeps, error) {
+	// The SQL is pasted into the statements below: it is parsed alone first, with the
+	// extended protocol, so that a second statement in it cannot run (CheckStatement).
+	if err := CheckStatement(ctx, tx.Conn().PgConn(), v.Name, v.SQL); errors.Is(err, ErrStatement) {
+		return nil, fmt.Errorf("%w: %w", ErrAnalyze, err)
+	} else if err != nil {
+		return nil, fmt.Errorf("%w: view %q: its SQL cannot define a view: %w", ErrAnalyze, v.Name, err)
+	}
 	name := fmt.Sprintf("statecast_analyze_%d", tempSeq.Add(1))
-	if _, err := tx.Exec(ctx, "CREATE TEMPORARY VIEW "+name+" AS "+v.SQL); err != nil {
+	// An Exec without arguments goes through the simple protocol; the extended one
+	// (QueryExecModeExec) runs one statement at most, whatever the SQL holds.
+	if _, err := tx.Exec(ctx, "CREATE TEMPORARY VIEW "+name+" AS "+v.SQL, pgx.QueryExecModeExec); err != nil {
 		return nil, fmt.Errorf("%w: view %q: its SQL cannot define a view: %w", ErrAnalyze, v.Name, err)
 	}
 	defer func() { _, _ = tx.Exec(context.WithoutCancel(ctx), "DROP VIEW IF EXISTS pg_temp."+name) }()

@@ -15,6 +15,9 @@
 //     result, a [ViewDeps], gives per table a [Mapping] per occurrence — the output columns
 //     that hold the changed row's values, and the [Hop]s that turn its values into theirs
 //     — or why its changes force a full re-read of the view.
+//   - [CheckStatement] is the first contact of a view's SQL with the server: parsed alone
+//     with the extended protocol, which refuses a second statement ([ErrStatement]) before
+//     anything could run it; [Analyze] starts with it.
 //   - [Lookup] re-reads the rows of a view whose output columns hold given values (a
 //     changed table's identities, or the view's keys), in chunks, through the condition
 //     PostgreSQL pushes down into the view's query.
@@ -24,7 +27,9 @@
 //     database, a missing table, an invalidated slot: errors that name it).
 //   - [Receiver] owns the replication connection: it decodes pgoutput messages into
 //     [Txn]s (the changed rows' identity values, old and new, per relation), tracks how far
-//     the server has decoded (keepalives), and reports the confirmed position back. Each
+//     the server has decoded (keepalives), and reports the confirmed position back. It
+//     copies nothing of a row change but its captured values, and none longer than
+//     MaxValueBytes (Change.Oversize). Each
 //     stream that reads the slot has a [Sub] of its own: the transactions that touch its
 //     tables, and the position it confirmed (the slot is confirmed at the lowest).
 //   - [Snapshot] is a REPEATABLE READ transaction whose visibility (xmin, xmax, in-progress
@@ -50,8 +55,12 @@
 // Hop), querytree.go (the stored query trees, equality operators and volatile functions
 // from the catalog), derive.go (the bindings of each level of the tree: which values of a
 // changed row each column holds), route.go (each occurrence's Mapping chosen from them),
-// lookup.go (Lookup, the hops' query), lookup_plan.go (up to how many tuples a lookup reads them
-// one at a time, from the planner's costs), publication.go (EnsurePublication), slot.go (the slot's functions,
-// SlotInfo, ErrSlotLost), receiver.go (Receiver, Sub, Txn, Change, Identity, LSN),
+// lookup.go (Lookup, the hops' query), lookup_plan.go (up to how many tuples a lookup
+// reads them one at a time, from the planner's costs), publication.go
+// (EnsurePublication), slot.go (the slot's functions, SlotInfo, ErrSlotLost), ident.go
+// (slot and publication names: PostgreSQL's rules, the quoting of START_REPLICATION's
+// options), statement.go (CheckStatement), receiver.go (Receiver, Sub, Txn, Change,
+// OversizeValue, Identity, LSN), tuple.go (pgoutput's row changes parsed without a copy
+// of their values),
 // snapshot.go (Snapshot: BeginSnapshot, ImportSnapshot, Split; FlushWAL, WALPositions).
 package capture

@@ -23,6 +23,9 @@ type Querier interface {
 // set (the publication is statecast's own); otherwise the error names the table and the
 // statement that fixes it.
 func EnsurePublication(ctx context.Context, q Querier, name string, tables []*Table, manage bool) error {
+	if err := CheckPublicationName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrAnalyze, err)
+	}
 	ident := pgx.Identifier{name}.Sanitize()
 	var all, ins, upd, del, trunc, viaRoot bool
 	err := q.QueryRow(ctx, `SELECT puballtables, pubinsert, pubupdate, pubdelete, pubtruncate, pubviaroot

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -69,14 +71,27 @@ func AppendIdentity(dst []byte, v []byte) []byte {
 // it in full. Missing lists the captured columns (by their index in TableColumns.Names)
 // that the table does not have any more (dropped or renamed: the relation message pgoutput
 // sent before the change lacks their names); their values read as NULL, and only the
-// views that map the table through them must re-read it.
+// views that map the table through them must re-read it. Oversize lists the captured
+// values (old or new) longer than ReceiverConfig.MaxValueBytes: not copied, they read as
+// NULL too, and the views that map the table through their columns must re-read it (an
+// oversize identity value makes the change Unknown).
 type Change struct {
-	Rel     uint32
-	Op      Op
-	Old     Identity
-	New     Identity
-	Missing []int
-	Unknown bool
+	Rel      uint32
+	Op       Op
+	Old      Identity
+	New      Identity
+	Missing  []int
+	Oversize []OversizeValue
+	Unknown  bool
+}
+
+// OversizeValue is a captured column's value that the receiver refused to copy: longer
+// than ReceiverConfig.MaxValueBytes, it could not be part of a record anyway.
+type OversizeValue struct {
+	Table  string // schema.name, as pgoutput named it
+	Column string // the captured column's name
+	Index  int    // its index in TableColumns.Names
+	Bytes  int    // the value's length
 }
 
 // Txn is one committed source transaction's changes to the published tables.
@@ -124,6 +139,10 @@ type ReceiverConfig struct {
 	MaxPendingBytes int
 	// StatusInterval between status updates to the server (default 1s).
 	StatusInterval time.Duration
+	// MaxValueBytes bounds a captured value (0: no bound): a longer one is not copied out
+	// of the message that carries it, and its change lists it in Oversize. The
+	// distributor passes its record size limit, which such a value cannot fit in.
+	MaxValueBytes int
 }
 
 // Receiver streams a slot's committed transactions to its subscribers (Sub: one per
@@ -157,10 +176,15 @@ type Receiver struct {
 	reanalyze bool
 
 	// Run's own state
-	rels map[uint32]*relation
-	cur  *Txn
-	buf  []byte
+	collect bool // a huge message was read: collect once pgconn let its buffer go
+	rels    map[uint32]*relation
+	cur     *Txn
+	buf     []byte
 }
+
+// hugeMessage is the size of a message from which the receiver has the memory it held
+// collected at once.
+const hugeMessage = 64 << 20
 
 // ErrReceiverStopped is returned by Take and Pending after Run returned.
 var ErrReceiverStopped = errors.New("capture: replication stream stopped")
@@ -257,8 +281,14 @@ func (r *Receiver) Run(ctx context.Context) (err error) {
 		r.room = make(chan struct{})
 		r.mu.Unlock()
 	}()
-	args := []string{"proto_version '1'", "publication_names '" + r.cfg.Publication + "'", "binary 'true'"}
-	if err := pglogrepl.StartReplication(ctx, r.conn, r.cfg.Slot, r.cfg.Start, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
+	args, err := pluginArgs(r.cfg.Publication)
+	if err == nil {
+		err = CheckSlotName(r.cfg.Slot)
+	}
+	if err != nil {
+		return err
+	}
+	if err := pglogrepl.StartReplication(ctx, r.conn, pgx.Identifier{r.cfg.Slot}.Sanitize(), r.cfg.Start, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
 		return fmt.Errorf("capture: start replication on slot %q: %w", r.cfg.Slot, err)
 	}
 	r.wakeMu.Lock()
@@ -306,6 +336,14 @@ func (r *Receiver) Run(ctx context.Context) (err error) {
 			continue
 		}
 		msg, err := r.conn.ReceiveMessage(context.Background())
+		if r.collect {
+			// pgconn reads a message whole into a buffer of its size, which it lets go at
+			// the next read. Collected by the GC's pacing, such buffers of a few huge rows
+			// in a row (their re-reads, the next huge message) add up to several times a
+			// row's size before a collection frees them; a forced one frees it now.
+			r.collect = false
+			runtime.GC()
+		}
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return cerr
@@ -370,6 +408,7 @@ func (r *Receiver) handle(msg pgproto3.BackendMessage) error {
 			if err != nil {
 				return fmt.Errorf("capture: xlog data: %w", err)
 			}
+			r.collect = len(m.Data) >= hugeMessage
 			return r.decode(x.WALData)
 		}
 		return nil
@@ -383,7 +422,7 @@ func (r *Receiver) handle(msg pgproto3.BackendMessage) error {
 
 // decode handles one pgoutput message.
 func (r *Receiver) decode(data []byte) error {
-	msg, err := pglogrepl.Parse(data)
+	msg, err := parseMessage(data)
 	if err != nil {
 		return fmt.Errorf("capture: pgoutput message: %w", err)
 	}
@@ -493,13 +532,13 @@ func (r *Receiver) change(relID uint32, op Op, oldType uint8, old, new *pglogrep
 	// An old key tuple ('K') holds the identity only; without an old tuple, an update kept
 	// its identity. Either way the old values of the other columns are not known.
 	if old != nil {
-		c.Old, c.Unknown = r.values(rel, old, oldType == 'O')
+		c.Old, c.Unknown = r.values(rel, old, oldType == 'O', &c)
 	} else if op == OpUpdate && rel != nil && len(rel.cols) > rel.n {
 		c.Unknown = true
 	}
 	if new != nil {
 		var unknown bool
-		c.New, unknown = r.values(rel, new, true)
+		c.New, unknown = r.values(rel, new, true, &c)
 		c.Unknown = c.Unknown || unknown
 	}
 	if rel != nil {
@@ -512,7 +551,9 @@ func (r *Receiver) change(relID uint32, op Op, oldType uint8, old, new *pglogrep
 
 // values reads the captured columns of tuple t (the identity's only, unless all: an old
 // key tuple's other columns are NULLs that stand for nothing); unknown when one is missing.
-func (r *Receiver) values(rel *relation, t *pglogrepl.TupleData, all bool) (Identity, bool) {
+// A value over MaxValueBytes is added to c.Oversize and read as NULL (unknown if it is an
+// identity column's), without a copy.
+func (r *Receiver) values(rel *relation, t *pglogrepl.TupleData, all bool, c *Change) (Identity, bool) {
 	if rel == nil || len(rel.cols) == 0 {
 		return "", true
 	}
@@ -531,6 +572,14 @@ func (r *Receiver) values(rel *relation, t *pglogrepl.TupleData, all bool) (Iden
 		col := t.Columns[pos]
 		switch col.DataType {
 		case pglogrepl.TupleDataTypeBinary:
+			if limit := r.cfg.MaxValueBytes; limit > 0 && len(col.Data) > limit {
+				c.Oversize = append(c.Oversize, OversizeValue{Table: rel.name, Column: r.cfg.Tables[rel.oid].Names[i], Index: i, Bytes: len(col.Data)})
+				if i < rel.n {
+					return "", true
+				}
+				r.buf = AppendIdentity(r.buf, nil)
+				continue
+			}
 			r.buf = AppendIdentity(r.buf, col.Data)
 		case pglogrepl.TupleDataTypeNull:
 			r.buf = AppendIdentity(r.buf, nil)

@@ -266,6 +266,69 @@ func TestReceiverSchemaChanges(t *testing.T) {
 	}
 }
 
+// TestReceiverOversizeValue: a captured value longer than MaxValueBytes is not copied:
+// it reads as NULL and its change lists it in Oversize (table, column, index, length),
+// old (REPLICA IDENTITY FULL sends it) or new; the other values read on. An oversize
+// identity value makes the change Unknown.
+func TestReceiverOversizeValue(t *testing.T) {
+	ctx, conn, dsn := openDB(t)
+	mustExec(ctx, t, conn, "ALTER TABLE sports REPLICA IDENTITY FULL")
+	take := func(s *stream) []Change {
+		t.Helper()
+		snap, err := BeginSnapshot(ctx, s.pool, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer snap.Close(ctx)
+		txns, _, err := s.sub.Take(ctx, snap.Insert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []Change
+		for _, tx := range txns {
+			out = append(out, tx.Changes...)
+		}
+		return out
+	}
+	s := startStream(ctx, t, conn, dsn, "name")
+	s.recv.cfg.MaxValueBytes = 100
+	s.run(ctx, t)
+	mustExec(ctx, t, conn, "INSERT INTO sports VALUES (2, repeat('x', 5000))")
+	mustExec(ctx, t, conn, "INSERT INTO sports VALUES (3, 'Golf')")
+	mustExec(ctx, t, conn, "UPDATE sports SET name = repeat('y', 101) WHERE id = 3")
+	mustExec(ctx, t, conn, "UPDATE sports SET name = repeat('z', 100) WHERE id = 2")
+	cs := take(s)
+	want := []struct {
+		name     string
+		oversize []OversizeValue
+	}{
+		{"", []OversizeValue{{Table: "public.sports", Column: "name", Index: 1, Bytes: 5000}}},
+		{"Golf", nil},
+		{"", []OversizeValue{{Table: "public.sports", Column: "name", Index: 1, Bytes: 101}}},
+		{strings.Repeat("z", 100), []OversizeValue{{Table: "public.sports", Column: "name", Index: 1, Bytes: 5000}}}, // the old value
+	}
+	if len(cs) != len(want) {
+		t.Fatalf("%d changes, want %d: %+v", len(cs), len(want), cs)
+	}
+	for i, w := range want {
+		c := cs[i]
+		vals := c.New.Values()
+		if c.Unknown || len(vals) != 2 || string(vals[1]) != w.name || (w.name == "") != (vals[1] == nil) || fmt.Sprint(c.Oversize) != fmt.Sprint(w.oversize) {
+			t.Errorf("change %d: unknown %v, oversize %+v, values %q; want name %q, oversize %+v", i, c.Unknown, c.Oversize, vals, w.name, w.oversize)
+		}
+	}
+
+	// An identity of 4 bytes over a bound of 3.
+	s2 := startStream(ctx, t, conn, dsn)
+	s2.recv.cfg.MaxValueBytes = 3
+	s2.run(ctx, t)
+	mustExec(ctx, t, conn, "DELETE FROM sports WHERE id = 3")
+	cs = take(s2)
+	if len(cs) != 1 || !cs[0].Unknown || cs[0].Old != "" || len(cs[0].Oversize) != 1 || cs[0].Oversize[0].Column != "id" || cs[0].Oversize[0].Bytes != 4 {
+		t.Fatalf("the delete of an oversize identity: %+v, want one Unknown change listing id's 4 bytes", cs)
+	}
+}
+
 // A transaction that commits after a snapshot was taken is received but not shown: Split
 // leaves it for the next snapshot, and a snapshot taken later shows it.
 func TestSnapshotSplitsAtItsVisibility(t *testing.T) {

@@ -83,7 +83,12 @@ func (s *SlotInfo) Check(database string) error {
 // consistent point and exported snapshot. The snapshot stays importable (ImportSnapshot)
 // until repl runs its next command.
 func CreateSlot(ctx context.Context, repl *pgconn.PgConn, name string) (LSN, string, error) {
-	res, err := pglogrepl.CreateReplicationSlot(ctx, repl, name, Plugin,
+	if err := CheckSlotName(name); err != nil {
+		return 0, "", err
+	}
+	// pglogrepl pastes the name into the command as it is: quoted here, as a name must be
+	// wherever it meets SQL, although the rule above leaves nothing to escape.
+	res, err := pglogrepl.CreateReplicationSlot(ctx, repl, pgx.Identifier{name}.Sanitize(), Plugin,
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
 	if err != nil {
 		return 0, "", fmt.Errorf("capture: create slot %s: %w", name, err)
