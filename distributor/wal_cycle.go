@@ -32,7 +32,8 @@ import (
 // errNoPrefix: the snapshot shows a commit after one it does not show.
 var errNoPrefix = errors.New("distributor: the snapshot shows no prefix of the commits; taking another")
 
-// runCycle runs cycles until one publishes (a snapshot without a prefix is retried at once).
+// runCycle runs cycles until one publishes (a snapshot without a prefix, or whose reads met
+// a lock waiting for it, is retried at once).
 // first, when set, is the snapshot of the session's first cycle.
 func (w *walSession) runCycle(ctx context.Context, first *capture.Snapshot) error {
 	for attempt := 0; ; attempt++ {
@@ -46,7 +47,7 @@ func (w *walSession) runCycle(ctx context.Context, first *capture.Snapshot) erro
 		}
 		err := w.cycle(ctx, snap)
 		snap.Close(ctx)
-		if !errors.Is(err, errNoPrefix) || attempt >= 100 {
+		if !(errors.Is(err, errNoPrefix) || errors.Is(err, errLockWait)) || attempt >= 100 {
 			return err
 		}
 		time.Sleep(time.Millisecond)

@@ -4,12 +4,15 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/statecast/statecast/distributor/internal/capture"
 )
@@ -22,6 +25,19 @@ import (
 // between them; what each found is turned into records afterwards, in the views' order,
 // on the cycle's goroutine. The stream then waits for its slowest view's reads instead of
 // the sum of them all.
+//
+// The other connections take their locks with a lock_timeout: a TRUNCATE (or any lock
+// that conflicts with reading) waiting for the cycle's transaction, which has read the
+// table, queues their reads behind it, while the cycle waits for them — a deadlock that
+// PostgreSQL cannot see, since one of its waits is the cycle's goroutine. A read that
+// times out on a lock makes the cycle take another snapshot (errLockWait), once its own
+// transaction, which the TRUNCATE waits for, is closed.
+
+// errLockWait: a read on another connection of the cycle timed out waiting for a lock.
+var errLockWait = errors.New("distributor: a cycle's read waited for a lock that waits for the cycle; taking another snapshot")
+
+// readLockTimeout bounds how long a cycle's other connections wait for a lock.
+const readLockTimeout = "200ms"
 
 // readJob is one view's part of a cycle's reads.
 type readJob struct {
@@ -71,18 +87,32 @@ func (w *walSession) readJobs(ctx context.Context, snap *capture.Snapshot, jobs 
 			imported, err := capture.ImportSnapshot(ctx, w.s.pool, name, snap.Insert)
 			if err == nil {
 				defer imported.Close(context.WithoutCancel(ctx))
-				err = capture.SetLocal(ctx, imported.Tx, w.s.cfg.ReadSettings)
+				settings := maps.Clone(w.s.cfg.ReadSettings)
+				if settings == nil {
+					settings = map[string]string{}
+				}
+				settings["lock_timeout"] = readLockTimeout
+				err = capture.SetLocal(ctx, imported.Tx, settings)
 			}
 			if err == nil {
 				err = take(imported.Tx)
 			} else {
 				failed.Store(true)
 			}
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "55P03" { // lock_not_available
+				err = fmt.Errorf("%w: %w", errLockWait, err)
+			}
 			errs[c] = err
 		})
 	}
 	errs[0] = take(snap.Tx)
 	wg.Wait()
+	for _, err := range errs {
+		if errors.Is(err, errLockWait) {
+			return err
+		}
+	}
 	return errors.Join(errs...)
 }
 
