@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/peer"
 
+	"github.com/statecast/statecast/internal/backoff"
 	"github.com/statecast/statecast/internal/grpctls"
 	statecastv1 "github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
@@ -43,7 +43,7 @@ func (c *Client) connect(ctx context.Context) error {
 			}
 		}
 	}()
-	backoff := c.cfg.BackoffMin
+	wait := backoff.New(backoff.Policy{Min: c.cfg.BackoffMin, Max: c.cfg.BackoffMax})
 	// refusedStream[n]: the latest attempt at address n was refused with ErrUnknownStream.
 	refusedStream := make([]bool, len(conns))
 	for i := 0; ; i++ {
@@ -101,10 +101,9 @@ func (c *Client) connect(ctx context.Context) error {
 			return &stoppedError{se}
 		}
 		if progressed {
-			backoff = c.cfg.BackoffMin
+			wait.Reset()
 		}
-		// Full jitter over [backoff/2, backoff].
-		d := backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
+		d := wait.Next()
 		if se != nil && se.Kind != nil && se.Kind != ErrUnavailable {
 			// A refusal that a rotation of the credentials, another player of the list or
 			// an upgrade of the player may heal: loud, and retried.
@@ -112,13 +111,8 @@ func (c *Client) connect(ctx context.Context) error {
 		} else {
 			c.log.Warn("stream ended; reconnecting", "addr", addr, "err", err, "in", d)
 		}
-		backoff = min(backoff*2, c.cfg.BackoffMax)
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(ctx, d) {
 			return nil
-		case <-t.C:
 		}
 		if !errors.Is(err, ErrOrder) && !errors.Is(err, ErrEpochMismatch) {
 			continue // transport trouble: try the next player

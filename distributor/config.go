@@ -15,7 +15,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/robfig/cron/v3"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/statecast/statecast/distributor/internal/capture"
 	"github.com/statecast/statecast/internal/daemon"

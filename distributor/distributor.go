@@ -203,11 +203,17 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 	var first error
 	select {
 	case <-ctx.Done():
+		d.log.Info("shutting down: stopping the streams (each aborts its open transaction, flushes and closes its producer, releases its lock)",
+			"streams", len(streams))
 	case first = <-errc:
 		d.log.Error("distributor stopping", "err", first)
 	}
+	stopAt := time.Now()
 	cancel()
 	wg.Wait() // before the pool and the admin client close
+	if first == nil {
+		d.log.Info("every stream stopped", "took", time.Since(stopAt))
+	}
 	return first
 }
 
@@ -231,7 +237,7 @@ func (d *Distributor) startTopics(ctx context.Context) (sarama.ClusterAdmin, []*
 		if refusedByKafka(err) {
 			return nil, nil, fmt.Errorf("%w (a refusal: not retried)", err)
 		}
-		wait := backoff(attempt + 3) // from 800ms, doubling up to 30s
+		wait := retryWait(attempt + 3) // at most 800ms first, doubling up to 30s
 		if left := time.Until(deadline); left <= 0 {
 			return nil, nil, fmt.Errorf("distributor: Kafka unreachable for startup_timeout (%s): %w", d.cfg.StartupTimeout, err)
 		} else if wait > left {

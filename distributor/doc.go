@@ -104,8 +104,11 @@
 //     start-up epoch. Transactions that commit up to the overlap (default DefaultOverlap or
 //     DefaultOverlapVersions) after taking their value are still polled.
 //   - Run-time errors (database or broker unreachable, a failing poll or reconcile) are
-//     logged, counted in statecast_distributor_errors_total and retried with backoff; the
-//     watermark and the content hashes advance only after the broker acknowledged.
+//     logged, counted in statecast_distributor_errors_total, shown as the stream's last
+//     error (Status, /readyz) and retried with backoff; the watermark and the content
+//     hashes advance only after the broker acknowledged. A login PostgreSQL refuses (a
+//     wrong password, no pg_hba.conf entry, a role that may not log in or lacks
+//     REPLICATION) stops Run with ErrPostgresAuth instead, as Kafka's refusals do.
 //
 // # Internals
 //
@@ -115,8 +118,10 @@
 //     config.go (Config and its parts, the defaults, LoadConfig, ParseConfig, Validate),
 //     admin.go (AdminConfig, TokensConfig, TLSConfig), errors.go (the sentinels,
 //     ViewError), http.go (Handler, AdminHandler), health.go (/readyz: Readiness and the
-//     dependency checks), status.go (Status and the status page), metrics.go, check.go
-//     (CheckDatabase, CheckKafka), dependencies.go (Dependencies).
+//     dependency checks), status.go (Status, the streams' last errors and the status
+//     page), metrics.go, check.go (CheckDatabase, CheckKafka), dependencies.go
+//     (Dependencies), pgauth.go (which PostgreSQL login refusals stop Run:
+//     ErrPostgresAuth).
 //   - A stream's life: group.go (the streams one advisory lock makes active together, and
 //     their activation), lock.go (the advisory lock and its watchdog), topic.go (creating
 //     and checking the topics, and watching that they are not replaced), producer.go (the
@@ -145,7 +150,8 @@
 //     existing slot reads in full), wal_ddl.go (schema changes of the base tables while
 //     a stream runs), wal_oversize.go (captured values over the record size limit,
 //     which the receiver does not copy), viewdef.go (a view's definition hash, recorded in
-//     its epochs).
+//     its epochs), slotwatch.go (the slot's lag in bytes and time and its retention,
+//     measured apart from the capture).
 //
 // Run starts the HTTP servers, the dependency checks (watchDeps) and, per group (a polling
 // stream alone, or the wal streams that share a slot), its lifecycle (group.run): standby
@@ -169,6 +175,10 @@
 //     re-read (wal_behind.go: one goroutine per such read, on a connection of its own,
 //     reading the view's state while the loop leaves that view alone, and handing its
 //     result back to the loop to publish);
+//   - for a wal group, the slot watcher (slotwatch.go): every health_interval, on a
+//     connection of its own, it reads each slot's confirmed and restart positions and the
+//     server's WAL end into the slot gauges and Status — apart from the session loops,
+//     which wait on Kafka;
 //   - per stream, the cron scheduler (robfig/cron/v3), which sends reconcile requests;
 //   - per send, one goroutine that counts the producer's acknowledgements; per commit, one
 //     that runs it, so that an ended ctx need not wait for it (producer.go); per long read,

@@ -18,6 +18,10 @@ var (
 	ErrUnknownView = errors.New("distributor: unknown view")
 	// ErrNotActive: the stream is not active here (standby, or not running).
 	ErrNotActive = errors.New("distributor: stream not active")
+	// ErrPostgresAuth: PostgreSQL refused the login (a wrong password, no pg_hba.conf
+	// entry, a role that does not exist, may not log in or lacks REPLICATION for a wal
+	// stream). Run stops with it at once, as with Kafka's authentication failures.
+	ErrPostgresAuth = errors.New("distributor: PostgreSQL refused the login")
 	// ErrStopped: WaitReady saw Run return before the streams were ready.
 	ErrStopped = errors.New("distributor: stopped before ready")
 )

@@ -24,7 +24,7 @@ func (s *stream) failView(st *viewState, err error, op string) {
 	st.retryAt = time.Now().Add(d)
 	first := st.failed == nil
 	st.failed = err
-	s.m.errors.WithLabelValues(s.cfg.Topic, st.cfg.Name, op).Inc()
+	s.countErr(st.cfg.Name, op, err)
 	s.m.viewFailed.WithLabelValues(s.cfg.Topic, st.cfg.Name).Set(1)
 	s.setViewStatus(st)
 	var ve *ViewError

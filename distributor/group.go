@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/statecast/statecast/distributor/internal/capture"
+	"github.com/statecast/statecast/internal/backoff"
 )
 
 // A group is the streams that one advisory lock makes active together: a polling stream
@@ -65,17 +66,22 @@ func (g *group) setActive(on bool) {
 	}
 }
 
-func (g *group) countErr(op string) {
+func (g *group) countErr(op string, err error) {
 	for _, s := range g.streams {
-		s.m.errors.WithLabelValues(s.cfg.Topic, "", op).Inc()
+		s.countErr("", op, err)
 	}
 }
+
+// lockBackoff is the wait between failed tries to take the stream lock (PostgreSQL
+// unreachable): jittered, from 2s doubling to 30s.
+var lockBackoff = backoff.Policy{Min: 2 * time.Second, Max: 30 * time.Second}
 
 // run is the group's lifecycle: wait for the lock (standby), be active until the lock is
 // lost or ctx ends, and go back to standby after a lost lock. Fatal start-up errors (an
 // unusable topic, a configuration the database refuses) are returned.
 func (g *group) run(ctx context.Context) error {
 	log := g.d.log.With("stream", g.topics())
+	lockWait := backoff.New(lockBackoff)
 	for {
 		g.setActive(false)
 		log.Info("standby: waiting for the stream lock")
@@ -84,23 +90,39 @@ func (g *group) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			g.countErr("lock")
-			log.Error("stream lock", "err", err)
-			if !sleepCtx(ctx, 2*time.Second) {
+			g.countErr("lock", err)
+			if rerr := refusedByPostgres(err); rerr != nil {
+				log.Error("stream lock: PostgreSQL refused the login; the distributor stops", "err", err)
+				return rerr
+			}
+			d := lockWait.Next()
+			log.Error("stream lock", "err", err, "retry_in", d)
+			if !sleepCtx(ctx, d) {
 				return nil
 			}
 			continue
 		}
+		lockWait.Reset()
 		err = g.activeRun(ctx, lock)
 		lock.Close()
 		g.setActive(false)
 		if ctx.Err() != nil {
+			for _, s := range g.streams {
+				s.statusMu.Lock()
+				pos := s.statusPos
+				s.statusMu.Unlock()
+				attrs := []any{"stream", s.cfg.Topic}
+				if pos != "" {
+					attrs = append(attrs, "source_position", pos) // of the last position record Kafka acknowledged
+				}
+				g.d.log.Info("stream stopped: stream lock released", attrs...)
+			}
 			return nil
 		}
-		if errors.Is(err, ErrTopic) || errors.Is(err, ErrConfig) {
+		if errors.Is(err, ErrTopic) || errors.Is(err, ErrConfig) || errors.Is(err, ErrPostgresAuth) {
 			return err
 		}
-		g.countErr("lock")
+		g.countErr("lock", err)
 		log.Error("stream stopped; back to standby", "err", err)
 		if !sleepCtx(ctx, time.Second) {
 			return nil
@@ -157,6 +179,7 @@ func (g *group) activeRun(parent context.Context, lock *streamLock) error {
 		defer stop()
 	}
 	if g.wal {
+		wg.Go(func() { g.watchSlots(ctx, g.d.cfg.HealthInterval) })
 		return g.runWAL(ctx)
 	}
 	return g.streams[0].runPoll(ctx, &wg)

@@ -114,6 +114,9 @@ type Readiness struct {
 	Postgres depState          `json:"postgres"`
 	Kafka    depState          `json:"kafka"`
 	Streams  map[string]string `json:"streams"` // topic: standby, starting (active, start-up epochs), active
+	// LastErrors are the streams' last errors (topic: the error; streams without one are
+	// left out), as Status reports them with their time.
+	LastErrors map[string]string `json:"last_errors,omitempty"`
 }
 
 // Readiness reports whether this Distributor is a healthy active or standby (/readyz).
@@ -127,6 +130,14 @@ func (d *Distributor) Readiness() Readiness {
 	d.mu.Unlock()
 	r.Ready = r.Phase == "running" && checked && r.Postgres.OK && r.Kafka.OK
 	for _, s := range streams {
+		s.statusMu.Lock()
+		if e := s.lastErr; e.msg != "" {
+			if r.LastErrors == nil {
+				r.LastErrors = map[string]string{}
+			}
+			r.LastErrors[s.cfg.Topic] = e.msg
+		}
+		s.statusMu.Unlock()
 		switch {
 		case !s.active.Load():
 			r.Streams[s.cfg.Topic] = "standby"

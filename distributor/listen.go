@@ -48,8 +48,8 @@ func (s *stream) listen(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.m.errors.WithLabelValues(s.cfg.Topic, "", "listen").Inc()
-		d := backoff(attempt)
+		s.countErr("", "listen", err)
+		d := retryWait(attempt)
 		s.log.Error("listen connection failed; retrying", "stream", s.cfg.Topic, "err", err, "retry_in", d)
 		if !sleepCtx(ctx, d) {
 			return

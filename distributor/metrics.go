@@ -27,6 +27,8 @@ type metrics struct {
 	slotLost   *prometheus.CounterVec   // stream
 	slotRetain *prometheus.GaugeVec     // stream: bytes of WAL the slot retains
 	slotBehind *prometheus.GaugeVec     // stream: bytes from the slot's confirmed position to the WAL's end
+	// slotBehindTime: stream: seconds since the WAL's end was at the slot's confirmed position
+	slotBehindTime *prometheus.GaugeVec
 	// long work
 	readRows   *prometheus.CounterVec   // stream, view, phase: rows read by full reads, records by restores
 	epochTime  *prometheus.HistogramVec // stream, view: full read start to broker ack of an epoch
@@ -108,11 +110,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"stream"}),
 		slotRetain: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "statecast_distributor_slot_retained_bytes",
-			Help: "Bytes of WAL the stream's replication slot makes PostgreSQL keep (pg_current_wal_lsn() - restart_lsn).",
+			Help: "Bytes of WAL the stream's replication slot makes PostgreSQL keep (pg_current_wal_lsn() - restart_lsn), measured every health_interval.",
 		}, []string{"stream"}),
 		slotBehind: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "statecast_distributor_slot_behind_bytes",
-			Help: "Bytes from the slot's confirmed position to the WAL's current position.",
+			Help: "Bytes from the slot's confirmed position to the WAL's current position, measured every health_interval apart from the capture, so it grows while Kafka does not acknowledge.",
+		}, []string{"stream"}),
+		slotBehindTime: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "statecast_distributor_slot_behind_seconds",
+			Help: "Seconds since the WAL's current position was at the slot's confirmed position (0: all confirmed), measured every health_interval apart from the capture, so it grows while Kafka does not acknowledge.",
 		}, []string{"stream"}),
 		readRows: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "statecast_distributor_read_total",
@@ -129,7 +135,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"stream"}),
 	}
 	for _, c := range []prometheus.Collector{m.readRows, m.epochTime, m.captureLag, m.rows, m.tombstones, m.pollTime, m.epoch, m.errors, m.active, m.watermarkT, m.incBeyond, m.incNulls, m.produceRetries, m.viewFailed,
-		m.position, m.cycleTime, m.viewRead, m.cycleTxns, m.rereads, m.slotLost, m.slotRetain, m.slotBehind} {
+		m.position, m.cycleTime, m.viewRead, m.cycleTxns, m.rereads, m.slotLost, m.slotRetain, m.slotBehind, m.slotBehindTime} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -257,6 +257,11 @@ func (p *producer) sendIter(ctx context.Context, next func() (*sarama.ProducerMe
 	return nil
 }
 
+// inTransaction reports whether a transaction is open (Close aborts it).
+func (p *producer) inTransaction() bool {
+	return p.p != nil && p.p.TxnStatus()&sarama.ProducerTxnFlagInTransaction != 0
+}
+
 // Close flushes and closes the sarama producer.
 func (p *producer) Close() error {
 	if p.p == nil {

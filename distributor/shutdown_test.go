@@ -1,10 +1,17 @@
 package distributor
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/statecast/statecast/internal/daemon"
 	"github.com/statecast/statecast/schemas/record"
 )
 
@@ -90,5 +97,87 @@ func TestTwoStreams(t *testing.T) {
 	}
 	if got := rowsOf(b, "names"); len(got) != 2 || got["names|plum"] != "" {
 		t.Errorf("stream b: %s", dump(b))
+	}
+}
+
+// lockedWriter is an io.Writer that many goroutines may write to (the logger's output).
+type lockedWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// TestShutdownLogged: a graceful stop of a wal stream logs what it does, in order — the
+// shutdown, the producer flushed and closed (no transaction left open on an idle stream),
+// the lock released with the stream's source position, every stream stopped — with its
+// durations readable in the daemons' JSON log (daemon.NewLogger).
+func TestShutdownLogged(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE things (id int PRIMARY KEY, v text)`)
+	e.exec(`INSERT INTO things VALUES (1, 'a'), (2, 'b')`)
+	cfg := e.walConfig(ViewConfig{Name: "things", SQL: "SELECT id, v FROM things", Key: []string{"id"}})
+	var out lockedWriter
+	d, err := New(cfg, WithLogger(daemon.NewLogger(&out, slog.LevelInfo)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{d: d, cancel: cancel, finished: make(chan struct{})}
+	go func() {
+		r.err = d.Run(ctx)
+		close(r.finished)
+	}()
+	t.Cleanup(func() { r.stop(t) })
+	r.waitReady(t)
+	waitCond(t, "a position record", func() bool { return d.Status()[0].SourcePosition != "" })
+	r.stop(t)
+
+	var msgs []string
+	lines := map[string]map[string]any{}
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		msg, _ := m["msg"].(string)
+		msgs = append(msgs, msg)
+		lines[msg] = m
+	}
+	want := []string{"shutting down: ", "producer flushed and closed", "stream stopped: stream lock released", "every stream stopped"}
+	i := slices.IndexFunc(msgs, func(m string) bool { return strings.HasPrefix(m, want[0]) })
+	if i < 0 {
+		t.Fatalf("no shutdown line in the log:\n%s", out.String())
+	}
+	got := msgs[i:]
+	for _, w := range want[1:] {
+		j := slices.Index(got, w)
+		if j < 0 {
+			t.Fatalf("no %q after the shutdown line, in order; the lines after it: %q", w, msgs[i:])
+		}
+		got = got[j:]
+	}
+	closed := lines["producer flushed and closed"]
+	if closed["stream"] != e.topic || closed["open_transaction_aborted"] != false {
+		t.Errorf("producer line %v: want the stream, and no open transaction on an idle stream", closed)
+	}
+	if pos, _ := lines["stream stopped: stream lock released"]["source_position"].(string); pos == "" || pos != d.Status()[0].SourcePosition {
+		t.Errorf("lock line %v: want the stream's source position %s", lines["stream stopped: stream lock released"], d.Status()[0].SourcePosition)
+	}
+	for _, msg := range []string{"producer flushed and closed", "every stream stopped"} {
+		took, ok := lines[msg]["took"].(string)
+		if _, err := time.ParseDuration(took); !ok || err != nil {
+			t.Errorf("%s: took %v, want a readable duration", msg, lines[msg]["took"])
+		}
 	}
 }

@@ -40,9 +40,9 @@ type viewState struct {
 	// depSpecs say which reverse maps a full read builds (the session's analysis).
 	depSpecs []depSpec
 
-	nextPoll time.Time     // when the next incremental poll is due
-	retryAt  time.Time     // when a failed reconcile is retried (zero = none)
-	backoff  time.Duration // current retry backoff after errors (0 = none)
+	nextPoll time.Time // when the next incremental poll is due
+	retryAt  time.Time // when a failed reconcile is retried (zero = none)
+	failures int       // consecutive failed tries (0 = none): retryBackoff's attempt
 }
 
 func newViewState(cfg *ViewConfig) *viewState {
@@ -53,15 +53,13 @@ func newViewState(cfg *ViewConfig) *viewState {
 func (s *viewState) polled() bool { return s.cfg.polled() }
 
 // fail records an error and returns the backoff to wait before the next try
-// (doubling from 100ms up to 30s).
+// (retryBackoff: jittered, doubling from 100ms up to 30s).
 func (s *viewState) fail() time.Duration {
-	switch {
-	case s.backoff == 0:
-		s.backoff = 100 * time.Millisecond
-	case s.backoff < 30*time.Second:
-		s.backoff = min(2*s.backoff, 30*time.Second)
+	d := retryWait(s.failures)
+	if retryBackoff.Ceiling(s.failures) < retryBackoff.Max {
+		s.failures++
 	}
-	return s.backoff
+	return d
 }
 
-func (s *viewState) ok() { s.backoff = 0 }
+func (s *viewState) ok() { s.failures = 0 }

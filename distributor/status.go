@@ -1,6 +1,7 @@
 package distributor
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 	"time"
@@ -17,11 +18,26 @@ type StreamStatus struct {
 	// SourcePosition is the source position of the stream's last position record (wal).
 	SourcePosition string `json:"source_position,omitempty"`
 	// SlotRetainedBytes is how much WAL the stream's slot makes PostgreSQL keep (wal; the
-	// last measurement, every few seconds).
+	// last measurement, every health_interval, while this process is the active).
 	SlotRetainedBytes int64 `json:"slot_retained_bytes,omitempty"`
 	// SlotBehindBytes is the capture lag (wal): the WAL from the slot's confirmed position
-	// to the server's end, the last measurement.
+	// to the server's end, the last measurement. It is measured on a connection and a
+	// goroutine of its own, so it keeps growing while the capture waits for Kafka.
 	SlotBehindBytes int64 `json:"slot_behind_bytes,omitempty"`
+	// SlotBehindSeconds is the capture lag in time (wal): how long ago the server's WAL
+	// end was at the slot's confirmed position — 0 when the slot confirmed all of it.
+	SlotBehindSeconds float64 `json:"slot_behind_seconds,omitempty"`
+	// SlotConfirmed is the slot's confirmed position (confirmed_flush_lsn): what the
+	// distributor told PostgreSQL it published, and SlotMeasuredAt when it was read.
+	SlotConfirmed  string    `json:"slot_confirmed,omitempty"`
+	SlotMeasuredAt time.Time `json:"slot_measured_at,omitzero"`
+	// LastError is the stream's last error (a connection, a session, the lock, a view's
+	// read or publication, retried or not), LastErrorOp what failed (the op label of
+	// statecast_distributor_errors_total) and LastErrorAt when; empty when none happened
+	// since the start.
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorOp string    `json:"last_error_op,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 	// PositionAt is when SourcePosition last moved forward (wal): an idle stream moves it
 	// every position_interval, so an old time means the capture is stuck.
 	PositionAt time.Time    `json:"position_at,omitzero"`
@@ -49,7 +65,13 @@ func (d *Distributor) Status() []StreamStatus {
 	for _, s := range streams {
 		s.statusMu.Lock()
 		ss := StreamStatus{Topic: s.cfg.Topic, Active: s.active.Load(), Capture: s.cfg.Capture,
-			SourcePosition: s.statusPos, SlotRetainedBytes: s.statusRetained, SlotBehindBytes: s.statusBehind, PositionAt: s.statusPosAt}
+			SourcePosition: s.statusPos, PositionAt: s.statusPosAt,
+			SlotRetainedBytes: s.statusSlot.retained, SlotBehindBytes: s.statusSlot.behind, SlotBehindSeconds: s.statusSlot.behindFor.Seconds(),
+			SlotMeasuredAt: s.statusSlot.at,
+			LastError:      s.lastErr.msg, LastErrorOp: s.lastErr.op, LastErrorAt: s.lastErr.at}
+		if s.statusSlot.confirmed != 0 {
+			ss.SlotConfirmed = s.statusSlot.confirmed.String()
+		}
 		for _, st := range s.order {
 			vs := ViewStatus{Name: st.cfg.Name}
 			if p := s.status[st.cfg.Name]; p != nil {
@@ -95,19 +117,32 @@ func (s *stream) setDependencies(st *viewState, deps []string) {
 	s.statusMu.Unlock()
 }
 
-// setStreamStatus records the stream's source position and slot retention and lag, for
-// Status ("" and negative values: unchanged).
-func (s *stream) setStreamStatus(pos string, retained, behind int64) {
+// setPosition records the stream's source position, for Status.
+func (s *stream) setPosition(pos string) {
 	s.statusMu.Lock()
-	if pos != "" {
-		s.statusPos, s.statusPosAt = pos, time.Now()
+	s.statusPos, s.statusPosAt = pos, time.Now()
+	s.statusMu.Unlock()
+}
+
+// lastError is a stream's last error, for Status.
+type lastError struct {
+	msg, op string
+	at      time.Time
+}
+
+// countErr counts an error of op (of view, "" for the stream's own) in
+// statecast_distributor_errors_total and records it as the stream's last error.
+func (s *stream) countErr(view, op string, err error) {
+	s.m.errors.WithLabelValues(s.cfg.Topic, view, op).Inc()
+	if err == nil {
+		return
 	}
-	if retained >= 0 {
-		s.statusRetained = retained
+	msg := err.Error()
+	if view != "" && !errors.Is(err, ErrView) { // a ViewError names its view
+		msg = "view " + view + ": " + msg
 	}
-	if behind >= 0 {
-		s.statusBehind = behind
-	}
+	s.statusMu.Lock()
+	s.lastErr = lastError{msg: msg, op: op, at: time.Now()}
 	s.statusMu.Unlock()
 }
 
@@ -121,6 +156,7 @@ func (d *Distributor) sample(h *statuspage.History) {
 		}
 		if ss.Capture == CaptureWAL {
 			h.Gauge("behind/"+ss.Topic, float64(ss.SlotBehindBytes))
+			h.Gauge("behindtime/"+ss.Topic, ss.SlotBehindSeconds)
 			h.Gauge("retained/"+ss.Topic, float64(ss.SlotRetainedBytes))
 		}
 		for _, v := range ss.Views {
@@ -133,14 +169,20 @@ func (d *Distributor) sample(h *statuspage.History) {
 // capture, its position and lag, the slot's retention; per view its state, epoch, rows
 // and why it is stopped.
 var statusBody = statuspage.New("statecast distributor", `{{define "body"}}{{$h := .Hist}}
+<dl class="kv deps">
+<dt>PostgreSQL</dt><dd class="dep-postgres">{{if .Postgres.OK}}<span class="ok">reachable</span>{{else}}<span class="bad">unreachable</span> {{.Postgres.Error}}{{end}} (since {{ago .Postgres.Since}})</dd>
+<dt>Kafka</dt><dd class="dep-kafka">{{if .Kafka.OK}}<span class="ok">reachable</span>{{else}}<span class="bad">unreachable</span> {{.Kafka.Error}}{{end}} (since {{ago .Kafka.Since}})</dd>
+</dl>
 {{range .Streams}}
 <h2 id="stream-{{.Topic}}">stream {{.Topic}}</h2>
 <dl class="kv">
 <dt>role</dt><dd>{{if .Active}}<span class="ok role">active</span>{{else}}<span class="warn role">standby</span>{{end}}</dd>
 <dt>capture</dt><dd>{{.Capture}}</dd>
+<dt>last error</dt><dd class="err last-error">{{if .LastError}}{{.LastErrorOp}}: {{.LastError}} ({{ago .LastErrorAt}}){{else}}none{{end}}</dd>
 {{if eq .Capture "wal"}}<dt>source position</dt><dd class="source-position">{{if .SourcePosition}}{{.SourcePosition}}{{else}}—{{end}} ({{ago .PositionAt}})</dd>
 <dt>WAL published/s</dt><dd>{{chart (index $h (print "wal/" .Topic)) "B/s"}}</dd>
-<dt>capture lag</dt><dd>{{chart (index $h (print "behind/" .Topic)) "B"}} {{bytes .SlotBehindBytes}} behind the server's WAL</dd>
+<dt>capture lag</dt><dd>{{chart (index $h (print "behind/" .Topic)) "B"}} <span class="slot-behind">{{bytes .SlotBehindBytes}} behind the server's WAL, for {{secs .SlotBehindSeconds}}</span> (slot confirmed {{if .SlotConfirmed}}{{.SlotConfirmed}}{{else}}—{{end}}, measured {{ago .SlotMeasuredAt}})</dd>
+<dt>time behind</dt><dd>{{chart (index $h (print "behindtime/" .Topic)) "s"}} {{secs .SlotBehindSeconds}}</dd>
 <dt>slot retains</dt><dd>{{chart (index $h (print "retained/" .Topic)) "B"}} {{bytes .SlotRetainedBytes}}</dd>{{end}}
 </dl>
 <table class="views"><tr><th>view</th><th>state</th><th>epoch</th><th>rows</th><th>rows history</th><th>last error</th></tr>
@@ -148,23 +190,39 @@ var statusBody = statuspage.New("statecast distributor", `{{define "body"}}{{$h 
 {{end}}</table>
 {{else}}<p>no streams</p>{{end}}{{end}}`, nil)
 
-// statusJSON is the JSON of the status page.
+// statusJSON is the JSON of the status page: the dependencies as /readyz last checked
+// them, and the streams.
 type statusJSON struct {
-	Streams []StreamStatus `json:"streams"`
+	Postgres depState       `json:"postgres"`
+	Kafka    depState       `json:"kafka"`
+	Streams  []StreamStatus `json:"streams"`
 }
 
 // statusHandler serves the status page by the rule of every status page
 // (statuspage.WantsJSON): the HTML page for a browser, {"streams": Status} as JSON to
 // anything else.
 func (d *Distributor) statusHandler() http.Handler {
-	return statuspage.Handler(statusBody, d.started, func() statusJSON { return statusJSON{d.Status()} }, d.pageData)
+	return statuspage.Handler(statusBody, d.started, d.statusJSON, d.pageData)
+}
+
+// statusJSON is what the status page shows.
+func (d *Distributor) statusJSON() statusJSON {
+	d.health.mu.Lock()
+	st := statusJSON{Postgres: d.health.pg, Kafka: d.health.kafka}
+	checked := d.health.checked
+	d.health.mu.Unlock()
+	if !checked {
+		st.Postgres.Error, st.Kafka.Error = "not checked yet", "not checked yet"
+	}
+	st.Streams = d.Status()
+	return st
 }
 
 // pageData is what the HTML page shows of st: the streams and their charts.
 func (d *Distributor) pageData(st statusJSON) any {
 	hist := map[string][]float64{}
 	for _, ss := range st.Streams {
-		for _, n := range []string{"wal/", "behind/", "retained/"} {
+		for _, n := range []string{"wal/", "behind/", "behindtime/", "retained/"} {
 			hist[n+ss.Topic] = d.hist.Values(n + ss.Topic)
 		}
 		for _, v := range ss.Views {
@@ -172,7 +230,8 @@ func (d *Distributor) pageData(st statusJSON) any {
 		}
 	}
 	return struct {
-		Streams []StreamStatus
-		Hist    map[string][]float64
-	}{st.Streams, hist}
+		Postgres, Kafka depState
+		Streams         []StreamStatus
+		Hist            map[string][]float64
+	}{st.Postgres, st.Kafka, st.Streams, hist}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/statecast/statecast/distributor/internal/capture"
+	"github.com/statecast/statecast/internal/backoff"
 	"github.com/statecast/statecast/schemas/record"
 )
 
@@ -57,12 +58,12 @@ type stream struct {
 	mustRead map[string]string
 	topicID  sarama.Uuid // the topic's ID, set before each activation (zero: unknown)
 
-	statusMu       sync.Mutex
-	status         map[string]*ViewStatus // by view (status.go)
-	statusPos      string
-	statusRetained int64
-	statusBehind   int64
-	statusPosAt    time.Time
+	statusMu    sync.Mutex
+	status      map[string]*ViewStatus // by view (status.go)
+	statusPos   string
+	statusPosAt time.Time
+	statusSlot  slotLag   // the slot watcher's last measurement (slotwatch.go)
+	lastErr     lastError // the stream's last error, of any operation (countErr)
 }
 
 func newStream(d *Distributor, sc *StreamConfig) *stream {
@@ -102,7 +103,7 @@ func (s *stream) startProducer(ctx context.Context, lost func(error)) (func(), e
 	retries := s.m.produceRetries.WithLabelValues(s.cfg.Topic)
 	pcfg.Producer.Retry.BackoffFunc = func(int, int) time.Duration { // called once per retry
 		retries.Inc()
-		return 100 * time.Millisecond
+		return produceRetryBackoff.Delay(1)
 	}
 	pcfg.Producer.MaxMessageBytes = s.cfg.maxBytes
 	pcfg.Producer.Compression = compressions[s.d.cfg.Kafka.Compression]
@@ -118,7 +119,7 @@ func (s *stream) startProducer(ctx context.Context, lost func(error)) (func(), e
 	// (100 ms, 20 ms for the first partition) would add that to commit -> visible at
 	// every busy cycle. From 1 ms, doubling to 100 ms, the retries still span seconds.
 	pcfg.Producer.Transaction.Retry.BackoffFunc = func(retries, _ int) time.Duration {
-		return min(time.Millisecond<<min(retries, 7), 100*time.Millisecond)
+		return txnRetryBackoff.Delay(retries)
 	}
 	pcfg.Producer.Transaction.Timeout = s.d.cfg.Kafka.TransactionTimeout
 	s.prod = &producer{brokers: s.d.cfg.Kafka.Brokers, cfg: pcfg, topic: s.cfg.Topic,
@@ -130,9 +131,14 @@ func (s *stream) startProducer(ctx context.Context, lost func(error)) (func(), e
 		return nil, err
 	}
 	return func() {
+		start, open := time.Now(), s.prod.inTransaction()
 		if err := s.prod.Close(); err != nil {
 			s.log.Warn("producer close", "stream", s.cfg.Topic, "err", err)
+			return
 		}
+		// What a stop leaves in the stream: everything acknowledged before, nothing of a
+		// transaction still open (aborted: no reader ever sees it).
+		s.log.Info("producer flushed and closed", "stream", s.cfg.Topic, "open_transaction_aborted", open, "took", time.Since(start))
 	}, nil
 }
 
@@ -266,7 +272,7 @@ func (s *stream) loop(ctx context.Context) error {
 				req.done <- err
 			}
 		case name := <-s.wakeCh:
-			if st := s.views[name]; st != nil && st.backoff == 0 {
+			if st := s.views[name]; st != nil && st.failures == 0 {
 				st.nextPoll = time.Now()
 			}
 		case <-timer.C:
@@ -315,7 +321,7 @@ func (s *stream) poll(ctx context.Context, st *viewState) {
 	default:
 		d := st.fail()
 		st.nextPoll = time.Now().Add(d)
-		s.m.errors.WithLabelValues(s.cfg.Topic, st.cfg.Name, "poll").Inc()
+		s.countErr(st.cfg.Name, "poll", err)
 		s.log.Error("poll failed; retrying", "stream", s.cfg.Topic, "view", st.cfg.Name, "err", err, "retry_in", d)
 	}
 }
@@ -356,7 +362,7 @@ func (s *stream) reconcile(ctx context.Context, st *viewState) error {
 	default:
 		d := st.fail()
 		st.retryAt = time.Now().Add(d)
-		s.m.errors.WithLabelValues(s.cfg.Topic, st.cfg.Name, "reconcile").Inc()
+		s.countErr(st.cfg.Name, "reconcile", err)
 		s.log.Error("reconcile failed; retrying", "stream", s.cfg.Topic, "view", st.cfg.Name, "err", err, "retry_in", d)
 	}
 	return err
@@ -373,8 +379,11 @@ func (s *stream) retry(ctx context.Context, op, msg string, f func() error) erro
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		s.m.errors.WithLabelValues(s.cfg.Topic, "", op).Inc()
-		d := backoff(attempt)
+		s.countErr("", op, err)
+		if rerr := refusedByPostgres(err); rerr != nil {
+			return rerr
+		}
+		d := retryWait(attempt)
 		s.log.Error(msg, "stream", s.cfg.Topic, "err", err, "retry_in", d)
 		if !sleepCtx(ctx, d) {
 			return context.Cause(ctx)
@@ -382,18 +391,20 @@ func (s *stream) retry(ctx context.Context, op, msg string, f func() error) erro
 	}
 }
 
-func backoff(attempt int) time.Duration {
-	d := 100 * time.Millisecond << min(attempt, 9)
-	return min(d, 30*time.Second)
-}
+// retryBackoff is the wait between the tries of a failed PostgreSQL or Kafka operation
+// (a session, a restore, a view's read, the listen connection): jittered, doubling from
+// 100ms to 30s.
+var retryBackoff = backoff.Policy{Min: 100 * time.Millisecond, Max: 30 * time.Second}
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+// produceRetryBackoff is the wait of the producer's own retries of a produce request
+// (at most 100ms, jittered).
+var produceRetryBackoff = backoff.Policy{Min: 50 * time.Millisecond, Max: 100 * time.Millisecond}
+
+// txnRetryBackoff is the wait of the producer's retries of a transaction request (from
+// 1ms, doubling to 100ms, jittered): see startProducer.
+var txnRetryBackoff = backoff.Policy{Min: time.Millisecond, Max: 100 * time.Millisecond}
+
+// retryWait is retryBackoff's wait before retry number attempt (from 0).
+func retryWait(attempt int) time.Duration { return retryBackoff.Delay(attempt) }
+
+func sleepCtx(ctx context.Context, d time.Duration) bool { return backoff.Sleep(ctx, d) }

@@ -56,8 +56,11 @@ func (g *group) runWAL(ctx context.Context) error {
 			g.d.log.Info("a table's schema changed: analyzing the views again in a new session", "stream", g.topics(), "reason", err)
 			continue
 		}
-		d := backoff(attempt)
-		g.countErr("capture")
+		g.countErr("capture", err)
+		if rerr := refusedByPostgres(err); rerr != nil {
+			return rerr
+		}
+		d := retryWait(attempt)
 		g.d.log.Error("capture session ended; reconnecting", "stream", g.topics(), "err", err, "retry_in", d)
 		if !sleepCtx(ctx, d) {
 			return context.Cause(ctx)
@@ -422,7 +425,6 @@ func (w *walSession) loop(ctx context.Context, recvDone <-chan struct{}) error {
 	timer := time.NewTimer(s.cfg.PositionInterval)
 	defer timer.Stop()
 	nextTick := time.Now().Add(s.cfg.PositionInterval)
-	var nextSlotCheck time.Time
 	for {
 		if err := w.schemaChanged(ctx); err != nil {
 			return err
@@ -458,10 +460,6 @@ func (w *walSession) loop(ctx context.Context, recvDone <-chan struct{}) error {
 			}
 			nextTick = time.Now().Add(s.cfg.PositionInterval)
 			continue
-		}
-		if time.Now().After(nextSlotCheck) {
-			w.checkSlot(ctx)
-			nextSlotCheck = time.Now().Add(slotCheckInterval)
 		}
 		wake := nextTick
 		if at, ok := w.nextRetry(); ok && at.Before(wake) {
@@ -502,22 +500,6 @@ func sleepUntil(ctx context.Context, at time.Time, recvDone <-chan struct{}) boo
 	case <-recvDone:
 	}
 	return false
-}
-
-// slotCheckInterval is how often the slot's WAL retention is measured.
-const slotCheckInterval = 5 * time.Second
-
-// checkSlot measures how much WAL the slot retains (metrics, Status).
-func (w *walSession) checkSlot(ctx context.Context) {
-	s := w.s
-	retained, behind, err := capture.Retained(ctx, s.pool, s.cfg.Slot)
-	if err != nil {
-		s.log.Warn("slot retention", "stream", s.cfg.Topic, "slot", s.cfg.Slot, "err", err)
-		return
-	}
-	s.m.slotRetain.WithLabelValues(s.cfg.Topic).Set(float64(retained))
-	s.m.slotBehind.WithLabelValues(s.cfg.Topic).Set(float64(behind))
-	s.setStreamStatus("", retained, behind)
 }
 
 // take moves the received transactions to pending.

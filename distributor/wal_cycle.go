@@ -408,7 +408,7 @@ func (w *walSession) published(pos, confirm capture.LSN) {
 	if pos > s.position {
 		s.position = pos
 		s.m.position.WithLabelValues(s.cfg.Topic).Set(float64(pos))
-		s.setStreamStatus(pos.String(), -1, -1)
+		s.setPosition(pos.String())
 	}
 	w.recv.Confirm(confirm)
 }

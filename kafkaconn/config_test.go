@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/statecast/statecast/internal/testenv"
 	"github.com/statecast/statecast/kafkaconn"

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/internal/backoff"
 )
 
 // Version is the Kafka protocol version statecast speaks. Kafka 4 removed the protocol
@@ -31,12 +33,20 @@ func NewConfig(clientID string) *sarama.Config {
 	c.Consumer.IsolationLevel = sarama.ReadCommitted
 	c.Metadata.AllowAutoTopicCreation = false
 	c.Metadata.Retry.Max = 10
-	c.Metadata.Retry.Backoff = 200 * time.Millisecond
+	c.Metadata.Retry.BackoffFunc = func(retries, _ int) time.Duration { return metadataRetry.Delay(retries) }
 	c.Producer.Return.Successes = true
 	c.Producer.Return.Errors = true
 	c.Consumer.Return.Errors = true
 	return c
 }
+
+// metadataRetry and produceRetry are the waits of sarama's own retries of a metadata and a
+// produce request: at most 200ms and 100ms, jittered so that the clients of a restarted
+// broker do not all retry at once.
+var (
+	metadataRetry = backoff.Policy{Min: 100 * time.Millisecond, Max: 200 * time.Millisecond}
+	produceRetry  = backoff.Policy{Min: 50 * time.Millisecond, Max: 100 * time.Millisecond}
+)
 
 // ProducerConfig is NewConfig with the idempotent, ordered producer settings every
 // statecast stream is written with: acks=all, one request in flight, retries, lz4
@@ -47,7 +57,7 @@ func ProducerConfig(clientID string) *sarama.Config {
 	c.Producer.Idempotent = true
 	c.Net.MaxOpenRequests = 1
 	c.Producer.Retry.Max = 10
-	c.Producer.Retry.Backoff = 100 * time.Millisecond
+	c.Producer.Retry.BackoffFunc = func(retries, _ int) time.Duration { return produceRetry.Delay(retries) }
 	c.Producer.Compression = sarama.CompressionLZ4
 	c.Producer.Partitioner = sarama.NewManualPartitioner
 	return c

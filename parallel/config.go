@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/statecast/statecast/internal/backoff"
 )
 
 // Ordering selects which records must run one at a time, in offset order.
@@ -57,18 +59,12 @@ const (
 // failed (attempt >= 1).
 type Backoff func(attempt int) time.Duration
 
-// ExponentialBackoff returns a Backoff that doubles from base up to max.
+// ExponentialBackoff returns a Backoff that doubles from base up to max, jittered: the wait
+// before attempt n+1 is drawn from the upper half of min(base·2ⁿ⁻¹, max) and is never below
+// base, so that keys failing together do not retry in step.
 func ExponentialBackoff(base, max time.Duration) Backoff {
-	return func(attempt int) time.Duration {
-		d := base
-		for i := 1; i < attempt && d < max; i++ {
-			d *= 2
-		}
-		if d > max {
-			d = max
-		}
-		return d
-	}
+	p := backoff.Policy{Min: base, Max: max}
+	return func(attempt int) time.Duration { return p.Delay(attempt - 1) }
 }
 
 // Defaults.

@@ -318,6 +318,13 @@ func (p *Player) Run(ctx context.Context) (err error) {
 		<-ctx.Done()
 	}
 	cancel()
+	stopAt := time.Now()
+	targets := 0
+	for _, name := range p.streamNames {
+		targets += len(p.streams[name].targetsSnapshot())
+	}
+	p.log.Info("shutting down: stopping the fetchers, then the targets (each resumes at another player from its last acknowledged index) and the gRPC server",
+		"streams", len(p.streamNames), "targets", targets)
 	wg.Wait()
 	p.health.Shutdown()
 	if err == nil {
@@ -332,9 +339,11 @@ func (p *Player) Run(ctx context.Context) (err error) {
 		p.streams[name].close()
 	}
 	if lis != nil {
-		p.stopGRPC()
+		graceful := p.stopGRPC()
+		p.log.Info("gRPC server stopped", "graceful", graceful, "grace", p.cfg.ShutdownGrace)
 	}
 	servers.Wait()
+	p.log.Info("every stream and target stopped", "took", time.Since(stopAt))
 	return err
 }
 
@@ -397,8 +406,9 @@ func (p *Player) Close() error {
 	return nil
 }
 
-// stopGRPC stops the gRPC server: gracefully within Config.ShutdownGrace, then at once.
-func (p *Player) stopGRPC() {
+// stopGRPC stops the gRPC server: gracefully within Config.ShutdownGrace, then at once
+// (false).
+func (p *Player) stopGRPC() (graceful bool) {
 	done := make(chan struct{})
 	go func() {
 		p.grpc.GracefulStop()
@@ -406,9 +416,11 @@ func (p *Player) stopGRPC() {
 	}()
 	select {
 	case <-done:
+		return true
 	case <-time.After(p.cfg.ShutdownGrace):
 		p.grpc.Stop()
 		<-done
+		return false
 	}
 }
 

@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/statecast/statecast/internal/backoff"
 )
 
 // connectKafka opens every stream's Kafka clients (stream.openClients). While Kafka does
-// not answer it retries with backoff (800ms, doubling up to 30s) for Config.StartupTimeout,
+// not answer it retries with backoff (up to 800ms, doubling up to 30s, jittered) for Config.StartupTimeout,
 // as the distributor's start-up does — a broker that starts after the player, as in a
 // compose file or a fresh cluster, is waited for — then fails with ErrKafkaUnreachable
 // naming the brokers. A refusal (a broker certificate that does not verify, a TLS alert,
@@ -44,7 +46,7 @@ func (p *Player) connectKafka(ctx context.Context) error {
 		if refusedByKafka(err) {
 			return fmt.Errorf("%w: brokers %s refused the connection: %w (a refusal: not retried)", ErrKafkaUnreachable, brokers, err)
 		}
-		wait := min(100*time.Millisecond<<min(attempt+3, 9), 30*time.Second)
+		wait := startupRetry.Delay(attempt + 3) // at most 800ms first, doubling up to 30s, jittered
 		left := time.Until(deadline)
 		if left <= 0 {
 			return fmt.Errorf("%w: brokers %s did not answer within startup_timeout (%s): %w", ErrKafkaUnreachable, brokers, p.cfg.StartupTimeout, err)
@@ -103,3 +105,7 @@ func refusedByKafka(err error) bool {
 	return errors.As(err, &unknownCA) || errors.As(err, &invalid) || errors.As(err, &host) || errors.As(err, &verify) ||
 		(errors.As(err, &op) && op.Op == "remote error") // a TLS alert from the broker
 }
+
+// startupRetry is the wait between tries to reach Kafka at start-up (the distributor's
+// bounds: from 100ms doubling to 30s; the first try waits up to 800ms).
+var startupRetry = backoff.Policy{Min: 100 * time.Millisecond, Max: 30 * time.Second}

@@ -8,6 +8,8 @@ import (
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/statecast/statecast/internal/backoff"
+
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
 )
 
@@ -231,10 +233,10 @@ func (s *stream) unavailable(cause error, detail string) error {
 var errNotReady = errors.New("player: the stream is loading its topic")
 
 // retryDelay is how long an unavailable stream waits before its attempt number attempt
-// (from 0): 500ms, doubling up to 30s.
-func retryDelay(attempt int) time.Duration {
-	return min(500*time.Millisecond<<min(attempt, 6), 30*time.Second)
-}
+// (from 0): 500ms, doubling up to 30s, jittered (internal/backoff).
+func retryDelay(attempt int) time.Duration { return streamRetry.Delay(attempt) }
+
+var streamRetry = backoff.Policy{Min: 500 * time.Millisecond, Max: 30 * time.Second}
 
 // Readiness is what /readyz answers and what gRPC health says (SERVING when Ready).
 type Readiness struct {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/statecast/statecast/cmd/internal/bench"
 	"github.com/statecast/statecast/distributor"

@@ -91,13 +91,14 @@ streams:
 	secrets = append(secrets, sasl.SASL.Password)
 	run("wrong SASL password", config(goodPG, kafka("${TEST_SASL_PASSWORD}")), true)
 
-	// PostgreSQL refuses an unknown role; the distributor keeps retrying as a standby.
+	// PostgreSQL refuses an unknown role: a refused login, the distributor stops at once.
 	admin, err := url.Parse(testenv.PostgresDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	admin.User = url.UserPassword("nobody_"+testenv.UniqueName("r"), pgPassword)
-	if out := run("role refused", config(admin.String(), kafka(sasl.SASL.Password)), false); !strings.Contains(out, "does not exist") {
+	if out := run("role refused", config(admin.String(), kafka(sasl.SASL.Password)), true); !strings.Contains(out, "does not exist") ||
+		!strings.Contains(out, "PostgreSQL refused the login") {
 		t.Errorf("no log of the refused role:\n%s", out)
 	}
 }

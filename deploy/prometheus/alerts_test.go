@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/statecast/statecast/deploy/internal/promcheck"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // ruleFile is Prometheus's rule file format (what this file uses of it).

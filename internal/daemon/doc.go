@@ -10,7 +10,10 @@
 //     (ListenHTTP/HTTPServer are one endpoint);
 //   - Default: the one rule for a number of a config (zero: the default; negative: an
 //     error naming the key);
-//   - Main/OnSignal: the commands' main (flags, logger, registry, signals, exit status);
+//   - Main/OnSignal: the commands' main (flags, logger, registry, signals, exit status),
+//     which logs a graceful stop ("<name> stopping" with the signal, "<name> stopped" with
+//     how long it took); NewLogger: the daemons' JSON logger, durations written readable
+//     (ReadableDurations);
 //   - the security both share: bearer tokens kept as hashes and compared in constant time
 //     (Tokens, TokenSet), TLS certificates from PEM files (ServerTLS, TLSFiles), both read
 //     again when their files change (Watch), and the admin HTTP endpoint that needs a
@@ -23,7 +26,8 @@
 // GuardBrowsers, IsLoopback), tokens.go (Tokens, TokenSet, BearerToken, HashToken),
 // tokens_metrics.go (TokenCollector: the token sets' state as metrics),
 // tlsfiles.go (ServerTLS, TLSFiles), reload.go (Reloadable, Watch), defaults.go
-// (Default), main.go (Main, Env, Probe, OnSignal). A TokenSet and a TLSFiles are read by
+// (Default), main.go (Main, Env, Probe, OnSignal), log.go (NewLogger, ReadableDurations,
+// the logged stop). A TokenSet and a TLSFiles are read by
 // request goroutines while Watch, on a goroutine of the daemon's, replaces what they
 // hold: each keeps its current state behind an atomic pointer.
 package daemon

@@ -50,8 +50,10 @@ const (
 
 // Main is the main of the daemon called name: it parses -config (default name.yaml),
 // -debug and -check, and calls run with a context that SIGINT and SIGTERM cancel (a
-// graceful stop). run's error is logged once and the process exits with ExitFailure; a bad
-// command line exits with ExitUsage.
+// graceful stop: "<name> stopping" is logged with the signal, then "<name> stopped" with
+// how long the stop took). run's error is logged once and the process exits with
+// ExitFailure; a bad command line exits with ExitUsage. The logger writes JSON lines on
+// stderr with readable durations (NewLogger).
 //
 // Two flags do something else and exit: -version prints the version; -probe URL checks a
 // running instance (package probe: the health check command of an image without a shell),
@@ -85,10 +87,10 @@ func Main(name string, run func(ctx context.Context, env Env) error, probes ...P
 		level = slog.LevelDebug
 	}
 	env := Env{Name: name, Config: *path, Reg: prometheus.NewRegistry(), Version: info, Check: *check, Out: os.Stdout,
-		Log: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
+		Log: NewLogger(os.Stderr, level)}
 	env.Reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), versionprom.Collector(info))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, env)
+	err := runLogged(ctx, env, run)
 	stop()
 	if err != nil {
 		// Once, on the log the operator already reads: the error's own text names the

@@ -9,7 +9,7 @@ import (
 	"reflect"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // LoadYAML reads the YAML file at path into v, a pointer to a config struct, as

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

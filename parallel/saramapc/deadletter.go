@@ -8,6 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/statecast/statecast/internal/backoff"
 	"github.com/statecast/statecast/parallel"
 )
 
@@ -80,10 +81,14 @@ func (h *groupHandler) deadLetterSink(pend *pendingOutputs, then parallel.DeadLe
 	}
 }
 
+// deadLetterBackoff is the wait between tries to produce a dead letter: jittered, from
+// 100ms doubling to 5s.
+var deadLetterBackoff = backoff.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+
 // produceDeadLetter sends msg, retrying with backoff until it is acknowledged (true) or ctx
 // ends (false).
 func (h *groupHandler) produceDeadLetter(ctx context.Context, msg *sarama.ProducerMessage) bool {
-	backoff := 100 * time.Millisecond
+	wait := backoff.New(deadLetterBackoff)
 	for attempt := 1; ; attempt++ {
 		_, _, err := h.dlq.SendMessage(cloneMsg(msg))
 		if err == nil {
@@ -93,12 +98,9 @@ func (h *groupHandler) produceDeadLetter(ctx context.Context, msg *sarama.Produc
 		if attempt == deadLetterAttempts {
 			h.c.fail(fmt.Errorf("saramapc: dead letter to %s: %w", msg.Topic, err))
 		}
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, wait.Next()) {
 			return false
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/statecast/statecast/internal/backoff"
 	"github.com/statecast/statecast/parallel"
 )
 
@@ -27,6 +28,10 @@ func retriable(err error) bool {
 // the partition to end (at most the producer's transaction timeout, when it crashed).
 const unstableWait = 30 * time.Second
 
+// unstableBackoff is the wait between the offset fetches that found an unstable offset:
+// jittered, from 50ms doubling to 1s.
+var unstableBackoff = backoff.Policy{Min: 50 * time.Millisecond, Max: time.Second}
+
 // Fetch returns the committed offset (-1 if none) and metadata of topic/partition. Under
 // read_committed it asks for a stable offset (require_stable): while a transaction that
 // commits an offset of the partition is still open, the broker answers
@@ -35,7 +40,7 @@ const unstableWait = 30 * time.Second
 func (c *coordinator) Fetch(topic string, partition int32) (int64, string, error) {
 	var lastErr error
 	start := time.Now()
-	backoff := 50 * time.Millisecond
+	unstable := backoff.New(unstableBackoff)
 	for attempt := 0; attempt < 3; attempt++ {
 		b, err := c.client.Coordinator(c.group)
 		if err != nil {
@@ -66,8 +71,7 @@ func (c *coordinator) Fetch(topic string, partition int32) (int64, string, error
 			lastErr = err
 			if errors.Is(err, sarama.ErrUnstableOffsetCommit) && time.Since(start) < unstableWait {
 				attempt-- // not the coordinator's fault: wait for the transaction to end
-				time.Sleep(backoff)
-				backoff = min(2*backoff, time.Second)
+				time.Sleep(unstable.Next())
 				continue
 			}
 			if retriable(err) {

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/IBM/sarama"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/statecast/statecast/distributor"
 	"github.com/statecast/statecast/internal/daemon"

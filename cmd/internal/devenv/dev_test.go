@@ -113,7 +113,7 @@ func TestDevDemo(t *testing.T) {
 		"   event_markets   58 rows  OK\n",
 		"   selections     136 rows  OK\n",
 		"-- convergence: OK",
-		"-- status pages stopped\n-- sportsbook service stopped\n-- player stopped\n-- stream printer stopped\n-- distributor stopped\n" +
+		"-- stopping (served for 10ms): every component in reverse order\n-- status pages stopped\n-- sportsbook service stopped\n-- player stopped\n-- stream printer stopped\n-- distributor stopped\n" +
 			"-- replication slot " + demo.SlotName(name) + " dropped (a slot left behind keeps PostgreSQL from recycling WAL)\n" +
 			"-- embedded Kafka stopped\n-- done\n",
 	} {

@@ -195,6 +195,14 @@ func viewSizes(st cacheclient.Stats) string {
 	return "rows in memory: " + strings.Join(parts, ", ")
 }
 
+// stopCause says why ctx ended: its cause (the signal, from signal.NotifyContext).
+func stopCause(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil && c != context.Canceled { // not errors.Is: a signal's cause Is Canceled too
+		return c.Error()
+	}
+	return "canceled"
+}
+
 // shutdown stops the components in reverse start order and says so.
 func (r *run) shutdown() error {
 	var errs []error
@@ -365,9 +373,11 @@ func (r *run) serve(ctx context.Context, svc *runningService) {
 		select {
 		case <-ctx.Done():
 			r.sink.flush(r.out, logPrefix, 0)
+			r.say("stopping (%v): every component in reverse order", stopCause(ctx))
 			return
 		case <-done:
 			r.sink.flush(r.out, logPrefix, 0)
+			r.say("stopping (served for %v): every component in reverse order", r.o.Duration)
 			return
 		case <-t.C:
 			r.sink.flush(r.out, logPrefix, 0)

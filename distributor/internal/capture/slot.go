@@ -116,14 +116,43 @@ func Terminate(ctx context.Context, q Querier, pid int32) error {
 	return err
 }
 
-// Retained returns the bytes of WAL the slot makes the server keep, and how far its
-// confirmed position is behind the current WAL position.
-func Retained(ctx context.Context, q Querier, name string) (retained, behind int64, err error) {
-	err = q.QueryRow(ctx, `SELECT coalesce(pg_current_wal_lsn() - restart_lsn, 0)::int8,
-		coalesce(pg_current_wal_lsn() - confirmed_flush_lsn, 0)::int8
-		FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&retained, &behind)
-	if err == pgx.ErrNoRows {
-		return 0, 0, fmt.Errorf("%w: slot %s does not exist", ErrSlotLost, name)
+// SlotPositions are a slot's positions and the server's WAL end, read together.
+type SlotPositions struct {
+	End       LSN // pg_current_wal_lsn(): the server's WAL end
+	Confirmed LSN // confirmed_flush_lsn: what the slot's consumer confirmed
+	Restart   LSN // restart_lsn: the oldest WAL the slot makes the server keep
+}
+
+// Retained is how many bytes of WAL the slot makes the server keep.
+func (p SlotPositions) Retained() int64 { return lsnDiff(p.End, p.Restart) }
+
+// Behind is how many bytes of WAL the slot's consumer has not confirmed.
+func (p SlotPositions) Behind() int64 { return lsnDiff(p.End, p.Confirmed) }
+
+func lsnDiff(a, b LSN) int64 {
+	if b == 0 || a <= b {
+		return 0
 	}
-	return retained, behind, err
+	return int64(a - b)
+}
+
+// ReadSlot reads the slot's positions and the server's WAL end (ErrSlotLost when the slot
+// does not exist).
+func ReadSlot(ctx context.Context, q Querier, name string) (SlotPositions, error) {
+	var end, confirmed, restart string
+	err := q.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text, coalesce(confirmed_flush_lsn, '0/0')::text,
+		coalesce(restart_lsn, '0/0')::text FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&end, &confirmed, &restart)
+	if err == pgx.ErrNoRows {
+		return SlotPositions{}, fmt.Errorf("%w: slot %s does not exist", ErrSlotLost, name)
+	}
+	if err != nil {
+		return SlotPositions{}, fmt.Errorf("capture: slot %s positions: %w", name, err)
+	}
+	var p SlotPositions
+	if p.End, err = pglsn(end); err == nil {
+		if p.Confirmed, err = pglsn(confirmed); err == nil {
+			p.Restart, err = pglsn(restart)
+		}
+	}
+	return p, err
 }
