@@ -46,16 +46,24 @@ func TestKafkaClusterNodeLoss(t *testing.T) {
 		t.Errorf("topic %s: min.insync.replicas %q, unclean.leader.election.enable %q; want 2 and false", topic,
 			got["min.insync.replicas"], got["unclean.leader.election.enable"])
 	}
+	// produce retries for a while: a node lost with the partition's leadership leaves the
+	// partition without a leader until the controller elects another, which a loaded
+	// machine can take longer than the producer's own retries.
 	produce := func(v string) {
 		t.Helper()
-		p, err := sarama.NewSyncProducer(k.Brokers, kafkaconn.ProducerConfig("testenv"))
-		if err != nil {
-			t.Fatal(err)
+		var err error
+		for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+			var p sarama.SyncProducer
+			if p, err = sarama.NewSyncProducer(k.Brokers, kafkaconn.ProducerConfig("testenv")); err != nil {
+				continue
+			}
+			_, _, err = p.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder(v)})
+			_ = p.Close()
+			if err == nil {
+				return
+			}
 		}
-		defer p.Close()
-		if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder(v)}); err != nil {
-			t.Fatalf("produce %s: %v", v, err)
-		}
+		t.Fatalf("produce %s: %v", v, err)
 	}
 	produce("a")
 	replica := filepath.Join(k.DataDir(1), topic+"-0")
