@@ -55,10 +55,13 @@
 //     and the position record that ends it) is one Kafka transaction. An epoch interrupted
 //     by an error, a shutdown or a lost lock is aborted: none of its records is ever read
 //     (every reader reads read_committed), so the stream never holds a half-published epoch.
-//     The one exception is an epoch so large that it is still being sent after half the
-//     transaction timeout (KafkaConfig.TransactionTimeout): it is committed in parts there,
-//     and an interruption then leaves a prefix without an epoch-end, which the next epoch
-//     completes.
+//     The one exception is an epoch (or a WAL cycle) so large that it is still being sent
+//     after half the transaction timeout (KafkaConfig.TransactionTimeout): it is committed
+//     in parts there, and an interruption then leaves a prefix without an epoch-end or a
+//     position record, which the next epoch or cycle completes. A WAL cycle whose changes
+//     reach a large share of a view reads it whole and streams its changed rows into the
+//     cycle's transaction as it reads them (wal_bulk.go): a row that stops the view aborts
+//     that transaction, and the cycle is published again without the view.
 //   - Nothing half-published at start-up: every view of a stream is read in one REPEATABLE
 //     READ, READ ONLY snapshot (with capture wal, the slot's exported snapshot or one whose
 //     place in the commit order is known) and fully validated (key columns exist, no NULL or

@@ -71,7 +71,7 @@ func (p *producer) publish(ctx context.Context, parts []part) error {
 		start := time.Now()
 		cut, n := false, 0
 		err := p.sendIter(ctx, func() (*sarama.ProducerMessage, error) {
-			for pi < len(parts) && i >= parts[pi].n {
+			for pi < len(parts) && parts[pi].next == nil && i >= parts[pi].n {
 				pi, i = pi+1, 0
 			}
 			if pi == len(parts) {
@@ -81,8 +81,10 @@ func (p *producer) publish(ctx context.Context, parts []part) error {
 				cut = true
 				return nil, nil
 			}
-			m := parts[pi].gen(i)
-			i++
+			m, err := nextRecord(parts, &pi, &i)
+			if m == nil || err != nil {
+				return nil, err
+			}
 			if p.hook != nil {
 				p.hook(ctx)
 			}
@@ -106,6 +108,25 @@ func (p *producer) publish(ctx context.Context, parts []part) error {
 			return nil
 		}
 	}
+}
+
+// nextRecord returns the record of parts at part *pi, record *i, and moves past it; nil
+// after the last one.
+func nextRecord(parts []part, pi, i *int) (*sarama.ProducerMessage, error) {
+	for *pi < len(parts) {
+		pt := &parts[*pi]
+		if pt.next != nil {
+			if m, err := pt.next(); err != nil || m != nil {
+				return m, err
+			}
+		} else if *i < pt.n {
+			m := pt.gen(*i)
+			*i++
+			return m, nil
+		}
+		*pi, *i = *pi+1, 0
+	}
+	return nil, nil
 }
 
 // commit commits the open transaction. When ctx ends first it returns ctx's error without

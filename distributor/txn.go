@@ -27,10 +27,14 @@ type txnOut struct {
 	done []func() // state changes, run in order once everything is acknowledged
 }
 
-// part is n records made on demand (a large epoch holds no sarama message per row).
+// part is n records made on demand (a large epoch holds no sarama message per row), or,
+// when next is set, the records next makes while the transaction is sent, until it
+// returns nil: a read streamed to the producer (wal_bulk.go), which holds no more of its
+// rows than the producer's pipeline does. An error of next aborts the transaction.
 type part struct {
-	n   int
-	gen func(i int) *sarama.ProducerMessage
+	n    int
+	gen  func(i int) *sarama.ProducerMessage
+	next func() (*sarama.ProducerMessage, error)
 }
 
 // rowsPart is the row records of rows (value nil = tombstone) with meta's headers.

@@ -3,6 +3,7 @@ package distributor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -21,7 +22,9 @@ import (
 //  3. re-read in the snapshot the view rows those transactions touched (wal_view.go), or
 //     whole views (the first cycle, reconciles, tables a view cannot map, truncates); when
 //     a backlog streams in, the rows of the transactions received so far are read while
-//     the rest arrives (takeReading), so the re-read overlaps the receipt;
+//     the rest arrives (takeReading), so the re-read overlaps the receipt; a view whose
+//     changes reach a large share of its rows is read whole and streamed to the producer
+//     as it is read (wal_bulk.go);
 //  4. publish what changed and a position record: every commit up to the position is in
 //     the stream, because the snapshot is exactly the database after that prefix;
 //  5. once the broker acknowledged it, confirm the position to the slot.
@@ -47,6 +50,9 @@ func (w *walSession) runCycle(ctx context.Context, first *capture.Snapshot) erro
 		}
 		err := w.cycle(ctx, snap)
 		snap.Close(ctx)
+		if errors.Is(err, errCycleAgain) {
+			continue
+		}
 		if !(errors.Is(err, errNoPrefix) || errors.Is(err, errLockWait)) || attempt >= 100 {
 			return err
 		}
@@ -194,6 +200,11 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 			}
 		case jobs[v] != nil:
 			j := jobs[v]
+			if errors.Is(j.err, errBulk) {
+				b := w.bulkOut(ctx, snap.Tx, v, src, t)
+				defer b.close() // before the snapshot ends (runCycle)
+				continue
+			}
 			if j.err != nil {
 				s.failView(st, j.err, "changes") // readJobs returned any other error
 				continue
@@ -207,6 +218,13 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 	w.positionOf(t, pos, commitTime)
 	read := time.Now()
 	if err := s.publishTxn(ctx, t); err != nil {
+		var ve *ViewError
+		if errors.As(err, &ve) && s.views[ve.View] != nil && s.views[ve.View].failed == nil {
+			// A streamed read (wal_bulk.go) met a row that stops its view: the
+			// transaction was aborted, nothing of it is read.
+			s.failView(s.views[ve.View], err, "changes")
+			return fmt.Errorf("%w: %w", errCycleAgain, err)
+		}
 		return err
 	}
 	if s.log.Enabled(ctx, slog.LevelDebug) {
@@ -216,7 +234,12 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 		delete(w.full, st)
 	}
 	w.answer(nil, readViews...)
-	w.pending = rest
+	// A copy: rest shares its array with the published transactions, whose changes (88 B
+	// a row, a million for one large UPDATE) it would keep alive until the next cycle.
+	w.pending = nil
+	if len(rest) > 0 {
+		w.pending = append([]*capture.Txn(nil), rest...)
+	}
 	w.published(pos, confirm)
 	s.m.cycleTime.WithLabelValues(s.cfg.Topic).Observe(time.Since(start).Seconds())
 	s.m.captureLag.WithLabelValues(s.cfg.Topic).Set(max(0, time.Since(commitTime).Seconds()))
@@ -293,8 +316,8 @@ func (w *walSession) takeReading(ctx context.Context, snap *capture.Snapshot, re
 				a = w.newMappedRead(v)
 				reads[v] = a
 			}
-			if err := a.read(ctx, snap.Tx, ch); err != nil && !isErr(err, ErrView) {
-				return 0, 0, early, err // a view's error fails only that view, in the cycle
+			if err := a.read(ctx, snap.Tx, ch); err != nil && !isErr(err, ErrView) && !errors.Is(err, errBulk) {
+				return 0, 0, early, err // a view's error fails only that view, in the cycle; errBulk reads it whole
 			}
 		}
 	}

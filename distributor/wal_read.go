@@ -116,12 +116,13 @@ func (w *walSession) readJobs(ctx context.Context, snap *capture.Snapshot, jobs 
 	return errors.Join(errs...)
 }
 
-// run finishes j's view in tx. A view's error stays in j; any other is returned.
+// run finishes j's view in tx. A view's error, and errBulk (the cycle reads the view
+// whole, wal_bulk.go), stay in j; any other is returned.
 func (j *readJob) run(ctx context.Context, tx pgx.Tx) error {
 	start := time.Now()
 	err := j.a.finish(ctx, tx, j.ch)
 	j.a.v.lastRead = time.Since(start)
-	if isErr(err, ErrView) {
+	if isErr(err, ErrView) || errors.Is(err, errBulk) {
 		j.err = err
 		return nil
 	}

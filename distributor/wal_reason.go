@@ -25,6 +25,10 @@ const (
 	// cycles, in the background (wal_behind.go); a stopped view is not read: its retry
 	// reads it. Phase reread, label unmapped.
 	fullUnmapped
+	// fullBulk: a cycle's changes reach a large share of a mapped view's rows: the cycle
+	// reads it whole, streamed, and publishes what changed (wal_bulk.go). Phase reread,
+	// label bulk.
+	fullBulk
 	// fullWarm: a session's first cycle reads a view that it continues from the slot
 	// without an epoch, to rebuild its reverse maps (wal_start.go): it publishes only the
 	// rows that differ from the topic, with no epoch frame. Phase snapshot; not counted as
@@ -34,7 +38,7 @@ const (
 
 // String is the reason's label value in statecast_distributor_full_rereads_total, which
 // docs/operations.md documents and deploy/prometheus/alerts.yaml groups by: unmapped,
-// reconcile or retry (start-up reads are not re-reads and are not counted).
+// reconcile, retry or bulk (start-up reads are not re-reads and are not counted).
 func (r fullReason) String() string {
 	switch r {
 	case fullStartup, fullWarm:
@@ -45,6 +49,8 @@ func (r fullReason) String() string {
 		return "retry"
 	case fullUnmapped:
 		return "unmapped"
+	case fullBulk:
+		return "bulk"
 	}
 	return fmt.Sprintf("fullReason(%d)", int(r))
 }

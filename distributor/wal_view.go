@@ -230,9 +230,12 @@ func capturedColumns(views []*walView) map[uint32]capture.TableColumns {
 }
 
 // viewChanges are, per route, the values (old and new) of one view's mapped tables'
-// changed rows in a cycle.
+// changed rows in a cycle. Past the view's bulkLimit it keeps none: the view is read
+// whole (wal_bulk.go).
 type viewChanges struct {
-	in map[*route]map[capture.Identity]struct{}
+	in   map[*route]map[capture.Identity]struct{}
+	n    int  // values in in
+	bulk bool // past the limit: in is dropped
 }
 
 func newViewChanges() *viewChanges {
@@ -241,7 +244,7 @@ func newViewChanges() *viewChanges {
 
 // add records a change of a mapped table (unmapped ones make the view read in full).
 func (ch *viewChanges) add(v *walView, c capture.Change) {
-	if c.Unknown {
+	if c.Unknown || ch.bulk {
 		return
 	}
 	for _, r := range v.routes[c.Rel] {
@@ -259,8 +262,13 @@ func (ch *viewChanges) add(v *walView, c capture.Change) {
 				set = map[capture.Identity]struct{}{}
 				ch.in[r] = set
 			}
+			before := len(set)
 			set[capture.Identity(b)] = struct{}{}
+			ch.n += len(set) - before
 		}
+	}
+	if limit := bulkLimit(v.st); limit >= 0 && ch.n > limit {
+		ch.bulk, ch.in = true, nil
 	}
 }
 
@@ -287,7 +295,8 @@ type mappedRead struct {
 	done  map[*route]map[capture.Identity]struct{} // route inputs handled
 	keys  map[capture.Identity]struct{}            // key values read
 	cols  []map[capture.Identity]struct{}          // per reverse map: the values read
-	err   error                                    // the read that failed: the view's cycle fails with it
+	n     int                                      // the values looked up (keys, mapped values), after the hops
+	err   error                                    // the read that failed: the view's cycle fails with it; errBulk: read whole
 	took  time.Duration                            // the time its reads took
 }
 
@@ -342,10 +351,17 @@ func (a *mappedRead) duplicate(key string) error {
 // read reads in tx the rows of the values in ch that a did not read yet. After an error
 // it reads nothing more and returns that error.
 func (a *mappedRead) read(ctx context.Context, tx pgx.Tx, ch *viewChanges) error {
+	if a.err == nil && ch.bulk {
+		a.err = errBulk
+	}
 	if a.err == nil {
 		start := time.Now()
 		a.err = a.readNew(ctx, tx, ch)
 		a.took += time.Since(start)
+	}
+	if errors.Is(a.err, errBulk) {
+		// What was read so far is not needed: the view is read whole.
+		a.found, a.prev, a.byKey, a.done, a.keys, a.cols = nil, nil, nil, nil, nil, nil
 	}
 	return a.err
 }
@@ -356,6 +372,10 @@ func (a *mappedRead) readNew(ctx context.Context, tx pgx.Tx, ch *viewChanges) er
 	var keyTuples [][][]byte
 	colTuples := make([][][][]byte, len(v.byCols))
 	row := make([][]byte, len(v.deps.Columns))
+	limit := bulkLimit(st)
+	if limit >= 0 && a.n+ch.n > limit {
+		return errBulk
+	}
 	for _, rs := range v.routes {
 		for _, r := range rs {
 			in := ch.in[r]
@@ -383,6 +403,9 @@ func (a *mappedRead) readNew(ctx context.Context, tx pgx.Tx, ch *viewChanges) er
 				if tuples, err = hopValues(ctx, tx, r.hop, tuples); err != nil {
 					return sqlError(cfg, err)
 				}
+			}
+			if a.n += len(tuples); limit >= 0 && a.n > limit {
+				return errBulk
 			}
 			for _, vals := range tuples {
 				if r.rev < 0 {

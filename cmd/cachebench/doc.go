@@ -12,7 +12,8 @@
 // it: distributor_snapshot.go, distributor_latency.go, capture_latency.go,
 // capture_throughput.go, capture_fanout.go, player_delay.go, player_throughput.go,
 // player_scale.go, capture_sportsbook.go (a sportsbook's views of every shape in one
-// stream under four writers); and capture.go, what the capture benchmarks share (their flags, their
+// stream under four writers), capture_bulk.go (one transaction changing a 1M-row view's
+// every row, against the view's start-up snapshot); and capture.go, what the capture benchmarks share (their flags, their
 // table and view, the goals' verdict lines, and the pg_recvlogical floor they are compared
 // with).
 package main

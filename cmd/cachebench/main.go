@@ -19,6 +19,8 @@ var benchmarks = []bench.Benchmark{
 		Run: runCaptureLatency},
 	{Name: "capture-throughput", About: "WAL capture: concurrent multi-row writers, the cache's apply rate and lag, and its catch-up rate vs pg_recvlogical's on one backlog",
 		Run: runCaptureThroughput},
+	{Name: "capture-bulk", About: "WAL capture: one transaction updating 1 M rows, and a parent of 100 k joined children renamed and moved, vs the start-up snapshot; the distributor's memory",
+		Run: runCaptureBulk},
 	{Name: "capture-fanout", About: "WAL capture: a competition rename reaching its 10,000 rows of a three-table join view, vs re-reading the whole view",
 		Run: runCaptureFanout},
 	{Name: "capture-sportsbook", About: "WAL capture: commit -> visible per view of a sportsbook of real size (joins, aggregates, EXISTS, UNION ALL, window, DISTINCT ON, subqueries, CTE beside single-table views), 4 writers at 1,000 commits/s, vs the single-table views and capture-latency alone",
@@ -32,6 +34,9 @@ var benchmarks = []bench.Benchmark{
 }
 
 func main() {
+	if code, child := bench.ChildMain(); child {
+		os.Exit(code) // a benchmark's distributor, run alone (capture-bulk)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := bench.Main(ctx, "cachebench", benchmarks, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

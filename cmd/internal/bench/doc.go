@@ -32,12 +32,14 @@
 //     fanout.go (the bare gRPC fan-out, a baseline), barekafka.go (that fan-out fed from
 //     Kafka like the player's fetcher), player.go (an in-process player), distributor.go
 //     (DistEnv, the database and Kafka of a distributor benchmark, and an in-process
-//     distributor);
+//     distributor), child.go (StartChildDistributor: a distributor alone in a child
+//     process, its peak RSS and Go heap measured per phase);
 //   - WAL capture: workload.go (Workload, the writers and their transactions' xids and
 //     commit times), capture.go (Pipeline, Cache, Publication), probe.go (Probe, when a
 //     transaction became visible in a view), recvlogical.go (RecvLogical, pg_recvlogical
 //     as the floor) with pgoutput.go (its output split into pgoutput messages), slots.go
 //     (creating and dropping slots), sportsbook.go (the sportsbook workload: its schema
 //     of real size, its views of every shape, writers that know which view rows each
-//     commit changes).
+//     commit changes), positions.go (PositionWatch: when a position record became
+//     readable in Kafka, from the topic's last stable offset).
 package bench

@@ -60,7 +60,7 @@
 // (EnsurePublication), slot.go (the slot's functions, SlotInfo, ErrSlotLost), ident.go
 // (slot and publication names: PostgreSQL's rules, the quoting of START_REPLICATION's
 // options), statement.go (CheckStatement), receiver.go (Receiver, Sub, Txn, Change,
-// OversizeValue, Identity, LSN), tuple.go (pgoutput's row changes parsed without a copy
-// of their values),
+// OversizeValue, Identity, LSN), tuple.go (pgoutput's protocol 2 messages, inside a
+// stream or not: the row changes parsed without a copy of their values),
 // snapshot.go (Snapshot: BeginSnapshot, ImportSnapshot, Split; FlushWAL, WALPositions).
 package capture

@@ -62,7 +62,8 @@ func replLiteral(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
-// pluginArgs are pgoutput's START_REPLICATION options for publication. pgoutput splits
+// pluginArgs are pgoutput's START_REPLICATION options for publication: protocol 2 with
+// streaming, binary values. pgoutput splits
 // publication_names as a list of identifiers (SplitIdentifierString): an unquoted name
 // there is folded to lower case and cut at a comma or a space, so the name is given
 // double-quoted (pgx.Identifier, as quote_ident would) inside the option's literal.
@@ -70,5 +71,5 @@ func pluginArgs(publication string) ([]string, error) {
 	if err := CheckPublicationName(publication); err != nil {
 		return nil, err
 	}
-	return []string{"proto_version '1'", "publication_names " + replLiteral(pgx.Identifier{publication}.Sanitize()), "binary 'true'"}, nil
+	return []string{"proto_version '2'", "streaming 'on'", "publication_names " + replLiteral(pgx.Identifier{publication}.Sanitize()), "binary 'true'"}, nil
 }

@@ -56,8 +56,8 @@ func TestPluginArgsQuoting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `publication_names '"Shop Pub, Two"'`; args[1] != want {
-		t.Errorf("option %s, want %s", args[1], want)
+	if want := `publication_names '"Shop Pub, Two"'`; args[2] != want {
+		t.Errorf("option %s, want %s", args[2], want)
 	}
 	for _, bad := range []string{"x', binary 'false", `x"`, `x\`, "x\ny"} {
 		if args, err := pluginArgs(bad); err == nil {
@@ -69,8 +69,8 @@ func TestPluginArgsQuoting(t *testing.T) {
 	}
 }
 
-// FuzzPluginArgs: whatever the name, the options are refused or are exactly the three
-// options, the publication's a literal whose content, unquoted as the replication
+// FuzzPluginArgs: whatever the name, the options are refused or are exactly the four
+// options (protocol 2, streaming, the publication, binary), the publication's a literal whose content, unquoted as the replication
 // grammar reads it, is the name double-quoted.
 func FuzzPluginArgs(f *testing.F) {
 	for _, s := range []string{"pub", "Shop Pub, Two", "x', binary 'false", "a\"b", "", "é"} {
@@ -81,16 +81,16 @@ func FuzzPluginArgs(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(args) != 3 || args[0] != "proto_version '1'" || args[2] != "binary 'true'" {
+		if len(args) != 4 || args[0] != "proto_version '2'" || args[1] != "streaming 'on'" || args[3] != "binary 'true'" {
 			t.Fatalf("%q: options %q", name, args)
 		}
-		lit, ok := strings.CutPrefix(args[1], "publication_names '")
+		lit, ok := strings.CutPrefix(args[2], "publication_names '")
 		if !ok || !strings.HasSuffix(lit, "'") {
-			t.Fatalf("%q: option %s", name, args[1])
+			t.Fatalf("%q: option %s", name, args[2])
 		}
 		lit = lit[:len(lit)-1]
 		if strings.Contains(strings.ReplaceAll(lit, "''", ""), "'") {
-			t.Fatalf("%q: a lone quote in the literal %s", name, args[1])
+			t.Fatalf("%q: a lone quote in the literal %s", name, args[2])
 		}
 		if got := strings.ReplaceAll(lit, "''", "'"); got != `"`+strings.ReplaceAll(name, `"`, `""`)+`"` {
 			t.Fatalf("%q: literal holds %s", name, got)

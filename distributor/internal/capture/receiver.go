@@ -74,15 +74,16 @@ func AppendIdentity(dst []byte, v []byte) []byte {
 // views that map the table through them must re-read it. Oversize lists the captured
 // values (old or new) longer than ReceiverConfig.MaxValueBytes: not copied, they read as
 // NULL too, and the views that map the table through their columns must re-read it (an
-// oversize identity value makes the change Unknown).
+// oversize identity value makes the change Unknown). (Unknown is next to Op, with no
+// padding of its own: a transaction of a million rows holds a million Changes.)
 type Change struct {
 	Rel      uint32
 	Op       Op
+	Unknown  bool
 	Old      Identity
 	New      Identity
 	Missing  []int
 	Oversize []OversizeValue
-	Unknown  bool
 }
 
 // OversizeValue is a captured column's value that the receiver refused to copy: longer
@@ -180,6 +181,55 @@ type Receiver struct {
 	rels    map[uint32]*relation
 	cur     *Txn
 	buf     []byte
+	// Transactions the server streams while they run (pgoutput's streaming, for those
+	// past logical_decoding_work_mem): by top-level xid until their stream commit or
+	// abort. inStream: between a stream start and its stop, where cur is streams[xid].
+	streams  map[uint32]*streamed
+	inStream bool
+	curSub   *streamed
+}
+
+// streamed is an in-progress transaction the server streams: its changes so far, in runs
+// of one (sub)transaction each, so that a subtransaction's abort can drop its changes.
+type streamed struct {
+	t    *Txn
+	runs []subRun
+}
+
+type subRun struct {
+	xid   uint32
+	start int // index of its first change in t.Changes
+}
+
+// note records that the next change belongs to (sub)transaction xid.
+func (s *streamed) note(xid uint32) {
+	if n := len(s.runs); n == 0 || s.runs[n-1].xid != xid {
+		s.runs = append(s.runs, subRun{xid: xid, start: len(s.t.Changes)})
+	}
+}
+
+// abortSub drops the changes of subtransaction xid.
+func (s *streamed) abortSub(xid uint32) {
+	var keep []Change
+	var runs []subRun
+	bytes := 0
+	for i, r := range s.runs {
+		end := len(s.t.Changes)
+		if i+1 < len(s.runs) {
+			end = s.runs[i+1].start
+		}
+		if r.xid == xid {
+			continue
+		}
+		if n := len(runs); n == 0 || runs[n-1].xid != r.xid {
+			runs = append(runs, subRun{xid: r.xid, start: len(keep)})
+		}
+		for _, c := range s.t.Changes[r.start:end] {
+			bytes += len(c.Old) + len(c.New) + 48
+		}
+		keep = append(keep, s.t.Changes[r.start:end]...)
+	}
+	s.t.Changes, s.runs, s.t.bytes = keep, runs, bytes
 }
 
 // hugeMessage is the size of a message from which the receiver has the memory it held
@@ -199,7 +249,7 @@ func NewReceiver(conn *pgconn.PgConn, cfg ReceiverConfig) *Receiver {
 		cfg.StatusInterval = time.Second
 	}
 	return &Receiver{conn: conn, cfg: cfg, changed: make(chan struct{}), room: make(chan struct{}),
-		through: cfg.Start, start: cfg.Start, rels: map[uint32]*relation{}}
+		through: cfg.Start, start: cfg.Start, rels: map[uint32]*relation{}, streams: map[uint32]*streamed{}}
 }
 
 // Sub is one subscriber of a Receiver: the transactions that touch its tables (with only
@@ -281,6 +331,10 @@ func (r *Receiver) Run(ctx context.Context) (err error) {
 		r.room = make(chan struct{})
 		r.mu.Unlock()
 	}()
+	// Streaming (protocol 2): a large transaction is sent while it runs, once it is past
+	// the server's logical_decoding_work_mem, rather than decoded from the server's spill
+	// files after its commit — which made a transaction of a million rows reach the
+	// receiver seconds after it committed.
 	args, err := pluginArgs(r.cfg.Publication)
 	if err == nil {
 		err = CheckSlotName(r.cfg.Slot)
@@ -422,22 +476,25 @@ func (r *Receiver) handle(msg pgproto3.BackendMessage) error {
 
 // decode handles one pgoutput message.
 func (r *Receiver) decode(data []byte) error {
-	msg, err := parseMessage(data)
+	msg, err := parseMessage(data, r.inStream)
 	if err != nil {
 		return fmt.Errorf("capture: pgoutput message: %w", err)
 	}
 	switch m := msg.(type) {
 	case *pglogrepl.BeginMessage:
 		r.cur = &Txn{Xid: m.Xid, CommitTime: m.CommitTime}
-	case *pglogrepl.RelationMessage:
-		r.relation(m)
-	case *pglogrepl.InsertMessage:
+	case *pglogrepl.RelationMessageV2:
+		r.relation(&m.RelationMessage)
+	case *pglogrepl.InsertMessageV2:
+		r.noteSub(m.Xid)
 		r.change(m.RelationID, OpInsert, 0, nil, m.Tuple)
-	case *pglogrepl.UpdateMessage:
+	case *pglogrepl.UpdateMessageV2:
+		r.noteSub(m.Xid)
 		r.change(m.RelationID, OpUpdate, m.OldTupleType, m.OldTuple, m.NewTuple)
-	case *pglogrepl.DeleteMessage:
+	case *pglogrepl.DeleteMessageV2:
+		r.noteSub(m.Xid)
 		r.change(m.RelationID, OpDelete, m.OldTupleType, m.OldTuple, nil)
-	case *pglogrepl.TruncateMessage:
+	case *pglogrepl.TruncateMessageV2:
 		if r.cur != nil {
 			for _, id := range m.RelationIDs {
 				if _, ok := r.cfg.Tables[id]; ok {
@@ -445,30 +502,68 @@ func (r *Receiver) decode(data []byte) error {
 				}
 			}
 		}
+	case *pglogrepl.StreamStartMessageV2:
+		st := r.streams[m.Xid]
+		if st == nil || m.FirstSegment == 1 { // a first segment starts the transaction over
+			st = &streamed{t: &Txn{Xid: m.Xid}}
+			r.streams[m.Xid] = st
+		}
+		r.inStream, r.cur, r.curSub = true, st.t, st
+	case *pglogrepl.StreamStopMessageV2:
+		r.inStream, r.cur, r.curSub = false, nil, nil
+	case *pglogrepl.StreamAbortMessageV2:
+		if st := r.streams[m.Xid]; st != nil {
+			if m.SubXid == m.Xid {
+				delete(r.streams, m.Xid)
+			} else {
+				st.abortSub(m.SubXid)
+			}
+		}
+	case *pglogrepl.StreamCommitMessageV2:
+		st := r.streams[m.Xid]
+		if st == nil {
+			return fmt.Errorf("capture: stream commit of transaction %d, which was not streamed", m.Xid)
+		}
+		delete(r.streams, m.Xid)
+		st.t.CommitTime = m.CommitTime
+		r.committed(st.t, m.CommitLSN, m.TransactionEndLSN)
 	case *pglogrepl.CommitMessage:
 		t := r.cur
 		r.cur = nil
 		if t == nil {
 			return errors.New("capture: commit without begin")
 		}
-		t.CommitLSN, t.EndLSN = m.CommitLSN, m.TransactionEndLSN
-		r.mu.Lock()
-		if len(t.Changes) > 0 || len(t.Truncated) > 0 {
-			for _, s := range r.subs {
-				if f := s.filter(t); f != nil {
-					s.txns = append(s.txns, f)
-					s.pending += f.bytes
-					r.pending += f.bytes
-				}
-			}
-		}
-		if t.EndLSN > r.through {
-			r.through = t.EndLSN
-		}
-		r.signalLocked()
-		r.mu.Unlock()
+		r.committed(t, m.CommitLSN, m.TransactionEndLSN)
 	}
 	return nil
+}
+
+// noteSub records, in a streamed transaction, the (sub)transaction of the next change.
+func (r *Receiver) noteSub(xid uint32) {
+	if r.inStream && r.curSub != nil {
+		r.curSub.note(xid)
+	}
+}
+
+// committed hands t, which committed at commitLSN (its record ending at end), to the
+// subscribers whose tables it changed.
+func (r *Receiver) committed(t *Txn, commitLSN, end LSN) {
+	t.CommitLSN, t.EndLSN = commitLSN, end
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(t.Changes) > 0 || len(t.Truncated) > 0 {
+		for _, s := range r.subs {
+			if f := s.filter(t); f != nil {
+				s.txns = append(s.txns, f)
+				s.pending += f.bytes
+				r.pending += f.bytes
+			}
+		}
+	}
+	if t.EndLSN > r.through {
+		r.through = t.EndLSN
+	}
+	r.signalLocked()
 }
 
 func (r *Receiver) relation(m *pglogrepl.RelationMessage) {

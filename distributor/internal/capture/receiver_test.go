@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -417,5 +418,127 @@ func mustExec(ctx context.Context, t *testing.T, conn *pgx.Conn, sql string) {
 	t.Helper()
 	if _, err := conn.Exec(ctx, sql); err != nil {
 		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// TestReceiverStreamed: with the server's logical_decoding_work_mem at its minimum, large
+// transactions are streamed while they run (protocol 2); the receiver hands one over at
+// its commit with every change but those of a subtransaction rolled back to its savepoint,
+// drops one that aborted, and keeps the commit order with the transactions sent whole.
+func TestReceiverStreamed(t *testing.T) {
+	ctx, conn, dsn := openDB(t)
+	s := startStream(ctx, t, conn, dsn+"&logical_decoding_work_mem=64kB")
+	s.run(ctx, t)
+	mustExec(ctx, t, conn, `BEGIN;
+		INSERT INTO sports SELECT i, 'sport ' || i FROM generate_series(1, 3000) i;
+		SAVEPOINT a;
+		INSERT INTO sports SELECT i, 'sport ' || i FROM generate_series(3001, 5000) i;
+		ROLLBACK TO SAVEPOINT a;
+		INSERT INTO sports SELECT i, 'sport ' || i FROM generate_series(6001, 6010) i;
+		COMMIT`)
+	mustExec(ctx, t, conn, `BEGIN; INSERT INTO sports SELECT i, 'gone ' || i FROM generate_series(7001, 10000) i; ROLLBACK`)
+	mustExec(ctx, t, conn, "INSERT INTO sports VALUES (20000, 'small')")
+
+	snap, err := BeginSnapshot(ctx, s.pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close(ctx)
+	txns, _, err := s.sub.Take(ctx, snap.Insert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(txns) != 2 {
+		t.Fatalf("%d transactions, want the streamed one and the small one:\n%s", len(txns), s.summary(txns))
+	}
+	ids := map[string]int{}
+	for _, c := range txns[0].Changes {
+		ids[s.summary([]*Txn{{Changes: []Change{c}}})]++
+	}
+	if len(txns[0].Changes) != 3010 || ids["sports I new=1"] != 1 || ids["sports I new=6010"] != 1 || ids["sports I new=3001"] != 0 {
+		t.Fatalf("streamed transaction: %d changes, want 3000 + 10 (the savepoint's rolled back)", len(txns[0].Changes))
+	}
+	if got := s.summary(txns[1:]); got != "sports I new=20000" {
+		t.Fatalf("second transaction %q", got)
+	}
+	if txns[1].CommitLSN <= txns[0].EndLSN {
+		t.Fatalf("positions out of order: %+v then %+v", txns[0], txns[1])
+	}
+	var streamed int64
+	if err := conn.QueryRow(ctx, "SELECT coalesce((SELECT stream_txns FROM pg_stat_replication_slots WHERE slot_name = $1), 0)", s.slot).Scan(&streamed); err != nil {
+		t.Fatal(err)
+	}
+	if streamed < 1 {
+		t.Fatal("the server streamed no transaction: the test did not exercise streaming")
+	}
+}
+
+// TestReceiverStreamedOversize: in a transaction the server streams while it runs, the
+// row changes (each with its xid after the message type) are parsed in place too: a value
+// over MaxValueBytes is refused, the other values are read.
+func TestReceiverStreamedOversize(t *testing.T) {
+	ctx, conn, dsn := openDB(t)
+	s := startStream(ctx, t, conn, dsn+"&logical_decoding_work_mem=64kB", "name")
+	s.recv.cfg.MaxValueBytes = 100
+	s.run(ctx, t)
+	mustExec(ctx, t, conn, `BEGIN;
+		INSERT INTO sports SELECT i, 'sport ' || i FROM generate_series(1, 3000) i;
+		INSERT INTO sports VALUES (5000, repeat('x', 5000));
+		INSERT INTO sports VALUES (5001, 'last');
+		COMMIT`)
+	snap, err := BeginSnapshot(ctx, s.pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close(ctx)
+	txns, _, err := s.sub.Take(ctx, snap.Insert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(txns) != 1 || len(txns[0].Changes) != 3002 {
+		t.Fatalf("%d transactions, want one of 3002 changes:\n%s", len(txns), s.summary(txns))
+	}
+	cs := txns[0].Changes
+	for i, c := range cs {
+		vals := c.New.Values()
+		if c.Unknown || len(vals) != 2 {
+			t.Fatalf("change %d: unknown %v, values %q", i, c.Unknown, vals)
+		}
+		switch i {
+		case 3000:
+			if vals[1] != nil || fmt.Sprint(c.Oversize) != fmt.Sprint([]OversizeValue{{Table: "public.sports", Column: "name", Index: 1, Bytes: 5000}}) {
+				t.Errorf("the huge value: %q, oversize %+v", vals[1], c.Oversize)
+			}
+		case 3001:
+			if string(vals[1]) != "last" || c.Oversize != nil {
+				t.Errorf("after the huge value: %q, oversize %+v", vals[1], c.Oversize)
+			}
+		case 0:
+			if string(vals[1]) != "sport 1" || c.Oversize != nil {
+				t.Errorf("first change: %q, oversize %+v", vals[1], c.Oversize)
+			}
+		}
+	}
+	var streamed int64
+	if err := conn.QueryRow(ctx, "SELECT coalesce((SELECT stream_txns FROM pg_stat_replication_slots WHERE slot_name = $1), 0)", s.slot).Scan(&streamed); err != nil {
+		t.Fatal(err)
+	}
+	if streamed < 1 {
+		t.Fatal("the server streamed no transaction: the test did not exercise streaming")
+	}
+}
+
+// TestChangeSize: a Change is 88 B on a 64-bit platform — a transaction of a million
+// rows holds a million of them until its cycle is published. Its fields are ordered so
+// that nothing pads them: Rel, Op and Unknown share one word, then the two identities'
+// string headers (16 B each) and the Missing and Oversize slice headers (24 B each).
+// Oversize (the values refused over MaxValueBytes) made it 88 rather than 64 B, 24 MB
+// more per million-row transaction; a padded order would be 96 B.
+func TestChangeSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("not a 64-bit platform")
+	}
+	if n := unsafe.Sizeof(Change{}); n != 88 {
+		t.Fatalf("capture.Change is %d B, want 88 (order its fields by size)", n)
 	}
 }
