@@ -93,31 +93,8 @@ func TestQuickstartJava(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	var demoCmd string
-	for _, line := range strings.Split(strings.TrimSpace(q.servers), "\n") {
-		switch {
-		case line == "cd "+clonePath:
-		case line == `eval "$(deploy/local/postgres.sh start)"`:
-		case strings.HasPrefix(line, "go run ./cmd/cachectl-dev"):
-			demoCmd = line
-		default:
-			t.Fatalf("step 1 has a line the test does not know how to run: %q", line)
-		}
-	}
-	if demoCmd == "" {
-		t.Fatal("step 1 does not run the demo (go run ./cmd/cachectl-dev)")
-	}
-	demo := startDemo(t, ctx, root, demoCmd, dsn)
-	playerAddr, _ := demo.wait(t)
-	for _, line := range strings.Split(strings.TrimSpace(q.demoLines), "\n") {
-		if !demo.printed(line) {
-			t.Errorf("the demo printed no line like the doc's %q:\n%s", line, demo.out.String())
-		}
-	}
-	dir := t.TempDir()
-	if rel, err := filepath.Rel(root, dir); err != nil || !strings.HasPrefix(rel, "..") {
-		t.Fatalf("the temp folder %s is inside the repository %s", dir, root)
-	}
+	demo, playerAddr, _ := runDemoStep(t, ctx, root, q.servers, q.demoLines, dsn)
+	dir := outsideDir(t, root)
 	env := os.Environ()
 	runBlock(t, ctx, dir, env, "step 2", strings.ReplaceAll(q.install, clonePath, root))
 	cwd, _ := runBlock(t, ctx, dir, env, "step 3", q.project)

@@ -109,35 +109,9 @@ func TestQuickstart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
-	// Step 1, in the clone. postgres.sh would start a cluster of its own for this checkout:
-	// the test takes the environment's server instead, as the doc allows.
-	var demoCmd string
-	for _, line := range strings.Split(strings.TrimSpace(steps.servers), "\n") {
-		switch {
-		case line == "cd "+clonePath:
-		case line == `eval "$(deploy/local/postgres.sh start)"`:
-		case strings.HasPrefix(line, "go run ./cmd/cachectl-dev"):
-			demoCmd = line
-		default:
-			t.Fatalf("step 1 has a line the test does not know how to run: %q", line)
-		}
-	}
-	if demoCmd == "" {
-		t.Fatal("step 1 does not run the demo (go run ./cmd/cachectl-dev)")
-	}
-	demo := startDemo(t, ctx, root, demoCmd, dsn)
-	playerAddr, demoDSN := demo.wait(t)
-	for _, line := range strings.Split(strings.TrimSpace(steps.demoLines), "\n") {
-		if !demo.printed(line) {
-			t.Errorf("the demo printed no line like the doc's %q:\n%s", line, demo.out.String())
-		}
-	}
-
-	// Steps 2 to 4, in a folder outside the repository.
-	dir := t.TempDir()
-	if rel, err := filepath.Rel(root, dir); err != nil || !strings.HasPrefix(rel, "..") {
-		t.Fatalf("the temp folder %s is inside the repository %s", dir, root)
-	}
+	// Step 1, in the clone; steps 2 to 4, in a folder outside the repository.
+	demo, playerAddr, demoDSN := runDemoStep(t, ctx, root, steps.servers, steps.demoLines, dsn)
+	dir := outsideDir(t, root)
 	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=") // the reader's shell: no workspace, no flags of the test's
 	cwd := dir
 	cwd, _ = runBlock(t, ctx, cwd, env, "step 2", strings.ReplaceAll(steps.module, clonePath, root))
@@ -182,6 +156,48 @@ func runBlock(t *testing.T, ctx context.Context, cwd string, env []string, what,
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(b)), stdout.String()
+}
+
+// runDemoStep runs a quick start's step 1 in the clone root: its lines (servers) must be
+// the ones the test knows — cd, postgres.sh, which would start a cluster of its own for
+// this checkout (the test gives the demo the environment's server, dsn, instead, as the
+// docs allow), and the demo itself — and the demo must print every line of demoLines.
+// It returns the running demo, its player's address and its DSN.
+func runDemoStep(t *testing.T, ctx context.Context, root, servers, demoLines, dsn string) (demo *demoProc, playerAddr, demoDSN string) {
+	t.Helper()
+	var demoCmd string
+	for _, line := range strings.Split(strings.TrimSpace(servers), "\n") {
+		switch {
+		case line == "cd "+clonePath:
+		case line == `eval "$(deploy/local/postgres.sh start)"`:
+		case strings.HasPrefix(line, "go run ./cmd/cachectl-dev"):
+			demoCmd = line
+		default:
+			t.Fatalf("step 1 has a line the test does not know how to run: %q", line)
+		}
+	}
+	if demoCmd == "" {
+		t.Fatal("step 1 does not run the demo (go run ./cmd/cachectl-dev)")
+	}
+	demo = startDemo(t, ctx, root, demoCmd, dsn)
+	playerAddr, demoDSN = demo.wait(t)
+	for _, line := range strings.Split(strings.TrimSpace(demoLines), "\n") {
+		if !demo.printed(line) {
+			t.Errorf("the demo printed no line like the doc's %q:\n%s", line, demo.out.String())
+		}
+	}
+	return demo, playerAddr, demoDSN
+}
+
+// outsideDir is a temporary folder outside the repository root, where a reader's own
+// project goes.
+func outsideDir(t *testing.T, root string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if rel, err := filepath.Rel(root, dir); err != nil || !strings.HasPrefix(rel, "..") {
+		t.Fatalf("the temp folder %s is inside the repository %s", dir, root)
+	}
+	return dir
 }
 
 // demoProc is step 1's demo, running in its own process group.
