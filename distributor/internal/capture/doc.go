@@ -59,8 +59,9 @@
 // reads them one at a time, from the planner's costs), publication.go
 // (EnsurePublication), slot.go (the slot's functions, SlotInfo, ErrSlotLost), ident.go
 // (slot and publication names: PostgreSQL's rules, the quoting of START_REPLICATION's
-// options), statement.go (CheckStatement), receiver.go (Receiver, Sub, Txn, Change,
-// OversizeValue, Identity, LSN), tuple.go (pgoutput's protocol 2 messages, inside a
+// options), statement.go (CheckStatement), receiver.go (Receiver, Txn, Change,
+// OversizeValue, Identity, LSN: the slot's messages decoded into transactions), sub.go (Sub:
+// a subscriber's transactions and confirmed position, the stream's progress and error), tuple.go (pgoutput's protocol 2 messages, inside a
 // stream or not: the row changes parsed without a copy of their values),
 // snapshot.go (Snapshot: BeginSnapshot, ImportSnapshot, Split; FlushWAL, WALPositions).
 package capture
