@@ -116,6 +116,8 @@
 //
 //   - The API: distributor.go (Distributor: New, Run, Reconcile, WaitReady, Active, Views),
 //     config.go (Config and its parts, the defaults, LoadConfig, ParseConfig, Validate),
+//     config_capture.go (a stream's capture settings checked: wal's slot, publication,
+//     replica identity, read settings and connections; what polling needs of a view),
 //     admin.go (AdminConfig, TokensConfig, TLSConfig), errors.go (the sentinels,
 //     ViewError), http.go (Handler, AdminHandler), health.go (/readyz: Readiness and the
 //     dependency checks), status.go (Status, the streams' last errors and the status
