@@ -5,13 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
 	"unsafe"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/statecast/statecast/distributor/internal/capture"
 	"github.com/statecast/statecast/schemas/record/pgjson"
 )
 
@@ -94,7 +94,14 @@ func (c *rowCodec) internKey(k []byte) string {
 	return unsafe.String(&c.keys[start], len(k)) // never written again
 }
 
-const arenaChunk = 1 << 20
+// A codec's value chunks start at firstArenaChunk and double up to arenaChunk: a full
+// read fills megabytes, while a cycle's re-read of a view (a codec of its own, for a few
+// rows) would otherwise allocate and clear a whole megabyte for a few hundred bytes — at
+// every cycle, for every view.
+const (
+	firstArenaChunk = 16 << 10
+	arenaChunk      = 1 << 20
+)
 
 func newRowCodec(v *ViewConfig, enc *pgjson.Encoder, maxBytes, overhead int) *rowCodec {
 	c := &rowCodec{v: v, enc: enc, inc: -1, maxBytes: maxBytes, overhead: overhead}
@@ -144,7 +151,7 @@ func (c *rowCodec) encode(raw [][]byte) (key string, value []byte, err error) {
 		key = string(c.keyBuf)
 	}
 	if cap(c.arena)-len(c.arena) < 4096 {
-		c.arena = make([]byte, 0, arenaChunk)
+		c.arena = make([]byte, 0, min(max(2*cap(c.arena), firstArenaChunk), arenaChunk))
 	}
 	start := len(c.arena)
 	c.arena, err = c.enc.AppendValue(c.arena, raw)
@@ -163,13 +170,12 @@ const hugeRead = 64 << 20
 // the connection's next read, which for a connection back in the pool may be long after;
 // a small statement on tx has it let the buffer go, and a collection frees it (the GC's
 // pacing alone lets a few such buffers add up to several times a row's size first).
-func (c *rowCodec) release(ctx context.Context, tx pgx.Tx) {
+func (c *rowCodec) release(ctx context.Context, rn capture.Runner) {
 	if c.refused < hugeRead {
 		return
 	}
 	c.refused = 0
-	_, _ = tx.Exec(ctx, "SELECT 1")
-	runtime.GC()
+	rn.Release(ctx)
 }
 
 // largest returns the index of the longest of a row's raw values: the column a refusal

@@ -210,10 +210,14 @@ type StreamConfig struct {
 	// hash join for a few hundred values, and cost reading them one value at a time
 	// (capture.Lookup.Plan) above what it does.
 	ReadSettings map[string]string `yaml:"read_settings"`
-	// ReadConnections is on how many PostgreSQL connections a wal stream's cycle re-reads
-	// its views' changed rows at once, a view on one connection, every connection in the
-	// cycle's snapshot (default DefaultReadConnections; 1: the cycle's own only). The
-	// distributor's pool grows to hold them unless the DSN sets pool_max_conns.
+	// ReadConnections is on up to how many PostgreSQL connections a wal stream's cycle
+	// re-reads its views' changed rows, every connection in the cycle's snapshot: the
+	// cycle's own, and one more for each 10 ms that the views' reads took in their last
+	// cycle (a live cycle's few rows read on its own connection, where the lookups of all
+	// its views go to PostgreSQL together in one or two round trips; a cycle of many
+	// changes or of costly lookups side by side). Default DefaultReadConnections; 1: the
+	// cycle's own only. The distributor's pool grows to hold them unless the DSN sets
+	// pool_max_conns.
 	ReadConnections int `yaml:"read_connections"`
 	// PositionInterval bounds how stale the source position of an idle wal stream gets: a
 	// position record is written at least this often while the database's WAL moves

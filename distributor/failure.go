@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/statecast/statecast/distributor/internal/capture"
 )
 
 // A view fails on its own data or SQL (a *ViewError: a NULL or duplicate key, a record
@@ -63,20 +65,8 @@ func (s *stream) staleViews(except ...*viewState) []string {
 }
 
 // transientPg reports whether a PostgreSQL error is about the server or the session rather
-// than the view: connection problems (class 08), a transaction rolled back by the server
-// (40: serialization failure, deadlock), resources (53), a lock not obtained (55P03),
-// operator intervention (57: statement timeout or cancel, shutdown, restart) and system
-// errors (58, XX).
-func transientPg(e *pgconn.PgError) bool {
-	if len(e.Code) != 5 {
-		return false
-	}
-	switch e.Code[:2] {
-	case "08", "40", "53", "57", "58", "XX":
-		return true
-	}
-	return e.Code == "55P03" || e.Code == "55006"
-}
+// than the view (capture.TransientError).
+func transientPg(e *pgconn.PgError) bool { return capture.TransientError(e) }
 
 // undefinedColumn is the column an "undefined column" error (SQLSTATE 42703: a column
 // dropped or renamed under the view) names, as the message writes it ("price", "m.price");

@@ -149,7 +149,7 @@ func readView(ctx context.Context, tx pgx.Tx, st *viewState, full, rewrite bool,
 		key, value, err := codec.encode(raw)
 		if err != nil {
 			rows.Close()
-			codec.release(ctx, tx)
+			codec.release(ctx, capture.TxRunner{Tx: tx})
 			return nil, err
 		}
 		beyond, err := inc.add(raw)

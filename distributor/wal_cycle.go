@@ -316,7 +316,7 @@ func (w *walSession) takeReading(ctx context.Context, snap *capture.Snapshot, re
 				a = w.newMappedRead(v)
 				reads[v] = a
 			}
-			if err := a.read(ctx, snap.Tx, ch); err != nil && !isErr(err, ErrView) && !errors.Is(err, errBulk) {
+			if err := a.read(ctx, capture.TxRunner{Tx: snap.Tx}, ch); err != nil && !isErr(err, ErrView) && !errors.Is(err, errBulk) {
 				return 0, 0, early, err // a view's error fails only that view, in the cycle; errBulk reads it whole
 			}
 		}

@@ -2,6 +2,7 @@ package distributor
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -287,4 +288,56 @@ func TestWALRefusesUnknownReadSetting(t *testing.T) {
 	if !isErr(err, ErrConfig) || !strings.Contains(err.Error(), "read_settings: setting no_such_setting") {
 		t.Fatalf("Run = %v, want ErrConfig naming the setting", err)
 	}
+}
+
+// TestWALBadRowAlone: a statement of one view that fails in a cycle (a row that divides by
+// zero) stops that view only: the views read beside it in the same cycle, on the same
+// connection, publish the same transaction's rows, and the stopped view resumes once the
+// row is fixed.
+func TestWALBadRowAlone(t *testing.T) {
+	e := newEnv(t)
+	e.createItems()
+	names := ViewConfig{Name: "names", SQL: "SELECT id, name FROM items", Key: []string{"id"}}
+	ratios := ViewConfig{Name: "ratios", SQL: "SELECT id, 100 / length(name) AS r FROM items", Key: []string{"id"}}
+	prices := ViewConfig{Name: "prices", SQL: "SELECT id, name, price::int AS p FROM items", Key: []string{"id"}}
+	cfg := e.walConfig(names, ratios, prices)
+	cfg.Streams[0].ReadConnections = 1
+	r := start(t, cfg)
+	r.waitReady(t)
+	failed := func(name string) string {
+		for _, v := range r.d.Status()[0].Views {
+			if v.Name == name {
+				return v.Failed
+			}
+		}
+		return ""
+	}
+	e.exec(`UPDATE items SET name = '', price = 9 WHERE id = 1`) // division by zero in ratios
+	recs := waitFor(t, e, "names and prices of the emptied name", func(recs []rec) bool {
+		return rowsOf(recs, "names")["names|1"] == `{"id":1,"name":""}` && rowsOf(recs, "prices")["prices|1"] == `{"id":1,"name":"","p":9}`
+	})
+	if f := failed("ratios"); !strings.Contains(f, "division by zero") {
+		t.Fatalf("ratios: %q, want it stopped by the division by zero", f)
+	}
+	if f, g := failed("names"), failed("prices"); f != "" || g != "" {
+		t.Fatalf("the views read beside the failing one stopped too: names %q, prices %q", f, g)
+	}
+	for _, rc := range recs {
+		if rc.meta.Kind != record.KindPosition {
+			continue
+		}
+		p, err := record.ParsePosition(rc.value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(p.Stale, "names") || slices.Contains(p.Stale, "prices") {
+			t.Fatalf("a position record lists a view read beside the failing one as stopped: %v\n%s", p.Stale, dump(recs))
+		}
+	}
+	if got := rowsOf(recs, "ratios")["ratios|1"]; got != `{"id":1,"r":20}` {
+		t.Fatalf("ratios|1 = %s, want its last published row", got)
+	}
+	e.exec(`UPDATE items SET name = 'fixed!' WHERE id = 1`)
+	waitCond(t, "ratios resumed", func() bool { return failed("ratios") == "" })
+	waitFor(t, e, "ratios of the fixed row", func(recs []rec) bool { return rowsOf(recs, "ratios")["ratios|1"] == `{"id":1,"r":16}` })
 }

@@ -44,6 +44,9 @@ type walView struct {
 	byCols           []*capture.Lookup   // per reverse map (st.depSpecs): by its columns
 	lastFull         time.Time
 	lastRead         time.Duration // its last cycle's reads (readJobs reads the longest first)
+	// codec encodes the rows its cycles re-read, one cycle's reads after the other's: its
+	// value chunks are filled by many cycles instead of one chunk each.
+	codec *rowCodec
 }
 
 // route is how one Mapping's changes become rows to re-read.
@@ -297,12 +300,15 @@ type mappedRead struct {
 	cols  []map[capture.Identity]struct{}          // per reverse map: the values read
 	n     int                                      // the values looked up (keys, mapped values), after the hops
 	err   error                                    // the read that failed: the view's cycle fails with it; errBulk: read whole
-	took  time.Duration                            // the time its reads took
+	took  time.Duration                            // the time its statements took (capture.Query.Took)
 }
 
 func (w *walSession) newMappedRead(v *walView) *mappedRead {
 	cfg := v.st.cfg
-	a := &mappedRead{v: v, codec: newRowCodec(cfg, v.st.enc, w.s.cfg.maxBytes, headerBytes(cfg.Name)+recordOverhead),
+	if v.codec == nil || v.codec.enc != v.st.enc {
+		v.codec = newRowCodec(cfg, v.st.enc, w.s.cfg.maxBytes, headerBytes(cfg.Name)+recordOverhead)
+	}
+	a := &mappedRead{v: v, codec: v.codec,
 		found: map[string]*foundRow{}, prev: map[string]bool{}, byKey: map[string]struct{}{},
 		done: map[*route]map[capture.Identity]struct{}{}, keys: map[capture.Identity]struct{}{}}
 	for range v.byCols {
@@ -311,16 +317,15 @@ func (w *walSession) newMappedRead(v *walView) *mappedRead {
 	return a
 }
 
-// run reads the rows l finds for tuples in tx. A key found twice with other content is
-// two rows with one key: in one snapshot a key's row is the same at every read.
-func (a *mappedRead) run(ctx context.Context, tx pgx.Tx, l *capture.Lookup, tuples [][][]byte) error {
+// query is the lookup of tuples by l, whose rows a records. A key found twice with other
+// content is two rows with one key: in one snapshot a key's row is the same at every read.
+func (a *mappedRead) query(l *capture.Lookup, tuples [][][]byte) capture.Query {
 	st := a.v.st
 	cfg := st.cfg
 	hdr := headerBytes(cfg.Name)
 	maxBytes := a.codec.maxBytes
 	seen := map[string]bool{}
-	defer a.codec.release(ctx, tx) // after Run closed its rows
-	return l.Run(ctx, tx, tuples, func(raw [][]byte) error {
+	return capture.Query{L: l, Tuples: tuples, Took: &a.took, Each: func(raw [][]byte) error {
 		key, value, err := a.codec.encode(raw)
 		if err != nil {
 			return err
@@ -341,23 +346,31 @@ func (a *mappedRead) run(ctx context.Context, tx pgx.Tx, l *capture.Lookup, tupl
 		}
 		a.found[key] = f
 		return nil
-	})
+	}}
+}
+
+// run runs queries of a's view with rn.
+func (a *mappedRead) run(ctx context.Context, rn capture.Runner, qs ...capture.Query) error {
+	err := rn.Run(ctx, qs...)
+	a.codec.release(ctx, rn) // after the rows are closed
+	if err != nil {
+		return sqlError(a.v.st.cfg, err)
+	}
+	return nil
 }
 
 func (a *mappedRead) duplicate(key string) error {
 	return &ViewError{View: a.v.st.cfg.Name, Key: key, Err: errors.New("duplicate key in one snapshot (key columns must be unique in the view)")}
 }
 
-// read reads in tx the rows of the values in ch that a did not read yet. After an error
-// it reads nothing more and returns that error.
-func (a *mappedRead) read(ctx context.Context, tx pgx.Tx, ch *viewChanges) error {
+// read reads with rn the rows of the values in ch that a did not read yet. After an
+// error it reads nothing more and returns that error.
+func (a *mappedRead) read(ctx context.Context, rn capture.Runner, ch *viewChanges) error {
 	if a.err == nil && ch.bulk {
 		a.err = errBulk
 	}
 	if a.err == nil {
-		start := time.Now()
-		a.err = a.readNew(ctx, tx, ch)
-		a.took += time.Since(start)
+		a.err = a.readNew(ctx, rn, ch)
 	}
 	if errors.Is(a.err, errBulk) {
 		// What was read so far is not needed: the view is read whole.
@@ -366,16 +379,23 @@ func (a *mappedRead) read(ctx context.Context, tx pgx.Tx, ch *viewChanges) error
 	return a.err
 }
 
-func (a *mappedRead) readNew(ctx context.Context, tx pgx.Tx, ch *viewChanges) error {
+// routeInput is a route's changed values that a read has not looked up yet.
+type routeInput struct {
+	r      *route
+	tuples [][][]byte
+}
+
+// readNew reads the rows of ch's new values: the hops of every route at once, then the
+// lookups by key and by mapped columns at once (two steps of rn, one when no route hops).
+func (a *mappedRead) readNew(ctx context.Context, rn capture.Runner, ch *viewChanges) error {
 	v, st := a.v, a.v.st
 	cfg := st.cfg
-	var keyTuples [][][]byte
-	colTuples := make([][][][]byte, len(v.byCols))
-	row := make([][]byte, len(v.deps.Columns))
 	limit := bulkLimit(st)
 	if limit >= 0 && a.n+ch.n > limit {
 		return errBulk
 	}
+	var ins []*routeInput
+	var hops []capture.Query
 	for _, rs := range v.routes {
 		for _, r := range rs {
 			in := ch.in[r]
@@ -387,81 +407,86 @@ func (a *mappedRead) readNew(ctx context.Context, tx pgx.Tx, ch *viewChanges) er
 				done = map[capture.Identity]struct{}{}
 				a.done[r] = done
 			}
-			var tuples [][][]byte
+			ri := &routeInput{r: r}
 			for id := range in {
 				if _, ok := done[id]; ok {
 					continue
 				}
 				done[id] = struct{}{}
-				tuples = append(tuples, id.Values())
+				ri.tuples = append(ri.tuples, id.Values())
 			}
-			if len(tuples) == 0 {
+			if len(ri.tuples) == 0 {
 				continue
 			}
+			ins = append(ins, ri)
 			if r.hop != nil {
-				var err error
-				if tuples, err = hopValues(ctx, tx, r.hop, tuples); err != nil {
-					return sqlError(cfg, err)
-				}
+				hops = append(hops, hopQuery(r.hop, ri, &a.took))
 			}
-			if a.n += len(tuples); limit >= 0 && a.n > limit {
-				return errBulk
-			}
-			for _, vals := range tuples {
-				if r.rev < 0 {
-					kv := make([][]byte, len(r.perm))
-					var b []byte
-					for i, p := range r.perm {
-						kv[i] = vals[p]
-						b = capture.AppendIdentity(b, vals[p])
-					}
-					id := capture.Identity(b)
-					for i, k := range v.deps.Key {
-						row[k] = kv[i]
-					}
-					if key, err := st.enc.AppendKey(nil, cfg.Name, row); err == nil {
-						a.note(string(key), true) // read by key: found, or gone
-						a.byKey[string(key)] = struct{}{}
-					}
-					if _, ok := a.keys[id]; ok {
-						continue
-					}
-					a.keys[id] = struct{}{}
-					keyTuples = append(keyTuples, kv)
-					continue
-				}
+		}
+	}
+	if len(hops) > 0 {
+		if err := rn.Run(ctx, hops...); err != nil {
+			return sqlError(cfg, err)
+		}
+	}
+	var keyTuples [][][]byte
+	colTuples := make([][][][]byte, len(v.byCols))
+	row := make([][]byte, len(v.deps.Columns))
+	for _, ri := range ins {
+		r := ri.r
+		if a.n += len(ri.tuples); limit >= 0 && a.n > limit {
+			return errBulk
+		}
+		for _, vals := range ri.tuples {
+			if r.rev < 0 {
+				kv := make([][]byte, len(r.perm))
 				var b []byte
-				for _, val := range vals {
-					b = capture.AppendIdentity(b, val)
+				for i, p := range r.perm {
+					kv[i] = vals[p]
+					b = capture.AppendIdentity(b, vals[p])
 				}
 				id := capture.Identity(b)
-				if r.rev < len(st.deps) {
-					for k := range st.deps[r.rev].byID[id] {
-						a.note(k, r.m.Strong)
-					}
+				for i, k := range v.deps.Key {
+					row[k] = kv[i]
 				}
-				if _, ok := a.cols[r.rev][id]; ok {
+				if key, err := st.enc.AppendKey(nil, cfg.Name, row); err == nil {
+					a.note(string(key), true) // read by key: found, or gone
+					a.byKey[string(key)] = struct{}{}
+				}
+				if _, ok := a.keys[id]; ok {
 					continue
 				}
-				a.cols[r.rev][id] = struct{}{}
-				colTuples[r.rev] = append(colTuples[r.rev], vals)
+				a.keys[id] = struct{}{}
+				keyTuples = append(keyTuples, kv)
+				continue
 			}
+			var b []byte
+			for _, val := range vals {
+				b = capture.AppendIdentity(b, val)
+			}
+			id := capture.Identity(b)
+			if r.rev < len(st.deps) {
+				for k := range st.deps[r.rev].byID[id] {
+					a.note(k, r.m.Strong)
+				}
+			}
+			if _, ok := a.cols[r.rev][id]; ok {
+				continue
+			}
+			a.cols[r.rev][id] = struct{}{}
+			colTuples[r.rev] = append(colTuples[r.rev], vals)
 		}
 	}
+	var qs []capture.Query
 	if len(keyTuples) > 0 {
-		if err := a.run(ctx, tx, v.byKey, keyTuples); err != nil {
-			return sqlError(cfg, err)
-		}
+		qs = append(qs, a.query(v.byKey, keyTuples))
 	}
 	for i, tuples := range colTuples {
-		if len(tuples) == 0 {
-			continue
-		}
-		if err := a.run(ctx, tx, v.byCols[i], tuples); err != nil {
-			return sqlError(cfg, err)
+		if len(tuples) > 0 {
+			qs = append(qs, a.query(v.byCols[i], tuples))
 		}
 	}
-	return nil
+	return a.run(ctx, rn, qs...)
 }
 
 // note records a published key the changes may have touched. One that any weak mapping
@@ -471,30 +496,30 @@ func (a *mappedRead) note(key string, strong bool) {
 	a.prev[key] = a.prev[key] || !strong
 }
 
-// hopValues runs a mapping's hops for the changed rows' values: the distinct values they
-// give the view's columns.
-func hopValues(ctx context.Context, tx pgx.Tx, hop *capture.Lookup, tuples [][][]byte) ([][][]byte, error) {
-	var out [][][]byte
-	err := hop.Run(ctx, tx, tuples, func(row [][]byte) error {
+// hopQuery runs a mapping's hops for ri's values and replaces them with the distinct
+// values they give the view's columns.
+func hopQuery(hop *capture.Lookup, ri *routeInput, took *time.Duration) capture.Query {
+	q := capture.Query{L: hop, Tuples: ri.tuples, Took: took}
+	ri.tuples = nil
+	q.Each = func(row [][]byte) error {
 		vals := make([][]byte, len(row))
 		for i, v := range row {
 			if v != nil {
 				vals[i] = slices.Clone(v)
 			}
 		}
-		out = append(out, vals)
+		ri.tuples = append(ri.tuples, vals)
 		return nil
-	})
-	return out, err
+	}
+	return q
 }
 
-// finish re-reads in tx the rows of the view that ch touched and a did not read yet, then
-// the rows that held a changed identity. It reads the view's published state and changes
-// none, so the views of a cycle finish on connections of their own at once (readJobs).
-func (a *mappedRead) finish(ctx context.Context, tx pgx.Tx, ch *viewChanges) error {
+// finish re-reads with rn the rows of the view that ch touched and a did not read yet,
+// then the rows that held a changed identity. It reads the view's published state and
+// changes none, so the views of a cycle finish at once (readJobs).
+func (a *mappedRead) finish(ctx context.Context, rn capture.Runner, ch *viewChanges) error {
 	st := a.v.st
-	cfg := st.cfg
-	if err := a.read(ctx, tx, ch); err != nil {
+	if err := a.read(ctx, rn, ch); err != nil {
 		return err
 	}
 	found, prev, byKey := a.found, a.prev, a.byKey
@@ -525,11 +550,9 @@ func (a *mappedRead) finish(ctx context.Context, tx pgx.Tx, ch *viewChanges) err
 		missing = append(missing, tuple)
 	}
 	if len(missing) > 0 {
-		start := time.Now()
-		if err := a.run(ctx, tx, a.v.byKeyText, missing); err != nil {
-			return sqlError(cfg, err)
+		if err := a.run(ctx, rn, a.query(a.v.byKeyText, missing)); err != nil {
+			return err
 		}
-		a.took += time.Since(start)
 	}
 	return nil
 }

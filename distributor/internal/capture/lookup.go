@@ -28,6 +28,7 @@ type Lookup struct {
 	single   string
 	view     string
 	perValue int
+	eachID   string // identifies each on a connection (lookup_prepared.go)
 	// cols are the view's columns the analysis found, which a lookup of view rows returns
 	// (nil for a hop lookup): a result of other columns is ErrColumnsChanged.
 	cols []Column
@@ -59,6 +60,7 @@ func NewLookup(d *ViewDeps, viewSQL string, cols []int) (*Lookup, error) {
 	l.sql = lookupSQL(viewSQL, names, "unnest("+strings.Join(unnest, ", ")+")")
 	l.single = singleSQL(viewSQL, names, func(i int) string { return fmt.Sprintf("$%d", i+1) })
 	l.each = eachSQL(viewSQL, names, func(i int) string { return fmt.Sprintf("_k.u%d", i) })
+	l.eachID = fmt.Sprintf("%s\x00%v", l.each, l.params)
 	l.view = viewSQL
 	return l, nil
 }
@@ -125,6 +127,7 @@ func NewKeyLookup(d *ViewDeps, viewSQL string) (*Lookup, error) {
 		cast, _ := keyTextCast(d.Columns[d.Key[i]], fmt.Sprintf("_k.u%d", i))
 		return cast
 	})
+	l.eachID = fmt.Sprintf("%s\x00%v", l.each, l.params)
 	l.view = viewSQL
 	return l, nil
 }
@@ -168,23 +171,26 @@ func keyTextCast(col Column, arg string) (string, bool) {
 // key texts for a key lookup) in tx and calls each with every row found (binary result
 // values, valid until the next call). Tuples are sent in chunks.
 func (l *Lookup) Run(ctx context.Context, tx pgx.Tx, tuples [][][]byte, each func(row [][]byte) error) error {
-	sql := l.sql
-	if len(tuples) <= l.perValue {
-		sql = l.each
-	}
 	conn := tx.Conn().PgConn()
+	stmt := ""
+	if len(tuples) <= l.perValue {
+		var err error
+		if stmt, err = l.prepareEach(ctx, conn); err != nil {
+			return err
+		}
+	}
 	formats := []int16{1}
 	for len(tuples) > 0 {
 		n := min(len(tuples), lookupChunk)
 		chunk := tuples[:n]
 		tuples = tuples[n:]
-		params := make([][]byte, len(l.params))
-		pformats := make([]int16, len(l.params))
-		for c := range l.params {
-			params[c] = encodeArray(l.elems[c], chunk, c)
-			pformats[c] = 1
+		params, pformats := l.arrays(chunk)
+		var rr *pgconn.ResultReader
+		if stmt != "" {
+			rr = conn.ExecPrepared(ctx, stmt, params, pformats, formats)
+		} else {
+			rr = conn.ExecParams(ctx, l.sql, params, l.params, pformats, formats)
 		}
-		rr := conn.ExecParams(ctx, sql, params, l.params, pformats, formats)
 		if err := l.checkColumns(rr.FieldDescriptions()); err != nil {
 			_, _ = rr.Close()
 			return err
@@ -196,6 +202,9 @@ func (l *Lookup) Run(ctx context.Context, tx pgx.Tx, tuples [][][]byte, each fun
 			}
 		}
 		if _, err := rr.Close(); err != nil {
+			if stmt != "" {
+				return l.preparedFailed(conn, err)
+			}
 			return err
 		}
 	}
