@@ -105,6 +105,7 @@ type walSession struct {
 	recv    *capture.Sub
 	views   []*walView                  // in configuration order
 	tables  map[uint32][]*walView       // base table → the views that read it
+	locks   []*capture.Table            // every view's base tables: locked by each cycle (capture.LockTables)
 	pending []*capture.Txn              // received, not shown by a snapshot yet
 	waiting map[*viewState][]chan error // reconcile requests, answered by the next cycle
 	full    map[*viewState]fullReason   // views to read in full by the next cycle, and why
@@ -275,6 +276,7 @@ func (w *walSession) analyze(ctx context.Context) ([]*capture.Table, error) {
 		}
 		if len(needFull) == 0 || altered || s.cfg.ReplicaIdentity == ReplicaIdentityKeep {
 			w.views = views
+			w.locks = tables
 			for _, v := range views {
 				for _, line := range v.deps.Describe() {
 					s.log.Info("view dependency", "stream", s.cfg.Topic, "view", v.st.cfg.Name, "table", line)

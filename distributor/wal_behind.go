@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/statecast/statecast/distributor/internal/capture"
 	"github.com/statecast/statecast/schemas/record"
 )
@@ -28,7 +30,7 @@ import (
 // that touched it and other views are applied to the others first and to it later, so a
 // Cut shows it at its own, earlier position.
 //
-// One re-read of a view runs at a time. Changes that reach a view while its re-read runs
+// One background read runs at a time in a stream (maxRereads). Changes that reach a view while its re-read runs
 // (the cycles after its snapshot) make it dirty: another re-read follows, at most once
 // per RereadDebounce. A start-up, reconcile or retry read stays in the cycle (it must not
 // run beside a background one: the view's state has one writer at a time, the publisher
@@ -38,7 +40,8 @@ import (
 type reread struct {
 	v    *walView
 	snap *capture.Snapshot
-	at   capture.LSN // the snapshot's position
+	conn *pgxpool.Conn // snap's, released once it is closed
+	at   capture.LSN   // the snapshot's position
 	src  source
 	r    *viewRead
 	err  error
@@ -97,13 +100,22 @@ func (w *walSession) nextReread() (time.Time, bool) {
 	return at, !at.IsZero()
 }
 
+// maxRereads is how many background reads a stream runs at once: the pool holds a
+// connection for one (Config.poolConns); a view due while another reads waits for a
+// later cycle, at its own position meanwhile.
+const maxRereads = 1
+
 // startRereads starts the background reads of the due views that RereadDebounce allows,
-// in snap (at pos): exported once, imported by each on a connection of its own.
+// in snap (at pos): exported once, imported by each on a connection of its own, when one
+// is free (stream.tryConn).
 func (w *walSession) startRereads(ctx context.Context, snap *capture.Snapshot, pos capture.LSN, commitTime time.Time) error {
 	now := time.Now()
 	var name string
 	for _, v := range w.views {
 		st := v.st
+		if len(w.behind.inflight) >= maxRereads {
+			break
+		}
 		if !w.behind.due[st] || w.behind.inflight[st] || st.failed != nil || now.Before(v.lastFull.Add(w.s.cfg.RereadDebounce)) {
 			continue
 		}
@@ -113,13 +125,18 @@ func (w *walSession) startRereads(ctx context.Context, snap *capture.Snapshot, p
 				return err
 			}
 		}
-		imported, err := capture.ImportSnapshot(ctx, w.s.pool, name, pos)
+		conn, ok := w.s.tryConn(ctx)
+		if !ok {
+			break
+		}
+		imported, err := capture.ImportSnapshot(ctx, conn, name, pos)
 		if err != nil {
+			conn.Release()
 			return err
 		}
 		delete(w.behind.due, st)
 		w.behind.inflight[st] = true
-		rr := &reread{v: v, snap: imported, at: pos, src: source{lsn: pos.String(), time: commitTime}}
+		rr := &reread{v: v, snap: imported, conn: conn, at: pos, src: source{lsn: pos.String(), time: commitTime}}
 		w.bg.Go(func() { w.runReread(ctx, rr) })
 	}
 	return nil
@@ -131,10 +148,18 @@ func (w *walSession) runReread(ctx context.Context, rr *reread) {
 	s := w.s
 	st := rr.v.st
 	start := time.Now()
-	prog := s.startProgress(st.cfg.Name, fullUnmapped.phase())
-	rr.r, rr.err = readView(ctx, rr.snap.Tx, st, true, false, rr.src, s.cfg.maxBytes, headerBytes(st.cfg.Name), prog)
-	prog.end()
+	// The read outlives the cycle that exported its snapshot, and with it that cycle's
+	// locks: it takes its own, and is given up (and started again by a later cycle) when a
+	// table was truncated since the snapshot (capture.LockTables). Here, not in the cycle: a
+	// TRUNCATE waiting for the cycle's locks queues these behind it.
+	rr.err = capture.LockTables(ctx, rr.snap.Tx, rr.v.deps.Tables)
+	if rr.err == nil {
+		prog := s.startProgress(st.cfg.Name, fullUnmapped.phase())
+		rr.r, rr.err = readView(ctx, rr.snap.Tx, st, true, false, rr.src, s.cfg.maxBytes, headerBytes(st.cfg.Name), prog)
+		prog.end()
+	}
 	rr.snap.Close(context.WithoutCancel(ctx))
+	rr.conn.Release()
 	rr.took = time.Since(start)
 	select {
 	case w.behind.done <- rr:

@@ -19,15 +19,17 @@ import (
 //  2. wait until the slot has streamed everything the snapshot can show, and keep the
 //     received transactions it shows — they must be a prefix of the commit order, else a
 //     new snapshot is taken (a commit may become visible an instant before an earlier one);
-//  3. re-read in the snapshot the view rows those transactions touched (wal_view.go), or
+//  3. lock the views' tables, and take another snapshot if one was truncated since this
+//     one was taken (capture.LockTables: a TRUNCATE is not MVCC-safe);
+//  4. re-read in the snapshot the view rows those transactions touched (wal_view.go), or
 //     whole views (the first cycle, reconciles, tables a view cannot map, truncates); when
 //     a backlog streams in, the rows of the transactions received so far are read while
 //     the rest arrives (takeReading), so the re-read overlaps the receipt; a view whose
 //     changes reach a large share of its rows is read whole and streamed to the producer
 //     as it is read (wal_bulk.go);
-//  4. publish what changed and a position record: every commit up to the position is in
+//  5. publish what changed and a position record: every commit up to the position is in
 //     the stream, because the snapshot is exactly the database after that prefix;
-//  5. once the broker acknowledged it, confirm the position to the slot.
+//  6. once the broker acknowledged it, confirm the position to the slot.
 //
 // Re-reading in the snapshot rather than applying the changed tuples is what lets a view
 // be any query: the snapshot is the state the view's SQL runs on.
@@ -53,7 +55,7 @@ func (w *walSession) runCycle(ctx context.Context, first *capture.Snapshot) erro
 		if errors.Is(err, errCycleAgain) {
 			continue
 		}
-		if !(errors.Is(err, errNoPrefix) || errors.Is(err, errLockWait)) || attempt >= 100 {
+		if !(errors.Is(err, errNoPrefix) || errors.Is(err, errLockWait) || errors.Is(err, capture.ErrRewritten)) || attempt >= 100 {
 			return err
 		}
 		time.Sleep(time.Millisecond)
@@ -73,6 +75,10 @@ func (w *walSession) cycle(ctx context.Context, snap *capture.Snapshot) error {
 	shown, rest, ok := snap.Split(w.pending)
 	if !ok {
 		return errNoPrefix
+	}
+	// Before any read that counts (the early reads are read again when this fails).
+	if err := capture.LockTables(ctx, snap.Tx, w.locks); err != nil {
+		return err
 	}
 	// The snapshot reflects every commit before the first one it does not show: every
 	// earlier commit was received before it, and is shown or was published before. With

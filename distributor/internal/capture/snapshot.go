@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -67,6 +68,63 @@ func BeginSnapshot(ctx context.Context, db Beginner, settings map[string]string)
 		return nil, err
 	}
 	return s, nil
+}
+
+// ErrRewritten: a table was truncated (or otherwise rewritten) after a snapshot was
+// taken; reads of it in that snapshot would find it empty.
+var ErrRewritten = errors.New("capture: a table was rewritten (TRUNCATE) after the snapshot")
+
+// LockTables takes ACCESS SHARE locks on tables (and their partitions) for the rest of
+// tx, and fails with ErrRewritten, naming it, when one of them was rewritten since tx's
+// snapshot was taken.
+//
+// TRUNCATE is not MVCC-safe: it gives the table a new, empty file, and a transaction whose
+// snapshot is older than the TRUNCATE's commit but that reads the table after it sees the
+// table empty — not as its snapshot had it. A cycle that read so would publish, at a
+// position before the TRUNCATE, the table's rows as gone. A TRUNCATE needs an ACCESS
+// EXCLUSIVE lock, which ACCESS SHARE blocks; so once the locks are held, the table's file
+// cannot change until tx ends, and whether it changed before is told by its file in the
+// snapshot's catalog (pg_class.relfilenode, read in the snapshot) against the current one
+// (pg_relation_filenode, from the relation cache, up to date once the lock is taken). The
+// same covers the other rewrites that are not MVCC-safe (ALTER TABLE … SET DATA TYPE,
+// CLUSTER, VACUUM FULL), which take the same lock and give the table a new file.
+//
+// The locks are taken after the snapshot, not before: a cycle waits for the slot's WAL
+// once it has its snapshot, and a lock held through that wait would hold a TRUNCATE, and
+// behind it every other stream's cycle that reads the table — whose unread transactions
+// may be what keeps the shared slot from sending the WAL the first one waits for.
+func LockTables(ctx context.Context, tx pgx.Tx, tables []*Table) error {
+	if len(tables) == 0 {
+		return nil
+	}
+	names := make([]string, len(tables))
+	oids := make([]string, len(tables))
+	for i, t := range tables {
+		names[i] = t.QualifiedName()
+		oids[i] = strconv.FormatUint(uint64(t.OID), 10)
+	}
+	slices.Sort(names)
+	// A table, and the partitions of a partitioned one (pg_partition_tree lists nothing
+	// for a table outside a partition tree).
+	in := "unnest('{" + strings.Join(oids, ",") + "}'::oid[]) AS t(oid)"
+	sql := "LOCK TABLE " + strings.Join(names, ", ") + " IN ACCESS SHARE MODE; " +
+		"SELECT c.oid::regclass::text FROM (SELECT t.oid FROM " + in + " UNION SELECT p.relid FROM " + in +
+		" CROSS JOIN LATERAL pg_partition_tree(t.oid) AS p) AS r JOIN pg_class AS c ON c.oid = r.oid " +
+		"WHERE c.relkind = 'r' AND c.relfilenode IS DISTINCT FROM pg_relation_filenode(c.oid)"
+	results, err := tx.Conn().PgConn().Exec(ctx, sql).ReadAll()
+	if err != nil {
+		return fmt.Errorf("capture: lock the views' tables: %w", err)
+	}
+	var rewritten []string
+	for _, r := range results {
+		for _, row := range r.Rows {
+			rewritten = append(rewritten, string(row[0]))
+		}
+	}
+	if len(rewritten) > 0 {
+		return fmt.Errorf("%w: %s", ErrRewritten, strings.Join(rewritten, ", "))
+	}
+	return nil
 }
 
 // SetLocal sets settings (name → value) for the rest of tx, as SET LOCAL does. An error
