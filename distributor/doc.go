@@ -143,9 +143,10 @@
 //   - Capture wal, on top of internal/capture (which reads the slot): wal.go (a session:
 //     the views' analysis, the publication, the slot, the receiver, the loop and the idle
 //     position records), wal_cycle.go (one cycle: snapshot, prefix, re-reads, publish,
-//     confirm), wal_view.go (how changed base rows become changed view rows: keys, reverse
+//     confirm; the tables locked), wal_view.go (how changed base rows become changed view rows: keys, reverse
 //     maps, hops, reads of the changed values), wal_read.go (a cycle's views read at once,
-//     each on a connection of its own in the cycle's exported snapshot), wal_behind.go (a view re-read in full off
+//     their lookups in rounds of one pipeline per connection, on more connections in the
+//     cycle's exported snapshot when they read long), wal_behind.go (a view re-read in full off
 //     the cycles, in a snapshot a cycle exports, following the stream at a position of
 //     its own meanwhile), wal_reason.go (why a view is read in full), wal_flush.go (an
 //     idle stream has the server flush its WAL), wal_start.go (what a session on an

@@ -56,12 +56,15 @@
 // from the catalog), derive.go (the bindings of each level of the tree: which values of a
 // changed row each column holds), route.go (each occurrence's Mapping chosen from them),
 // lookup.go (Lookup, the hops' query), lookup_plan.go (up to how many tuples a lookup
-// reads them one at a time, from the planner's costs), publication.go
+// reads them one at a time, from the planner's costs), lookup_prepared.go (the per-value
+// statement prepared once per connection), batch.go (Runner, TxRunner, Batch: several
+// goroutines' lookups in rounds of one pipeline; TransientError), publication.go
 // (EnsurePublication), slot.go (the slot's functions, SlotInfo, ErrSlotLost), ident.go
 // (slot and publication names: PostgreSQL's rules, the quoting of START_REPLICATION's
 // options), statement.go (CheckStatement), receiver.go (Receiver, Txn, Change,
 // OversizeValue, Identity, LSN: the slot's messages decoded into transactions), sub.go (Sub:
 // a subscriber's transactions and confirmed position, the stream's progress and error), tuple.go (pgoutput's protocol 2 messages, inside a
 // stream or not: the row changes parsed without a copy of their values),
-// snapshot.go (Snapshot: BeginSnapshot, ImportSnapshot, Split; FlushWAL, WALPositions).
+// snapshot.go (Snapshot: BeginSnapshot, ImportSnapshot, Split; LockTables, ErrRewritten;
+// FlushWAL, WALPositions).
 package capture
