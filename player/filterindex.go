@@ -1,6 +1,7 @@
 package player
 
 import (
+	"slices"
 	"strconv"
 
 	"cel.dev/cel-go/cel"
@@ -13,7 +14,9 @@ import (
 // The index of the selections of a view (viewIndex): the dispatcher pushes a row only to
 // the selecting targets that can receive it. A selection whose filter has a top-level
 // conjunct `col == literal` or `col in [literals]` (an AND chain; a grant's filter ANDed
-// with the target's is one) is indexed by that column's values; one without such a part
+// with the target's is one; the first such conjunct), or an OR whose every branch has one
+// on the same column (`col == 1 || col == 2 && x > 3`: col in [1, 2]), is indexed by that
+// column's values; one without such a part
 // but with a shard, by its shard; any other is scanned. A target is a candidate for a row
 // change when its indexed value is the new row's or the previous row's (a move out): for
 // any other, the conjunct is false on both rows, so the filter is, and choose would give
@@ -25,37 +28,73 @@ type eqPart struct {
 	vals []string
 }
 
-// eqPartOf returns the first top-level equality or IN conjunct of a compiled filter.
+// eqPartOf returns the first top-level equality or IN conjunct of a compiled filter, or,
+// for an OR, a column that every branch has a part on, with the union of their values.
 func eqPartOf(ast *cel.Ast) *eqPart {
-	var walk func(e celast.Expr) *eqPart
-	walk = func(e celast.Expr) *eqPart {
-		if e.Kind() != celast.CallKind {
-			return nil
-		}
-		c := e.AsCall()
-		args := c.Args()
-		switch c.FunctionName() {
-		case operators.LogicalAnd:
-			for _, a := range args {
-				if p := walk(a); p != nil {
-					return p
-				}
-			}
-		case operators.Equals:
-			if len(args) == 2 {
-				if p := identLiterals(args[0], args[1:]); p != nil {
-					return p
-				}
-				return identLiterals(args[1], args[:1])
-			}
-		case operators.In:
-			if len(args) == 2 && args[1].Kind() == celast.ListKind {
-				return identLiterals(args[0], args[1].AsList().Elements())
-			}
-		}
+	if ps := eqParts(ast.NativeRep().Expr()); len(ps) > 0 {
+		return ps[0]
+	}
+	return nil
+}
+
+// eqParts returns the parts e implies, in order: each conjunct's of an AND; of an OR, one
+// per column that every branch implies a part on (the union of the branches' values).
+func eqParts(e celast.Expr) []*eqPart {
+	if e.Kind() != celast.CallKind {
 		return nil
 	}
-	return walk(ast.NativeRep().Expr())
+	c := e.AsCall()
+	args := c.Args()
+	switch c.FunctionName() {
+	case operators.LogicalAnd:
+		var out []*eqPart
+		for _, a := range args {
+			out = append(out, eqParts(a)...)
+		}
+		return out
+	case operators.LogicalOr:
+		var branches [][]*eqPart
+		for _, a := range args {
+			ps := eqParts(a)
+			if len(ps) == 0 {
+				return nil
+			}
+			branches = append(branches, ps)
+		}
+		var out []*eqPart
+	cols:
+		for _, first := range branches[0] {
+			if slices.ContainsFunc(out, func(p *eqPart) bool { return p.col == first.col }) {
+				continue
+			}
+			u := &eqPart{col: first.col, vals: slices.Clone(first.vals)}
+			for _, b := range branches[1:] {
+				i := slices.IndexFunc(b, func(p *eqPart) bool { return p.col == first.col })
+				if i < 0 {
+					continue cols
+				}
+				u.vals = append(u.vals, b[i].vals...)
+			}
+			out = append(out, u)
+		}
+		return out
+	case operators.Equals:
+		if len(args) == 2 {
+			if p := identLiterals(args[0], args[1:]); p != nil {
+				return []*eqPart{p}
+			}
+			if p := identLiterals(args[1], args[:1]); p != nil {
+				return []*eqPart{p}
+			}
+		}
+	case operators.In:
+		if len(args) == 2 && args[1].Kind() == celast.ListKind {
+			if p := identLiterals(args[0], args[1].AsList().Elements()); p != nil {
+				return []*eqPart{p}
+			}
+		}
+	}
+	return nil
 }
 
 // identLiterals is the part `id == one of lits` when id is a column and every lit a

@@ -411,6 +411,11 @@ func TestFilterIndexRandom(t *testing.T) {
 		func() string { return fmt.Sprintf("g in [%d, %d] && h != %d", rnd.IntN(5), rnd.IntN(5), rnd.IntN(3)) },
 		func() string { return fmt.Sprintf(`h > %d && id == "%d"`, rnd.IntN(3), rnd.IntN(6)) },
 		func() string { return fmt.Sprintf("g == %d || h == %d", rnd.IntN(5), rnd.IntN(3)) },
+		func() string { return fmt.Sprintf("g == %d || g == %d", rnd.IntN(5), rnd.IntN(5)) },
+		func() string {
+			return fmt.Sprintf("(g == %d && h != %d) || g in [%d, %d] || (h > 0 && %d == g)", rnd.IntN(5), rnd.IntN(3), rnd.IntN(5), rnd.IntN(5), rnd.IntN(5))
+		},
+		func() string { return fmt.Sprintf("g == %d || (h == %d && g == %d)", rnd.IntN(5), rnd.IntN(3), rnd.IntN(5)) },
 		func() string { return "h == null" },
 		func() string { return "" },
 	}
@@ -489,5 +494,32 @@ func TestFilterIndexRandom(t *testing.T) {
 	}
 	if indexed < 50 || len(x.scan) == 0 || len(x.shards) == 0 {
 		t.Fatalf("%d of %d selections indexed by value, %d scanned, %d shard counts: the test covers too little", indexed, len(sels), len(x.scan), len(x.shards))
+	}
+}
+
+// TestEqPartOf: which part of a filter the index uses.
+func TestEqPartOf(t *testing.T) {
+	for _, tc := range []struct{ filter, want string }{
+		{`g == 1`, "g [n1]"},
+		{`h > 2 && g in [1, "x"]`, "g [n1 sx]"},
+		{`g == 1 || g == 2`, "g [n1 n2]"},
+		{`g == 1 || (h == 2 && g == 3) || g in [4, 5]`, "g [n1 n3 n4 n5]"},
+		{`g == 1 || h == 2`, ""},
+		{`g == 1 || h > 2`, ""},
+		{`(g == 1 || g == 2) && h == 3`, "g [n1 n2]"},
+		{`!(g == 1)`, ""},
+	} {
+		m, err := selectionsOf(&statecastv1.Hello{Selections: []*statecastv1.Selection{{View: "a", Filter: tc.filter}}}, nil,
+			func(string) []string { return []string{"g", "h"} })
+		if err != nil {
+			t.Fatalf("%s: %v", tc.filter, err)
+		}
+		got := ""
+		if p := m["a"].eq; p != nil {
+			got = fmt.Sprintf("%s %v", p.col, p.vals)
+		}
+		if got != tc.want {
+			t.Errorf("%s: indexed by %q, want %q", tc.filter, got, tc.want)
+		}
 	}
 }
