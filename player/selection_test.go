@@ -415,7 +415,9 @@ func TestFilterIndexRandom(t *testing.T) {
 		func() string {
 			return fmt.Sprintf("(g == %d && h != %d) || g in [%d, %d] || (h > 0 && %d == g)", rnd.IntN(5), rnd.IntN(3), rnd.IntN(5), rnd.IntN(5), rnd.IntN(5))
 		},
-		func() string { return fmt.Sprintf("g == %d || (h == %d && g == %d)", rnd.IntN(5), rnd.IntN(3), rnd.IntN(5)) },
+		func() string {
+			return fmt.Sprintf("g == %d || (h == %d && g == %d)", rnd.IntN(5), rnd.IntN(3), rnd.IntN(5))
+		},
 		func() string { return "h == null" },
 		func() string { return "" },
 	}
