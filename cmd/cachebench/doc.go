@@ -11,7 +11,8 @@
 // Files: main.go (the list of benchmarks and main), one file per benchmark, named after
 // it: distributor_snapshot.go, distributor_latency.go, capture_latency.go,
 // capture_throughput.go, capture_fanout.go, player_delay.go, player_throughput.go,
-// player_scale.go, capture_sportsbook.go (a sportsbook's views of every shape in one
+// player_scale.go, player_select.go (targets selecting one tenant each of a large view,
+// the player in a child process), capture_sportsbook.go (a sportsbook's views of every shape in one
 // stream under four writers), capture_bulk.go (one transaction changing a 1M-row view's
 // every row, against the view's start-up snapshot); and capture.go, what the capture benchmarks share (their flags, their
 // table and view, the goals' verdict lines, and the pg_recvlogical floor they are compared

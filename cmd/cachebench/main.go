@@ -31,6 +31,8 @@ var benchmarks = []bench.Benchmark{
 		Run: runPlayerThroughput},
 	{Name: "player-scale", About: "1,000 subscribers over 100 views at 10,000 entries/s of 200 bytes, one stalled target: lag and memory",
 		Run: runPlayerScale},
+	{Name: "player-select", About: "10,000 targets each selecting one tenant of a 1 M-row view at 10,000 changes/s vs 100 targets of the whole view: lag, the player's memory per target and CPU per change (player in a child process)",
+		Run: runPlayerSelect},
 }
 
 func main() {

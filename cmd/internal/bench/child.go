@@ -35,9 +35,16 @@ const (
 	childLogEnv  = "CACHEBENCH_CHILD_LOG" // "info" or "debug": the distributor's log on stderr
 )
 
-// ChildMain runs the child's side when this process is one (childEnv set) and returns
-// true; the caller then exits with code.
+// ChildMain runs the child's side when this process is one (childEnv or childPlayerEnv
+// set) and returns true; the caller then exits with code.
 func ChildMain() (code int, isChild bool) {
+	if js := os.Getenv(childPlayerEnv); js != "" {
+		if err := runChildPlayer(js); err != nil {
+			fmt.Fprintln(os.Stderr, "player child:", err)
+			return 1, true
+		}
+		return 0, true
+	}
 	js := os.Getenv(childEnv)
 	if js == "" {
 		return 0, false

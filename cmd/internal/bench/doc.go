@@ -33,7 +33,8 @@
 //     Kafka like the player's fetcher), player.go (an in-process player), distributor.go
 //     (DistEnv, the database and Kafka of a distributor benchmark, and an in-process
 //     distributor), child.go (StartChildDistributor: a distributor alone in a child
-//     process, its peak RSS and Go heap measured per phase);
+//     process, its peak RSS and Go heap measured per phase), childplayer.go
+//     (StartChildPlayer: a player alone in a child process, its CPU time and live heap);
 //   - WAL capture: workload.go (Workload, the writers and their transactions' xids and
 //     commit times), capture.go (Pipeline, Cache, Publication), probe.go (Probe, when a
 //     transaction became visible in a view), recvlogical.go (RecvLogical, pg_recvlogical

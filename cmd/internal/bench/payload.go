@@ -19,6 +19,21 @@ func Payload(size int, stamp time.Time) []byte {
 	return append(b, `"}`...)
 }
 
+// PayloadWith is Payload with a string column "k" holding k after the stamp (a row that a
+// filter such as k == "t7" selects).
+func PayloadWith(size int, stamp time.Time, k string) []byte {
+	b := make([]byte, 0, size)
+	b = append(b, `{"t":`...)
+	b = append(b, fmt.Sprintf("%019d", stamp.UnixNano())...)
+	b = append(b, `,"k":"`...)
+	b = append(b, k...)
+	b = append(b, `","p":"`...)
+	for len(b) < size-2 {
+		b = append(b, 'x')
+	}
+	return append(b, `"}`...)
+}
+
 // StampOf reads the stamp written by Payload.
 func StampOf(v []byte) (time.Time, bool) {
 	if len(v) < 24 {

@@ -87,6 +87,13 @@ func (p *Producer) Send(view string, k int, size int) {
 	p.ap.Input() <- recordsarama.ProducerMessage(p.topic, record.EncodeKey(view, strconv.Itoa(k)), Payload(size, time.Now()), m)
 }
 
+// SendRow sends one row of view with key key and value value.
+func (p *Producer) SendRow(view, key string, value []byte) {
+	m := p.meta
+	m.View = view
+	p.ap.Input() <- recordsarama.ProducerMessage(p.topic, record.EncodeKey(view, key), value, m)
+}
+
 // SendPaced sends total rows of view at rate per second (Pace), row i with key i mod
 // keys, then closes the producer and returns its first error.
 func (p *Producer) SendPaced(ctx context.Context, rate, total int, view string, keys, size int) error {

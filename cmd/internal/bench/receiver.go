@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"sync"
 	"time"
 
@@ -187,4 +188,41 @@ func AllHave(rs []*Receiver, n int) bool {
 		}
 	}
 	return true
+}
+
+// Receivers are n receivers subscribed to a player at an address (one not in this
+// process: Player.Connect serves the in-process one), spread over client connections.
+type Receivers struct {
+	Recv   []*Receiver
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	conns  []*grpc.ClientConn
+}
+
+// ConnectReceivers subscribes n receivers to the player at addr, receiver i with
+// hello(i), over conns connections; Close ends them.
+func ConnectReceivers(addr string, n, conns int, hello func(i int, id string) *statecastv1.Hello) (*Receivers, error) {
+	cs, err := dial(addr, max(conns, 1))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rs := &Receivers{cancel: cancel, conns: cs}
+	for i := range n {
+		r := &Receiver{ID: "t" + strconv.Itoa(i)}
+		h := hello(i, r.ID)
+		cli := statecastv1.NewPlayerClient(cs[i%len(cs)])
+		rs.Recv = append(rs.Recv, r)
+		rs.wg.Go(func() { _ = r.Run(ctx, cli, h) })
+	}
+	return rs, nil
+}
+
+// Close ends the receivers' streams and closes their connections.
+func (rs *Receivers) Close() {
+	rs.cancel()
+	rs.wg.Wait()
+	for _, c := range rs.conns {
+		_ = c.Close()
+	}
 }

@@ -1,0 +1,278 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/statecast/statecast/kafkaconn"
+	"github.com/statecast/statecast/player"
+)
+
+// A benchmark that judges the player's CPU and memory per target runs it alone in a child
+// process, as the distributor's (child.go): the receivers, the producer and their garbage
+// are then not the player's. The child serves one stream on a loopback port, prints
+// "ready <address>" once it is ready, answers each "stat" line on its standard input with
+// a PlayerStat, each "cpu" line with its CPU time and each "targets" line with its
+// targets, and stops when its standard input closes.
+
+const (
+	childPlayerEnv = "CACHEBENCH_CHILD_PLAYER"      // a childPlayerConfig's JSON
+	childInuseEnv  = "CACHEBENCH_CHILD_HEAPPROFILE" // the heap in use, written at each stat
+)
+
+type childPlayerConfig struct {
+	Brokers    []string
+	Topic      string
+	Budget     int64 // TargetBudgetBytes (0: the default)
+	MaxTargets int   // MaxTargetsPerPrincipal (0: the default)
+}
+
+// PlayerStat is what a player child reports of itself.
+type PlayerStat struct {
+	CPU        time.Duration // user + system time since it started
+	Live       int64         // the live heap after a forced GC
+	Targets    int           // targets on its status page
+	QueueBytes int64         // the bytes of their queues
+}
+
+func runChildPlayer(js string) error {
+	var c childPlayerConfig
+	if err := json.Unmarshal([]byte(js), &c); err != nil {
+		return err
+	}
+	if f := os.Getenv(childCPUEnv); f != "" {
+		out, err := os.Create(f)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(out); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); out.Close() }()
+	}
+	cfg := player.Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: c.Brokers},
+		Streams: []player.StreamConfig{{Name: c.Topic, Views: []string{"*"}}}, TargetBudgetBytes: c.Budget,
+		MaxTargetsPerPrincipal: c.MaxTargets} // the anonymous principal holds every target
+	p, err := player.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() { _ = p.Serve(lis) }()
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Minute)
+	err = p.WaitReady(rctx)
+	rcancel()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ready %s\n", lis.Addr())
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	for {
+		select {
+		case err := <-done:
+			return fmt.Errorf("stopped: %v", err)
+		case l, ok := <-lines:
+			if !ok {
+				if f := os.Getenv(childHeapEnv); f != "" {
+					if out, err := os.Create(f); err == nil {
+						_ = pprof.Lookup("allocs").WriteTo(out, 0)
+						out.Close()
+					}
+				}
+				cancel()
+				<-done
+				return nil
+			}
+			switch l {
+			case "targets":
+				fmt.Printf("targets %d\n", targetsOf(p))
+			case "stat":
+				b, _ := json.Marshal(playerStat(p))
+				if f := os.Getenv(childInuseEnv); f != "" {
+					if out, err := os.Create(f); err == nil {
+						_ = pprof.Lookup("heap").WriteTo(out, 0)
+						out.Close()
+					}
+				}
+				fmt.Printf("stat %s\n", b)
+			case "cpu":
+				fmt.Printf("cpu %d\n", cpuTime())
+			}
+		}
+	}
+}
+
+// cpuTime is this process's user and system time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func targetsOf(p *player.Player) int {
+	n := 0
+	for _, s := range p.Status().Streams {
+		n += len(s.Targets)
+	}
+	return n
+}
+
+func playerStat(p *player.Player) PlayerStat {
+	st := PlayerStat{CPU: cpuTime()}
+	for _, s := range p.Status().Streams {
+		for _, t := range s.Targets {
+			st.Targets++
+			st.QueueBytes += t.QueueBytes
+		}
+	}
+	runtime.GC()
+	_, st.Live = heapNow()
+	return st
+}
+
+// ChildPlayer is a player running in a child process.
+type ChildPlayer struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines chan string
+	Addr  string // its gRPC address
+}
+
+// StartChildPlayer starts a player (with CACHEBENCH_CHILD_CPUPROFILE or
+// CACHEBENCH_CHILD_MEMPROFILE set, it writes its CPU or allocation profile there when it
+// stops; with CACHEBENCH_CHILD_HEAPPROFILE, its heap in use at each Stat) of topic (every view, plaintext, without
+// authentication: every target is the anonymous principal's, up to maxTargets; budget: its
+// target_budget_bytes; 0 for the defaults) in a child process and returns once it is ready.
+func StartChildPlayer(ctx context.Context, brokers []string, topic string, budget int64, maxTargets int) (*ChildPlayer, error) {
+	js, err := json.Marshal(childPlayerConfig{Brokers: brokers, Topic: topic, Budget: budget, MaxTargets: maxTargets})
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), childPlayerEnv+"="+string(js))
+	cmd.Stderr = os.Stderr
+	c := &ChildPlayer{cmd: cmd, lines: make(chan string, 4)}
+	if c.in, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		close(c.lines)
+	}()
+	if c.Addr, err = c.line(ctx, "ready "); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *ChildPlayer) line(ctx context.Context, prefix string) (string, error) {
+	for {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				return "", errors.New("bench: the player child exited")
+			}
+			if rest, found := strings.CutPrefix(l, prefix); found {
+				return rest, nil
+			}
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
+// Stat asks the child for its CPU time, live heap and targets.
+func (c *ChildPlayer) Stat(ctx context.Context) (PlayerStat, error) {
+	if _, err := io.WriteString(c.in, "stat\n"); err != nil {
+		return PlayerStat{}, err
+	}
+	l, err := c.line(ctx, "stat ")
+	if err != nil {
+		return PlayerStat{}, err
+	}
+	var st PlayerStat
+	return st, json.Unmarshal([]byte(l), &st)
+}
+
+// CPU is the child's user and system time so far (no collection first, unlike Stat).
+func (c *ChildPlayer) CPU(ctx context.Context) (time.Duration, error) {
+	if _, err := io.WriteString(c.in, "cpu\n"); err != nil {
+		return 0, err
+	}
+	l, err := c.line(ctx, "cpu ")
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(l, 10, 64)
+	return time.Duration(n), err
+}
+
+// Targets is how many targets the child has (no collection, unlike Stat).
+func (c *ChildPlayer) Targets(ctx context.Context) (int, error) {
+	if _, err := io.WriteString(c.in, "targets\n"); err != nil {
+		return 0, err
+	}
+	l, err := c.line(ctx, "targets ")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(l)
+}
+
+// Stop stops the child and waits for it.
+func (c *ChildPlayer) Stop() error {
+	_ = c.in.Close()
+	done := make(chan error, 1)
+	go func() { done <- c.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(stopTimeout):
+		_ = c.cmd.Process.Kill()
+		return fmt.Errorf("bench: the player child did not stop within %v", stopTimeout)
+	}
+}
