@@ -4,20 +4,25 @@ import (
 	"cmp"
 	"math"
 	"slices"
+
+	"github.com/statecast/statecast/schemas/record"
 )
 
-// orderSlot is one position of a rowOrder: the index of the row it was appended for, and
-// the row while it is live (nil once an update or tombstone of its key replaced it).
+// orderSlot is one position of a rowOrder: the index of the row it was appended for, the
+// row while it is live (nil once an update or tombstone of its key replaced it), and its
+// key's hash (record.KeyHash), from which a shard's snapshot keeps its rows without
+// reading any (the rows are scattered in memory; the slots are one array).
 type orderSlot struct {
 	index int64
 	it    *item
+	hash  uint64
 }
 
 // rowOrder keeps the live rows of one view of the materialized copy in index order, so that a
 // snapshot is a walk instead of a sort. The main fetcher applies records in increasing
 // index order, so appending keeps the slots sorted; an update or tombstone of a key marks
 // the slot of its previous row dead (found by binary search on the index), and the slots
-// are compacted in place, order kept, when the dead ones are more than half. Cost: 16
+// are compacted in place, order kept, when the dead ones are more than half. Cost: 24
 // bytes per slot, at most twice the live rows (plus append's spare capacity). Not safe for
 // concurrent use: guarded by stream.mu.
 type rowOrder struct {
@@ -30,7 +35,7 @@ func (o *rowOrder) add(it *item) {
 	if n := len(o.slots); n > 0 && o.slots[n-1].index >= it.index {
 		panic("player: rowOrder.add out of index order") // the main fetcher reads the log in order
 	}
-	o.slots = append(o.slots, orderSlot{index: it.index, it: it})
+	o.slots = append(o.slots, orderSlot{index: it.index, it: it, hash: record.KeyHash(it.key)})
 }
 
 // kill marks the slot of the row with this index dead (the row was replaced or deleted).
@@ -68,13 +73,16 @@ func (o *rowOrder) compact() {
 // live returns the number of live rows.
 func (o *rowOrder) live() int { return len(o.slots) - o.dead }
 
-// rows appends to dst the live rows whose index is >= from, in increasing index order,
-// and returns it. Only the slots are read (no row is dereferenced).
-func (o *rowOrder) rows(dst []*item, from int64) []*item {
+// rows appends to dst the live rows whose index is >= from, and whose key hash keep
+// keeps (nil: every row), in increasing index order, and returns it. Only the slots are
+// read (no row is dereferenced).
+func (o *rowOrder) rows(dst []*item, from int64, keep func(hash uint64) bool) []*item {
 	i := o.search(from)
-	dst = slices.Grow(dst, len(o.slots)-i)
+	if keep == nil {
+		dst = slices.Grow(dst, len(o.slots)-i)
+	}
 	for _, s := range o.slots[i:] {
-		if s.it != nil {
+		if s.it != nil && (keep == nil || keep(s.hash)) {
 			dst = append(dst, s.it)
 		}
 	}
@@ -87,22 +95,35 @@ func (o *rowOrder) search(index int64) int {
 	return i
 }
 
-// mergeRows returns the live rows of several orders (one per view) whose index is >= from,
+// mergeRows returns the live rows of several orders (one per view) whose index is >= from
+// and whose key hash keeps[i] keeps (keeps nil, or keeps[i] nil: every row of orders[i]),
 // in increasing index order: a k-way merge of their slots by index (no row is
 // dereferenced, no sort).
-func mergeRows(orders []*rowOrder, from int64) []*item {
+func mergeRows(orders []*rowOrder, keeps []func(hash uint64) bool, from int64) []*item {
+	keepOf := func(i int) func(uint64) bool {
+		if keeps == nil {
+			return nil
+		}
+		return keeps[i]
+	}
 	switch len(orders) {
 	case 0:
 		return nil
 	case 1:
-		return orders[0].rows(nil, from)
+		return orders[0].rows(nil, from, keepOf(0))
+	}
+	type head struct {
+		slots []orderSlot
+		keep  func(uint64) bool
 	}
 	n := 0
-	heads := make([][]orderSlot, 0, len(orders))
-	for _, o := range orders {
+	heads := make([]head, 0, len(orders))
+	for i, o := range orders {
 		if sl := o.slots[o.search(from):]; len(sl) > 0 {
-			heads = append(heads, sl)
-			n += len(sl)
+			heads = append(heads, head{sl, keepOf(i)})
+			if keepOf(i) == nil {
+				n += len(sl)
+			}
 		}
 	}
 	out := make([]*item, 0, n)
@@ -110,26 +131,26 @@ func mergeRows(orders []*rowOrder, from int64) []*item {
 		// The list whose head has the smallest index (k is the number of views: small).
 		m := 0
 		for j := 1; j < len(heads); j++ {
-			if heads[j][0].index < heads[m][0].index {
+			if heads[j].slots[0].index < heads[m].slots[0].index {
 				m = j
 			}
 		}
 		// Take its run of slots below every other head's index.
 		limit := int64(math.MaxInt64)
 		for j := range heads {
-			if j != m && heads[j][0].index < limit {
-				limit = heads[j][0].index
+			if j != m && heads[j].slots[0].index < limit {
+				limit = heads[j].slots[0].index
 			}
 		}
-		h := heads[m]
+		h, keep := heads[m].slots, heads[m].keep
 		k := 0
 		for k < len(h) && h[k].index < limit {
-			if h[k].it != nil {
+			if h[k].it != nil && (keep == nil || keep(h[k].hash)) {
 				out = append(out, h[k].it)
 			}
 			k++
 		}
-		if heads[m] = h[k:]; len(heads[m]) == 0 {
+		if heads[m].slots = h[k:]; len(heads[m].slots) == 0 {
 			heads = slices.Delete(heads, m, m+1)
 		}
 	}

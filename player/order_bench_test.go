@@ -84,7 +84,7 @@ func BenchmarkSnapshotRows(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		s.mu.Lock()
-		rows := s.snapshotRows(views, 0)
+		rows := s.snapshotRows(views, 0, nil)
 		s.mu.Unlock()
 		if len(rows) != keys {
 			b.Fatalf("%d rows, want %d", len(rows), keys)

@@ -94,18 +94,38 @@ func rowOrderRun(t *testing.T, seed uint64) {
 		}
 		slices.SortFunc(all, func(a, b *item) int { return int(a.index - b.index) })
 		// All views, from the start.
-		if got := mergeRows(list(nil), 0); !slices.Equal(got, all) {
+		if got := mergeRows(list(nil), nil, 0); !slices.Equal(got, all) {
 			t.Fatalf("step %d: rows(all) = %v, want %v", step, indexes(got), indexes(all))
 		}
 		// A view subset, from a random lower bound.
 		sel := map[string]bool{views[rnd.IntN(3)]: true, views[rnd.IntN(3)]: true}
 		from := rnd.Int64N(index + 2)
 		want := slices.DeleteFunc(slices.Clone(all), func(r *item) bool { return !sel[r.view] || r.index < from })
-		if got := mergeRows(list(sel), from); !slices.Equal(got, want) {
+		if got := mergeRows(list(sel), nil, from); !slices.Equal(got, want) {
 			t.Fatalf("step %d: rows(%v, from %d) = %v, want %v", step, sel, from, indexes(got), indexes(want))
 		}
+		// The same with a hash shard of some views kept (from the slots' hashes).
+		n := uint32(1 + rnd.IntN(5))
+		shard := uint32(rnd.IntN(int(n)))
+		sharded := map[*rowOrder]bool{orders[views[rnd.IntN(3)]]: true}
+		var ords []*rowOrder
+		var keeps []func(uint64) bool
+		for _, o := range list(sel) {
+			ords = append(ords, o)
+			if sharded[o] {
+				keeps = append(keeps, func(h uint64) bool { return record.ShardOfHash(h, n) == shard })
+			} else {
+				keeps = append(keeps, nil)
+			}
+		}
+		wantShard := slices.DeleteFunc(slices.Clone(want), func(r *item) bool {
+			return sharded[orders[r.view]] && record.ShardString(r.key, n) != shard
+		})
+		if got := mergeRows(ords, keeps, from); !slices.Equal(got, wantShard) {
+			t.Fatalf("step %d: rows(%v, from %d, shard %d/%d of one view) = %v, want %v", step, sel, from, shard, n, indexes(got), indexes(wantShard))
+		}
 		if step == 500 {
-			snap, snapWant = mergeRows(list(nil), 0), all
+			snap, snapWant = mergeRows(list(nil), nil, 0), all
 		}
 	}
 	if !slices.Equal(snap, snapWant) {
@@ -136,7 +156,7 @@ func TestRowOrderOutOfOrderPanics(t *testing.T) {
 		}()
 	}
 	o.kill(5)
-	if o.live() != 0 || len(o.rows(nil, 0)) != 0 {
+	if o.live() != 0 || len(o.rows(nil, 0, nil)) != 0 {
 		t.Fatalf("after kill: live %d", o.live())
 	}
 }
@@ -181,7 +201,7 @@ func TestSnapshotRowsFromApply(t *testing.T) {
 		for _, sel := range []map[string]bool{nil, {"a": true}, {"b": true, "c": true}, {"zz": true}} {
 			from := rnd.Int64N(off + 1)
 			s.mu.Lock()
-			got := s.snapshotRows(sel, from)
+			got := s.snapshotRows(sel, from, nil)
 			var want []*item
 			for v, vm := range s.rows {
 				if sel != nil && !sel[v] {
@@ -194,7 +214,7 @@ func TestSnapshotRowsFromApply(t *testing.T) {
 				}
 			}
 			n := s.nrows
-			if all := s.snapshotRows(nil, 0); len(all) != n {
+			if all := s.snapshotRows(nil, 0, nil); len(all) != n {
 				t.Fatalf("step %d: %d rows, nrows %d", step, len(all), n)
 			}
 			s.mu.Unlock()
@@ -206,7 +226,7 @@ func TestSnapshotRowsFromApply(t *testing.T) {
 				t.Fatalf("step %d: %d rows from %d, nrows %d", step, len(got), from, n)
 			}
 			s.mu.Lock()
-			items, pos, lsn := s.snapshotItems(sel, from), s.position, s.posLSN
+			items, pos, lsn := s.snapshotItems(sel, from, nil), s.position, s.posLSN
 			s.mu.Unlock()
 			if pos != nil && pos.index >= from {
 				want = append(want, pos)

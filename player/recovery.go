@@ -91,7 +91,7 @@ func (t *target) startRecoveryLocked(from, to int64) {
 // ErrSnapshotBudget, starting nothing, when the rows do not fit in what pending
 // snapshots may pin.
 func (t *target) startSnapshotLocked(term uint64, resync *statecastv1.ResyncRequired, logStart, x int64) error {
-	rows := t.s.snapshotItems(t.views, logStart)
+	rows := t.s.snapshotItems(t.views, logStart, t.shardKeep)
 	var size int64
 	for _, r := range rows {
 		size += int64(r.size())

@@ -480,3 +480,16 @@ func (t *target) selectionOf(view string) *selection {
 	}
 	return t.sels[view]
 }
+
+// shardKeep is, for a view of which t selects a hash shard, the test of a row's key hash
+// that keeps the shard's rows: a snapshot then copies (and pins, and walks) a shard's
+// rows, not the view's, and the rows are not read to tell (stream.snapshotRows). Nil for
+// other views; the rows kept still pass the whole selection when pushed.
+func (t *target) shardKeep(view string) func(hash uint64) bool {
+	sel := t.selectionOf(view)
+	if sel == nil || sel.shards == 0 {
+		return nil
+	}
+	n, i := sel.shards, sel.shard
+	return func(h uint64) bool { return record.ShardOfHash(h, n) == i }
+}

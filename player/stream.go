@@ -682,22 +682,27 @@ func (s *stream) sample(off int64, ts time.Time) {
 }
 
 // snapshotRows copies the current rows of views (nil = all) whose index is >= from, in
-// increasing index order (a walk of the views' s.order, merged by index: no sort); s.mu
-// must be held, so the rows are the state at s.current.
-func (s *stream) snapshotRows(views map[string]bool, from int64) []*item {
+// increasing index order (a walk of the views' s.order, merged by index: no sort); of a
+// view for which keep (when set) gives a test, only the rows whose key hash passes it (a
+// shard: target.shardKeep). s.mu must be held, so the rows are the state at s.current.
+func (s *stream) snapshotRows(views map[string]bool, from int64, keep func(view string) func(hash uint64) bool) []*item {
 	var orders []*rowOrder
+	var keeps []func(uint64) bool
 	for v, o := range s.order {
 		if views == nil || views[v] {
 			orders = append(orders, o)
+			if keep != nil {
+				keeps = append(keeps, keep(v))
+			}
 		}
 	}
-	return mergeRows(orders, from)
+	return mergeRows(orders, keeps, from)
 }
 
 // snapshotItems is snapshotRows plus the latest position record when its index is >= from,
-// at its place in index order: a snapshot's content for any target. s.mu must be held.
-func (s *stream) snapshotItems(views map[string]bool, from int64) []*item {
-	rows := s.snapshotRows(views, from)
+// at its place in index order: a snapshot's content for a target. s.mu must be held.
+func (s *stream) snapshotItems(views map[string]bool, from int64, keep func(view string) func(hash uint64) bool) []*item {
+	rows := s.snapshotRows(views, from, keep)
 	if p := s.position; p != nil && p.index >= from {
 		i, _ := slices.BinarySearchFunc(rows, p.index, func(it *item, x int64) int { return cmp.Compare(it.index, x) })
 		rows = slices.Insert(rows, i, p)
