@@ -44,6 +44,8 @@ func TestConformance(t *testing.T) {
 		{"epoch_check", scenarioEpochCheck},
 		{"tombstone_horizon", scenarioTombstoneHorizon},
 		{"tls_and_token", scenarioTLSToken},
+		{"mutual_tls", scenarioMutualTLS},
+		{"selections", scenarioSelections},
 		{"refused_view", scenarioRefusedView},
 		{"postgres", scenarioPostgres},
 	}
@@ -462,6 +464,114 @@ func scenarioTLSToken(t *testing.T, c client) {
 	converge(t, p, e.wantViews(views...))
 	p.close()
 	testenv.NoSecrets(t, c.name+" driver", p.stderr.String(), "s3cret-conformance")
+}
+
+// scenarioMutualTLS: a player that requires client certificates serves a client that
+// presents one signed by its CA, and not one that presents none.
+func scenarioMutualTLS(t *testing.T, c client) {
+	e := newEnv(t)
+	e.fill(1, 0, 40, 1)
+	pki := testenv.NewPKI(t)
+	cert, key := pki.ServerFiles(t)
+	addr, _ := startPlayer(t, e, func(cfg *player.Config) {
+		cfg.Insecure = false
+		cfg.TLS = player.TLSConfig{CertFile: cert, KeyFile: key, ClientCAFile: pki.CAFile}
+	})
+	ccert, ckey := pki.ClientFiles(t, "conformance")
+	p := c.start(t, driverConfig{Addresses: []string{addr}, Stream: "s", Views: views, CAFile: pki.CAFile,
+		CertFile: ccert, KeyFile: pki.PKCS8(t, ckey)})
+	p.next(time.Minute, "ready")
+	converge(t, p, e.wantViews(views...))
+	p.close()
+
+	anon := c.start(t, driverConfig{Addresses: []string{addr}, Stream: "s", Views: views, CAFile: pki.CAFile, NoListener: true})
+	time.Sleep(2 * time.Second)
+	if d := anon.dump(); d.Ready || len(d.Views["events"]) > 0 {
+		t.Fatalf("a client without a certificate was served: ready %v, %d events", d.Ready, len(d.Views["events"]))
+	}
+	anon.close()
+}
+
+// scenarioSelections: a client that selects rows of one view by a filter and holds one
+// hash shard of another gets exactly those rows, on the snapshot and live (rows that
+// start or stop passing included, inside their source transactions), checked by the
+// delivery checker against a model of the selections written apart from the player's; a
+// second client holding a column list stores only those columns.
+func scenarioSelections(t *testing.T, c client) {
+	e := newEnv(t)
+	w := e.fill(1, 0, 120, 1)
+	addr, _ := startPlayer(t, e, nil)
+	r := newRecorder(t, addr)
+	const shards, shard = 3, 1
+	tennis := func(value []byte) bool {
+		var row struct {
+			Sport string `json:"sport"`
+		}
+		return json.Unmarshal(value, &row) == nil && row.Sport == "tennis"
+	}
+	r.setSelections(map[string]checker.Selection{
+		"events":  func(rec checker.Record) bool { return tennis(rec.Value) },
+		"markets": func(rec checker.Record) bool { return record.Shard([]byte(rec.Key), shards) == shard },
+	})
+	sels := map[string]driverSelection{"events": {Filter: `sport == "tennis"`}, "markets": {ShardIndex: shard, ShardCount: shards}}
+	want := func() map[string]map[string]string {
+		all := e.wantViews(views...)
+		out := map[string]map[string]string{"events": {}, "markets": {}}
+		for k, v := range all["events"] {
+			if tennis([]byte(v)) {
+				out["events"][k] = v
+			}
+		}
+		for k, v := range all["markets"] {
+			if record.Shard(append(record.KeyPrefix("markets"), k...), shards) == shard { // the record key
+				out["markets"][k] = v
+			}
+		}
+		return out
+	}
+	p := c.start(t, driverConfig{Addresses: []string{r.addr}, Stream: "s", Views: views, Selections: sels})
+	p.next(time.Minute, "ready")
+	converge(t, p, want())
+	// Live: events move in and out of the filter (a sport changed), in one transaction
+	// with rows of the other view; deletes of rows that pass and of rows that do not.
+	var moves []row
+	for i := 0; i < 60; i++ {
+		moves = append(moves, row{"events", fmt.Sprint(i), value(i, []string{"tennis", "football"}[i%2], 2)})
+		if i%5 == 0 {
+			moves = append(moves, row{"markets", fmt.Sprintf("%d|win", i), fmt.Sprintf(`{"event":%d,"odds":"9.5"}`, i)})
+		}
+	}
+	e.write(lsnN(w), moves...)
+	w++
+	var del []row
+	for i := 100; i < 110; i++ {
+		del = append(del, row{"events", fmt.Sprint(i), ""}, row{"markets", fmt.Sprintf("%d|win", i), ""})
+	}
+	e.write(lsnN(w), del...)
+	final := converge(t, p, want())
+	if n := len(final.Views["events"]); n == 0 || n == len(e.wantViews("events")["events"]) {
+		t.Fatalf("the client holds %d events: the filter selected nothing, or everything", n)
+	}
+	p.close()
+	checkDelivery(t, e, r)
+
+	// Columns: the rows cut to them, in the view's column order.
+	cols := c.start(t, driverConfig{Addresses: []string{addr}, Stream: "s", Views: []string{"events"}, NoListener: true,
+		Selections: map[string]driverSelection{"events": {Filter: `sport == "tennis"`, Columns: []string{"sport", "id"}}}})
+	cols.next(time.Minute, "ready")
+	cut := map[string]string{}
+	for k, v := range want()["events"] {
+		var row struct {
+			ID    int    `json:"id"`
+			Sport string `json:"sport"`
+		}
+		if err := json.Unmarshal([]byte(v), &row); err != nil {
+			t.Fatal(err)
+		}
+		cut[k] = fmt.Sprintf(`{"id":%d,"sport":%q}`, row.ID, row.Sport)
+	}
+	converge(t, cols, map[string]map[string]string{"events": cut})
+	cols.close()
 }
 
 func scenarioRefusedView(t *testing.T, c client) {

@@ -6,9 +6,12 @@
 //
 // A driver reads JSON lines on stdin and writes JSON lines on stdout. The first line is its
 // configuration: {"addresses":[…],"stream":"s","views":[…],"instance_id":"…",
-// "service":"…","token":"…","ca_file":"…","no_listener":b} (empty members: the client's
-// defaults; a ca_file means TLS verified with that CA). It registers a raw view per name
-// (the row's JSON text as it travels) with a change listener (none with no_listener),
+// "service":"…","token":"…","ca_file":"…","cert_file":"…","key_file":"…",
+// "no_listener":b,"selections":{view:{"filter":"…","shard_index":i,"shard_count":n,
+// "columns":[…]}}} (empty members: the client's defaults; a ca_file means TLS verified with
+// that CA, a cert_file and key_file (PKCS #8) a client certificate; a view's selection is
+// the part of it the client holds). It registers a raw view per name (the row's JSON text
+// as it travels, of its selection) with a change listener (none with no_listener),
 // starts, and writes {"event":"ready","applied":i,"elapsed_ms":n} once the initial state
 // is complete (n: from the client's start), or {"event":"stopped","error":"…"} when
 // the client stops for good (a refusal; the error names the view). Commands:
@@ -25,7 +28,8 @@
 //
 // The clients subscribe through a recording proxy (proxy_test.go) whose frames go to the
 // delivery checker (internal/checker: ordered, unique, reliable, resumable against the
-// topic read back); each scenario also waits until the client holds exactly what was
+// topic read back; for a client that selects, against a model of its selections written
+// in the test); each scenario also waits until the client holds exactly what was
 // written (convergent), and checks the listener's per-key order.
 //
 // Files: doc.go; the suite is in test files: driver_test.go (driver processes: the Go one

@@ -34,7 +34,19 @@ type driverConfig struct {
 	Service    string   `json:"service,omitempty"`
 	Token      string   `json:"token,omitempty"`
 	CAFile     string   `json:"ca_file,omitempty"`
+	CertFile   string   `json:"cert_file,omitempty"` // with KeyFile: the client certificate (mutual TLS)
+	KeyFile    string   `json:"key_file,omitempty"`  // PKCS #8
 	NoListener bool     `json:"no_listener,omitempty"`
+	// Selections: by view, the part of it the client holds.
+	Selections map[string]driverSelection `json:"selections,omitempty"`
+}
+
+// driverSelection is one view's selection (schemas/proto/README.md, "Selections").
+type driverSelection struct {
+	Filter     string   `json:"filter,omitempty"`
+	ShardIndex uint32   `json:"shard_index,omitempty"`
+	ShardCount uint32   `json:"shard_count,omitempty"`
+	Columns    []string `json:"columns,omitempty"`
 }
 
 // event is one line a driver writes.

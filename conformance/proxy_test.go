@@ -29,6 +29,17 @@ type recorder struct {
 	upstream string
 	hellos   map[string][]*statecastv1.Hello
 	resyncs  map[string]int
+	// sels, when set, are the checker's models of the selections of a client that sends
+	// some (setSelections).
+	sels map[string]checker.Selection
+}
+
+// setSelections gives the checker, for the Hellos that carry selections, a model of each
+// selected view's filter and shard written apart from the player's.
+func (r *recorder) setSelections(sels map[string]checker.Selection) {
+	r.mu.Lock()
+	r.sels = sels
+	r.mu.Unlock()
 }
 
 func newRecorder(t *testing.T, upstream string) *recorder {
@@ -94,7 +105,19 @@ func (r *recorder) Subscribe(down statecastv1.Player_SubscribeServer) error {
 	if err != nil {
 		return err
 	}
-	r.check.HelloMsg(hello)
+	r.mu.Lock()
+	sels := r.sels
+	r.mu.Unlock()
+	if len(hello.GetSelections()) > 0 && sels != nil {
+		var resume *int64
+		if hello.ResumeIndex != nil {
+			ri := hello.GetResumeIndex()
+			resume = &ri
+		}
+		r.check.HelloSelect(target, hello.GetViews(), resume, sels)
+	} else {
+		r.check.HelloMsg(hello)
+	}
 	if err := stream.Send(first); err != nil {
 		return err
 	}

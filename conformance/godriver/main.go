@@ -20,7 +20,33 @@ type config struct {
 	Service    string   `json:"service"`
 	Token      string   `json:"token"`
 	CAFile     string   `json:"ca_file"`
+	CertFile   string   `json:"cert_file"`
+	KeyFile    string   `json:"key_file"`
 	NoListener bool     `json:"no_listener"`
+	// Selections: by view, the part of it the client holds.
+	Selections map[string]selection `json:"selections"`
+}
+
+type selection struct {
+	Filter     string   `json:"filter"`
+	ShardIndex uint32   `json:"shard_index"`
+	ShardCount uint32   `json:"shard_count"`
+	Columns    []string `json:"columns"`
+}
+
+// options are a selection's cacheclient options.
+func (s selection) options() []cacheclient.ViewOption {
+	var out []cacheclient.ViewOption
+	if s.Filter != "" {
+		out = append(out, cacheclient.WithFilter(s.Filter))
+	}
+	if s.ShardCount > 0 {
+		out = append(out, cacheclient.WithShard(s.ShardIndex, s.ShardCount))
+	}
+	if len(s.Columns) > 0 {
+		out = append(out, cacheclient.WithColumns(s.Columns...))
+	}
+	return out
 }
 
 type command struct {
@@ -61,7 +87,7 @@ func main() {
 	ccfg := cacheclient.Config{Addresses: cfg.Addresses, Stream: cfg.Stream, Service: cfg.Service, InstanceID: cfg.InstanceID,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond}
 	if cfg.CAFile != "" {
-		t, err := cacheclient.TLSFiles(cfg.CAFile, "", "")
+		t, err := cacheclient.TLSFiles(cfg.CAFile, cfg.CertFile, cfg.KeyFile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "godriver:", err)
 			os.Exit(2)
@@ -78,7 +104,7 @@ func main() {
 	}
 	views := map[string]*cacheclient.View[string]{}
 	for _, name := range cfg.Views {
-		v, err := cacheclient.Register(c, name, func(_ string, b []byte) (string, error) { return string(b), nil })
+		v, err := cacheclient.Register(c, name, func(_ string, b []byte) (string, error) { return string(b), nil }, cfg.Selections[name].options()...)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "godriver:", err)
 			os.Exit(2)

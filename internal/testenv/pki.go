@@ -137,3 +137,26 @@ func (p *PKI) ClientCertificate(t testing.TB, cn string, uris ...string) tls.Cer
 	}
 	return cert
 }
+
+// PKCS8 writes keyFile's key again as a PKCS #8 "PRIVATE KEY" PEM file (what a Java
+// client's netty reads; Go reads both) and returns its path.
+func (p *PKI) PKCS8(t testing.TB, keyFile string) string {
+	t.Helper()
+	b, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		t.Fatalf("%s: no PEM block", keyFile)
+	}
+	k, err := x509.ParseECPrivateKey(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.write(t, filepath.Base(keyFile)+".pkcs8", "PRIVATE KEY", der)
+}

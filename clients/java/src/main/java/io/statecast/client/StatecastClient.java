@@ -65,8 +65,17 @@ import statecast.v1.PlayerOuterClass.SubscribeResponse;
  * run on the listener executor in key order.
  */
 public final class StatecastClient implements AutoCloseable {
-  /** The protocol version this client speaks (Hello.protocol_version). */
+  /**
+   * The protocol version this client says it speaks (Hello.protocol_version) when it selects
+   * nothing: a player that predates selections serves it.
+   */
   public static final int PROTOCOL_VERSION = 1;
+
+  /**
+   * The protocol version it says when a view has a {@link Selection}: a player of version 1
+   * would ignore the selections, and refuses it instead.
+   */
+  public static final int SELECTIONS_PROTOCOL_VERSION = 2;
 
   private static final Logger LOG = LoggerFactory.getLogger(StatecastClient.class);
   private static final Metadata.Key<String> AUTHORIZATION =
@@ -141,12 +150,28 @@ public final class StatecastClient implements AutoCloseable {
    * unknown members are ignored, so a light type decodes only the fields it names).
    */
   public <T> View<T> view(String name, Class<T> type) {
+    return view(name, type, null);
+  }
+
+  /**
+   * Registers a typed view of which the client receives and holds only {@code selection}'s
+   * part (null: the whole view).
+   */
+  public <T> View<T> view(String name, Class<T> type, Selection selection) {
     ObjectReader r = JSON.readerFor(type);
-    return view(name, (key, value) -> r.readValue(value));
+    return view(name, (key, value) -> r.readValue(value), selection);
   }
 
   /** Registers a view decoded by {@code decoder}. */
   public <T> View<T> view(String name, Decoder<T> decoder) {
+    return view(name, decoder, null);
+  }
+
+  /**
+   * Registers a view decoded by {@code decoder}, of which the client receives and holds only
+   * {@code selection}'s part (null: the whole view).
+   */
+  public <T> View<T> view(String name, Decoder<T> decoder, Selection selection) {
     checkNotStarted("view " + name);
     if (!name.matches("[A-Za-z_][A-Za-z0-9_.-]*")) {
       throw new IllegalArgumentException("view " + name + ": not a view name ([A-Za-z_][A-Za-z0-9_.-]*)");
@@ -154,19 +179,29 @@ public final class StatecastClient implements AutoCloseable {
     if (views.containsKey(name)) {
       throw new IllegalStateException("view " + name + " is already registered");
     }
-    View<T> v = new View<>(this, name, decoder);
+    View<T> v = new View<>(this, name, decoder, selection);
     views.put(name, v);
     return v;
   }
 
   /** Registers a raw view: each row's JSON text as it travels. */
   public View<String> rawView(String name) {
-    return view(name, (key, value) -> new String(value, StandardCharsets.UTF_8));
+    return rawView(name, null);
+  }
+
+  /** Registers a raw view of {@code selection}'s part of the view (null: all of it). */
+  public View<String> rawView(String name, Selection selection) {
+    return view(name, (key, value) -> new String(value, StandardCharsets.UTF_8), selection);
   }
 
   /** Registers a view of Jackson trees. */
   public View<JsonNode> treeView(String name) {
-    return view(name, (key, value) -> JSON.readTree(value));
+    return treeView(name, null);
+  }
+
+  /** Registers a view of Jackson trees of {@code selection}'s part of the view (null: all of it). */
+  public View<JsonNode> treeView(String name, Selection selection) {
+    return view(name, (key, value) -> JSON.readTree(value), selection);
   }
 
   void checkNotStarted(String what) {
@@ -385,6 +420,17 @@ public final class StatecastClient implements AutoCloseable {
         .setProtocolVersion(PROTOCOL_VERSION)
         .setMaxBatchEntries(cfg.maxBatchEntries)
         .setMaxMessageBytes(cfg.maxReceiveBytes);
+    for (View<?> v : views.values()) {
+      v.selection().ifPresent(sel -> {
+        h.setProtocolVersion(SELECTIONS_PROTOCOL_VERSION);
+        h.addSelections(statecast.v1.PlayerOuterClass.Selection.newBuilder()
+            .setView(v.name())
+            .setFilter(sel.filter())
+            .setShardIndex(sel.shardIndex())
+            .setShardCount(sel.shardCount())
+            .addAllColumns(sel.columns()));
+      });
+    }
     boolean resumed = applied >= 0 && !forceSnapshot;
     if (resumed) {
       h.setResumeIndex(applied);
@@ -774,7 +820,9 @@ public final class StatecastClient implements AutoCloseable {
             }
             case KIND_EPOCH_END -> {
               View<?> v = views.get(e.getView());
-              if (v != null) {
+              // A selected view holds part of the view: the epoch's count and hash are the
+              // whole view's (the player does not send them to it).
+              if (v != null && v.selection().isEmpty()) {
                 StatecastException bad = checkEpoch(v, e);
                 if (bad != null) {
                   mismatches.add(bad);

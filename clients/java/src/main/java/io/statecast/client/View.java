@@ -9,6 +9,7 @@ import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -43,6 +44,7 @@ public final class View<T> {
   private final String name;
   private final byte[] prefix;
   private final Decoder<T> decoder;
+  private final Selection selection; // null: the whole view
   // What readers see: replaced whole by the first snapshot of an empty view (see replace);
   // written only by the receive thread under the client's write lock. Rows that did not
   // decode are absent here and present in hashes.
@@ -54,16 +56,22 @@ public final class View<T> {
   private final List<ChangeListener<T>> listeners = new CopyOnWriteArrayList<>();
   private long hashSum;
 
-  View(StatecastClient client, String name, Decoder<T> decoder) {
+  View(StatecastClient client, String name, Decoder<T> decoder, Selection selection) {
     this.client = client;
     this.name = name;
     this.prefix = (Keys.escape(name) + "|").getBytes(StandardCharsets.UTF_8);
     this.decoder = decoder;
+    this.selection = selection;
   }
 
   /** The view's name. */
   public String name() {
     return name;
+  }
+
+  /** The part of the view this client holds; empty when it holds all of it. */
+  public Optional<Selection> selection() {
+    return Optional.ofNullable(selection);
   }
 
   /**

@@ -149,6 +149,45 @@ class StatecastClientTest {
   }
 
   @Test
+  void selectionsGoInTheHelloAndSkipEpochChecks() throws Exception {
+    client = builder().build();
+    View<String> tennis = client.rawView("events",
+        Selection.builder().filter("sport == \"tennis\"").columns("id", "sport").build());
+    View<String> mine = client.rawView("markets", Selection.builder().shard(2, 16).build());
+    View<String> whole = client.rawView("sports");
+    assertEquals("sport == \"tennis\" columns id,sport", tennis.selection().orElseThrow().toString());
+    assertTrue(whole.selection().isEmpty());
+    client.start();
+    FakePlayer.Sub s = player.next();
+    Hello h = s.hello();
+    assertEquals(StatecastClient.SELECTIONS_PROTOCOL_VERSION, h.getProtocolVersion());
+    assertEquals(2, h.getSelectionsCount());
+    assertEquals("events", h.getSelections(0).getView());
+    assertEquals("sport == \"tennis\"", h.getSelections(0).getFilter());
+    assertEquals(List.of("id", "sport"), h.getSelections(0).getColumnsList());
+    assertEquals(0, h.getSelections(0).getShardCount());
+    assertEquals("markets", h.getSelections(1).getView());
+    assertEquals(2, h.getSelections(1).getShardIndex());
+    assertEquals(16, h.getSelections(1).getShardCount());
+    s.snapshot(5, row(4, "events", "a", "{\"id\":1,\"sport\":\"tennis\"}", false));
+    await(client.awaitReady());
+    // The whole view's epoch does not describe the part held: no resync. A tombstone of a
+    // key the client does not hold (a recovery's move-out) is a no-op.
+    s.batch(epochEnd(6, "events", 1000, "0123456789abcdef"), row(7, "events", "zz", null, false));
+    s.awaitAck(7);
+    assertEquals(0, client.resyncs());
+    assertEquals(Map.of("a", "{\"id\":1,\"sport\":\"tennis\"}"), tennis.entries());
+  }
+
+  @Test
+  void aSelectionIsCheckedWhenBuilt() {
+    assertThrows(IllegalArgumentException.class, () -> Selection.builder().shard(16, 16));
+    assertThrows(IllegalArgumentException.class, () -> Selection.builder().shard(0, 0));
+    assertThrows(IllegalArgumentException.class, () -> Selection.builder().columns("id", "id"));
+    assertEquals(Selection.builder().filter(" a == 1 ").build(), Selection.builder().filter("a == 1").build());
+  }
+
+  @Test
   void aRefusedViewStopsTheClientNamingTheView() throws Exception {
     client = builder().build();
     client.rawView("events");

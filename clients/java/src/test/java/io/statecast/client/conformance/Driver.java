@@ -3,6 +3,7 @@ package io.statecast.client.conformance;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.statecast.client.Selection;
 import io.statecast.client.StatecastClient;
 import io.statecast.client.View;
 import java.io.BufferedReader;
@@ -35,6 +36,23 @@ public final class Driver {
     return JSON.createObjectNode().put("event", name);
   }
 
+  /** The selection of a view's config ({filter, shard_index, shard_count, columns}), or null. */
+  private static Selection selection(JsonNode n) {
+    if (n.isMissingNode() || n.isNull()) {
+      return null;
+    }
+    Selection.Builder b = Selection.builder().filter(n.path("filter").asText(""));
+    if (n.path("shard_count").asInt(0) > 0) {
+      b.shard(n.path("shard_index").asInt(0), n.path("shard_count").asInt());
+    }
+    List<String> cols = new ArrayList<>();
+    n.path("columns").forEach(c -> cols.add(c.asText()));
+    if (!cols.isEmpty()) {
+      b.columns(cols.toArray(new String[0]));
+    }
+    return b.build();
+  }
+
   /** Runs the driver. */
   public static void main(String[] args) throws Exception {
     // The test class path's simplelogger.properties silences the unit tests; a driver's
@@ -57,6 +75,9 @@ public final class Driver {
     if (!cfg.path("ca_file").asText("").isEmpty()) {
       b.tls(new File(cfg.get("ca_file").asText()));
     }
+    if (!cfg.path("cert_file").asText("").isEmpty()) {
+      b.clientCertificate(new File(cfg.get("cert_file").asText()), new File(cfg.get("key_file").asText()));
+    }
     String token = cfg.path("token").asText("");
     if (!token.isEmpty()) {
       b.token(() -> token);
@@ -64,7 +85,7 @@ public final class Driver {
     StatecastClient c = b.build();
     Map<String, View<String>> views = new LinkedHashMap<>();
     for (JsonNode v : cfg.path("views")) {
-      View<String> view = c.rawView(v.asText());
+      View<String> view = c.rawView(v.asText(), selection(cfg.path("selections").path(v.asText())));
       views.put(v.asText(), view);
       if (cfg.path("no_listener").asBoolean(false)) {
         continue;
