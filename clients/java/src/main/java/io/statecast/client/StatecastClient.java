@@ -345,6 +345,11 @@ public final class StatecastClient implements AutoCloseable {
     return position;
   }
 
+  /** The stream this client subscribes to. */
+  public String stream() {
+    return cfg.stream;
+  }
+
   /** The instance id sent as Hello.client_id. */
   public String instanceId() {
     return instanceId;
