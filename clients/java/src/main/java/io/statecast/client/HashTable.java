@@ -10,8 +10,10 @@ import java.util.List;
  */
 final class HashTable {
   private String[] keys;
+  private int[] codes; // keys[i].hashCode(): a probe compares these first, not the keys
   private long[] hashes;
   private int size;
+  private int shift; // 32 - log2(capacity): home() keeps the product's top bits
 
   HashTable() {
     this(16);
@@ -19,7 +21,20 @@ final class HashTable {
 
   private HashTable(int capacity) {
     keys = new String[capacity];
+    codes = new int[capacity];
     hashes = new long[capacity];
+    shift = 32 - Integer.numberOfTrailingZeros(capacity);
+  }
+
+  /**
+   * The slot a key's probe starts at: Fibonacci hashing (the hash times 2^32 / phi, top
+   * bits). String.hashCode of keys that differ in their last characters (ids 1, 2, 3…)
+   * differ by small steps, so their low bits occupy runs of consecutive slots, and linear
+   * probing from inside a run walks to its end: with a million numeric keys the probes were
+   * most of a cold start. The multiplication spreads such hashes over the table.
+   */
+  private int home(int code) {
+    return (code * 0x9E3779B9) >>> shift;
   }
 
   int size() {
@@ -30,11 +45,13 @@ final class HashTable {
     return size == 0;
   }
 
+  // The keys are scattered in memory and the arrays are not: a probe reads codes and
+  // touches a key only when its code matches.
   private int slot(String key) {
     int mask = keys.length - 1;
-    int h = key.hashCode();
-    int i = (h ^ (h >>> 16)) & mask;
-    while (keys[i] != null && !keys[i].equals(key)) {
+    int code = key.hashCode();
+    int i = home(code);
+    while (keys[i] != null && (codes[i] != code || !keys[i].equals(key))) {
       i = (i + 1) & mask;
     }
     return i;
@@ -53,6 +70,7 @@ final class HashTable {
     int i = slot(key);
     if (keys[i] == null) {
       keys[i] = key;
+      codes[i] = key.hashCode();
       size++;
       hashes[i] = hash;
       if (size * 4 > keys.length * 3) {
@@ -78,12 +96,12 @@ final class HashTable {
       if (keys[j] == null) {
         return;
       }
-      int h = keys[j].hashCode();
-      int home = (h ^ (h >>> 16)) & mask;
+      int home = home(codes[j]);
       // Move keys[j] to i when its home is not within (i, j] cyclically.
       boolean between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
       if (!between) {
         keys[i] = keys[j];
+        codes[i] = codes[j];
         hashes[i] = hashes[j];
         keys[j] = null;
         i = j;
@@ -93,13 +111,21 @@ final class HashTable {
 
   private void grow() {
     String[] ok = keys;
+    int[] oc = codes;
     long[] oh = hashes;
     keys = new String[ok.length * 2];
+    codes = new int[ok.length * 2];
     hashes = new long[ok.length * 2];
+    shift--;
+    int mask = keys.length - 1;
     for (int i = 0; i < ok.length; i++) {
       if (ok[i] != null) {
-        int s = slot(ok[i]);
+        int s = home(oc[i]); // the keys are distinct: the first free slot
+        while (keys[s] != null) {
+          s = (s + 1) & mask;
+        }
         keys[s] = ok[i];
+        codes[s] = oc[i];
         hashes[s] = oh[i];
       }
     }
