@@ -123,39 +123,12 @@ type selectResult struct {
 func selectPhase(ctx context.Context, w io.Writer, bs []string, topic string, pl *bench.ChildPlayer, run selectRun) (selectResult, error) {
 	var res selectResult
 	fmt.Fprintf(w, "\n%s\n", run.name)
-	before, err := pl.Stat(ctx)
+	rs, end, per, err := admit(ctx, w, bs, topic, pl, run.n, run.conns, run.hello)
 	if err != nil {
 		return res, err
 	}
-	end, err := bench.EndOffset(bs, topic)
-	if err != nil {
-		return res, err
-	}
-	start := time.Now()
-	// The targets resume from the end of the log: they start live, at the head, without a
-	// snapshot of the view.
-	rs, err := bench.ConnectReceivers(pl.Addr, run.n, run.conns, func(i int, id string) *statecastv1.Hello { return run.hello(i, id, end-1) })
-	if err != nil {
-		return res, err
-	}
-	defer func() {
-		rs.Close()
-		bench.WaitFor(time.Minute, func() bool { n, err := pl.Targets(ctx); return err == nil && n == 0 })
-	}()
-	got := 0
-	if !bench.WaitFor(3*time.Minute, func() bool {
-		got, err = pl.Targets(ctx)
-		return err == nil && got >= run.n
-	}) {
-		return res, fmt.Errorf("%d targets not admitted within 3 minutes (%d)", run.n, got)
-	}
-	admitted, err := pl.Stat(ctx)
-	if err != nil {
-		return res, err
-	}
-	res.perTarget = (admitted.Live - before.Live - admitted.QueueBytes) / int64(run.n)
-	fmt.Fprintf(w, "  admitted in %.1f s; the player's live heap %.1f -> %.1f MB (queues %d B): %d B per target beyond its queue\n",
-		time.Since(start).Seconds(), float64(before.Live)/1e6, float64(admitted.Live)/1e6, admitted.QueueBytes, res.perTarget)
+	defer rs.close()
+	res.perTarget = per
 	p, err := bench.NewProducer(bs, topic)
 	if err != nil {
 		return res, err
@@ -229,35 +202,61 @@ func metIf(ok bool) string {
 func admitOnly(ctx context.Context, w io.Writer, bs []string, topic string, pl *bench.ChildPlayer, name string, n, conns int,
 	hello func(i int, id string, resume int64) *statecastv1.Hello) (int64, error) {
 	fmt.Fprintf(w, "\n%s\n", name)
+	rs, _, per, err := admit(ctx, w, bs, topic, pl, n, conns, hello)
+	if err != nil {
+		return 0, err
+	}
+	rs.close()
+	return per, nil
+}
+
+// admitted are the receivers of a phase, admitted by the player.
+type admitted struct {
+	*bench.Receivers
+	pl  *bench.ChildPlayer
+	ctx context.Context
+}
+
+// close ends the receivers and waits until the player has let their targets go.
+func (a admitted) close() {
+	a.Close()
+	bench.WaitFor(time.Minute, func() bool { n, err := a.pl.Targets(a.ctx); return err == nil && n == 0 })
+}
+
+// admit connects n receivers resuming at the end of the log (end: the log's end before
+// them: they start live, at the head, without a snapshot of the view), waits until the
+// player admitted them all, and returns with the live heap they added to the player per
+// target beyond their queues.
+func admit(ctx context.Context, w io.Writer, bs []string, topic string, pl *bench.ChildPlayer, n, conns int,
+	hello func(i int, id string, resume int64) *statecastv1.Hello) (a admitted, end, perTarget int64, err error) {
 	before, err := pl.Stat(ctx)
 	if err != nil {
-		return 0, err
+		return a, 0, 0, err
 	}
-	end, err := bench.EndOffset(bs, topic)
-	if err != nil {
-		return 0, err
+	if end, err = bench.EndOffset(bs, topic); err != nil {
+		return a, 0, 0, err
 	}
+	start := time.Now()
 	rs, err := bench.ConnectReceivers(pl.Addr, n, conns, func(i int, id string) *statecastv1.Hello { return hello(i, id, end-1) })
 	if err != nil {
-		return 0, err
+		return a, 0, 0, err
 	}
-	defer func() {
-		rs.Close()
-		bench.WaitFor(time.Minute, func() bool { n, err := pl.Targets(ctx); return err == nil && n == 0 })
-	}()
+	a = admitted{Receivers: rs, pl: pl, ctx: ctx}
 	got := 0
 	if !bench.WaitFor(3*time.Minute, func() bool {
 		got, err = pl.Targets(ctx)
 		return err == nil && got >= n
 	}) {
-		return 0, fmt.Errorf("%d targets not admitted within 3 minutes (%d)", n, got)
+		a.close()
+		return a, 0, 0, fmt.Errorf("%d targets not admitted within 3 minutes (%d)", n, got)
 	}
-	admitted, err := pl.Stat(ctx)
+	st, err := pl.Stat(ctx)
 	if err != nil {
-		return 0, err
+		a.close()
+		return a, 0, 0, err
 	}
-	per := (admitted.Live - before.Live - admitted.QueueBytes) / int64(n)
-	fmt.Fprintf(w, "  the player's live heap %.1f -> %.1f MB (queues %d B): %d B per target beyond its queue\n",
-		float64(before.Live)/1e6, float64(admitted.Live)/1e6, admitted.QueueBytes, per)
-	return per, nil
+	perTarget = (st.Live - before.Live - st.QueueBytes) / int64(n)
+	fmt.Fprintf(w, "  admitted in %.1f s; the player's live heap %.1f -> %.1f MB (queues %d B): %d B per target beyond its queue\n",
+		time.Since(start).Seconds(), float64(before.Live)/1e6, float64(st.Live)/1e6, st.QueueBytes, perTarget)
+	return a, end, perTarget, nil
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -227,10 +226,87 @@ func procMem(pid string) (hwm, rss int64) {
 
 // ChildDistributor is a distributor running in a child process.
 type ChildDistributor struct {
+	*childProc
+	Ready time.Duration // Run → WaitReady, measured in the child
+}
+
+// childProc is this executable started again as a child (a benchmark's distributor or
+// player): its standard input takes requests, its standard output's lines answer them.
+type childProc struct {
+	what  string // "distributor", "player": for errors
 	cmd   *exec.Cmd
 	in    io.WriteCloser
 	lines chan string
-	Ready time.Duration // Run → WaitReady, measured in the child
+}
+
+// startChild starts this executable with env added to the environment.
+func startChild(what string, env ...string) (*childProc, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr // its errors, and its log when asked
+	c := &childProc{what: what, cmd: cmd, lines: make(chan string, 4)}
+	if c.in, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		close(c.lines)
+	}()
+	return c, nil
+}
+
+// line waits for the child's next line that starts with prefix and returns the rest.
+func (c *childProc) line(ctx context.Context, prefix string) (string, error) {
+	for {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				return "", fmt.Errorf("bench: the %s child exited (run with -log to see why)", c.what)
+			}
+			if rest, found := strings.CutPrefix(l, prefix); found {
+				return rest, nil
+			}
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
+// ask sends the request req and returns the rest of the child's answer, the line that
+// starts with req and a space.
+func (c *childProc) ask(ctx context.Context, req string) (string, error) {
+	if _, err := io.WriteString(c.in, req+"\n"); err != nil {
+		return "", err
+	}
+	return c.line(ctx, req+" ")
+}
+
+// Stop stops the child (it writes its profiles first) and waits for it.
+func (c *childProc) Stop() error {
+	_ = c.in.Close()
+	done := make(chan error, 1)
+	go func() { done <- c.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(stopTimeout):
+		_ = c.cmd.Process.Kill()
+		return fmt.Errorf("bench: the %s child did not stop within %v", c.what, stopTimeout)
+	}
 }
 
 // ChildOptions are a child's environment: GOMEMLIMIT ("" for none), the profiles it
@@ -250,34 +326,15 @@ func StartChildDistributor(ctx context.Context, cfg distributor.Config, o ChildO
 	if err != nil {
 		return nil, err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), childEnv+"="+string(js), childCPUEnv+"="+o.CPUProfile, childHeapEnv+"="+o.MemProfile, childLogEnv+"="+o.Log)
+	env := []string{childEnv + "=" + string(js), childCPUEnv + "=" + o.CPUProfile, childHeapEnv + "=" + o.MemProfile, childLogEnv + "=" + o.Log}
 	if o.MemLimit != "" {
-		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+o.MemLimit)
+		env = append(env, "GOMEMLIMIT="+o.MemLimit)
 	}
-	cmd.Stderr = os.Stderr // its errors, and its log when asked
-	c := &ChildDistributor{cmd: cmd, lines: make(chan string, 4)}
-	if c.in, err = cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
+	p, err := startChild("distributor", env...)
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		close(c.lines)
-	}()
+	c := &ChildDistributor{childProc: p}
 	l, err := c.line(ctx, "ready ")
 	if err != nil {
 		_ = c.Stop()
@@ -288,48 +345,14 @@ func StartChildDistributor(ctx context.Context, cfg distributor.Config, o ChildO
 	return c, nil
 }
 
-// line waits for the child's next line that starts with prefix and returns the rest.
-func (c *ChildDistributor) line(ctx context.Context, prefix string) (string, error) {
-	for {
-		select {
-		case l, ok := <-c.lines:
-			if !ok {
-				return "", errors.New("bench: the distributor child exited (run with -log to see why)")
-			}
-			if rest, found := strings.CutPrefix(l, prefix); found {
-				return rest, nil
-			}
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	}
-}
-
 // Mem returns the child's memory since the previous call (or its start).
 func (c *ChildDistributor) Mem(ctx context.Context) (Mem, error) {
-	if _, err := io.WriteString(c.in, "mem\n"); err != nil {
-		return Mem{}, err
-	}
-	l, err := c.line(ctx, "mem ")
+	l, err := c.ask(ctx, "mem")
 	if err != nil {
 		return Mem{}, err
 	}
 	var m Mem
 	return m, json.Unmarshal([]byte(l), &m)
-}
-
-// Stop stops the child (it writes its profiles first) and waits for it.
-func (c *ChildDistributor) Stop() error {
-	_ = c.in.Close()
-	done := make(chan error, 1)
-	go func() { done <- c.cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(stopTimeout):
-		_ = c.cmd.Process.Kill()
-		return fmt.Errorf("bench: the distributor child did not stop within %v", stopTimeout)
-	}
 }
 
 // SelfMem is this process's VmHWM and VmRSS (the player and the cacheclient of a

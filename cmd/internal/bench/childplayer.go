@@ -4,16 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -161,47 +157,26 @@ func playerStat(p *player.Player) PlayerStat {
 
 // ChildPlayer is a player running in a child process.
 type ChildPlayer struct {
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	lines chan string
-	Addr  string // its gRPC address
+	*childProc
+	Addr string // its gRPC address
 }
 
 // StartChildPlayer starts a player (with CACHEBENCH_CHILD_CPUPROFILE or
 // CACHEBENCH_CHILD_MEMPROFILE set, it writes its CPU or allocation profile there when it
-// stops; with CACHEBENCH_CHILD_HEAPPROFILE, its heap in use at each Stat) of topic (every view, plaintext, without
-// authentication: every target is the anonymous principal's, up to maxTargets; budget: its
-// target_budget_bytes; 0 for the defaults) in a child process and returns once it is ready.
+// stops; with CACHEBENCH_CHILD_HEAPPROFILE, its heap in use at each Stat) of topic (every
+// view, plaintext, without authentication: every target is the anonymous principal's, up
+// to maxTargets; budget: its target_budget_bytes; 0 for the defaults) in a child process
+// and returns once it is ready.
 func StartChildPlayer(ctx context.Context, brokers []string, topic string, budget int64, maxTargets int) (*ChildPlayer, error) {
 	js, err := json.Marshal(childPlayerConfig{Brokers: brokers, Topic: topic, Budget: budget, MaxTargets: maxTargets})
 	if err != nil {
 		return nil, err
 	}
-	exe, err := os.Executable()
+	p, err := startChild("player", childPlayerEnv+"="+string(js))
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), childPlayerEnv+"="+string(js))
-	cmd.Stderr = os.Stderr
-	c := &ChildPlayer{cmd: cmd, lines: make(chan string, 4)}
-	if c.in, err = cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		close(c.lines)
-	}()
+	c := &ChildPlayer{childProc: p}
 	if c.Addr, err = c.line(ctx, "ready "); err != nil {
 		_ = c.Stop()
 		return nil, err
@@ -209,28 +184,9 @@ func StartChildPlayer(ctx context.Context, brokers []string, topic string, budge
 	return c, nil
 }
 
-func (c *ChildPlayer) line(ctx context.Context, prefix string) (string, error) {
-	for {
-		select {
-		case l, ok := <-c.lines:
-			if !ok {
-				return "", errors.New("bench: the player child exited")
-			}
-			if rest, found := strings.CutPrefix(l, prefix); found {
-				return rest, nil
-			}
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	}
-}
-
-// Stat asks the child for its CPU time, live heap and targets.
+// Stat asks the child for its CPU time, live heap and targets (after a collection).
 func (c *ChildPlayer) Stat(ctx context.Context) (PlayerStat, error) {
-	if _, err := io.WriteString(c.in, "stat\n"); err != nil {
-		return PlayerStat{}, err
-	}
-	l, err := c.line(ctx, "stat ")
+	l, err := c.ask(ctx, "stat")
 	if err != nil {
 		return PlayerStat{}, err
 	}
@@ -240,10 +196,7 @@ func (c *ChildPlayer) Stat(ctx context.Context) (PlayerStat, error) {
 
 // CPU is the child's user and system time so far (no collection first, unlike Stat).
 func (c *ChildPlayer) CPU(ctx context.Context) (time.Duration, error) {
-	if _, err := io.WriteString(c.in, "cpu\n"); err != nil {
-		return 0, err
-	}
-	l, err := c.line(ctx, "cpu ")
+	l, err := c.ask(ctx, "cpu")
 	if err != nil {
 		return 0, err
 	}
@@ -253,26 +206,9 @@ func (c *ChildPlayer) CPU(ctx context.Context) (time.Duration, error) {
 
 // Targets is how many targets the child has (no collection, unlike Stat).
 func (c *ChildPlayer) Targets(ctx context.Context) (int, error) {
-	if _, err := io.WriteString(c.in, "targets\n"); err != nil {
-		return 0, err
-	}
-	l, err := c.line(ctx, "targets ")
+	l, err := c.ask(ctx, "targets")
 	if err != nil {
 		return 0, err
 	}
 	return strconv.Atoi(l)
-}
-
-// Stop stops the child and waits for it.
-func (c *ChildPlayer) Stop() error {
-	_ = c.in.Close()
-	done := make(chan error, 1)
-	go func() { done <- c.cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(stopTimeout):
-		_ = c.cmd.Process.Kill()
-		return fmt.Errorf("bench: the player child did not stop within %v", stopTimeout)
-	}
 }
