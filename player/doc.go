@@ -223,16 +223,22 @@
 // time of the first record after the resume index is bounded from a timeline sampled every
 // second of log time, stream.firstAfterTime) gets ResyncRequired then the snapshot.
 //
-// The materialized copy (stream.rows: view -> key -> latest row, and stream.position: the
-// latest position record) also keeps each view's
-// rows in index order (stream.order: view -> rowOrder, order.go), so a snapshot needs no
-// sort: the main fetcher applies records in increasing index order and appends each row to
-// its view's slice of (index, row) slots; an update or tombstone of a key marks its
-// previous slot dead (binary search by index); a view's slots are compacted in place, order
-// kept, when more than half are dead (16 bytes per slot, at most 2 slots per live row). At
-// admission, under stream.mu, stream.snapshotRows copies the live rows of the target's
-// views from the log start, merging the views' slots by index (mergeRows; one view is a
-// plain copy): the state at X in index order, O(rows) without a sort or a look at the rows.
+// The materialized copy (stream.rows: view -> rowStore, rowstore.go, and stream.position:
+// the latest position record) holds no pointer per row, so that the collector does not
+// trace millions of rows (which stalled dispatch for hundreds of milliseconds per
+// collection): each view appends its rows, as records of bytes (header, key, the row's
+// one-entry frame), to an arena of byte chunks, and finds a key's live record through a
+// map of key hash to location (a map of integers; colliding keys in a second map by key).
+// The main fetcher applies records in increasing index order, so the arena is also the
+// index order: an update or tombstone clears the previous record's live flag, and when a
+// view's dead bytes pass half its live ones its live records are moved, in order, to a new
+// arena a few kilobytes per applied record (the move chases the appends at the old
+// arena's tail), so no apply pays for a whole view. At admission, under stream.mu,
+// stream.snapshotRows walks the arenas of the target's views from the log start and
+// merges them by index (snaprows.go): the state at X in index order as 16-byte references
+// that keep their chunks alive; the snapshot source makes each row an item, sharing the
+// record's bytes, as it pushes it. O(rows) without a sort, an allocation per row under
+// the lock, or a look at a row's value.
 //
 // Byte budget (not in the paper): a target's normal queue may hold Config.TargetBudgetBytes/2;
 // past it the queue is dropped and the target continues in RF without being disconnected

@@ -39,12 +39,16 @@ func (it *item) isRow() bool {
 	return it.kind == statecastv1.Kind_KIND_ROW || it.kind == statecastv1.Kind_KIND_UNSPECIFIED
 }
 
+// size is what an item counts for in a queue's byte budget: its bytes on the wire and
+// about its own struct.
 func (it *item) size() int {
 	if it.single != nil {
-		return len(it.single) + 64
+		return len(it.single) + itemOverhead
 	}
-	return len(it.wire) + 64
+	return len(it.wire) + itemOverhead
 }
+
+const itemOverhead = 64
 
 var kinds = map[record.Kind]statecastv1.Kind{
 	record.KindRow:        statecastv1.Kind_KIND_ROW,

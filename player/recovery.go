@@ -92,10 +92,7 @@ func (t *target) startRecoveryLocked(from, to int64) {
 // snapshots may pin.
 func (t *target) startSnapshotLocked(term uint64, resync *statecastv1.ResyncRequired, logStart, x int64) error {
 	rows := t.s.snapshotItems(t.views, logStart, t.shardKeep)
-	var size int64
-	for _, r := range rows {
-		size += int64(r.size())
-	}
+	size := rows.bytes
 	if !t.s.p.pinSnapshot(size) {
 		return fmt.Errorf("%w: a snapshot of %d bytes; pending snapshots pin %d of %d (max_snapshot_bytes)",
 			ErrSnapshotBudget, size, t.s.p.snapPinned.Load(), t.s.p.cfg.MaxSnapshotBytes)

@@ -373,19 +373,24 @@ func (s *stream) selections(h *statecastv1.Hello, mandatory map[string]string) (
 // columnsOf returns the column names of a view as one of its rows in the materialized copy
 // shows them (every row of a view has the same members), nil when it holds none. s.mu held.
 func (s *stream) columnsOf(view string) []string {
-	for _, it := range s.rows[view] {
-		vars, ok := decodeRow(it.value())
-		if !ok {
-			return nil
-		}
-		cols := make([]string, 0, len(vars))
-		for c := range vars {
-			cols = append(cols, c)
-		}
-		slices.Sort(cols)
-		return cols
+	rs := s.rows[view]
+	if rs == nil {
+		return nil
 	}
-	return nil
+	it := rs.first()
+	if it == nil {
+		return nil
+	}
+	vars, ok := decodeRow(it.value())
+	if !ok {
+		return nil
+	}
+	cols := make([]string, 0, len(vars))
+	for c := range vars {
+		cols = append(cols, c)
+	}
+	slices.Sort(cols)
+	return cols
 }
 
 // value returns the Entry.value bytes of an entry item (nil for a frame or a tombstone),

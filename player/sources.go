@@ -23,21 +23,16 @@ type snapshotSource struct {
 	t      *target
 	term   uint64
 	resync *statecastv1.ResyncRequired // nil: a plain bootstrap
-	rows   []*item
+	rows   *snapRows
 	pinned int64 // bytes of rows not yet pushed, reserved with Player.pinSnapshot
 	x      int64
 	sent   bool
 }
 
-// unpinPushed releases the reservation of rows[:i], pushed (the queue accounts for them
-// now), and drops them so that the snapshot no longer keeps them alive.
-func (ss *snapshotSource) unpinPushed(i int) {
-	var n int64
-	for j := range ss.rows[:i] {
-		n += int64(ss.rows[j].size())
-		ss.rows[j] = nil
-	}
-	ss.rows = ss.rows[i:]
+// unpinPushed releases the reservation of the first i rows, pushed (the queue accounts
+// for their bytes, n, now), and drops them so that the snapshot no longer keeps them.
+func (ss *snapshotSource) unpinPushed(i int, n int64) {
+	ss.rows.drop(i)
 	ss.pinned -= n
 	ss.t.s.p.unpinSnapshot(n)
 }
@@ -59,14 +54,17 @@ func (ss *snapshotSource) read(from, _ int64) (int64, error) {
 	}
 	// The reservation is released in chunks, not per row: one atomic add per chunk.
 	const chunk = 256
-	for len(ss.rows) > 0 {
-		n := min(chunk, len(ss.rows))
-		for _, r := range ss.rows[:n] {
+	for ss.rows.len() > 0 {
+		n := min(chunk, ss.rows.len())
+		var size int64
+		for i := range n {
+			r := ss.rows.item(i)
 			if !push(r) {
 				return from, errStopped
 			}
+			size += int64(r.size())
 		}
-		ss.unpinPushed(n)
+		ss.unpinPushed(n, size)
 	}
 	end := frameItem(ss.x, &statecastv1.SubscribeResponse{Msg: &statecastv1.SubscribeResponse_SnapshotEnd{SnapshotEnd: &statecastv1.SnapshotEnd{Index: ss.x}}, TopicId: ss.t.topic})
 	if !push(end) {

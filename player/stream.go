@@ -59,12 +59,11 @@ type stream struct {
 	lastErr   string
 	lastErrAt time.Time
 
-	retention time.Duration               // the tombstone horizon (delete.retention.ms)
-	topic     []byte                      // the topic's Kafka ID (nil: unknown), sent to targets
-	rows      map[string]map[string]*item // view -> key -> latest row (tombstones applied)
-	order     map[string]*rowOrder        // view -> the same rows in index order (snapshots)
-	position  *item                       // the latest position record (nil: none read)
-	posLSN    string                      // its source position ("" when it has none)
+	retention time.Duration        // the tombstone horizon (delete.retention.ms)
+	topic     []byte               // the topic's Kafka ID (nil: unknown), sent to targets
+	rows      map[string]*rowStore // view -> its live rows (rowstore.go)
+	position  *item                // the latest position record (nil: none read)
+	posLSN    string               // its source position ("" when it has none)
 	hist      history
 	nrows     int
 	timeline  []tsMark
@@ -82,8 +81,7 @@ func newStream(p *Player, cfg StreamConfig) *stream {
 	s := &stream{
 		p: p, cfg: cfg, log: p.log.With("stream", cfg.Name),
 		changed:  make(chan struct{}),
-		rows:     map[string]map[string]*item{},
-		order:    map[string]*rowOrder{},
+		rows:     map[string]*rowStore{},
 		byView:   map[string]map[*target]struct{}{},
 		sidx:     map[string]*viewIndex{},
 		allViews: map[*target]struct{}{},
@@ -518,7 +516,7 @@ func (s *stream) replaceTopic(id sarama.Uuid) {
 // resetLocked drops the materialized copy and the history (replaceTopic, fail) and
 // returns the registered targets, which the caller ends. s.mu held.
 func (s *stream) resetLocked() []*target {
-	s.rows, s.order = map[string]map[string]*item{}, map[string]*rowOrder{}
+	s.rows = map[string]*rowStore{}
 	s.position, s.posLSN = nil, ""
 	s.nrows = 0
 	s.hist = history{max: s.p.cfg.HistoryBytes, evicted: -1}
@@ -572,28 +570,22 @@ func (s *stream) apply(m *sarama.ConsumerMessage, live bool, woken map[*target]s
 	}
 	var prev *item // the key's row before it (the selections' moves out)
 	if it.isRow() {
-		vm, vo := s.rows[it.view], s.order[it.view]
-		prev = vm[it.key]
+		rs := s.rows[it.view]
+		if live && s.sidx[it.view] != nil && rs != nil {
+			prev = rs.get(it.key)
+		}
 		if it.tombstone {
-			if vm != nil {
-				if old, ok := vm[it.key]; ok {
-					delete(vm, it.key)
-					vo.kill(old.index)
-					s.nrows--
-				}
+			if rs != nil && rs.remove(it.key) {
+				s.nrows--
 			}
 		} else {
-			if vm == nil {
-				vm, vo = map[string]*item{}, &rowOrder{}
-				s.rows[it.view], s.order[it.view] = vm, vo
+			if rs == nil {
+				rs = newRowStore(it.view)
+				s.rows[it.view] = rs
 			}
-			if old, ok := vm[it.key]; ok {
-				vo.kill(old.index)
-			} else {
+			if rs.put(it) {
 				s.nrows++
 			}
-			vm[it.key] = it
-			vo.add(it)
 		}
 	}
 	if it.isPosition() {
@@ -681,32 +673,29 @@ func (s *stream) sample(off int64, ts time.Time) {
 	s.lastLog, s.lastOff = ts, off
 }
 
-// snapshotRows copies the current rows of views (nil = all) whose index is >= from, in
-// increasing index order (a walk of the views' s.order, merged by index: no sort); of a
+// snapshotRows references the current rows of views (nil = all) whose index is >= from,
+// in increasing index order (a walk of each view's arena, merged by index: no sort); of a
 // view for which keep (when set) gives a test, only the rows whose key hash passes it (a
 // shard: target.shardKeep). s.mu must be held, so the rows are the state at s.current.
-func (s *stream) snapshotRows(views map[string]bool, from int64, keep func(view string) func(hash uint64) bool) []*item {
-	var orders []*rowOrder
+func (s *stream) snapshotRows(views map[string]bool, from int64, keep func(view string) func(hash uint64) bool) *snapRows {
+	var stores []*rowStore
 	var keeps []func(uint64) bool
-	for v, o := range s.order {
+	for v, rs := range s.rows {
 		if views == nil || views[v] {
-			orders = append(orders, o)
+			stores = append(stores, rs)
 			if keep != nil {
 				keeps = append(keeps, keep(v))
 			}
 		}
 	}
-	return mergeRows(orders, keeps, from)
+	return collectRows(stores, keeps, from)
 }
 
 // snapshotItems is snapshotRows plus the latest position record when its index is >= from,
 // at its place in index order: a snapshot's content for a target. s.mu must be held.
-func (s *stream) snapshotItems(views map[string]bool, from int64, keep func(view string) func(hash uint64) bool) []*item {
+func (s *stream) snapshotItems(views map[string]bool, from int64, keep func(view string) func(hash uint64) bool) *snapRows {
 	rows := s.snapshotRows(views, from, keep)
-	if p := s.position; p != nil && p.index >= from {
-		i, _ := slices.BinarySearchFunc(rows, p.index, func(it *item, x int64) int { return cmp.Compare(it.index, x) })
-		rows = slices.Insert(rows, i, p)
-	}
+	rows.withPosition(s.position, from)
 	return rows
 }
 
