@@ -496,7 +496,8 @@ func scenarioMutualTLS(t *testing.T, c client) {
 // hash shard of another gets exactly those rows, on the snapshot and live (rows that
 // start or stop passing included, inside their source transactions), checked by the
 // delivery checker against a model of the selections written apart from the player's; a
-// second client holding a column list stores only those columns.
+// second client holding a column list stores only those columns, then changes its filter
+// while it runs (reselect) and holds the new filter's rows, live changes included.
 func scenarioSelections(t *testing.T, c client) {
 	e := newEnv(t)
 	w := e.fill(1, 0, 120, 1)
@@ -559,18 +560,35 @@ func scenarioSelections(t *testing.T, c client) {
 	cols := c.start(t, driverConfig{Addresses: []string{addr}, Stream: "s", Views: []string{"events"}, NoListener: true,
 		Selections: map[string]driverSelection{"events": {Filter: `sport == "tennis"`, Columns: []string{"sport", "id"}}}})
 	cols.next(time.Minute, "ready")
-	cut := map[string]string{}
-	for k, v := range want()["events"] {
-		var row struct {
-			ID    int    `json:"id"`
-			Sport string `json:"sport"`
+	cut := func(sport string) map[string]map[string]string {
+		out := map[string]string{}
+		for k, v := range e.wantViews("events")["events"] {
+			var row struct {
+				ID    int    `json:"id"`
+				Sport string `json:"sport"`
+			}
+			if err := json.Unmarshal([]byte(v), &row); err != nil {
+				t.Fatal(err)
+			}
+			if row.Sport == sport {
+				out[k] = fmt.Sprintf(`{"id":%d,"sport":%q}`, row.ID, row.Sport)
+			}
 		}
-		if err := json.Unmarshal([]byte(v), &row); err != nil {
-			t.Fatal(err)
-		}
-		cut[k] = fmt.Sprintf(`{"id":%d,"sport":%q}`, row.ID, row.Sport)
+		return map[string]map[string]string{"events": out}
 	}
-	converge(t, cols, map[string]map[string]string{"events": cut})
+	converge(t, cols, cut("tennis"))
+
+	// A change of selection at run time: a resubscription without a restart. The view
+	// becomes the new filter's rows, and changes after it follow the new filter (an event
+	// moving into football arrives, one moving out leaves).
+	cols.send(`{"cmd":"reselect","view":"events","selection":{"filter":"sport == \"football\"","columns":["sport","id"]}}`)
+	cols.next(time.Minute, "reselected")
+	converge(t, cols, cut("football"))
+	w++
+	e.write(lsnN(w), row{"events", "0", value(0, "football", 3)}, row{"events", "1", value(1, "tennis", 3)})
+	if got := converge(t, cols, cut("football")); got.Views["events"]["0"] == "" || got.Views["events"]["1"] != "" {
+		t.Fatalf("after the reselection, event 0 moved into football and 1 out of it: %v", got.Views["events"])
+	}
 	cols.close()
 }
 

@@ -19,6 +19,10 @@
 //   - {"cmd":"dump"}: {"event":"dump","applied":i,"ready":b,"views":{view:{key:json}}};
 //   - {"cmd":"await_for","lsn":"X/Y"}: {"event":"reached","lsn":"X/Y"} once the client
 //     reflects every commit up to that source position, or {"event":"error",…};
+//   - {"cmd":"reselect","view":v,"selection":{…}}: changes the view's selection while the
+//     client runs (a selection as in the configuration; null: the whole view) and writes
+//     {"event":"reselected","view":v} once the client took it (the Java client: once the
+//     new subscription's snapshot is applied), or {"event":"error",…};
 //   - {"cmd":"close"}: closes the client and writes {"event":"closed","error":""} (the
 //     error says what close left behind, such as threads), then exits.
 //

@@ -50,8 +50,10 @@ func (s selection) options() []cacheclient.ViewOption {
 }
 
 type command struct {
-	Cmd string `json:"cmd"`
-	LSN string `json:"lsn"`
+	Cmd       string     `json:"cmd"`
+	LSN       string     `json:"lsn"`
+	View      string     `json:"view"`
+	Selection *selection `json:"selection"`
 }
 
 var (
@@ -173,6 +175,21 @@ func main() {
 				}
 				emit(map[string]any{"event": "reached", "lsn": cmd.LSN})
 			}()
+		case "reselect":
+			v := views[cmd.View]
+			if v == nil {
+				emit(map[string]any{"event": "error", "error": "no view " + cmd.View})
+				continue
+			}
+			var opts []cacheclient.ViewOption
+			if cmd.Selection != nil {
+				opts = cmd.Selection.options()
+			}
+			if err := v.Reselect(opts...); err != nil {
+				emit(map[string]any{"event": "error", "error": err.Error()})
+				continue
+			}
+			emit(map[string]any{"event": "reselected", "view": cmd.View})
 		case "close":
 			err := c.Close()
 			msg := ""

@@ -112,6 +112,12 @@ public final class StatecastClient implements AutoCloseable {
   private int addrIndex;
   private int attempt;
   private Session session;
+  // Reselections waiting for the snapshot of a subscription made after them (seq: the
+  // number of reselections so far; a session serves those up to its own).
+  private final List<Reselect> reselects = new ArrayList<>();
+  private long reselectSeq;
+
+  private record Reselect(long seq, CompletableFuture<Void> done) {}
 
   private StatecastClient(Builder b) {
     this.cfg = b;
@@ -442,7 +448,7 @@ public final class StatecastClient implements AutoCloseable {
       h.setTopicId(ByteString.copyFrom(topic));
     }
     forceSnapshot = false;
-    Session s = new Session(addr, resumed);
+    Session s = new Session(addr, resumed, reselectSeq);
     session = s;
     PlayerGrpc.PlayerStub stub = PlayerGrpc.newStub(ch);
     if (cfg.token != null) {
@@ -508,6 +514,43 @@ public final class StatecastClient implements AutoCloseable {
     loop.schedule(this::connect, delay, TimeUnit.MILLISECONDS);
   }
 
+  /** View.reselect: on the receive thread, the new selection and a subscription for a snapshot. */
+  CompletableFuture<Void> reselect(View<?> v, Selection sel) {
+    CompletableFuture<Void> done = new CompletableFuture<>();
+    try {
+      loop.execute(() -> {
+        if (java.util.Objects.equals(v.selection().orElse(null), sel)) {
+          done.complete(null);
+          return;
+        }
+        v.setSelection(sel);
+        if (!started) {
+          done.complete(null);
+          return;
+        }
+        if (closed || stopped != null) {
+          done.completeExceptionally(stopped != null ? stopped
+              : new StatecastException(v.name(), "stream " + cfg.stream + ": client closed", true, null));
+          return;
+        }
+        LOG.info("stream {}: view {} reselected ({}): subscribing again for a snapshot", cfg.stream, v.name(),
+            sel == null ? "the whole view" : sel);
+        forceSnapshot = true;
+        reselects.add(new Reselect(++reselectSeq, done));
+        Session s = session;
+        if (s != null) {
+          // A retry already scheduled (no session) subscribes with the new selection.
+          s.cancel("view " + v.name() + " reselected");
+          session = null;
+          connect();
+        }
+      });
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      done.completeExceptionally(new StatecastException(v.name(), "stream " + cfg.stream + ": client closed", true, e));
+    }
+    return done;
+  }
+
   private void stop(StatecastException why) {
     LOG.error("stream {}: client stopped: {}", cfg.stream, why.getMessage());
     stopped = why;
@@ -516,6 +559,10 @@ public final class StatecastClient implements AutoCloseable {
 
   private void failAll(StatecastException why) {
     ready.completeExceptionally(why);
+    for (Reselect r : reselects) {
+      r.done().completeExceptionally(why);
+    }
+    reselects.clear();
     for (Waiter w : waiters) {
       w.future.completeExceptionally(why);
     }
@@ -565,9 +612,12 @@ public final class StatecastClient implements AutoCloseable {
     Map<View<?>, View.Snap<?>> stagedSnap;
     long stagedSnapIndex;
 
-    Session(String addr, boolean resumed) {
+    final long reselected; // the reselections made before it (its snapshot serves them)
+
+    Session(String addr, boolean resumed, long reselected) {
       this.addr = addr;
       this.resumed = resumed;
+      this.reselected = reselected;
       this.received = resumed ? applied : -1;
     }
 
@@ -793,6 +843,15 @@ public final class StatecastClient implements AutoCloseable {
       if (!ready.isDone()) {
         LOG.info("stream {}: ready at index {}", cfg.stream, applied);
         ready.complete(null);
+      }
+      if (!resumed) {
+        for (java.util.Iterator<Reselect> it = reselects.iterator(); it.hasNext(); ) {
+          Reselect r = it.next();
+          if (r.seq() <= reselected) {
+            r.done().complete(null);
+            it.remove();
+          }
+        }
       }
     }
 

@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.locks.StampedLock;
@@ -44,7 +45,7 @@ public final class View<T> {
   private final String name;
   private final byte[] prefix;
   private final Decoder<T> decoder;
-  private final Selection selection; // null: the whole view
+  private volatile Selection selection; // null: the whole view; written on the receive thread
   // What readers see: replaced whole by the first snapshot of an empty view (see replace);
   // written only by the receive thread under the client's write lock. Rows that did not
   // decode are absent here and present in hashes.
@@ -72,6 +73,24 @@ public final class View<T> {
   /** The part of the view this client holds; empty when it holds all of it. */
   public Optional<Selection> selection() {
     return Optional.ofNullable(selection);
+  }
+
+  /**
+   * Changes the part of the view this client holds while it runs (null: all of it): a
+   * resubscription without a restart. The client ends its stream and subscribes again
+   * without a resume index (a resume index holds only with the selections it was read
+   * with), so every view is replaced, at once, by the snapshot that follows; until then the
+   * views keep what they held, and reads, indexes and listeners see the new part from that
+   * snapshot on. The future completes once that snapshot is applied — at once when the
+   * selection is unchanged or the client has not started — and fails when the client stops
+   * or closes first, or the player refuses the selection (the error names the view).
+   */
+  public CompletableFuture<Void> reselect(Selection selection) {
+    return client.reselect(this, selection);
+  }
+
+  void setSelection(Selection s) {
+    this.selection = s;
   }
 
   /**

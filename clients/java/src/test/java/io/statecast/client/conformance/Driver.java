@@ -126,6 +126,20 @@ public final class Driver {
             }
           });
         }
+        case "reselect" -> {
+          View<String> view = views.get(cmd.path("view").asText());
+          if (view == null) {
+            emit(event("error").put("error", "no view " + cmd.path("view").asText()));
+            continue;
+          }
+          view.reselect(selection(cmd.path("selection"))).whenComplete((x, err) -> {
+            if (err != null) {
+              emit(event("error").put("error", String.valueOf(err.getMessage())));
+            } else {
+              emit(event("reselected").put("view", view.name()));
+            }
+          });
+        }
         case "close" -> {
           c.close();
           List<String> left = new ArrayList<>();
