@@ -390,17 +390,3 @@ func (r *rowStore) first() *item {
 	r.walk(0, func(s rowSlot) bool { it = r.itemAt(s.loc); return false })
 	return it
 }
-
-// arenaBytes returns the capacity of the chunks the store holds (a benchmark's figure).
-func (r *rowStore) arenaBytes() int {
-	n := 0
-	for _, a := range []*arena{&r.cur, r.next} {
-		if a == nil {
-			continue
-		}
-		for _, c := range a.chunks {
-			n += cap(c)
-		}
-	}
-	return n
-}

@@ -117,7 +117,8 @@ type selectRun struct {
 type selectResult struct {
 	lag          bench.Summary
 	cpuPerChange time.Duration
-	perTarget    int64 // live heap per target beyond the queues
+	perTarget    int64           // live heap per target beyond the queues
+	delay        bench.DelayHist // the player's dispatch → written, over the measured window
 }
 
 func selectPhase(ctx context.Context, w io.Writer, bs []string, topic string, pl *bench.ChildPlayer, run selectRun) (selectResult, error) {
@@ -138,12 +139,14 @@ func selectPhase(ctx context.Context, w io.Writer, bs []string, topic string, pl
 	want := make([]int, run.n)
 	rng := rand.New(rand.NewPCG(uint64(run.seed), 7))
 	var cpu0 time.Duration
+	var delay0 bench.DelayHist
 	bench.Pace(ctx, run.rate, func(i int) bool {
 		if i >= total {
 			return false
 		}
 		if i == warmN {
 			cpu0, _ = pl.CPU(ctx)
+			delay0, _ = pl.Delay(ctx)
 		}
 		r := rng.IntN(run.rows)
 		if t := run.targetOf(r); t >= 0 {
@@ -171,6 +174,11 @@ func selectPhase(ctx context.Context, w io.Writer, bs []string, topic string, pl
 	if err != nil {
 		return res, err
 	}
+	delay1, err := pl.Delay(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.delay = delay1.Since(delay0)
 	if !ok {
 		return res, fmt.Errorf("%s: the targets did not get all their changes within 2 minutes", run.name)
 	}
@@ -184,6 +192,7 @@ func selectPhase(ctx context.Context, w io.Writer, bs []string, topic string, pl
 	}
 	fmt.Fprintf(w, "  %d changes at %d/s, %d deliveries\n", total, run.rate, deliveries)
 	fmt.Fprintf(w, "  lag produce→applied  %s\n", res.lag)
+	fmt.Fprintf(w, "  of which in the player, dispatch→written (its delivery_delay histogram's buckets): %s\n", res.delay)
 	fmt.Fprintf(w, "  player CPU: %.2f s over the %d measured changes and their wait = %.1f µs per change (%.0f %% of a core at %d changes/s)\n",
 		(cpu1 - cpu0).Seconds(), measured, float64(res.cpuPerChange.Nanoseconds())/1e3,
 		100*res.cpuPerChange.Seconds()*float64(run.rate), run.rate)

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/statecast/statecast/kafkaconn"
 	"github.com/statecast/statecast/player"
 )
@@ -21,8 +23,9 @@ import (
 // process, as the distributor's (child.go): the receivers, the producer and their garbage
 // are then not the player's. The child serves one stream on a loopback port, prints
 // "ready <address>" once it is ready, answers each "stat" line on its standard input with
-// a PlayerStat, each "cpu" line with its CPU time and each "targets" line with its
-// targets, and stops when its standard input closes.
+// a PlayerStat, each "cpu" line with its CPU time, each "targets" line with its
+// targets and each "delay" line with its delivery delay histogram (DelayHist), and stops
+// when its standard input closes.
 
 const (
 	childPlayerEnv = "CACHEBENCH_CHILD_PLAYER"      // a childPlayerConfig's JSON
@@ -62,7 +65,8 @@ func runChildPlayer(js string) error {
 	cfg := player.Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: c.Brokers},
 		Streams: []player.StreamConfig{{Name: c.Topic, Views: []string{"*"}}}, TargetBudgetBytes: c.Budget,
 		MaxTargetsPerPrincipal: c.MaxTargets} // the anonymous principal holds every target
-	p, err := player.New(cfg)
+	reg := prometheus.NewRegistry()
+	p, err := player.New(cfg, player.WithRegisterer(reg))
 	if err != nil {
 		return err
 	}
@@ -107,6 +111,13 @@ func runChildPlayer(js string) error {
 				return nil
 			}
 			switch l {
+			case "delay":
+				h, err := delayHist(reg)
+				if err != nil {
+					return err
+				}
+				b, _ := json.Marshal(h)
+				fmt.Printf("delay %s\n", b)
 			case "targets":
 				fmt.Printf("targets %d\n", targetsOf(p))
 			case "stat":
@@ -202,6 +213,16 @@ func (c *ChildPlayer) CPU(ctx context.Context) (time.Duration, error) {
 	}
 	n, err := strconv.ParseInt(l, 10, 64)
 	return time.Duration(n), err
+}
+
+// Delay reads the child's delivery delay histogram (no collection).
+func (c *ChildPlayer) Delay(ctx context.Context) (DelayHist, error) {
+	l, err := c.ask(ctx, "delay")
+	if err != nil {
+		return DelayHist{}, err
+	}
+	var h DelayHist
+	return h, json.Unmarshal([]byte(l), &h)
 }
 
 // Targets is how many targets the child has (no collection, unlike Stat).
