@@ -1,6 +1,7 @@
 package testenv_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,7 +35,15 @@ func TestKafkaClusterNodeLoss(t *testing.T) {
 		ReplicaAssignment: map[int32][]int32{0: {1, 2, 3}}}, false); err != nil {
 		t.Fatal(err)
 	}
-	entries, err := kafkaconn.TopicConfig(admin, topic, "min.insync.replicas", "unclean.leader.election.enable")
+	// The broker that answers may learn of the new topic after the controller does: a
+	// describe right after the create can find it unknown for a moment.
+	var entries []sarama.ConfigEntry
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		entries, err = kafkaconn.TopicConfig(admin, topic, "min.insync.replicas", "unclean.leader.election.enable")
+		if err == nil || !errors.Is(err, sarama.ErrUnknownTopicOrPartition) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,8 @@
 //     (DistEnv, the database and Kafka of a distributor benchmark, and an in-process
 //     distributor), child.go (StartChildDistributor: a distributor alone in a child
 //     process, its peak RSS and Go heap measured per phase), childplayer.go
-//     (StartChildPlayer: a player alone in a child process, its CPU time and live heap);
+//     (StartChildPlayer: a player alone in a child process, its CPU time and live heap)
+//     with delayhist.go (DelayHist, its own dispatch → written delay histogram);
 //   - WAL capture: workload.go (Workload, the writers and their transactions' xids and
 //     commit times), capture.go (Pipeline, Cache, Publication), probe.go (Probe, when a
 //     transaction became visible in a view), recvlogical.go (RecvLogical, pg_recvlogical
