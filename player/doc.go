@@ -176,7 +176,8 @@
 // (a snapshot's batches are not tracked: queue.untrackLast). Frames (SnapshotBegin/End,
 // ResyncRequired) travel through the same queue, alone.
 //
-// Algorithm 3 (dispatcher) is stream.apply (stream.go), called by the main fetcher goroutine
+// Algorithm 3 (dispatcher) is stream.apply (apply.go), called by the main fetcher goroutine
+// (stream.fetch, stream.go, with the rest of a stream's life: attach, run, topic checks)
 // for every record: it updates the materialized copy and pushes the entry to the targets
 // subscribed to its view (header sc-view), or to every target for a position record, with
 // target.pushMain (dispatch.go), skipping
