@@ -40,8 +40,8 @@
 //     commit times), capture.go (Pipeline, Cache, Publication), probe.go (Probe, when a
 //     transaction became visible in a view), recvlogical.go (RecvLogical, pg_recvlogical
 //     as the floor) with pgoutput.go (its output split into pgoutput messages), slots.go
-//     (creating and dropping slots), sportsbook.go (the sportsbook workload: its schema
-//     of real size, its views of every shape, writers that know which view rows each
-//     commit changes), positions.go (PositionWatch: when a position record became
+//     (creating and dropping slots), sportsbook.go (the sportsbook workload: writers that
+//     know which view rows each commit changes) with sportsbook_schema.go (its schema of
+//     real size, its seeding, its views of every shape), positions.go (PositionWatch: when a position record became
 //     readable in Kafka, from the topic's last stable offset).
 package bench
