@@ -3,6 +3,7 @@ package distributor
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/statecast/statecast/schemas/record"
 )
@@ -221,6 +222,20 @@ func TestWALRestartResent(t *testing.T) {
 	e.readYourWrite(t, "the writes the slot will send again", e.insertLSN(), func(recs []rec) bool { return e.converged(recs, views...) })
 	r.stop(t)
 
+	// The server's walsender of the stopped distributor may still hold the slot for a
+	// moment after the connection closed: it must be gone before the slot can be dropped.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var active bool
+		if err := e.db.QueryRow(context.Background(), "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active); err != nil {
+			t.Fatal(err)
+		}
+		if !active {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot %s still active 30 s after the distributor stopped", slot)
+		}
+	}
 	e.exec("SELECT pg_drop_replication_slot($1)", slot)
 	e.exec("SELECT pg_copy_logical_replication_slot($1, $2)", backup, slot)
 	e.exec("SELECT pg_drop_replication_slot($1)", backup)
