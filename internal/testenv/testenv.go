@@ -230,5 +230,30 @@ func NewTopicPartitions(t testing.TB, prefix string, partitions int32, configs m
 	if err := admin.CreatePartitions(name, partitions, nil, false); err != nil {
 		t.Fatalf("testenv: grow topic %s to %d partitions: %v", name, partitions, err)
 	}
-	return name
+	// The broker's metadata may show the new partitions a moment after the call returns:
+	// wait until a client sees them all with a leader, so a test that reads them at once
+	// finds them.
+	cl, err := sarama.NewClient(KafkaBrokers(t), kafkaconn.NewConfig("testenv"))
+	if err != nil {
+		t.Fatalf("testenv: kafka client: %v", err)
+	}
+	defer cl.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if cl.RefreshMetadata(name) == nil {
+			if ps, err := cl.Partitions(name); err == nil && len(ps) == int(partitions) {
+				led := 0
+				for _, p := range ps {
+					if _, err := cl.Leader(name, p); err == nil {
+						led++
+					}
+				}
+				if led == len(ps) {
+					return name
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: topic %s: %d partitions not all visible with a leader after 30 s", name, partitions)
+		}
+	}
 }
