@@ -189,17 +189,20 @@
 // is re-encoded or copied by the player.
 //
 // Algorithm 4 (completion-queue thread) is replaced by goroutines per target (target.go,
-// which holds a target's life from serve to suspend): the sender (target.sendLoop) does
-// sendNext — one write at a time, which is what write_status ensured — and the receiver
-// (target.receive) handles read completions: acks update last_ack and release popped
-// batches. The sender also sends progress messages (the paper's dummy entries) once when
-// the target has caught up, then to targets in N with nothing to send for
-// Config.ProgressInterval (woken by the stream's progress loop; the sender itself waits on
-// one wake channel). Every message the sender writes ends with head_index, the main
-// position (withHead: one small extra part, the shared entry bytes untouched). The
-// Subscribe handler goroutine (server.go) is the health checker (target.serve): ack
-// time-outs and stream errors suspend the target, and returning from the handler cancels
-// the stream, which unblocks a write stuck on a stalled client.
+// which holds a target's life from serve to suspend): a sender (target.drain, sendReady)
+// does sendNext — one write at a time, which is what write_status ensured — and the
+// receiver (target.receive) handles read completions: acks update last_ack and release
+// popped batches. No goroutine waits for a target's work: target.signal starts a sender
+// when none runs, and it ends when nothing is left to send or the send window is full, so
+// an idle target costs its handler and its receiver only. The sender also sends progress
+// messages (the paper's dummy entries) once when the target has caught up, then to targets
+// in N with nothing to send for Config.ProgressInterval (signalled by the stream's progress
+// loop, which also checks every target's health: ack time-outs and sends blocked on a
+// client that does not read suspend it). Every message the sender writes ends with
+// head_index, the main position (withHead: one small extra part, the shared entry bytes
+// untouched). The Subscribe handler goroutine (server.go, target.serve) waits for the
+// target's end, the stream's or the player's: returning from the handler cancels the
+// stream, which unblocks a write stuck on a stalled client.
 //
 // Algorithm 5 (recovery). Player restart: the player keeps no state; the main fetcher
 // starts at the head of the log (after reading the log from its start into the

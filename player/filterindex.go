@@ -147,31 +147,75 @@ func indexKey(v any) (string, bool) {
 // guarded by stream.mu.
 type viewIndex struct {
 	all    map[*target]struct{}
-	scan   map[*target]struct{}                       // neither an equality part nor a shard
-	byCol  map[string]map[string]map[*target]struct{} // column -> index key -> targets
-	shards map[uint32]map[uint32]map[*target]struct{} // shard count -> shard -> targets
+	scan   map[*target]struct{}            // neither an equality part nor a shard
+	byCol  map[string]map[string]targetSet // column -> index key -> targets
+	shards map[uint32]map[uint32]targetSet // shard count -> shard -> targets
 }
 
 func newViewIndex() *viewIndex {
 	return &viewIndex{all: map[*target]struct{}{}, scan: map[*target]struct{}{},
-		byCol: map[string]map[string]map[*target]struct{}{}, shards: map[uint32]map[uint32]map[*target]struct{}{}}
+		byCol: map[string]map[string]targetSet{}, shards: map[uint32]map[uint32]targetSet{}}
 }
 
-func addTo[K comparable](m map[K]map[*target]struct{}, k K, t *target) {
-	s := m[k]
-	if s == nil {
-		s = map[*target]struct{}{}
-		m[k] = s
+// targetSet is the targets of one index key. It holds the first without a map: with a
+// distinct filter per target, most keys name one target, and a map each would cost
+// hundreds of bytes per target.
+type targetSet struct {
+	one  *target
+	more map[*target]struct{}
+}
+
+func (ts targetSet) has(t *target) bool {
+	if ts.one == t {
+		return t != nil
 	}
-	s[t] = struct{}{}
+	_, ok := ts.more[t]
+	return ok
 }
 
-func delFrom[K comparable](m map[K]map[*target]struct{}, k K, t *target) {
-	if s := m[k]; s != nil {
-		delete(s, t)
-		if len(s) == 0 {
-			delete(m, k)
+func (ts targetSet) each(fn func(*target)) {
+	if ts.one != nil {
+		fn(ts.one)
+	}
+	for t := range ts.more {
+		fn(t)
+	}
+}
+
+func addTo[K comparable](m map[K]targetSet, k K, t *target) {
+	ts := m[k]
+	switch {
+	case ts.has(t):
+	case ts.one == nil:
+		ts.one = t
+	default:
+		if ts.more == nil {
+			ts.more = map[*target]struct{}{}
 		}
+		ts.more[t] = struct{}{}
+	}
+	m[k] = ts
+}
+
+func delFrom[K comparable](m map[K]targetSet, k K, t *target) {
+	ts, ok := m[k]
+	if !ok {
+		return
+	}
+	if ts.one == t {
+		ts.one = nil
+		for o := range ts.more { // keep one in the slot that needs no map
+			ts.one = o
+			delete(ts.more, o)
+			break
+		}
+	} else {
+		delete(ts.more, t)
+	}
+	if ts.one == nil {
+		delete(m, k)
+	} else {
+		m[k] = ts
 	}
 }
 
@@ -181,7 +225,7 @@ func (x *viewIndex) add(t *target, sel *selection) {
 	case sel.eq != nil:
 		vm := x.byCol[sel.eq.col]
 		if vm == nil {
-			vm = map[string]map[*target]struct{}{}
+			vm = map[string]targetSet{}
 			x.byCol[sel.eq.col] = vm
 		}
 		for _, v := range sel.eq.vals {
@@ -190,7 +234,7 @@ func (x *viewIndex) add(t *target, sel *selection) {
 	case sel.shards > 0:
 		sm := x.shards[sel.shards]
 		if sm == nil {
-			sm = map[uint32]map[*target]struct{}{}
+			sm = map[uint32]targetSet{}
 			x.shards[sel.shards] = sm
 		}
 		addTo(sm, sel.shard, t)
@@ -228,9 +272,7 @@ func (x *viewIndex) candidates(cur, prev *rowVals, fn func(*target)) {
 	}
 	key := cur.it.key
 	for n, sm := range x.shards {
-		for t := range sm[record.ShardString(key, n)] {
-			fn(t)
-		}
+		sm[record.ShardString(key, n)].each(fn)
 	}
 	if len(x.byCol) == 0 {
 		return
@@ -241,22 +283,20 @@ func (x *viewIndex) candidates(cur, prev *rowVals, fn func(*target)) {
 		prevVals, _ = prev.values()
 	}
 	for col, vm := range x.byCol {
-		var cs map[*target]struct{}
+		var cs targetSet
 		if v, ok := curVals[col]; ok && !cur.it.tombstone {
 			if k, ok := indexKey(v); ok {
 				cs = vm[k]
-				for t := range cs {
-					fn(t)
-				}
+				cs.each(fn)
 			}
 		}
 		if v, ok := prevVals[col]; ok {
 			if k, ok := indexKey(v); ok {
-				for t := range vm[k] {
-					if _, dup := cs[t]; !dup {
+				vm[k].each(func(t *target) {
+					if !cs.has(t) {
 						fn(t)
 					}
-				}
+				})
 			}
 		}
 	}

@@ -129,8 +129,8 @@ func randomRun(t *testing.T, seed uint64) {
 	ctx, cancel := context.WithCancel(context.Background())
 	fs := &fakeStream{ctx: ctx, frames: make(chan *statecastv1.SubscribeResponse)}
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); tg.suspend(tg.sendLoop(fs)) }()
+	tg.startSending(fs)
+	defer waitSender(t, tg)
 	wg.Add(1)
 	go func() { defer wg.Done(); s.progressLoop(ctx) }() // Run would start it
 
@@ -200,6 +200,18 @@ func randomRun(t *testing.T, seed uint64) {
 	wg.Wait()
 
 	check(t, truth, resume, want, got, tg)
+}
+
+// waitSender suspends tg and waits until no sender of it runs.
+func waitSender(t *testing.T, tg *target) {
+	t.Helper()
+	tg.suspend(ErrSuspended)
+	for deadline := time.Now().Add(10 * time.Second); tg.sending.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Error("the target's sender still runs 10 s after its suspension")
+			return
+		}
+	}
 }
 
 func check(t *testing.T, truth []*sarama.ConsumerMessage, resume int64, want map[string]bool, got []int64, tg *target) {

@@ -441,14 +441,20 @@ func TestFilterIndexRandom(t *testing.T) {
 		x.add(tg, m["a"])
 		sels, targets = append(sels, m["a"]), append(targets, tg)
 	}
-	// Remove and add some again: the index stays exact.
-	for i := range 20 {
+	// Remove some, in random order (a key's first target among them), and add half of
+	// them again: the index stays exact.
+	gone := map[int]bool{}
+	for _, i := range rnd.Perm(len(targets))[:60] {
 		x.remove(targets[i], sels[i])
+		gone[i] = true
 	}
-	for i := range 10 {
-		x.add(targets[i], sels[i])
+	for i := range gone {
+		if rnd.IntN(2) == 0 {
+			x.add(targets[i], sels[i])
+			delete(gone, i)
+		}
 	}
-	live := func(i int) bool { return i < 10 || i >= 20 }
+	live := func(i int) bool { return !gone[i] }
 	row := func(idx int64, key string) *item {
 		var v []byte
 		switch rnd.IntN(6) {

@@ -126,9 +126,7 @@ func sessionsRun(t *testing.T, seed uint64) {
 				}
 				ctx, cancel := context.WithCancel(context.Background())
 				fs := &fakeStream{ctx: ctx, frames: make(chan *statecastv1.SubscribeResponse)}
-				var sw sync.WaitGroup
-				sw.Add(1)
-				go func() { defer sw.Done(); tg.suspend(tg.sendLoop(fs)) }()
+				tg.startSending(fs)
 				cut := 5 + rnd.IntN(60)
 				inSnap := false
 				for n := 0; ; n++ {
@@ -180,8 +178,7 @@ func sessionsRun(t *testing.T, seed uint64) {
 					}
 				}
 				cancel()
-				tg.suspend(ErrSuspended)
-				sw.Wait()
+				waitSender(t, tg)
 				s.remove(tg)
 				if rnd.IntN(8) == 0 {
 					c.hasState, c.applied = false, -1 // lost its state: bootstraps again

@@ -614,11 +614,12 @@ func (s *stream) checkViews(views []string) error {
 	return nil
 }
 
-// progressLoop wakes the senders that owe their target a progress message (the paper's
-// dummy entries): one ticker per stream, not one per target.
+// progressLoop checks the targets' health (target.healthCheck: an ack time-out or a send
+// blocked on a client that does not read suspends the target) and wakes the senders that
+// owe their target a progress message (the paper's dummy entries): one ticker per stream,
+// not one per target.
 func (s *stream) progressLoop(ctx context.Context) {
-	interval := s.p.cfg.ProgressInterval
-	tick := time.NewTicker(min(interval/4, 250*time.Millisecond))
+	tick := time.NewTicker(min(s.p.cfg.ProgressInterval/4, s.p.cfg.AckTimeout/4, 250*time.Millisecond))
 	defer tick.Stop()
 	var ts []*target
 	for {
@@ -634,7 +635,9 @@ func (s *stream) progressLoop(ctx context.Context) {
 			s.mu.Unlock()
 			ci := s.current.Load()
 			for _, t := range ts {
-				if t.progressDue(now, ci) {
+				if err := t.healthCheck(now); err != nil {
+					t.suspend(err)
+				} else if t.progressDue(now, ci) {
 					t.signal()
 				}
 			}

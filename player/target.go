@@ -1,7 +1,6 @@
 package player
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -16,8 +15,9 @@ import (
 //
 //   - admitted (admit.go, stream.admit): registered with the dispatcher under a new term,
 //     in N, or in RF with a recovery fetcher (recovery.go) or a snapshot bootstrap;
-//   - served (serve): the handler goroutine checks its health, a sender goroutine writes
-//     (sendLoop) and a receiver goroutine reads the acks (receive); meanwhile the
+//   - served (serve): the handler goroutine waits for the end, a receiver goroutine reads
+//     the acks (receive), a sender writes while there is something to send (signal starts
+//     one: drain, sendReady) and the stream's progress loop checks its health; meanwhile the
 //     dispatcher pushes main entries (pushMain, dispatch.go: past the byte budget the
 //     target goes back to RF) and recovery fetchers push catch-up entries (recovery.go);
 //     a recovery that finds the log start moved past it resyncs the target on the same
@@ -41,13 +41,18 @@ type target struct {
 	maxEntries int
 	maxBytes   int64
 	budget     int64
-	wake       chan struct{} // cap 1: the sender has work (the paper's sendNext)
 	done       chan struct{} // closed on suspend
 	connected  time.Time
 	// sendingSince is when the SendMsg in progress started (Unix ns; 0: none). A send
 	// blocks while the client does not read (flow control): the health check times it out
 	// like an unacknowledged batch, which also covers the snapshot's frames, never acked.
 	sendingSince atomic.Int64
+	// The sender (signal, drain): srv is set once by startSending, before serving.
+	srv     statecastv1.Player_SubscribeServer
+	serving atomic.Bool // signal may start senders
+	stopped atomic.Bool // suspended: signal starts nothing
+	sending atomic.Bool // a sender runs
+	pending atomic.Bool // signalled since the running sender last looked
 
 	mu       sync.Mutex
 	space    *sync.Cond
@@ -59,7 +64,7 @@ type target struct {
 	// holds each after it (chooseCatchup); cleared when a recovery starts.
 	recSeen     map[string]bool
 	inSnapshot  bool  // between SnapshotBegin and SnapshotEnd on the wire
-	caughtUp    bool  // the caught-up progress message was sent (sendLoop)
+	caughtUp    bool  // the caught-up progress message was sent (sendReady)
 	dropped     bool  // RF only: the normal queue overflowed; main entries are skipped
 	droppedUpTo int64 // highest main index skipped while dropped
 	lastSend    time.Time
@@ -72,7 +77,7 @@ type target struct {
 func newTarget(s *stream, id string, views []string, term uint64, state State, maxEntries int, maxBytes int64) *target {
 	t := &target{
 		s: s, id: id, key: id, service: id, maxEntries: maxEntries, maxBytes: maxBytes, budget: s.p.cfg.TargetBudgetBytes,
-		wake: make(chan struct{}, 1), done: make(chan struct{}), connected: time.Now(),
+		done: make(chan struct{}), connected: time.Now(),
 		q: newQueue(term, state), viewList: views, topic: s.topic, // s.mu held by admit
 	}
 	if len(views) > 0 {
@@ -94,40 +99,55 @@ func (t *target) wants(it *item) bool {
 	return t.views == nil || t.views[it.view] || it.isPosition()
 }
 
-// signal wakes the sender (the paper's sendNext); it never blocks.
+// signal wakes the sender (the paper's sendNext); it never blocks. No goroutine of the
+// target waits for work: signal starts a sender (drain) when none runs, and a running one
+// sees pending and looks again before it ends. Before startSending it only leaves pending
+// set; once the target is suspended it starts nothing. Its callers are goroutines Close
+// waits for (the fetchers, recovery fetchers, receivers, the progress loop) or the
+// target's own handler, so the sender it starts may join p's wait group.
 func (t *target) signal() {
-	select {
-	case t.wake <- struct{}{}:
-	default:
+	t.pending.Store(true)
+	if !t.serving.Load() || t.stopped.Load() {
+		return
+	}
+	if t.sending.CompareAndSwap(false, true) {
+		t.s.p.goTracked(t.drain)
+	}
+}
+
+// drain is a sender: it sends what is ready (sendReady) and ends, unless it was signalled
+// meanwhile. A failed send suspends the target, and no sender starts after that.
+func (t *target) drain() {
+	for {
+		t.pending.Store(false)
+		if err := t.sendReady(); err != nil {
+			t.suspend(err)
+			t.sending.Store(false)
+			return
+		}
+		t.sending.Store(false)
+		if !t.pending.Load() || !t.sending.CompareAndSwap(false, true) {
+			return
+		}
 	}
 }
 
 // serve runs the admitted target on srv until it is suspended, and returns why. It starts
-// the receiver (receive) and the sender (sendLoop) in goroutines of their own; the calling
-// goroutine, the Subscribe handler's, is the health checker (the paper's): ack time-outs
-// and the end of the stream or of the player suspend the target. Returning from the
-// handler cancels the stream's context, which unblocks a Send or Recv stuck on a dead or
-// stalled client.
+// the receiver (receive) in a goroutine of its own and lets signal start senders (drain);
+// the calling goroutine, the Subscribe handler's, waits for the end: of the target (its
+// health is checked by the stream's progress loop), of the stream or of the player.
+// Returning from the handler cancels the stream's context, which unblocks a Send or Recv
+// stuck on a dead or stalled client.
 func (t *target) serve(srv statecastv1.Player_SubscribeServer) error {
 	p := t.s.p
+	t.startSending(srv)
 	p.goTracked(func() { t.receive(srv) })
-	t.signal() // a target admitted in N owes its client the caught-up progress message
-	p.goTracked(func() { t.suspend(t.sendLoop(srv)) })
-	tick := time.NewTicker(min(p.cfg.AckTimeout/4, time.Second))
-	defer tick.Stop()
-	for alive := true; alive; {
-		select {
-		case <-t.done:
-			alive = false
-		case <-tick.C:
-			if err := t.healthCheck(); err != nil {
-				t.suspend(err)
-			}
-		case <-srv.Context().Done():
-			t.suspend(fmt.Errorf("%w: %v", ErrSuspended, srv.Context().Err()))
-		case <-p.ctx.Done():
-			t.suspend(ErrClosed)
-		}
+	select {
+	case <-t.done:
+	case <-srv.Context().Done():
+		t.suspend(fmt.Errorf("%w: %v", ErrSuspended, srv.Context().Err()))
+	case <-p.ctx.Done():
+		t.suspend(ErrClosed)
 	}
 	t.mu.Lock()
 	err := t.err
@@ -136,12 +156,20 @@ func (t *target) serve(srv statecastv1.Player_SubscribeServer) error {
 	return err
 }
 
+// startSending lets signal start senders on srv, and starts one: a target admitted in N
+// owes its client the caught-up progress message, and signals that came before (the
+// dispatcher may push as soon as the target is registered) are pending.
+func (t *target) startSending(srv statecastv1.Player_SubscribeServer) {
+	t.srv = srv
+	t.serving.Store(true)
+	t.signal()
+}
+
 // healthCheck reports an ack time-out: batches sent more than AckTimeout ago are still
 // unacknowledged and no ack came for AckTimeout, or a send has been blocked for
 // AckTimeout (the client stopped reading, in a snapshot too).
-func (t *target) healthCheck() error {
+func (t *target) healthCheck(now time.Time) error {
 	timeout := t.s.p.cfg.AckTimeout
-	now := time.Now()
 	if since := t.sendingSince.Load(); since != 0 && now.Sub(time.Unix(0, since)) > timeout {
 		return fmt.Errorf("%w: a send blocked for %s: the client is not reading", ErrAckTimeout, timeout)
 	}
@@ -163,13 +191,11 @@ func (t *target) receive(srv statecastv1.Player_SubscribeServer) {
 				err = fmt.Errorf("%w: client closed its send side", ErrSuspended)
 			}
 			t.suspend(err)
-			t.signal()
 			return
 		}
 		ack := req.GetAck()
 		if ack == nil {
 			t.suspend(fmt.Errorf("%w: only Acks may follow Hello", ErrBadHello))
-			t.signal()
 			return
 		}
 		t.mu.Lock()
@@ -177,14 +203,13 @@ func (t *target) receive(srv statecastv1.Player_SubscribeServer) {
 			err := fmt.Errorf("%w: ack %d above the highest index sent %d", ErrBadAck, ack.GetIndex(), t.sentUpTo)
 			t.mu.Unlock()
 			t.suspend(err)
-			t.signal()
 			return
 		}
 		if ack.GetIndex() > t.lastAck {
 			t.lastAck = ack.GetIndex()
 		}
 		t.lastAckAt = time.Now()
-		// The sender waits for an ack only when its send window is full (sendLoop checks
+		// The sender waits for an ack only when its send window is full (sendReady checks
 		// it under t.mu, as here): wake it only when this ack opens the window, not for
 		// every ack (that was one useless sender wake-up per frame per target).
 		full := t.q.poppedBytes >= t.budget/4
@@ -197,107 +222,91 @@ func (t *target) receive(srv statecastv1.Player_SubscribeServer) {
 	}
 }
 
-// sendLoop is the sender goroutine (the paper's sendNext; one write at a time, which is
-// what write_status ensured): batches from the queue (Algorithm 2), a send window
-// (unacked bytes) of a quarter of the budget, and progress messages when idle. It returns
-// when the target is suspended or the stream fails.
-func (t *target) sendLoop(srv statecastv1.Player_SubscribeServer) error {
-	p := t.s.p
-	// The sender waits on its wake channel alone: with many targets this wait is the
-	// sender's hot path, and a receive from one channel costs far less than a select over
-	// several. Everything that needs it signals it: the dispatcher and the recovery
-	// fetchers (work), acks that open the send window, the stream's progress loop
-	// (progress due), suspend, and the end of the stream's or the player's context.
-	stopStream := context.AfterFunc(srv.Context(), t.signal)
-	defer stopStream()
-	stopPlayer := context.AfterFunc(p.ctx, t.signal)
-	defer stopPlayer()
-	var batch []*item
+// batches holds the senders' batch slices between their runs: an idle target keeps none.
+var batches = sync.Pool{New: func() any { return new([]*item) }}
+
+// sendReady is the sender's work (the paper's sendNext; one write at a time, which is
+// what write_status ensured, since one sender runs at a time): batches from the queue
+// (Algorithm 2), a send window (unacked bytes) of a quarter of the budget, and progress
+// messages when idle. It returns nil when nothing is left to send, the window is full or
+// the target is suspended, and the stream's error when a send fails.
+func (t *target) sendReady() error {
+	srv := t.srv
+	bp := batches.Get().(*[]*item)
+	defer batches.Put(bp)
+	batch := (*bp)[:0]
+	defer func() { *bp = batch[:0] }()
 	for {
-		<-t.wake
-		select {
-		case <-t.done:
+		ci := t.s.current.Load()
+		now := time.Now()
+		t.mu.Lock()
+		q := t.q
+		if q.state == StateS {
+			t.mu.Unlock()
 			return nil
-		default:
 		}
-		if err := srv.Context().Err(); err != nil {
+		if q.poppedBytes >= t.budget/4 {
+			t.mu.Unlock()
+			return nil // send window full: an ack that opens it signals
+		}
+		wasCatchup := q.state != StateN
+		batch = q.nextBatch(t.maxEntries, t.maxBytes, batch, now)
+		var out any
+		if len(batch) > 0 {
+			for _, it := range batch {
+				if it.index > t.sentUpTo {
+					t.sentUpTo = it.index
+				}
+			}
+			// Nothing is acked inside a snapshot (the client acks X after SnapshotEnd):
+			// its batches are not tracked (their rows are shared with the materialized
+			// copy), so neither the send window nor the ack time-out can stall it.
+			f := batch[0].frame
+			if f.GetSnapshotBegin() != nil {
+				t.inSnapshot = true
+			}
+			if (t.inSnapshot && f.GetSnapshotEnd() == nil) || (f != nil && batch[0].index < 0) {
+				q.untrackLast()
+			}
+			if f.GetSnapshotEnd() != nil {
+				t.inSnapshot = false
+			}
+			if wasCatchup {
+				t.space.Broadcast()
+			}
+		} else if t.owesProgressLocked(now, ci) {
+			// A progress message when idle, and once as soon as the target has caught
+			// up (N, nothing queued): a client that resumed at the head learns at once
+			// that it is current instead of waiting for the next record.
+			t.caughtUp = true
+			t.sentUpTo = max(ci, t.sentUpTo)
+			out = rawFrame(encodeProgress(t.sentUpTo, t.topic))
+		}
+		if out == nil && len(batch) == 0 {
+			t.mu.Unlock()
+			return nil
+		}
+		t.lastSend = now
+		head := max(ci, t.sentUpTo) // the batch may hold entries dispatched after ci was read
+		t.mu.Unlock()
+		if len(batch) > 0 {
+			out = withHead(batchParts(t.visibleTo(batch)), head) // items are immutable: framed outside the lock, not copied
+		} else {
+			out = withHead(append(make(rawParts, 0, 2), out.(rawFrame)), head)
+		}
+		t.sendingSince.Store(now.UnixNano())
+		err := srv.SendMsg(out)
+		t.sendingSince.Store(0)
+		if err != nil {
 			return err
 		}
-		if p.ctx.Err() != nil {
-			return ErrClosed
+		sent := time.Now()
+		for _, it := range batch {
+			if it.dispatched != 0 {
+				t.s.delay.Observe(float64(sent.UnixNano()-it.dispatched) / 1e9)
+			}
 		}
-		for {
-			ci := t.s.current.Load()
-			now := time.Now()
-			t.mu.Lock()
-			q := t.q
-			if q.state == StateS {
-				t.mu.Unlock()
-				return nil
-			}
-			if q.poppedBytes >= t.budget/4 {
-				t.mu.Unlock()
-				break // send window full: wait for acks
-			}
-			wasCatchup := q.state != StateN
-			batch = q.nextBatch(t.maxEntries, t.maxBytes, batch, now)
-			var out any
-			if len(batch) > 0 {
-				for _, it := range batch {
-					if it.index > t.sentUpTo {
-						t.sentUpTo = it.index
-					}
-				}
-				// Nothing is acked inside a snapshot (the client acks X after SnapshotEnd):
-				// its batches are not tracked (their rows are shared with the materialized
-				// copy), so neither the send window nor the ack time-out can stall it.
-				f := batch[0].frame
-				if f.GetSnapshotBegin() != nil {
-					t.inSnapshot = true
-				}
-				if (t.inSnapshot && f.GetSnapshotEnd() == nil) || (f != nil && batch[0].index < 0) {
-					q.untrackLast()
-				}
-				if f.GetSnapshotEnd() != nil {
-					t.inSnapshot = false
-				}
-				if wasCatchup {
-					t.space.Broadcast()
-				}
-			} else if t.owesProgressLocked(now, ci) {
-				// A progress message when idle, and once as soon as the target has caught
-				// up (N, nothing queued): a client that resumed at the head learns at once
-				// that it is current instead of waiting for the next record.
-				t.caughtUp = true
-				t.sentUpTo = max(ci, t.sentUpTo)
-				out = rawFrame(encodeProgress(t.sentUpTo, t.topic))
-			}
-			if out == nil && len(batch) == 0 {
-				t.mu.Unlock()
-				break
-			}
-			t.lastSend = now
-			head := max(ci, t.sentUpTo) // the batch may hold entries dispatched after ci was read
-			t.mu.Unlock()
-			if len(batch) > 0 {
-				out = withHead(batchParts(t.visibleTo(batch)), head) // items are immutable: framed outside the lock, not copied
-			} else {
-				out = withHead(append(make(rawParts, 0, 2), out.(rawFrame)), head)
-			}
-			t.sendingSince.Store(now.UnixNano())
-			err := srv.SendMsg(out)
-			t.sendingSince.Store(0)
-			if err != nil {
-				return err
-			}
-			sent := time.Now()
-			for _, it := range batch {
-				if it.dispatched != 0 {
-					t.s.delay.Observe(float64(sent.UnixNano()-it.dispatched) / 1e9)
-				}
-			}
-			clear(batch)
-		}
+		clear(batch)
 	}
 }
 
@@ -335,9 +344,9 @@ func (t *target) suspend(err error) bool {
 	t.q.suspend()
 	t.err = err
 	close(t.done)
+	t.stopped.Store(true)
 	t.space.Broadcast()
 	t.mu.Unlock()
-	t.signal() // the sender waits on wake only
 	t.s.p.metrics.suspensions.WithLabelValues(t.s.cfg.Name).Inc()
 	return true
 }
