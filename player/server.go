@@ -78,7 +78,8 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 		p.log.Warn("subscribe refused", "principal", pr.String(), "stream", hello.GetStream(), "err", err)
 		return toStatus(err)
 	}
-	sels, err := s.selections(hello, mandatory)
+	var sels map[string]*selection
+	onOwnStack(func() { sels, err = s.selections(hello, mandatory) })
 	if err != nil {
 		p.log.Warn("subscribe refused", "principal", pr.String(), "stream", hello.GetStream(), "err", err)
 		return toStatus(err)
@@ -100,6 +101,20 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 	}
 	defer s.remove(t)
 	return toStatus(t.serve(srv))
+}
+
+// onOwnStack runs f on a goroutine of its own and waits for it. The handler's goroutine
+// lives, parked, as long as its target, and a collection shrinks a stack only by halves
+// while under a quarter of it is in use: a deep call made on it (compiling CEL filters
+// needs tens of kilobytes) would leave every selecting target with a stack several times
+// what it needs while parked. The stack f grows ends with f's goroutine.
+func onOwnStack(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
 }
 
 // checkReceiveLimit refuses a client that could not receive the largest record frame the

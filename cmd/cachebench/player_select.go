@@ -21,8 +21,8 @@ import (
 // selecting its tenant's rows (k == "t<i>"), against U targets that take the whole view,
 // at C changes/s (each change rewrites a random row, same tenant). The player runs alone
 // in a child process, so that its CPU time and live heap are its own. Reported per phase:
-// lag produce → applied, the player's CPU per change; for the filtered targets, the live
-// heap they add to the player, per target, beyond their queues.
+// lag produce → applied, the player's CPU per change; for the filtered targets, the memory
+// they add to the player, per target, beyond their queues: live heap and goroutine stacks.
 func runPlayerSelect(ctx context.Context, args *bench.Args, w io.Writer) error {
 	targets := args.Int("targets", 10000, "filtered targets (one tenant each)")
 	rows := args.Int("rows", 1_000_000, "rows of the view")
@@ -95,8 +95,8 @@ func runPlayerSelect(ctx context.Context, args *bench.Args, w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "\ngoal selected lag p99 <= 100 ms: %s ms  %s\n", bench.MS(sel.lag.P99), metIf(sel.lag.P99 <= 100*time.Millisecond))
-	fmt.Fprintf(w, "goal player memory per selected target beyond its queue <= 2048 B: %d B  %s (a target without a selection: %d B; the selection: %d B)\n",
-		sel.perTarget, metIf(sel.perTarget <= 2048), plain, sel.perTarget-plain)
+	fmt.Fprintf(w, "goal player memory per selected target beyond its queue <= 2048 B: %d B (heap %d + stacks %d)  %s (a target without a selection: %d B; the selection: %d B)\n",
+		sel.perTarget.total(), sel.perTarget.heap, sel.perTarget.stacks, metIf(sel.perTarget.total() <= 2048), plain.total(), sel.perTarget.total()-plain.total())
 	ratio := float64(sel.cpuPerChange) / float64(base.cpuPerChange)
 	fmt.Fprintf(w, "goal player CPU per change, selected <= 2 x the baseline's (%.1f µs): %.1f µs = %.2f x  %s\n",
 		float64(base.cpuPerChange.Nanoseconds())/1e3, float64(sel.cpuPerChange.Nanoseconds())/1e3, ratio, metIf(ratio <= 2))
@@ -117,7 +117,7 @@ type selectRun struct {
 type selectResult struct {
 	lag          bench.Summary
 	cpuPerChange time.Duration
-	perTarget    int64           // live heap per target beyond the queues
+	perTarget    targetMem       // per target beyond the queues
 	delay        bench.DelayHist // the player's dispatch → written, over the measured window
 }
 
@@ -206,14 +206,20 @@ func metIf(ok bool) string {
 	return "NOT MET"
 }
 
-// admitOnly connects n targets, reports the live heap they add to the player per target
+// targetMem is the memory targets add to the player, per target: live heap beyond their
+// queues, and goroutine stacks.
+type targetMem struct{ heap, stacks int64 }
+
+func (m targetMem) total() int64 { return m.heap + m.stacks }
+
+// admitOnly connects n targets, reports the memory they add to the player per target
 // beyond their queues, and disconnects them.
 func admitOnly(ctx context.Context, w io.Writer, bs []string, topic string, pl *bench.ChildPlayer, name string, n, conns int,
-	hello func(i int, id string, resume int64) *statecastv1.Hello) (int64, error) {
+	hello func(i int, id string, resume int64) *statecastv1.Hello) (targetMem, error) {
 	fmt.Fprintf(w, "\n%s\n", name)
 	rs, _, per, err := admit(ctx, w, bs, topic, pl, n, conns, hello)
 	if err != nil {
-		return 0, err
+		return targetMem{}, err
 	}
 	rs.close()
 	return per, nil
@@ -234,21 +240,21 @@ func (a admitted) close() {
 
 // admit connects n receivers resuming at the end of the log (end: the log's end before
 // them: they start live, at the head, without a snapshot of the view), waits until the
-// player admitted them all, and returns with the live heap they added to the player per
+// player admitted them all, and returns with the memory they added to the player per
 // target beyond their queues.
 func admit(ctx context.Context, w io.Writer, bs []string, topic string, pl *bench.ChildPlayer, n, conns int,
-	hello func(i int, id string, resume int64) *statecastv1.Hello) (a admitted, end, perTarget int64, err error) {
+	hello func(i int, id string, resume int64) *statecastv1.Hello) (a admitted, end int64, perTarget targetMem, err error) {
 	before, err := pl.Stat(ctx)
 	if err != nil {
-		return a, 0, 0, err
+		return a, 0, perTarget, err
 	}
 	if end, err = bench.EndOffset(bs, topic); err != nil {
-		return a, 0, 0, err
+		return a, 0, perTarget, err
 	}
 	start := time.Now()
 	rs, err := bench.ConnectReceivers(pl.Addr, n, conns, func(i int, id string) *statecastv1.Hello { return hello(i, id, end-1) })
 	if err != nil {
-		return a, 0, 0, err
+		return a, 0, perTarget, err
 	}
 	a = admitted{Receivers: rs, pl: pl, ctx: ctx}
 	got := 0
@@ -257,15 +263,16 @@ func admit(ctx context.Context, w io.Writer, bs []string, topic string, pl *benc
 		return err == nil && got >= n
 	}) {
 		a.close()
-		return a, 0, 0, fmt.Errorf("%d targets not admitted within 3 minutes (%d)", n, got)
+		return a, 0, perTarget, fmt.Errorf("%d targets not admitted within 3 minutes (%d)", n, got)
 	}
 	st, err := pl.Stat(ctx)
 	if err != nil {
 		a.close()
-		return a, 0, 0, err
+		return a, 0, perTarget, err
 	}
-	perTarget = (st.Live - before.Live - st.QueueBytes) / int64(n)
-	fmt.Fprintf(w, "  admitted in %.1f s; the player's live heap %.1f -> %.1f MB (queues %d B): %d B per target beyond its queue\n",
-		time.Since(start).Seconds(), float64(before.Live)/1e6, float64(st.Live)/1e6, st.QueueBytes, perTarget)
+	perTarget = targetMem{heap: (st.Live - before.Live - st.QueueBytes) / int64(n), stacks: (st.Stacks - before.Stacks) / int64(n)}
+	fmt.Fprintf(w, "  admitted in %.1f s; the player's live heap %.1f -> %.1f MB (queues %d B), its goroutines %d -> %d and their stacks %.1f -> %.1f MB: %d B per target beyond its queue (heap %d + stacks %d)\n",
+		time.Since(start).Seconds(), float64(before.Live)/1e6, float64(st.Live)/1e6, st.QueueBytes, before.Goroutines, st.Goroutines, float64(before.Stacks)/1e6, float64(st.Stacks)/1e6,
+		perTarget.total(), perTarget.heap, perTarget.stacks)
 	return a, end, perTarget, nil
 }

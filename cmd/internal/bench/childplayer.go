@@ -43,6 +43,8 @@ type childPlayerConfig struct {
 type PlayerStat struct {
 	CPU        time.Duration // user + system time since it started
 	Live       int64         // the live heap after a forced GC
+	Stacks     int64         // the goroutines' stacks, settled (outside the heap's figures)
+	Goroutines int           // its goroutines
 	Targets    int           // targets on its status page
 	QueueBytes int64         // the bytes of their queues
 }
@@ -127,6 +129,10 @@ func runChildPlayer(js string) error {
 						_ = pprof.Lookup("heap").WriteTo(out, 0)
 						out.Close()
 					}
+					if out, err := os.Create(f + ".goroutines"); err == nil {
+						_ = pprof.Lookup("goroutine").WriteTo(out, 1)
+						out.Close()
+					}
 				}
 				fmt.Printf("stat %s\n", b)
 			case "cpu":
@@ -163,6 +169,19 @@ func playerStat(p *player.Player) PlayerStat {
 	}
 	runtime.GC()
 	_, st.Live = heapNow()
+	// A collection halves at most once the stack of a goroutine that uses under a quarter
+	// of it: stacks grown while a target was admitted settle over several collections, as
+	// they do in a player that runs.
+	st.Stacks = stacksNow()
+	for range 10 {
+		runtime.GC()
+		s := stacksNow()
+		if s >= st.Stacks {
+			break
+		}
+		st.Stacks = s
+	}
+	st.Goroutines = runtime.NumGoroutine()
 	return st
 }
 
