@@ -258,11 +258,14 @@
 // holds a client that a restart closed.
 //
 // Goroutines and locks. Per stream: one main fetcher (stream.run), one progress loop
-// (stream.progressLoop: one ticker that wakes the senders owing a progress message) and
-// three Kafka clients (connections): the main fetcher's, the recovery fetchers', and one
-// for the offset look-ups of admissions (behind the main fetcher's long-poll fetches they
-// would wait for its MaxWaitTime). Per target: the Subscribe handler (health checker), the
-// sender, the receiver, and at most one recovery fetcher at a time (per term). Per Player:
+// (stream.progressLoop: one ticker that checks the targets' health and starts the senders
+// owing a progress message) and three Kafka clients (connections): the main fetcher's, the
+// recovery fetchers', and one for the offset look-ups of admissions (behind the main
+// fetcher's long-poll fetches they would wait for its MaxWaitTime). Per target: the
+// Subscribe handler (parked until the target ends), the receiver, a sender while there is
+// something to send (target.signal starts it; at most one runs), and at most one recovery
+// fetcher at a time (per term). A Hello's filters compile on a goroutine of their own
+// (onOwnStack). Per Player:
 // the gRPC and HTTP servers, and the watcher that reads the TLS and token files again when
 // they change (daemon.Watch). Lock order: Player.stateMu, then stream.mu, then target.mu.
 // Every goroutine is tracked by the Player's WaitGroup or the gRPC server; Close waits.

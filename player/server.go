@@ -25,8 +25,8 @@ type service struct {
 // Subscribe is the handler of one target's stream. It reads and validates the Hello,
 // waits until the stream is ready (a stream that cannot be served refuses it with
 // Unavailable, naming why), admits the target (stream.admit) and serves it
-// (target.serve): this goroutine is then the target's health checker, while its sender and
-// its receiver run in goroutines of their own. It returns when the target is suspended,
+// (target.serve): this goroutine then waits, parked, while the target's receiver and its
+// senders run in goroutines of their own. It returns when the target is suspended,
 // ending the stream with the status of why (StatusTable).
 func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 	p := sv.p

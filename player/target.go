@@ -331,8 +331,8 @@ func (t *target) progressDue(now time.Time, ci int64) bool {
 	return now.Sub(t.lastSend) >= t.s.p.cfg.ProgressInterval && t.q.front() != nil && t.q.poppedBytes < t.budget/4
 }
 
-// suspend ends the target (Algorithm 1 suspend, called by the health checker, the sender
-// or receiver when the stream fails, a replacement, Close or a failed recovery): the queue
+// suspend ends the target (Algorithm 1 suspend, called by the health check of the stream's
+// progress loop, the handler, the sender or receiver when the stream fails, a replacement, Close or a failed recovery): the queue
 // is cleared and moves to S under a new term, done is closed. It reports whether this call
 // suspended it (false: it already was).
 func (t *target) suspend(err error) bool {
