@@ -298,6 +298,7 @@ func (t *target) sendReady() error {
 		err := srv.SendMsg(out)
 		t.sendingSince.Store(0)
 		if err != nil {
+			clear(batch) // the pooled slice keeps no item alive
 			return err
 		}
 		sent := time.Now()
