@@ -80,6 +80,16 @@ var lockBackoff = backoff.Policy{Min: 2 * time.Second, Max: 30 * time.Second}
 // lost or ctx ends, and go back to standby after a lost lock. Fatal start-up errors (an
 // unusable topic, a configuration the database refuses) are returned.
 func (g *group) run(ctx context.Context) error {
+	if g.wal {
+		// The slots are measured for the group's life, not an activation's: an activation
+		// that Kafka ended (its producer could not abort) cannot start again while Kafka
+		// is down, and that is when the slot's lag must go on growing in the gauges.
+		wctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { g.watchSlots(wctx, g.d.cfg.HealthInterval) })
+		defer wg.Wait()
+		defer stop()
+	}
 	log := g.d.log.With("stream", g.topics())
 	lockWait := backoff.New(lockBackoff)
 	for {
@@ -179,7 +189,6 @@ func (g *group) activeRun(parent context.Context, lock *streamLock) error {
 		defer stop()
 	}
 	if g.wal {
-		wg.Go(func() { g.watchSlots(ctx, g.d.cfg.HealthInterval) })
 		return g.runWAL(ctx)
 	}
 	return g.streams[0].runPoll(ctx, &wg)

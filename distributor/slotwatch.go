@@ -16,10 +16,13 @@ import (
 
 // The slot watcher measures how far each wal stream's slot is behind the server's WAL
 // (bytes and time) and how much WAL it retains, every Config.HealthInterval, on a
-// PostgreSQL connection and a goroutine of its own while the group is active. The capture
-// loop cannot do it: it waits on Kafka's acknowledgements, so with Kafka down it would stop
-// measuring just when the slot stops being confirmed and the lag grows — the gauges and the
-// status page would keep the last, small value.
+// PostgreSQL connection and a goroutine of its own for the group's whole life: while it is
+// active and while it is not (a standby, or an activation that Kafka ended and that cannot
+// start again while Kafka is down). The capture loop cannot do it: it waits on Kafka's
+// acknowledgements, so with Kafka down it would stop measuring just when the slot stops
+// being confirmed and the lag grows — the gauges and the status page would keep the last,
+// small value. A standby reports the same slot as the active: the alerts take the
+// maximum per stream.
 
 // slotLag is one measurement of a stream's slot.
 type slotLag struct {
