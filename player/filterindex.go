@@ -182,6 +182,18 @@ func (ts targetSet) each(fn func(*target)) {
 	}
 }
 
+// eachNotIn calls fn for each target of ts that other does not hold.
+func (ts targetSet) eachNotIn(other targetSet, fn func(*target)) {
+	if ts.one != nil && !other.has(ts.one) {
+		fn(ts.one)
+	}
+	for t := range ts.more {
+		if !other.has(t) {
+			fn(t)
+		}
+	}
+}
+
 func addTo[K comparable](m map[K]targetSet, k K, t *target) {
 	ts := m[k]
 	switch {
@@ -292,11 +304,7 @@ func (x *viewIndex) candidates(cur, prev *rowVals, fn func(*target)) {
 		}
 		if v, ok := prevVals[col]; ok {
 			if k, ok := indexKey(v); ok {
-				vm[k].each(func(t *target) {
-					if !cs.has(t) {
-						fn(t)
-					}
-				})
+				vm[k].eachNotIn(cs, fn)
 			}
 		}
 	}

@@ -116,14 +116,13 @@ func (t *target) signal() {
 }
 
 // drain is a sender: it sends what is ready (sendReady) and ends, unless it was signalled
-// meanwhile. A failed send suspends the target, and no sender starts after that.
+// meanwhile. A failed send suspends the target (sendReady then finds nothing to do, and no
+// sender starts after that).
 func (t *target) drain() {
 	for {
 		t.pending.Store(false)
 		if err := t.sendReady(); err != nil {
 			t.suspend(err)
-			t.sending.Store(false)
-			return
 		}
 		t.sending.Store(false)
 		if !t.pending.Load() || !t.sending.CompareAndSwap(false, true) {
