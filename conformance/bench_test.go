@@ -27,7 +27,9 @@ func envInt(name string, def int) int {
 // run: a plain sarama consumer replaying the partition from offset 0 into a map (the
 // baseline), and each client's driver (Go, Java) from its client's start to ready
 // (snapshot bootstrap from an in-process player started after the replay), as the driver
-// measures it, and from the process's start (the JVM's start-up included).
+// measures it, and from the process's start (the JVM's start-up included); then each
+// client's restart from the state file its previous process wrote at close (a client with
+// a state directory takes a snapshot, closes, and starts again), start to ready.
 //
 // Run: CONF_JAVA_OPTS= go test -run '^$' -bench ColdStart -benchtime 1x -timeout 60m ./conformance/
 // (CONF_JAVA_OPTS empty: the JVM's defaults rather than the scenarios' start-up flags).
@@ -75,7 +77,31 @@ func BenchmarkColdStart(b *testing.B) {
 		p.close()
 		report[cl.name] = [2]time.Duration{time.Duration(ev.Elapsed) * time.Millisecond, wall}
 	}
+	restart := map[string][2]time.Duration{}
+	for _, cl := range clients {
+		c := cl.make(b)
+		cfg := driverConfig{Addresses: []string{addr}, Stream: "s", Views: []string{"events"}, NoListener: true,
+			StateDir: b.TempDir(), PersistMillis: 3_600_000}
+		p := c.start(b, cfg)
+		p.next(30*time.Minute, "ready")
+		cstart := time.Now()
+		p.close() // writes the state file
+		closed := time.Since(cstart)
+		p = c.start(b, cfg)
+		ev := p.next(30*time.Minute, "ready")
+		if n := len(p.dump().Views["events"]); n != keys {
+			b.Fatalf("%s client restarted from its state file holds %d keys, want %d", cl.name, n, keys)
+		}
+		p.close()
+		restart[cl.name] = [2]time.Duration{time.Duration(ev.Elapsed) * time.Millisecond, closed}
+	}
 	b.StopTimer()
+	for name, r := range restart {
+		b.ReportMetric(r[0].Seconds(), name+"-restart-s")
+		b.ReportMetric(tReplay.Seconds()/r[0].Seconds(), "replay/"+name+"-restart")
+		b.Logf("%s client: restart from its state file %v (%.2f× the replay); the close that wrote it took %v",
+			name, r[0], tReplay.Seconds()/r[0].Seconds(), r[1].Round(time.Millisecond))
+	}
 	b.ReportMetric(tReplay.Seconds(), "replay-s")
 	for name, r := range report {
 		b.ReportMetric(r[0].Seconds(), name+"-cold-s")

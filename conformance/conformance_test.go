@@ -41,6 +41,7 @@ func TestConformance(t *testing.T) {
 		{"snapshot_and_live", scenarioSnapshotAndLive},
 		{"player_restart", scenarioPlayerRestart},
 		{"kill9", scenarioKill9},
+		{"state_file", scenarioStateFile},
 		{"epoch_check", scenarioEpochCheck},
 		{"tombstone_horizon", scenarioTombstoneHorizon},
 		{"tls_and_token", scenarioTLSToken},
@@ -376,6 +377,52 @@ func scenarioKill9(t *testing.T, c client) {
 	e.fill(w, 0, 10, 4)
 	converge(t, p2, e.wantViews(views...))
 	p2.close()
+	checkDelivery(t, e, r)
+}
+
+// scenarioStateFile restarts a client that keeps a state file: after a close (which writes
+// one) and after a kill -9 (the last periodic one), it resumes at the file's index without a
+// snapshot, and the changes written while it was down reach it.
+func scenarioStateFile(t *testing.T, c client) {
+	e := newEnv(t)
+	w := e.fill(1, 0, 100, 1)
+	addr, _ := startPlayer(t, e, nil)
+	r := newRecorder(t, addr)
+	id := "state-" + c.name
+	cfg := driverConfig{Addresses: []string{r.addr}, Stream: "s", Views: views, InstanceID: id,
+		StateDir: t.TempDir(), PersistMillis: 100}
+	p := c.start(t, cfg)
+	p.next(time.Minute, "ready")
+	w = e.fill(w, 80, 50, 2)
+	converge(t, p, e.wantViews(views...))
+	p.close()
+	w = e.fill(w, 100, 50, 3)
+	resumed := func(what string, atLeast int64) {
+		t.Helper()
+		hs := r.helloes(id)
+		h := hs[len(hs)-1]
+		if h.ResumeIndex == nil || h.GetResumeIndex() < atLeast {
+			t.Fatalf("%s: the client subscribed with resume index %v, want one from its state file (>= %d)", what, h.ResumeIndex, atLeast)
+		}
+		if n := r.snapshots(id); n != 1 {
+			t.Fatalf("%s: %d snapshots sent to the client, want only the first start's", what, n)
+		}
+	}
+	p2 := c.start(t, cfg)
+	ready := p2.next(time.Minute, "ready")
+	resumed("restart after close", 0)
+	w = e.fill(w, 0, 20, 4)
+	converge(t, p2, e.wantViews(views...))
+	// Let a periodic write cover what was applied, then kill.
+	time.Sleep(500 * time.Millisecond)
+	p2.kill9()
+	w = e.fill(w, 130, 30, 5)
+	p3 := c.start(t, cfg)
+	p3.next(time.Minute, "ready")
+	resumed("restart after kill -9", int64(ready.Applied))
+	e.fill(w, 0, 10, 6)
+	converge(t, p3, e.wantViews(views...))
+	p3.close()
 	checkDelivery(t, e, r)
 }
 

@@ -8,7 +8,9 @@
 // configuration: {"addresses":[…],"stream":"s","views":[…],"instance_id":"…",
 // "service":"…","token":"…","ca_file":"…","cert_file":"…","key_file":"…",
 // "no_listener":b,"selections":{view:{"filter":"…","shard_index":i,"shard_count":n,
-// "columns":[…]}}} (empty members: the client's defaults; a ca_file means TLS verified with
+// "columns":[…]}},"state_dir":"…","persist_interval_ms":n} (empty members: the client's
+// defaults; a state_dir is where the client keeps its state file, written every
+// persist_interval_ms and at close; a ca_file means TLS verified with
 // that CA, a cert_file and key_file (PKCS #8) a client certificate; a view's selection is
 // the part of it the client holds). It registers a raw view per name (the row's JSON text
 // as it travels, of its selection) with a change listener (none with no_listener),

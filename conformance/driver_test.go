@@ -39,6 +39,10 @@ type driverConfig struct {
 	NoListener bool     `json:"no_listener,omitempty"`
 	// Selections: by view, the part of it the client holds.
 	Selections map[string]driverSelection `json:"selections,omitempty"`
+	// StateDir: where the client keeps its state file (none: no state file), written every
+	// PersistMillis and at close.
+	StateDir      string `json:"state_dir,omitempty"`
+	PersistMillis int    `json:"persist_interval_ms,omitempty"`
 }
 
 // driverSelection is one view's selection (schemas/proto/README.md, "Selections").

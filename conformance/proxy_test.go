@@ -29,6 +29,7 @@ type recorder struct {
 	upstream string
 	hellos   map[string][]*statecastv1.Hello
 	resyncs  map[string]int
+	snaps    map[string]int // snapshots begun, by target
 	// sels, when set, are the checker's models of the selections of a client that sends
 	// some (setSelections).
 	sels map[string]checker.Selection
@@ -44,7 +45,7 @@ func (r *recorder) setSelections(sels map[string]checker.Selection) {
 
 func newRecorder(t *testing.T, upstream string) *recorder {
 	t.Helper()
-	r := &recorder{check: checker.New(), upstream: upstream, hellos: map[string][]*statecastv1.Hello{}, resyncs: map[string]int{}}
+	r := &recorder{check: checker.New(), upstream: upstream, hellos: map[string][]*statecastv1.Hello{}, resyncs: map[string]int{}, snaps: map[string]int{}}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +75,13 @@ func (r *recorder) resyncCount(target string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.resyncs[target]
+}
+
+// snapshots returns how many snapshots the player began sending to target.
+func (r *recorder) snapshots(target string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.snaps[target]
 }
 
 func (r *recorder) Subscribe(down statecastv1.Player_SubscribeServer) error {
@@ -142,9 +150,13 @@ func (r *recorder) Subscribe(down statecastv1.Player_SubscribeServer) error {
 			return err // the player's status, as it sent it
 		}
 		r.check.Response(target, m)
-		if m.GetResyncRequired() != nil {
+		if m.GetResyncRequired() != nil || m.GetSnapshotBegin() != nil {
 			r.mu.Lock()
-			r.resyncs[target]++
+			if m.GetResyncRequired() != nil {
+				r.resyncs[target]++
+			} else {
+				r.snaps[target]++
+			}
 			r.mu.Unlock()
 		}
 		if err := down.Send(m); err != nil {

@@ -24,7 +24,9 @@ type config struct {
 	KeyFile    string   `json:"key_file"`
 	NoListener bool     `json:"no_listener"`
 	// Selections: by view, the part of it the client holds.
-	Selections map[string]selection `json:"selections"`
+	Selections    map[string]selection `json:"selections"`
+	StateDir      string               `json:"state_dir"`
+	PersistMillis int                  `json:"persist_interval_ms"`
 }
 
 type selection struct {
@@ -87,7 +89,8 @@ func main() {
 		os.Exit(2)
 	}
 	ccfg := cacheclient.Config{Addresses: cfg.Addresses, Stream: cfg.Stream, Service: cfg.Service, InstanceID: cfg.InstanceID,
-		BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond}
+		BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+		StateDir: cfg.StateDir, PersistInterval: time.Duration(cfg.PersistMillis) * time.Millisecond}
 	if cfg.CAFile != "" {
 		t, err := cacheclient.TLSFiles(cfg.CAFile, cfg.CertFile, cfg.KeyFile)
 		if err != nil {

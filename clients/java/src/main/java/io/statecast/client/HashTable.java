@@ -6,23 +6,31 @@ import java.util.List;
 /**
  * The row hashes of a view: key to 64-bit hash, open addressing with linear probing, no
  * object per entry (a view of a million rows would otherwise keep a map node and a boxed
- * long per row for the collector to copy). Not thread-safe: the receive thread's only.
+ * long per row for the collector to copy). With raw values kept (a client that writes a
+ * state file), each key's row value as received too. Not thread-safe: the receive thread's
+ * only.
  */
 final class HashTable {
   private String[] keys;
   private int[] codes; // keys[i].hashCode(): a probe compares these first, not the keys
   private long[] hashes;
+  private byte[][] raws; // null unless raw values are kept; never modified once stored
   private int size;
   private int shift; // 32 - log2(capacity): home() keeps the product's top bits
 
   HashTable() {
-    this(16);
+    this(false);
   }
 
-  private HashTable(int capacity) {
+  HashTable(boolean keepRaw) {
+    this(16, keepRaw);
+  }
+
+  private HashTable(int capacity, boolean keepRaw) {
     keys = new String[capacity];
     codes = new int[capacity];
     hashes = new long[capacity];
+    raws = keepRaw ? new byte[capacity][] : null;
     shift = 32 - Integer.numberOfTrailingZeros(capacity);
   }
 
@@ -67,7 +75,15 @@ final class HashTable {
   }
 
   void put(String key, long hash) {
+    put(key, hash, null);
+  }
+
+  /** Sets key's hash and, when raw values are kept, its raw value. */
+  void put(String key, long hash, byte[] raw) {
     int i = slot(key);
+    if (raws != null) {
+      raws[i] = raw;
+    }
     if (keys[i] == null) {
       keys[i] = key;
       codes[i] = key.hashCode();
@@ -87,6 +103,9 @@ final class HashTable {
       return;
     }
     keys[i] = null;
+    if (raws != null) {
+      raws[i] = null;
+    }
     size--;
     // Backward-shift deletion keeps every probe chain unbroken.
     int mask = keys.length - 1;
@@ -104,6 +123,10 @@ final class HashTable {
         codes[i] = codes[j];
         hashes[i] = hashes[j];
         keys[j] = null;
+        if (raws != null) {
+          raws[i] = raws[j];
+          raws[j] = null;
+        }
         i = j;
       }
     }
@@ -113,9 +136,11 @@ final class HashTable {
     String[] ok = keys;
     int[] oc = codes;
     long[] oh = hashes;
+    byte[][] or = raws;
     keys = new String[ok.length * 2];
     codes = new int[ok.length * 2];
     hashes = new long[ok.length * 2];
+    raws = or == null ? null : new byte[ok.length * 2][];
     shift--;
     int mask = keys.length - 1;
     for (int i = 0; i < ok.length; i++) {
@@ -127,6 +152,9 @@ final class HashTable {
         keys[s] = ok[i];
         codes[s] = oc[i];
         hashes[s] = oh[i];
+        if (or != null) {
+          raws[s] = or[i];
+        }
       }
     }
   }
@@ -154,14 +182,32 @@ final class HashTable {
   }
 
   interface Visitor {
-    void visit(String key, long hash);
+    /** One entry; raw is null unless raw values are kept. */
+    void visit(String key, long hash, byte[] raw);
   }
 
   void forEach(Visitor v) {
     for (int i = 0; i < keys.length; i++) {
       if (keys[i] != null) {
-        v.visit(keys[i], hashes[i]);
+        v.visit(keys[i], hashes[i], raws == null ? null : raws[i]);
       }
     }
   }
+
+  /** Whether raw values are kept. */
+  boolean keepsRaw() {
+    return raws != null;
+  }
+
+  /**
+   * The keys and raw values as of now, for a state file written on another thread: copies
+   * of the arrays (not of the keys or values, which are never modified), so later puts do
+   * not show. Raw values must be kept.
+   */
+  Rows rows() {
+    return new Rows(keys.clone(), raws.clone(), size);
+  }
+
+  /** The rows of {@link #rows()}: slot i holds a row when keys[i] is not null. */
+  record Rows(String[] keys, byte[][] raws, int size) {}
 }

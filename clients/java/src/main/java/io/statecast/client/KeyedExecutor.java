@@ -3,7 +3,9 @@ package io.statecast.client;
 import java.util.ArrayDeque;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -39,6 +41,31 @@ final class KeyedExecutor {
       }
       LOG.debug("listener task for key {} rejected: {}", key, e.toString());
     }
+  }
+
+  /**
+   * Completes once every task submitted before the call has run: a marker goes to the end
+   * of each key's queue (the queues run in order), and the last marker to run completes it.
+   * A task the executor rejected never runs: the caller bounds its wait.
+   */
+  CompletableFuture<Void> barrier() {
+    CompletableFuture<Void> done = new CompletableFuture<>();
+    synchronized (queues) {
+      if (queues.isEmpty()) {
+        done.complete(null);
+        return done;
+      }
+      AtomicInteger left = new AtomicInteger(queues.size());
+      Runnable marker = () -> {
+        if (left.decrementAndGet() == 0) {
+          done.complete(null);
+        }
+      };
+      for (ArrayDeque<Runnable> q : queues.values()) {
+        q.add(marker);
+      }
+    }
+    return done;
   }
 
   private void drain(String key) {

@@ -89,6 +89,24 @@ public final class Selection {
     return b.toString();
   }
 
+  /**
+   * The selection as the state file records it (schemas/README.md, "State files"): the
+   * filter, then {@code shard i/n}, then {@code columns} and the column names sorted, joined
+   * by commas, each part after the first preceded by a space; "" for no selection.
+   */
+  String stateString() {
+    StringBuilder b = new StringBuilder(filter);
+    if (shardCount > 0) {
+      b.append(b.length() > 0 ? " " : "").append("shard ").append(shardIndex).append('/').append(shardCount);
+    }
+    if (!columns.isEmpty()) {
+      List<String> sorted = new ArrayList<>(columns);
+      Collections.sort(sorted);
+      b.append(b.length() > 0 ? " " : "").append("columns ").append(String.join(",", sorted));
+    }
+    return b.toString();
+  }
+
   /** Builds a {@link Selection}. */
   public static final class Builder {
     private String filter = "";

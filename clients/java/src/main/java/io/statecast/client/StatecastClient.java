@@ -91,6 +91,7 @@ public final class StatecastClient implements AutoCloseable {
   private final EventLoopGroup eventLoop;
   private final ExecutorService ownListenerPool;
   private final KeyedExecutor listeners;
+  private final StateStore store; // null without a state directory
   private final Map<String, ManagedChannel> channels = new HashMap<>();
   private final CompletableFuture<Void> ready = new CompletableFuture<>();
   private final List<Waiter> waiters = new ArrayList<>();
@@ -109,6 +110,9 @@ public final class StatecastClient implements AutoCloseable {
   // ---- receive-thread state (the loop thread only) ----
   private byte[] topic = new byte[0];
   private boolean forceSnapshot;
+  // The views do not hold a state of the applied index any more (an epoch check failed, the
+  // topic changed, a view was reselected): no state file until a snapshot replaced them.
+  private boolean distrusted;
   private int addrIndex;
   private int attempt;
   private Session session;
@@ -132,6 +136,13 @@ public final class StatecastClient implements AutoCloseable {
       ownListenerPool = null;
     }
     this.listeners = new KeyedExecutor(le);
+    this.store = b.stateDir == null ? null : new StateStore(b.stream, b.stateDir, b.stateKey,
+        Executors.newSingleThreadExecutor(r -> thread(r, "persist")));
+  }
+
+  /** Whether views keep each row's raw value (for the state file). */
+  boolean keepsRaw() {
+    return cfg.stateDir != null;
   }
 
   /** A thread of the client's own, named for its stream and role, joined by close(). */
@@ -234,6 +245,18 @@ public final class StatecastClient implements AutoCloseable {
       throw new IllegalStateException("stream " + cfg.stream + ": register at least one view before start()");
     }
     started = true;
+    if (store != null) {
+      loop.execute(this::loadState);
+      long every = cfg.persistInterval.toMillis();
+      loop.scheduleWithFixedDelay(() -> {
+        if (!store.busy()) {
+          StateStore.Cut c = cut();
+          if (c != null) {
+            store.submit(c);
+          }
+        }
+      }, every, every, TimeUnit.MILLISECONDS);
+    }
     loop.execute(this::connect);
     return this;
   }
@@ -251,12 +274,16 @@ public final class StatecastClient implements AutoCloseable {
       closed = true;
     }
     CompletableFuture<Void> done = new CompletableFuture<>();
+    StateStore.Cut[] last = new StateStore.Cut[1];
     try {
       loop.execute(() -> {
         try {
           if (session != null) {
             session.cancel("client closed");
             session = null;
+          }
+          if (store != null && started) {
+            last[0] = cut();
           }
           failAll(new StatecastException(null, "stream " + cfg.stream + ": client closed", true, null));
         } finally {
@@ -266,6 +293,11 @@ public final class StatecastClient implements AutoCloseable {
       done.get(10, TimeUnit.SECONDS);
     } catch (Exception e) {
       LOG.debug("close: {}", e.toString());
+    }
+    if (store != null) {
+      // Before the listener pool ends: the last cut waits for the listeners to run its
+      // changes.
+      store.close(last[0]);
     }
     for (ManagedChannel ch : channels.values()) {
       ch.shutdownNow();
@@ -369,6 +401,16 @@ public final class StatecastClient implements AutoCloseable {
   /** How many snapshots replaced held state (the player's resync, or an epoch check). */
   public int resyncs() {
     return resyncs.get();
+  }
+
+  /** How many state files the client wrote (0 without a state directory). */
+  public long stateWrites() {
+    return store == null ? 0 : store.writes.get();
+  }
+
+  /** How many state file writes failed (each is logged with its cause). */
+  public long stateWriteErrors() {
+    return store == null ? 0 : store.errors.get();
   }
 
   /** Why the client stopped for good, or null while it runs. */
@@ -536,6 +578,7 @@ public final class StatecastClient implements AutoCloseable {
         LOG.info("stream {}: view {} reselected ({}): subscribing again for a snapshot", cfg.stream, v.name(),
             sel == null ? "the whole view" : sel);
         forceSnapshot = true;
+        distrusted = true;
         reselects.add(new Reselect(++reselectSeq, done));
         Session s = session;
         if (s != null) {
@@ -681,6 +724,7 @@ public final class StatecastClient implements AutoCloseable {
         boolean fresh = m.hasResyncRequired() || m.hasSnapshotBegin() || topic.length == 0;
         if (!fresh) {
           forceSnapshot = true;
+          distrusted = true;
           throw order("the topic ID changed: subscribing for a snapshot");
         }
         topic = t;
@@ -718,7 +762,7 @@ public final class StatecastClient implements AutoCloseable {
           List<String> names = m.getSnapshotBegin().getViewsList();
           for (View<?> v : views.values()) {
             if (names.isEmpty() || names.contains(v.name())) {
-              snapRows.put(v, new View.Snap<>());
+              snapRows.put(v, v.newSnap());
             }
           }
         }
@@ -869,6 +913,7 @@ public final class StatecastClient implements AutoCloseable {
           if (applied >= 0) {
             resyncs.incrementAndGet();
           }
+          distrusted = false;
         }
         for (Entry e : entries) {
           switch (e.getKind()) {
@@ -910,6 +955,7 @@ public final class StatecastClient implements AutoCloseable {
       checkWaiters();
       if (!mismatches.isEmpty()) {
         forceSnapshot = true;
+        distrusted = true;
         throw mismatches.get(0);
       }
     }
@@ -997,6 +1043,75 @@ public final class StatecastClient implements AutoCloseable {
     }
   }
 
+  // ---- the state file ----
+
+  /** The selection each view is held with, as the state file records it. */
+  private Map<String, String> stateSelections() {
+    Map<String, String> out = new LinkedHashMap<>();
+    for (View<?> v : views.values()) {
+      out.put(v.name(), v.selection().map(Selection::stateString).orElse(""));
+    }
+    return out;
+  }
+
+  /**
+   * On the receive thread, before the first subscription: the views and position from the
+   * state file, if it is usable; the subscription then resumes at its index.
+   */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  private void loadState() {
+    long t0 = System.nanoTime();
+    StateFile.Content c = store.load(stateSelections());
+    if (c == null) {
+      return;
+    }
+    Map<View<?>, View.Snap<?>> snap = new LinkedHashMap<>();
+    long rows = 0;
+    for (View<?> v : views.values()) {
+      View.Snap<?> s = v.newSnap();
+      for (StateFile.Row r : c.rows().get(v.name())) {
+        snapPut(v, s, r.key(), r.raw());
+      }
+      rows += s.hashes.size();
+      snap.put(v, s);
+    }
+    List<Runnable> changes = new ArrayList<>();
+    long stamp = lock.writeLock();
+    try {
+      for (Map.Entry<View<?>, View.Snap<?>> e : snap.entrySet()) {
+        ((View) e.getKey()).replace((View.Snap) e.getValue(), changes);
+      }
+      topic = c.topic();
+      position = c.position();
+      applied = c.index();
+    } finally {
+      lock.unlockWrite(stamp);
+    }
+    for (Runnable r : changes) {
+      r.run();
+    }
+    LOG.info("stream {}: state file loaded, resuming at index {} ({} rows, {} ms)", cfg.stream, c.index(), rows,
+        (System.nanoTime() - t0) / 1_000_000);
+  }
+
+  /**
+   * On the receive thread: the applied state, for the state file; null when there is none
+   * to write (nothing applied yet, or a state the client distrusts).
+   */
+  private StateStore.Cut cut() {
+    if (applied < 0 || distrusted) {
+      return null;
+    }
+    List<StateFile.ViewRows> rows = new ArrayList<>(views.size());
+    for (View<?> v : views.values()) {
+      HashTable.Rows r = v.stateRows();
+      rows.add(new StateFile.ViewRows(v.name(), v.selection().map(Selection::stateString).orElse(""),
+          r.keys(), r.raws(), r.size()));
+    }
+    return new StateStore.Cut(applied, topic.clone(), position, position != Position.UNKNOWN, rows,
+        listeners.barrier());
+  }
+
   private static String defaultInstanceId() {
     String host;
     try {
@@ -1055,8 +1170,41 @@ public final class StatecastClient implements AutoCloseable {
     private int maxBatchEntries = 4096;
     private int maxReceiveBytes = 4 << 20;
     private int recvWindow = 8 << 20;
+    private java.nio.file.Path stateDir;
+    private byte[] stateKey;
+    private Duration persistInterval = Duration.ofSeconds(30);
 
     private Builder() {}
+
+    /**
+     * Where the client keeps its state file (schemas/README.md, "State files"): its views and
+     * position, written every {@link #persistInterval} and at {@link #close()}, so that a
+     * restart resumes from the player at the file's index instead of taking a snapshot. The
+     * directory is this client's alone. A file that cannot be used (corrupt, another stream,
+     * a view missing or held with another selection) is logged and ignored: the client then
+     * bootstraps from a snapshot. Each row's value is kept as received besides its decoded
+     * value, which costs the values' size in memory.
+     */
+    public Builder stateDir(java.nio.file.Path dir) {
+      this.stateDir = dir;
+      return this;
+    }
+
+    /**
+     * A secret of at least 32 bytes that authenticates the state file (HMAC-SHA256): the
+     * client loads only a file written under it, so that whoever can write the directory
+     * cannot make it serve forged rows. Needs {@link #stateDir}.
+     */
+    public Builder stateKey(byte[] key) {
+      this.stateKey = key == null ? null : key.clone();
+      return this;
+    }
+
+    /** How often the state file is written (default 30 s); {@link #close()} writes one too. */
+    public Builder persistInterval(Duration every) {
+      this.persistInterval = every;
+      return this;
+    }
 
     /**
      * The HTTP/2 flow-control window of the connection (default 8 MiB): how much the player
@@ -1179,6 +1327,15 @@ public final class StatecastClient implements AutoCloseable {
       }
       if (listenerThreads < 1) {
         throw new IllegalArgumentException("listenerThreads: must be >= 1");
+      }
+      if (stateKey != null && stateDir == null) {
+        throw new IllegalArgumentException("stateKey: needs stateDir (it authenticates the state file)");
+      }
+      if (stateKey != null && stateKey.length < StateFile.MIN_KEY_BYTES) {
+        throw new IllegalArgumentException("stateKey: " + stateKey.length + " bytes, at least " + StateFile.MIN_KEY_BYTES);
+      }
+      if (persistInterval == null || persistInterval.isNegative() || persistInterval.isZero()) {
+        throw new IllegalArgumentException("persistInterval: must be > 0");
       }
       return new StatecastClient(this);
     }

@@ -38,7 +38,11 @@ public final class View<T> {
   /** A snapshot being received: the values readers will see and the row hashes. */
   static final class Snap<T> {
     final ConcurrentHashMap<String, T> values = new ConcurrentHashMap<>();
-    final HashTable hashes = new HashTable();
+    final HashTable hashes;
+
+    Snap(boolean keepRaw) {
+      hashes = new HashTable(keepRaw);
+    }
   }
 
   private final StatecastClient client;
@@ -50,8 +54,10 @@ public final class View<T> {
   // written only by the receive thread under the client's write lock. Rows that did not
   // decode are absent here and present in hashes.
   private volatile ConcurrentHashMap<String, T> values = new ConcurrentHashMap<>();
-  // The row hash of every row held (the receive thread's only).
-  private HashTable hashes = new HashTable();
+  // The row hash of every row held, and its raw value when the client writes a state
+  // file (the receive thread's only).
+  private final boolean keepRaw;
+  private HashTable hashes;
   private final Map<String, Function<T, Collection<String>>> indexFns = new LinkedHashMap<>();
   private final Map<String, ConcurrentHashMap<String, Set<String>>> indexes = new HashMap<>();
   private final List<ChangeListener<T>> listeners = new CopyOnWriteArrayList<>();
@@ -63,6 +69,18 @@ public final class View<T> {
     this.prefix = (Keys.escape(name) + "|").getBytes(StandardCharsets.UTF_8);
     this.decoder = decoder;
     this.selection = selection;
+    this.keepRaw = client.keepsRaw();
+    this.hashes = new HashTable(keepRaw);
+  }
+
+  /** An empty snapshot of this view. */
+  Snap<T> newSnap() {
+    return new Snap<>(keepRaw);
+  }
+
+  /** The rows held as of now, raw, for the state file (the client keeps raw values). */
+  HashTable.Rows stateRows() {
+    return hashes.rows();
   }
 
   /** The view's name. */
@@ -222,7 +240,7 @@ public final class View<T> {
       } else {
         values.remove(key);
       }
-      hashes.put(key, nu.hash());
+      hashes.put(key, nu.hash(), value);
     }
     account(key, old, nu, changes);
   }
@@ -244,7 +262,7 @@ public final class View<T> {
     } else {
       snap.values.remove(key);
     }
-    snap.hashes.put(key, h.hash());
+    snap.hashes.put(key, h.hash(), value);
   }
 
   private void account(String key, Held<T> old, Held<T> nu, List<Runnable> changes) {
@@ -289,7 +307,7 @@ public final class View<T> {
     if (hashes.isEmpty()) {
       // An empty view takes the snapshot's maps as they are: nothing to compare them with.
       if (!indexFns.isEmpty() || !listeners.isEmpty()) {
-        snap.hashes.forEach((k, h) -> account(k, null, new Held<>(snap.values.get(k), h), changes));
+        snap.hashes.forEach((k, h, raw) -> account(k, null, new Held<>(snap.values.get(k), h), changes));
       }
       hashSum = snap.hashes.sum();
       hashes = snap.hashes;
@@ -306,7 +324,7 @@ public final class View<T> {
       hashes.remove(k);
       account(k, old, null, changes);
     }
-    snap.hashes.forEach((k, h) -> {
+    snap.hashes.forEach((k, h, raw) -> {
       Held<T> old = held(k);
       T v = snap.values.get(k);
       if (v != null) {
@@ -314,7 +332,7 @@ public final class View<T> {
       } else {
         values.remove(k);
       }
-      hashes.put(k, h);
+      hashes.put(k, h, raw);
       account(k, old, new Held<>(v, h), changes);
     });
   }

@@ -39,28 +39,45 @@ final class XxHash64 {
     int i = off;
     long h;
     if (len >= 32) {
-      long v1 = P1 + P2;
-      long v2 = P2;
-      long v3 = 0;
-      long v4 = -P1;
-      int limit = end - 32;
-      do {
-        v1 = round(v1, le64(b, i));
-        v2 = round(v2, le64(b, i + 8));
-        v3 = round(v3, le64(b, i + 16));
-        v4 = round(v4, le64(b, i + 24));
-        i += 32;
-      } while (i <= limit);
-      h = Long.rotateLeft(v1, 1) + Long.rotateLeft(v2, 7) + Long.rotateLeft(v3, 12)
-          + Long.rotateLeft(v4, 18);
-      h = merge(h, v1);
-      h = merge(h, v2);
-      h = merge(h, v3);
-      h = merge(h, v4);
+      long[] v = {P1 + P2, P2, 0, -P1};
+      i = stripes(v, b, i, end);
+      h = converge(v);
     } else {
       h = P5;
     }
-    h += len;
+    return tail(h + len, b, i, end);
+  }
+
+  /** Folds the 32-byte stripes of b[i, end) into the lanes; returns where the rest starts. */
+  private static int stripes(long[] v, byte[] b, int i, int end) {
+    long v1 = v[0];
+    long v2 = v[1];
+    long v3 = v[2];
+    long v4 = v[3];
+    for (; i + 32 <= end; i += 32) {
+      v1 = round(v1, le64(b, i));
+      v2 = round(v2, le64(b, i + 8));
+      v3 = round(v3, le64(b, i + 16));
+      v4 = round(v4, le64(b, i + 24));
+    }
+    v[0] = v1;
+    v[1] = v2;
+    v[2] = v3;
+    v[3] = v4;
+    return i;
+  }
+
+  private static long converge(long[] v) {
+    long h = Long.rotateLeft(v[0], 1) + Long.rotateLeft(v[1], 7) + Long.rotateLeft(v[2], 12)
+        + Long.rotateLeft(v[3], 18);
+    h = merge(h, v[0]);
+    h = merge(h, v[1]);
+    h = merge(h, v[2]);
+    return merge(h, v[3]);
+  }
+
+  /** Mixes in the last (fewer than 32) bytes b[i, end) and avalanches. */
+  private static long tail(long h, byte[] b, int i, int end) {
     while (i + 8 <= end) {
       h ^= round(0, le64(b, i));
       h = Long.rotateLeft(h, 27) * P1 + P4;
@@ -82,6 +99,38 @@ final class XxHash64 {
     h *= P3;
     h ^= h >>> 32;
     return h;
+  }
+
+  /** XXH64 of bytes given in pieces (the state file's checksum); equal to hash of them whole. */
+  static final class Streaming {
+    private final long[] v = {P1 + P2, P2, 0, -P1};
+    private final byte[] buf = new byte[32];
+    private int n;
+    private long total;
+
+    void update(byte[] b, int off, int len) {
+      total += len;
+      int end = off + len;
+      if (n > 0) {
+        int take = Math.min(32 - n, len);
+        System.arraycopy(b, off, buf, n, take);
+        n += take;
+        off += take;
+        if (n < 32) {
+          return;
+        }
+        stripes(v, buf, 0, 32);
+        n = 0;
+      }
+      off = stripes(v, b, off, end);
+      System.arraycopy(b, off, buf, 0, end - off);
+      n = end - off;
+    }
+
+    long digest() {
+      long h = total >= 32 ? converge(v) : P5;
+      return tail(h + total, buf, 0, n);
+    }
   }
 
   private static long round(long acc, long input) {

@@ -46,7 +46,7 @@ class HashTableTest {
     }
     assertEquals(sum, t.sum(), "seed " + seed);
     List<String> visited = new ArrayList<>();
-    t.forEach((k, h) -> visited.add(k));
+    t.forEach((k, h, raw) -> visited.add(k));
     assertEquals(m.size(), visited.size());
   }
 }

@@ -31,6 +31,8 @@ class StatecastMetricsTest {
       assertEquals(10.0, reg.get("statecast.cache.applied.index").gauge().value());
       assertEquals(2.0, reg.get("statecast.cache.rows").tag("view", "events").gauge().value());
       assertEquals(0.0, reg.get("statecast.cache.resyncs").functionCounter().count());
+      assertEquals(0.0, reg.get("statecast.cache.state.writes").functionCounter().count());
+      assertEquals(0.0, reg.get("statecast.cache.state.write.errors").functionCounter().count());
       s.batch(row(12, "events", "c", "{}", false));
       s.awaitAck(12);
       assertEquals(12.0, reg.get("statecast.cache.applied.index").gauge().value());

@@ -22,6 +22,26 @@ class XxHash64Test {
   }
 
   @Test
+  void streamingEqualsTheWholeHashForEverySplit() {
+    java.util.Random rnd = new java.util.Random(7);
+    for (int len : new int[] {0, 1, 7, 31, 32, 33, 64, 100, 1000}) {
+      byte[] b = new byte[len];
+      rnd.nextBytes(b);
+      long want = XxHash64.hash(b, 0, len);
+      for (int trial = 0; trial < 20; trial++) {
+        XxHash64.Streaming s = new XxHash64.Streaming();
+        int off = 0;
+        while (off < len) {
+          int n = Math.min(len - off, rnd.nextInt(40));
+          s.update(b, off, n);
+          off += n;
+        }
+        assertEquals(want, s.digest(), "length " + len + " trial " + trial);
+      }
+    }
+  }
+
+  @Test
   void rowHashIsOverTheRecordKeyAZeroByteAndTheValue() {
     StatecastClient c = StatecastClient.builder().addresses("127.0.0.1:1").stream("s").build();
     try {

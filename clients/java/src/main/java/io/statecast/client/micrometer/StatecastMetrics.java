@@ -22,6 +22,8 @@ import java.util.List;
  *   <li>{@code statecast.cache.ready} (gauge): 1 once the initial state is complete;
  *   <li>{@code statecast.cache.reconnects} and {@code statecast.cache.resyncs}
  *       (counters): subscriptions after the first, and snapshots that replaced held state;
+ *   <li>{@code statecast.cache.state.writes} and {@code statecast.cache.state.write.errors}
+ *       (counters): state files written and writes that failed (0 without a state directory);
  *   <li>{@code statecast.cache.rows} (gauge, tagged with the view): the rows a view holds.
  * </ul>
  *
@@ -64,6 +66,10 @@ public final class StatecastMetrics implements MeterBinder {
         .description("subscriptions after the first (failovers, reconnections)").tags(tags).register(registry);
     FunctionCounter.builder("statecast.cache.resyncs", client, StatecastClient::resyncs)
         .description("snapshots that replaced held state (a resync, an epoch check)").tags(tags).register(registry);
+    FunctionCounter.builder("statecast.cache.state.writes", client, StatecastClient::stateWrites)
+        .description("state files written").tags(tags).register(registry);
+    FunctionCounter.builder("statecast.cache.state.write.errors", client, StatecastClient::stateWriteErrors)
+        .description("state file writes that failed (each logged with its cause)").tags(tags).register(registry);
     for (View<?> v : views) {
       Gauge.builder("statecast.cache.rows", v, View::size)
           .description("the rows the view holds").tags(tags.and("view", v.name())).register(registry);

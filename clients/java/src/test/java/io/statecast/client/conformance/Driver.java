@@ -78,6 +78,12 @@ public final class Driver {
     if (!cfg.path("cert_file").asText("").isEmpty()) {
       b.clientCertificate(new File(cfg.get("cert_file").asText()), new File(cfg.get("key_file").asText()));
     }
+    if (!cfg.path("state_dir").asText("").isEmpty()) {
+      b.stateDir(java.nio.file.Path.of(cfg.get("state_dir").asText()));
+      if (cfg.path("persist_interval_ms").asInt(0) > 0) {
+        b.persistInterval(Duration.ofMillis(cfg.get("persist_interval_ms").asInt()));
+      }
+    }
     String token = cfg.path("token").asText("");
     if (!token.isEmpty()) {
       b.token(() -> token);
