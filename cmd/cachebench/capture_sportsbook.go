@@ -8,9 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/statecast/statecast/cacheclient"
 	"github.com/statecast/statecast/cmd/internal/bench"
 	"github.com/statecast/statecast/distributor"
 )
@@ -48,6 +45,7 @@ func runCaptureSportsbook(ctx context.Context, args *bench.Args, w io.Writer) er
 	alone := args.Duration("alone", 10*time.Second, "capture-latency's measured run alone, before and after the workload (0: skip)")
 	seed := args.Uint64("seed", 1, "seed of the writers' choices")
 	readConns := args.Int("read-connections", 0, "the stream's read_connections (0: the distributor's default)")
+	own := args.Bool("own-stream", false, "also publish the single-table views in a stream of their own (a second distributor, slot, topic, player and cacheclient) during the same workload, measured the same way (info; it adds to the machine's load)")
 	o := captureFlags(args)
 	env, err := bench.NewDistEnv(ctx, args, bench.SportsbookSchema+";"+bench.WorkloadSchema(captureTable))
 	if err != nil {
@@ -88,6 +86,9 @@ func runCaptureSportsbook(ctx context.Context, args *bench.Args, w io.Writer) er
 	fmt.Fprintln(w, "path:", capturePath())
 	fmt.Fprintln(w, "commit -> visible, per view = the first cacheclient Get after a publication in which every row of the view that the commit changes shows its seq - the time just before COMMIT was sent")
 	fmt.Fprintln(w, "floor = pg_recvlogical (pgoutput, the distributor's options) on a slot of its own over the sportsbook's tables, live over the same WAL: its commit message read - the same COMMIT time")
+	if *own {
+		fmt.Fprintln(w, "own stream = the single-table views (same SQL) also published by a pipeline of their own (distributor, slot, publication, topic, player, cacheclient), live over the same WAL, measured the same way")
+	}
 	if *alone > 0 {
 		fmt.Fprintf(w, "capture-latency alone = its scenario (%d single-row commits/s from %d writers, WaitFor after each) on a pipeline of its own, %v before and %v after the workload, the sportsbook's pipeline stopped\n",
 			lat.rate, lat.writers, *alone, *alone)
@@ -130,7 +131,7 @@ func runCaptureSportsbook(ctx context.Context, args *bench.Args, w io.Writer) er
 	}
 
 	res, err := sportsbookRun(ctx, w, env, o, sportsbookConfig{size: size, views: views, writers: *writers, rate: *rate,
-		warmup: *warmup, duration: *duration, seed: *seed})
+		warmup: *warmup, duration: *duration, seed: *seed, own: *own})
 	if err != nil {
 		return err
 	}
@@ -162,6 +163,7 @@ type sportsbookConfig struct {
 	writers, rate    int
 	warmup, duration time.Duration
 	seed             uint64
+	own              bool // the single-table views also in a stream of their own
 }
 
 // sportsbookResult is what the workload phase measured.
@@ -169,6 +171,7 @@ type sportsbookResult struct {
 	views    []bench.SportsbookView
 	txns     []*bench.SportsbookTxn // the measured ones
 	seen     []sbSeen               // of the measured transactions
+	own      []sbSeen               // the same in the single-table views' own stream (-own-stream)
 	floor    []time.Duration        // commit -> received by pg_recvlogical, measured transactions
 	rate     float64                // commits per second achieved, measured
 	target   int
@@ -180,38 +183,25 @@ type sportsbookResult struct {
 	drain   time.Duration
 	pending []int
 	cycles  bench.Histogram
-	rereads map[string]float64
-	reads   map[string]float64 // seconds the cycles spent re-reading each view's changed rows
+	// ownCycles are the own stream's distributor's (-own-stream; Count 0 without).
+	ownCycles bench.Histogram
+	rereads   map[string]float64
+	reads     map[string]float64 // seconds the cycles spent re-reading each view's changed rows
 }
 
 // sportsbookRun seeds nothing: it runs the sportsbook's pipeline, cache and floor on the
 // seeded tables, the writers for the warm-up and the steady state, waits until every
 // commit is visible in every view (or -timeout), and stops them all.
 func sportsbookRun(ctx context.Context, w io.Writer, env *bench.DistEnv, o captureOpts, c sportsbookConfig) (*sportsbookResult, error) {
-	cfgs := make([]distributor.ViewConfig, len(c.views))
-	decoders := map[string]cacheclient.Decoder[int64]{}
-	for i, v := range c.views {
-		cfgs[i] = v.Config()
-		decoders[v.Name] = bench.SeqDecoder
-	}
-	reg := prometheus.NewRegistry()
-	start := time.Now()
-	pipe, err := bench.StartPipeline(ctx, env, env.DSN, cfgs, append(o.distOpts(), distributor.WithRegisterer(reg))...)
+	sp, err := startSBPipeline(ctx, env, o, c.views)
 	if err != nil {
 		return nil, err
 	}
-	defer pipe.Close()
-	started := time.Since(start)
-	start = time.Now()
-	cache, err := bench.StartCache(ctx, pipe.Player.Addr(), pipe.Topic, decoders)
-	if err != nil {
-		return nil, err
-	}
-	defer cache.Close()
+	defer sp.close()
 	fmt.Fprintf(w, "\nsportsbook pipeline: the distributor published every view's first snapshot in %.1f s, the cache was ready %.1f s later\n",
-		started.Seconds(), time.Since(start).Seconds())
+		sp.started.Seconds(), sp.ready.Seconds())
 	fmt.Fprintln(w, "how the distributor maps each view's tables to its rows:")
-	deps := pipe.Dependencies()
+	deps := sp.pipe.Dependencies()
 	for _, v := range c.views {
 		shape := "a single table"
 		if !v.Single() {
@@ -232,6 +222,14 @@ func sportsbookRun(ctx context.Context, w io.Writer, env *bench.DistEnv, o captu
 	if err := fl.start(o); err != nil {
 		return nil, err
 	}
+	var own *sbPipeline
+	var ownProbes []*bench.Probe // by view index; nil: not in the own stream
+	if c.own {
+		if own, ownProbes, err = startOwnStream(ctx, w, env, o, c.views); err != nil {
+			return nil, err
+		}
+		defer own.close()
+	}
 	sb, err := bench.NewSportsbook(ctx, env.DSN, c.size, c.writers, c.seed)
 	if err != nil {
 		return nil, err
@@ -242,24 +240,27 @@ func sportsbookRun(ctx context.Context, w io.Writer, env *bench.DistEnv, o captu
 	probes := make([]*bench.Probe, len(c.views))
 	for i, v := range c.views {
 		index[v.Name] = i
-		// One writer's commits reach every view in its commit order (one stream): each
-		// check reads the rows it finds visible, not the whole backlog, so a distributor
-		// far behind does not make the probes hold up the writers.
-		probes[i] = cache.Probe(v.Name)
-		probes[i].Ordered()
+		probes[i] = sp.cache.Probe(v.Name)
 	}
-	seen := make([][]sbSeen, c.writers) // per writer: BeforeCommit runs on the writer's goroutine
+	// Per writer: BeforeCommit runs on the writer's goroutine.
+	seen, ownSeen := make([][]sbSeen, c.writers), make([][]sbSeen, c.writers)
+	expect := func(p *bench.Probe, t *bench.SportsbookTxn, i int, keys []string) sbSeen {
+		s := &bench.Txn{Writer: t.Writer, Xid: t.Xid, Version: t.Version, Op: bench.OpMixed}
+		for _, k := range keys {
+			p.Expect(s, k, t.Version)
+		}
+		return sbSeen{txn: t, view: i, seen: s}
+	}
 	before := func(t *bench.SportsbookTxn) {
 		for _, vk := range t.Expect {
 			i, ok := index[vk.View]
 			if !ok {
 				continue // a view not in this run
 			}
-			s := &bench.Txn{Writer: t.Writer, Xid: t.Xid, Version: t.Version, Op: bench.OpMixed}
-			for _, k := range vk.Keys {
-				probes[i].Expect(s, k, t.Version)
+			seen[t.Writer] = append(seen[t.Writer], expect(probes[i], t, i, vk.Keys))
+			if own != nil && ownProbes[i] != nil {
+				ownSeen[t.Writer] = append(ownSeen[t.Writer], expect(ownProbes[i], t, i, vk.Keys))
 			}
-			seen[t.Writer] = append(seen[t.Writer], sbSeen{txn: t, view: i, seen: s})
 		}
 	}
 	runStart := time.Now()
@@ -274,19 +275,35 @@ func sportsbookRun(ctx context.Context, w io.Writer, env *bench.DistEnv, o captu
 	// up still ends the run, and the commits it has not shown count at the deadline.
 	deadline := time.Now().Add(*o.timeout)
 	var waitErrs []error
-	for i, p := range probes {
+	wait := func(name string, p *bench.Probe) error {
+		if p == nil {
+			return nil
+		}
 		if err := p.Wait(ctx, max(time.Millisecond, time.Until(deadline))); err != nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return ctx.Err()
 			}
-			waitErrs = append(waitErrs, fmt.Errorf("%s: %w", c.views[i].Name, err))
+			waitErrs = append(waitErrs, fmt.Errorf("%s: %w", name, err))
+		}
+		return nil
+	}
+	for i, p := range probes {
+		if err := wait(c.views[i].Name, p); err != nil {
+			return nil, err
+		}
+	}
+	for i, p := range ownProbes {
+		if err := wait(c.views[i].Name+" (own stream)", p); err != nil {
+			return nil, err
 		}
 	}
 	if len(waitErrs) == 0 {
 		deadline = time.Now()
 	}
-	for _, p := range probes {
-		p.Close() // nothing is marked visible after the deadline
+	for _, p := range append(probes, ownProbes...) {
+		if p != nil {
+			p.Close() // nothing is marked visible after the deadline
+		}
 	}
 	xs := make([]uint32, len(all))
 	for i, t := range all {
@@ -300,9 +317,19 @@ func sportsbookRun(ctx context.Context, w io.Writer, env *bench.DistEnv, o captu
 	}
 
 	r := &sportsbookResult{views: c.views, target: c.rate, start: measured, duration: c.duration, deadline: deadline, pending: make([]int, len(c.views)),
-		cycles:  bench.HistogramOf(reg, "statecast_distributor_cycle_duration_seconds"),
-		rereads: bench.CounterSum(reg, "statecast_distributor_full_rereads_total", "view"),
-		reads:   bench.CounterSum(reg, "statecast_distributor_view_read_seconds_total", "view")}
+		cycles:  sp.cycles(),
+		rereads: bench.CounterSum(sp.reg, "statecast_distributor_full_rereads_total", "view"),
+		reads:   bench.CounterSum(sp.reg, "statecast_distributor_view_read_seconds_total", "view")}
+	if own != nil {
+		r.ownCycles = own.cycles()
+		for _, ss := range ownSeen {
+			for _, s := range ss {
+				if !s.txn.Sent.Before(measured) {
+					r.own = append(r.own, s)
+				}
+			}
+		}
+	}
 	var lastDone, lastVisible time.Time
 	for _, t := range all {
 		if !t.Sent.Before(measured) {
@@ -347,13 +374,18 @@ func sportsbookRun(ctx context.Context, w io.Writer, env *bench.DistEnv, o captu
 // spans is commit → visible of the measured commits in the views keep keeps, those not
 // visible by the deadline counted at it; missed is how many those were.
 func (r *sportsbookResult) spans(keep func(view int) bool) (out []time.Duration, missed int) {
-	for _, s := range r.seen {
+	return spansOf(r.seen, r.deadline, keep)
+}
+
+// spansOf is spans of seen, with deadline.
+func spansOf(seen []sbSeen, deadline time.Time, keep func(view int) bool) (out []time.Duration, missed int) {
+	for _, s := range seen {
 		if !keep(s.view) {
 			continue
 		}
 		at := s.seen.Visible
 		if at.IsZero() {
-			at, missed = r.deadline, missed+1
+			at, missed = deadline, missed+1
 		}
 		out = append(out, at.Sub(s.txn.Sent))
 	}
@@ -408,6 +440,12 @@ func (r *sportsbookResult) print(w io.Writer, alone bench.Pool, aloneFloor []tim
 		row(v.Name, sums[i], missed)
 	}
 	row("single-table views, pooled", base, singleMissed)
+	var own bench.Summary
+	if len(r.own) > 0 {
+		ownSpans, ownMissed := spansOf(r.own, r.deadline, func(int) bool { return true })
+		own = bench.Summarize(ownSpans)
+		row("single-table, own stream", own, ownMissed)
+	}
 	if aloneSum.N > 0 {
 		fmt.Fprintln(w, bench.Summarize(aloneFloor).Line("capture-latency alone: floor"))
 		fmt.Fprintln(w, aloneSum.Line("capture-latency alone: visible")+alone.Spread())
@@ -475,8 +513,10 @@ func (r *sportsbookResult) print(w io.Writer, alone bench.Pool, aloneFloor []tim
 	if len(rr) == 0 {
 		rr = []string{"none"}
 	}
-	fmt.Fprintf(w, "distributor, whole run: %d cycles, mean %s ms, p50 %s ms, p99 %s ms (quantiles from its histogram's buckets); full re-reads of a view: %s\n",
-		r.cycles.Count, bench.MS(r.cycles.Mean), bench.MS(r.cycles.P50), bench.MS(r.cycles.P99), strings.Join(rr, ", "))
+	fmt.Fprintf(w, "distributor, whole run: %s; full re-reads of a view: %s\n", cyclesLine(r.cycles), strings.Join(rr, ", "))
+	if r.ownCycles.Count > 0 {
+		fmt.Fprintf(w, "own stream's distributor, whole run: %s\n", cyclesLine(r.ownCycles))
+	}
 	var reads []string
 	for _, v := range r.views {
 		if sec := r.reads[v.Name]; sec > 0 && r.cycles.Count > 0 {
@@ -509,6 +549,9 @@ func (r *sportsbookResult) print(w io.Writer, alone bench.Pool, aloneFloor []tim
 	if aloneSum.N > 0 {
 		goal("single-table views p50", "capture-latency alone p50", base.P50, aloneSum.P50, singleFactor)
 		goal("single-table views p99", "capture-latency alone p99", base.P99, aloneSum.P99, singleFactor)
+	}
+	if own.N > 0 {
+		ownInfo(w, own, base, aloneSum)
 	}
 	fmt.Fprintf(w, "%d of %d goals met\n", met, goals)
 	if _, missed := r.spans(func(int) bool { return true }); missed > 0 {

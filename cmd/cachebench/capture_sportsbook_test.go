@@ -56,3 +56,37 @@ func TestSportsbookPrint(t *testing.T) {
 		t.Errorf("event_board's p99 is not the missed commit's time at the deadline:\n%s", got)
 	}
 }
+
+// TestSportsbookPrintOwn checks the lines -own-stream adds: the own stream's pooled row
+// beside the shared one's, and its ratios as information, not goals.
+func TestSportsbookPrintOwn(t *testing.T) {
+	views := bench.SportsbookViews[:3] // the single-table views
+	start := time.Now()
+	r := &sportsbookResult{views: views, target: 1000, rate: 1000, start: start, duration: 20 * time.Second,
+		deadline: start.Add(time.Minute), pending: make([]int, len(views)), ownCycles: bench.Histogram{Count: 10}}
+	for i := range 100 {
+		tx := &bench.SportsbookTxn{}
+		tx.Sent = start.Add(time.Duration(i) * 200 * time.Millisecond)
+		tx.Done = tx.Sent.Add(time.Millisecond)
+		r.txns = append(r.txns, tx)
+		for v := range views {
+			r.seen = append(r.seen, sbSeen{txn: tx, view: v, seen: &bench.Txn{Visible: tx.Sent.Add(16 * time.Millisecond)}})
+			r.own = append(r.own, sbSeen{txn: tx, view: v, seen: &bench.Txn{Visible: tx.Sent.Add(10 * time.Millisecond)}})
+		}
+	}
+	var alone bench.Pool
+	alone.Add([]time.Duration{8 * time.Millisecond, 8 * time.Millisecond})
+	var out bytes.Buffer
+	r.print(&out, alone, nil)
+	got := out.String()
+	for _, want := range []string{
+		"single-table, own stream     300    10.00     10.00     10.00     0.62    0.62    1.25    1.25",
+		"own stream's distributor, whole run: 10 cycles",
+		"info single-table views, own stream p50: 10.000 ms = 1.25 x capture-latency alone p50; shared stream / own stream = 1.60 x",
+		"0 of 2 goals met",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the output lacks %q:\n%s", want, got)
+		}
+	}
+}

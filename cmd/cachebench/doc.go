@@ -13,7 +13,8 @@
 // capture_throughput.go, capture_fanout.go, player_delay.go, player_throughput.go,
 // player_scale.go, player_select.go (targets selecting one tenant each of a large view,
 // the player in a child process), capture_sportsbook.go (a sportsbook's views of every shape in one
-// stream under four writers), capture_bulk.go (one transaction changing a 1M-row view's
+// stream under four writers) with capture_sportsbook_own.go (its pipelines, and its
+// single-table views in a stream of their own beside it), capture_bulk.go (one transaction changing a 1M-row view's
 // every row, against the view's start-up snapshot); and capture.go, what the capture benchmarks share (their flags, their
 // table and view, the goals' verdict lines, and the pg_recvlogical floor they are compared
 // with).
