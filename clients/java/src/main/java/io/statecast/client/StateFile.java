@@ -49,6 +49,15 @@ final class StateFile {
   /** One row read back: the key without the view prefix and the value as received. */
   record Row(String key, byte[] raw) {}
 
+  /** Receives the rows of the views a client holds as the file is read. */
+  interface Sink {
+    /** The next rows are rows rows of view. */
+    void view(String view, int rows);
+
+    /** A row of the last view, with its row hash (schemas/README.md, "Control records"). */
+    void row(String key, byte[] raw, long hash);
+  }
+
   /** A file that cannot be used; the message says why. */
   static final class BadFile extends Exception {
     final boolean auth; // refused by the key, not corrupt
@@ -248,6 +257,30 @@ final class StateFile {
    * file with that selection; views of the file the client does not hold are skipped.
    */
   static Content read(byte[] b, String stream, byte[] key, Map<String, String> views) throws BadFile {
+    Map<String, List<Row>> rows = new HashMap<>();
+    List<Row>[] cur = new List[1];
+    Content c = read(b, stream, key, views, new Sink() {
+      @Override
+      public void view(String view, int n) {
+        cur[0] = new ArrayList<>(n);
+        rows.put(view, cur[0]);
+      }
+
+      @Override
+      public void row(String k, byte[] raw, long hash) {
+        cur[0].add(new Row(k, raw));
+      }
+    });
+    return new Content(c.index(), c.topic(), c.position(), c.positionSeen(), c.selections(), rows);
+  }
+
+  /**
+   * Like {@link #read(byte[], String, byte[], Map)}, giving the rows to sink as they are read
+   * (the content's rows are then null). The file is verified whole only at the end: a caller
+   * uses what sink received only when this returns.
+   */
+  @SuppressWarnings("unchecked")
+  static Content read(byte[] b, String stream, byte[] key, Map<String, String> views, Sink sink) throws BadFile {
     boolean keyed;
     String magic = b.length >= 8 ? new String(b, 0, 8, StandardCharsets.US_ASCII) : "";
     switch (magic) {
@@ -333,8 +366,8 @@ final class StateFile {
       throw new BadFile("view count " + nv, false);
     }
     Map<String, String> sels = new LinkedHashMap<>();
-    Map<String, List<Row>> rows = new HashMap<>();
     Set<String> seenViews = new HashSet<>();
+    byte[] hbuf = new byte[256]; // a record's key, a zero byte and its value, for its row hash
     for (long i = 0; i < nv; i++) {
       String name = r.string("view name");
       if (!seenViews.add(name)) {
@@ -346,17 +379,32 @@ final class StateFile {
         throw new BadFile("row count of \"" + name + "\"", false);
       }
       boolean keep = views.containsKey(name);
-      List<Row> out = keep ? new ArrayList<>((int) n) : null;
-      for (long j = 0; j < n; j++) {
-        String k = r.string("row of \"" + name + "\"");
-        byte[] raw = r.str("row of \"" + name + "\"");
-        if (keep) {
-          out.add(new Row(k, raw));
-        }
-      }
+      String what = "row of \"" + name + "\"";
+      byte[] prefix = (Keys.escape(name) + "|").getBytes(StandardCharsets.UTF_8);
+      System.arraycopy(prefix, 0, hbuf = grow(hbuf, prefix.length), 0, prefix.length);
       if (keep) {
         sels.put(name, sel);
-        rows.put(name, out);
+        sink.view(name, (int) n);
+      }
+      for (long j = 0; j < n; j++) {
+        int klen = r.len(what);
+        int koff = r.p;
+        r.p += klen;
+        int vlen = r.len(what);
+        int voff = r.p;
+        r.p += vlen;
+        if (keep) {
+          int hl = prefix.length + klen + 1 + vlen;
+          if (hl > hbuf.length) {
+            hbuf = grow(hbuf, hl);
+            System.arraycopy(prefix, 0, hbuf, 0, prefix.length);
+          }
+          System.arraycopy(b, koff, hbuf, prefix.length, klen);
+          hbuf[prefix.length + klen] = 0;
+          System.arraycopy(b, voff, hbuf, prefix.length + klen + 1, vlen);
+          sink.row(new String(b, koff, klen, StandardCharsets.UTF_8), java.util.Arrays.copyOfRange(b, voff, voff + vlen),
+              XxHash64.hash(hbuf, 0, hl));
+        }
       }
     }
     if (r.p != body) {
@@ -372,7 +420,12 @@ final class StateFile {
             + "\", the client now selects \"" + v.getValue() + "\"", false);
       }
     }
-    return new Content(index, topic, pos, seen, sels, rows);
+    return new Content(index, topic, pos, seen, sels, null);
+  }
+
+  /** buf, or a larger copy of it when it is shorter than n. */
+  private static byte[] grow(byte[] buf, int n) {
+    return n <= buf.length ? buf : java.util.Arrays.copyOf(buf, Math.max(n, buf.length * 2));
   }
 
   /** Reads varints and strings of a verified body. */
@@ -403,6 +456,15 @@ final class StateFile {
         }
       }
       throw new BadFile(what + ": varint overflows", false);
+    }
+
+    /** A string's length, checked against the file; p is then at its bytes. */
+    int len(String what) throws BadFile {
+      long n = uvarint(what);
+      if (n > end - p) {
+        throw new BadFile(what + ": longer than the file", false);
+      }
+      return (int) n;
     }
 
     byte[] str(String what) throws BadFile {

@@ -54,10 +54,11 @@ final class StateStore {
   }
 
   /**
-   * The file's content for views (name to selection), or null when there is none or it
-   * cannot be used (then the client bootstraps from a snapshot; the reason is logged).
+   * The file's content for views (name to selection), its rows given to sink, or null when
+   * there is none or it cannot be used (then the client bootstraps from a snapshot; the
+   * reason is logged, and what sink received is to be dropped).
    */
-  StateFile.Content load(Map<String, String> views) {
+  StateFile.Content load(Map<String, String> views, StateFile.Sink sink) {
     StateFile.removeTemps(dir);
     byte[] b;
     try {
@@ -69,7 +70,7 @@ final class StateStore {
       return null;
     }
     try {
-      return StateFile.read(b, stream, key, views);
+      return StateFile.read(b, stream, key, views, sink);
     } catch (StateFile.BadFile e) {
       if (e.auth) {
         LOG.error("stream {}: state file {} refused: not authenticated by the state key; bootstrapping from a snapshot: {}",

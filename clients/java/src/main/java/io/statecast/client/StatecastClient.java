@@ -1061,19 +1061,28 @@ public final class StatecastClient implements AutoCloseable {
   @SuppressWarnings({"unchecked", "rawtypes"})
   private void loadState() {
     long t0 = System.nanoTime();
-    StateFile.Content c = store.load(stateSelections());
+    Map<View<?>, View.Snap<?>> snap = new LinkedHashMap<>();
+    View<?>[] cur = new View<?>[1];
+    View.Snap<?>[] into = new View.Snap<?>[1];
+    StateFile.Content c = store.load(stateSelections(), new StateFile.Sink() {
+      @Override
+      public void view(String name, int n) {
+        cur[0] = views.get(name);
+        into[0] = cur[0].newSnap(n);
+        snap.put(cur[0], into[0]);
+      }
+
+      @Override
+      public void row(String key, byte[] raw, long hash) {
+        ((View) cur[0]).snapLoad((View.Snap) into[0], key, raw, hash);
+      }
+    });
     if (c == null) {
       return;
     }
-    Map<View<?>, View.Snap<?>> snap = new LinkedHashMap<>();
     long rows = 0;
-    for (View<?> v : views.values()) {
-      View.Snap<?> s = v.newSnap();
-      for (StateFile.Row r : c.rows().get(v.name())) {
-        snapPut(v, s, r.key(), r.raw());
-      }
+    for (View.Snap<?> s : snap.values()) {
       rows += s.hashes.size();
-      snap.put(v, s);
     }
     List<Runnable> changes = new ArrayList<>();
     long stamp = lock.writeLock();

@@ -37,11 +37,12 @@ public final class View<T> {
 
   /** A snapshot being received: the values readers will see and the row hashes. */
   static final class Snap<T> {
-    final ConcurrentHashMap<String, T> values = new ConcurrentHashMap<>();
+    final ConcurrentHashMap<String, T> values;
     final HashTable hashes;
 
-    Snap(boolean keepRaw) {
-      hashes = new HashTable(keepRaw);
+    Snap(HashTable hashes, int rows) {
+      this.hashes = hashes;
+      this.values = new ConcurrentHashMap<>(Math.max(16, rows));
     }
   }
 
@@ -75,7 +76,12 @@ public final class View<T> {
 
   /** An empty snapshot of this view. */
   Snap<T> newSnap() {
-    return new Snap<>(keepRaw);
+    return new Snap<>(new HashTable(keepRaw), 0);
+  }
+
+  /** An empty snapshot of this view, sized for rows rows (a state file's). */
+  Snap<T> newSnap(int rows) {
+    return new Snap<>(HashTable.sized(rows, keepRaw), rows);
   }
 
   /** The rows held as of now, raw, for the state file (the client keeps raw values). */
@@ -247,6 +253,20 @@ public final class View<T> {
 
   private Held<T> held(String key) {
     return hashes.contains(key) ? new Held<>(values.get(key), hashes.get(key)) : null;
+  }
+
+  /** Adds a row whose row hash is known (a state file's) to a snapshot being built. */
+  void snapLoad(Snap<T> snap, String key, byte[] value, long hash) {
+    T v = null;
+    try {
+      v = decoder.decode(key, value);
+    } catch (Exception e) {
+      LOG.error("view {}: row {} does not decode; it is held without a value: {}", name, key, e.toString());
+    }
+    if (v != null) {
+      snap.values.put(key, v);
+    }
+    snap.hashes.put(key, hash, value);
   }
 
   /** Adds a row to a snapshot being received (value null: removes it). */

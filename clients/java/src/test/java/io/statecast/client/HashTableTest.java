@@ -49,4 +49,24 @@ class HashTableTest {
     t.forEach((k, h, raw) -> visited.add(k));
     assertEquals(m.size(), visited.size());
   }
+
+  @Test
+  void keysInAnotherTablesSlotOrderDoNotCluster() {
+    // A state file lists a view's rows in its table's slot order, and the load inserts them
+    // in that order into a new, growing table.
+    HashTable a = new HashTable(true);
+    int n = 200_000;
+    for (int i = 0; i < n; i++) {
+      a.put(Integer.toString(i), i, new byte[0]);
+    }
+    HashTable b = new HashTable(true);
+    for (String k : a.keyList()) {
+      b.put(k, 0, null);
+      if (b.probes > 20L * n) {
+        throw new AssertionError("inserting in another table's slot order clusters: " + b.probes + " probes after "
+            + b.size() + " keys");
+      }
+    }
+    assertEquals(n, b.size());
+  }
 }

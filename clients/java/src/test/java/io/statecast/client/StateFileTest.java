@@ -74,6 +74,11 @@ class StateFileTest {
       assertEquals(FakePlayer.TOPIC, h.getTopicId());
       assertEquals(Map.of("1", "{\"id\":1,\"v\":2}", "3", "{\"id\":3}"), ev.entries());
       assertEquals(Position.parseLsn("0/1A"), c.position().lsn());
+      long sum = 0;
+      for (Map.Entry<String, String> e : ev.entries().entrySet()) {
+        sum += ev.rowHash(e.getKey(), e.getValue().getBytes(StandardCharsets.UTF_8));
+      }
+      assertEquals(sum, ev.hashSum(), "the loaded rows' hashes are the record format's row hashes");
       assertEquals(13, c.appliedIndex());
       c.awaitFor("0/1A").get(20, TimeUnit.SECONDS);
       // The player resumes after 13: the next transaction applies on the loaded rows.
