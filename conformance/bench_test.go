@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,11 @@ func BenchmarkColdStart(b *testing.B) {
 		ev := p.next(30*time.Minute, "ready")
 		if n := len(p.dump().Views["events"]); n != keys {
 			b.Fatalf("%s client restarted from its state file holds %d keys, want %d", cl.name, n, keys)
+		}
+		for _, l := range strings.Split(p.stderr.String(), "\n") {
+			if strings.Contains(l, "state file loaded") {
+				b.Logf("%s client's log: %s", cl.name, l)
+			}
 		}
 		p.close()
 		restart[cl.name] = [2]time.Duration{time.Duration(ev.Elapsed) * time.Millisecond, closed}
