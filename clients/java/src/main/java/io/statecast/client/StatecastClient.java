@@ -499,6 +499,30 @@ public final class StatecastClient implements AutoCloseable {
     LOG.debug("stream {}: subscribing at {} (resume {})", cfg.stream, addr, resumed ? applied : "none");
     stub.subscribe(s);
     s.send(SubscribeRequest.newBuilder().setHello(h).build());
+    if (resumed && !isReady()) {
+      loop.schedule(() -> idleReady(s), cfg.readyIdle.toMillis(), TimeUnit.MILLISECONDS);
+    }
+  }
+
+  /**
+   * Readiness after a resume with a player that sends no head_index (older ones): the
+   * initial state counts as caught up once no frame arrived for readyIdle. A player that
+   * sends one decides by it (or by its first Progress): a slow recovery, nothing sent for a
+   * while, must not look caught up.
+   */
+  private void idleReady(Session s) {
+    if (session != s || s.ended || isReady() || s.readyAt >= 0) {
+      return;
+    }
+    long quiet = System.nanoTime() - s.lastFrame;
+    long want = cfg.readyIdle.toNanos();
+    if (quiet < want || s.inSnapshot) {
+      loop.schedule(() -> idleReady(s), Math.max(1, (want - quiet) / 1_000_000), TimeUnit.MILLISECONDS);
+      return;
+    }
+    LOG.info("stream {}: no frame for {} ms after resuming, and the player sends no head index: ready", cfg.stream,
+        cfg.readyIdle.toMillis());
+    s.markReady();
   }
 
   private ManagedChannel channel(String addr) throws Exception {
@@ -642,6 +666,7 @@ public final class StatecastClient implements AutoCloseable {
     boolean ended;
     boolean firstFrame;
     long readyAt = -1;
+    long lastFrame = System.nanoTime(); // for the idle readiness fallback: from the Hello on
     long received = -1;
     // An open source transaction: entries received since its first txn entry.
     boolean open;
@@ -729,6 +754,7 @@ public final class StatecastClient implements AutoCloseable {
         }
         topic = t;
       }
+      lastFrame = System.nanoTime();
       if (!firstFrame) {
         firstFrame = true;
         if (resumed && m.getHeadIndex() > 0 && !isReady()) {
@@ -1182,6 +1208,7 @@ public final class StatecastClient implements AutoCloseable {
     private java.nio.file.Path stateDir;
     private byte[] stateKey;
     private Duration persistInterval = Duration.ofSeconds(30);
+    private Duration readyIdle = Duration.ofSeconds(1);
 
     private Builder() {}
 
@@ -1206,6 +1233,16 @@ public final class StatecastClient implements AutoCloseable {
      */
     public Builder stateKey(byte[] key) {
       this.stateKey = key == null ? null : key.clone();
+      return this;
+    }
+
+    /**
+     * After resuming (from a state file, or after a reconnection before the first ready),
+     * with a player that sends no head_index: the initial state counts as caught up once no
+     * frame arrived for this long (default 1 s). A player that sends one decides by it.
+     */
+    public Builder readyIdle(Duration idle) {
+      this.readyIdle = idle;
       return this;
     }
 
@@ -1342,6 +1379,9 @@ public final class StatecastClient implements AutoCloseable {
       }
       if (stateKey != null && stateKey.length < StateFile.MIN_KEY_BYTES) {
         throw new IllegalArgumentException("stateKey: " + stateKey.length + " bytes, at least " + StateFile.MIN_KEY_BYTES);
+      }
+      if (readyIdle == null || readyIdle.isNegative() || readyIdle.isZero()) {
+        throw new IllegalArgumentException("readyIdle: must be > 0");
       }
       if (persistInterval == null || persistInterval.isNegative() || persistInterval.isZero()) {
         throw new IllegalArgumentException("persistInterval: must be > 0");

@@ -217,4 +217,24 @@ class StateFileTest {
         "written byte for byte as the Go client writes it");
     assertNull(StateFile.read(again, "s", null, Map.of()).rows().get("v"), "views the client does not hold are skipped");
   }
+
+  @Test
+  void withAPlayerThatSendsNoHeadIndexAResumedClientIsReadyOnceNoFrameCameForReadyIdle() throws Exception {
+    firstRun(builder(), null);
+    try (StatecastClient c = builder().readyIdle(Duration.ofMillis(1000)).build()) {
+      c.rawView("events");
+      c.start();
+      FakePlayer.Sub s = player.next();
+      assertEquals(13, s.hello().getResumeIndex());
+      // Frames without a head index, closer together than readyIdle: still catching up.
+      for (int i = 0; i < 8; i++) {
+        s.send(statecast.v1.PlayerOuterClass.SubscribeResponse.newBuilder().setBatch(
+            statecast.v1.PlayerOuterClass.Batch.newBuilder().addEntries(row(14 + i, "events", "k" + i, "{}", false))));
+        Thread.sleep(100);
+        assertFalse(c.isReady(), "ready while frames keep coming, after frame " + i);
+      }
+      c.awaitReady().get(20, TimeUnit.SECONDS);
+      assertEquals(21, c.appliedIndex());
+    }
+  }
 }
