@@ -53,12 +53,16 @@ final class StateStore {
     return dir.resolve(StateFile.NAME);
   }
 
+  /** A verified file: its bytes and what it holds besides the rows. */
+  record Loaded(byte[] bytes, StateFile.Content content, long verifyMillis) {}
+
   /**
-   * The file's content for views (name to selection), its rows given to sink, or null when
-   * there is none or it cannot be used (then the client bootstraps from a snapshot; the
-   * reason is logged, and what sink received is to be dropped).
+   * The file, read and verified whole for views (name to selection), or null when there is
+   * none or it cannot be used (then the client bootstraps from a snapshot; the reason is
+   * logged).
    */
-  StateFile.Content load(Map<String, String> views, StateFile.Sink sink) {
+  Loaded verify(Map<String, String> views) {
+    long t0 = System.nanoTime();
     StateFile.removeTemps(dir);
     byte[] b;
     try {
@@ -70,15 +74,30 @@ final class StateStore {
       return null;
     }
     try {
-      return StateFile.read(b, stream, key, views, sink);
+      StateFile.Content c = StateFile.read(b, stream, key, views, null);
+      return new Loaded(b, c, (System.nanoTime() - t0) / 1_000_000);
     } catch (StateFile.BadFile e) {
-      if (e.auth) {
-        LOG.error("stream {}: state file {} refused: not authenticated by the state key; bootstrapping from a snapshot: {}",
-            stream, path(), e.getMessage());
-      } else {
-        LOG.error("stream {}: state file {} ignored; bootstrapping from a snapshot: {}", stream, path(), e.getMessage());
-      }
+      refused(e);
       return null;
+    }
+  }
+
+  /** The rows of a verified file, given to sink; null (logged) when it no longer fits views. */
+  StateFile.Content rows(Loaded l, Map<String, String> views, StateFile.Sink sink) {
+    try {
+      return StateFile.read(l.bytes(), stream, key, views, sink);
+    } catch (StateFile.BadFile e) {
+      refused(e);
+      return null;
+    }
+  }
+
+  private void refused(StateFile.BadFile e) {
+    if (e.auth) {
+      LOG.error("stream {}: state file {} refused: not authenticated by the state key; bootstrapping from a snapshot: {}",
+          stream, path(), e.getMessage());
+    } else {
+      LOG.error("stream {}: state file {} ignored; bootstrapping from a snapshot: {}", stream, path(), e.getMessage());
     }
   }
 

@@ -92,6 +92,9 @@ public final class StatecastClient implements AutoCloseable {
   private final ExecutorService ownListenerPool;
   private final KeyedExecutor listeners;
   private final StateStore store; // null without a state directory
+  // gRPC's blocking work (name resolution): not the receive thread, which builds the views
+  // from the state file while the subscription is set up.
+  private final ExecutorService offload;
   private final Map<String, ManagedChannel> channels = new HashMap<>();
   private final CompletableFuture<Void> ready = new CompletableFuture<>();
   private final List<Waiter> waiters = new ArrayList<>();
@@ -113,6 +116,9 @@ public final class StatecastClient implements AutoCloseable {
   // The views do not hold a state of the applied index any more (an epoch check failed, the
   // topic changed, a view was reselected): no state file until a snapshot replaced them.
   private boolean distrusted;
+  // A verified state file whose rows are not in the views yet (between loadState and
+  // buildState): the first subscription resumes at its index meanwhile.
+  private StateStore.Loaded loading;
   private int addrIndex;
   private int attempt;
   private Session session;
@@ -138,6 +144,7 @@ public final class StatecastClient implements AutoCloseable {
     this.listeners = new KeyedExecutor(le);
     this.store = b.stateDir == null ? null : new StateStore(b.stream, b.stateDir, b.stateKey,
         Executors.newSingleThreadExecutor(r -> thread(r, "persist")));
+    this.offload = Executors.newCachedThreadPool(r -> thread(r, "offload"));
   }
 
   /** Whether views keep each row's raw value (for the state file). */
@@ -246,7 +253,12 @@ public final class StatecastClient implements AutoCloseable {
     }
     started = true;
     if (store != null) {
+      // The file is verified, the subscription resumes at its index, and the views are
+      // built from it while gRPC connects: the frames, handled on this same thread, wait
+      // for the build.
       loop.execute(this::loadState);
+      loop.execute(this::connect);
+      loop.execute(this::buildState);
       long every = cfg.persistInterval.toMillis();
       loop.scheduleWithFixedDelay(() -> {
         if (!store.busy()) {
@@ -256,8 +268,9 @@ public final class StatecastClient implements AutoCloseable {
           }
         }
       }, every, every, TimeUnit.MILLISECONDS);
+    } else {
+      loop.execute(this::connect);
     }
-    loop.execute(this::connect);
     return this;
   }
 
@@ -310,12 +323,14 @@ public final class StatecastClient implements AutoCloseable {
       }
     }
     loop.shutdownNow();
+    offload.shutdownNow();
     eventLoop.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
     if (ownListenerPool != null) {
       ownListenerPool.shutdown();
     }
     try {
       loop.awaitTermination(5, TimeUnit.SECONDS);
+      offload.awaitTermination(5, TimeUnit.SECONDS);
       eventLoop.awaitTermination(5, TimeUnit.SECONDS);
       if (ownListenerPool != null) {
         ownListenerPool.awaitTermination(10, TimeUnit.SECONDS);
@@ -484,13 +499,14 @@ public final class StatecastClient implements AutoCloseable {
             .addAllColumns(sel.columns()));
       });
     }
-    boolean resumed = applied >= 0 && !forceSnapshot;
+    long from = applied >= 0 ? applied : loading != null ? loading.content().index() : -1;
+    boolean resumed = from >= 0 && !forceSnapshot;
     if (resumed) {
-      h.setResumeIndex(applied);
+      h.setResumeIndex(from);
       h.setTopicId(ByteString.copyFrom(topic));
     }
     forceSnapshot = false;
-    Session s = new Session(addr, resumed, reselectSeq);
+    Session s = new Session(addr, resumed, reselectSeq, from);
     session = s;
     PlayerGrpc.PlayerStub stub = PlayerGrpc.newStub(ch);
     if (cfg.token != null) {
@@ -534,7 +550,7 @@ public final class StatecastClient implements AutoCloseable {
         .eventLoopGroup(eventLoop)
         .channelType(NioSocketChannel.class)
         .executor(loop)
-        .offloadExecutor(loop)
+        .offloadExecutor(offload)
         .maxInboundMessageSize(cfg.maxReceiveBytes)
         .flowControlWindow(cfg.recvWindow);
     if (cfg.tlsCa != null || cfg.certFile != null || cfg.tls) {
@@ -682,11 +698,11 @@ public final class StatecastClient implements AutoCloseable {
 
     final long reselected; // the reselections made before it (its snapshot serves them)
 
-    Session(String addr, boolean resumed, long reselected) {
+    Session(String addr, boolean resumed, long reselected, long from) {
       this.addr = addr;
       this.resumed = resumed;
       this.reselected = reselected;
-      this.received = resumed ? applied : -1;
+      this.received = resumed ? from : -1;
     }
 
     @Override
@@ -1081,16 +1097,29 @@ public final class StatecastClient implements AutoCloseable {
   }
 
   /**
-   * On the receive thread, before the first subscription: the views and position from the
-   * state file, if it is usable; the subscription then resumes at its index.
+   * On the receive thread, before the first subscription: the state file, read and verified
+   * whole, if it is usable; the subscription then resumes at its index (and topic ID), and
+   * buildState, the next task, puts its rows into the views.
    */
-  @SuppressWarnings({"unchecked", "rawtypes"})
   private void loadState() {
+    loading = store.verify(stateSelections());
+    if (loading != null) {
+      topic = loading.content().topic();
+    }
+  }
+
+  /** On the receive thread, once the first subscription started: the loading file's rows into the views. */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  private void buildState() {
+    StateStore.Loaded l = loading;
+    if (l == null) {
+      return;
+    }
     long t0 = System.nanoTime();
     Map<View<?>, View.Snap<?>> snap = new LinkedHashMap<>();
     View<?>[] cur = new View<?>[1];
     View.Snap<?>[] into = new View.Snap<?>[1];
-    StateFile.Content c = store.load(stateSelections(), new StateFile.Sink() {
+    StateFile.Content c = store.rows(l, stateSelections(), new StateFile.Sink() {
       @Override
       public void view(String name, int n) {
         cur[0] = views.get(name);
@@ -1103,7 +1132,16 @@ public final class StatecastClient implements AutoCloseable {
         ((View) cur[0]).snapLoad((View.Snap) into[0], key, raw, hash);
       }
     });
+    loading = null;
     if (c == null) {
+      // Verified a moment ago: only a selection changed since (reselect) gets here. The
+      // subscription that resumed at the file's index must not stand.
+      topic = new byte[0];
+      if (session != null) {
+        session.cancel("state file not loaded");
+        session = null;
+        connect();
+      }
       return;
     }
     long rows = 0;
@@ -1125,8 +1163,8 @@ public final class StatecastClient implements AutoCloseable {
     for (Runnable r : changes) {
       r.run();
     }
-    LOG.info("stream {}: state file loaded, resuming at index {} ({} rows, {} ms)", cfg.stream, c.index(), rows,
-        (System.nanoTime() - t0) / 1_000_000);
+    LOG.info("stream {}: state file loaded, resuming at index {} ({} rows, {} ms to verify, {} ms to build)", cfg.stream,
+        c.index(), rows, l.verifyMillis(), (System.nanoTime() - t0) / 1_000_000);
   }
 
   /**
