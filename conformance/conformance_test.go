@@ -426,6 +426,39 @@ func scenarioStateFile(t *testing.T, c client) {
 	checkDelivery(t, e, r)
 }
 
+// TestStateFileAcrossClients hands one state directory from the Go client to the Java
+// client and back: both write and read the same state file (schemas/README.md, "State
+// files"), so each resumes from the other's file without a snapshot.
+func TestStateFileAcrossClients(t *testing.T) {
+	e := newEnv(t)
+	w := e.fill(1, 0, 100, 1)
+	addr, _ := startPlayer(t, e, nil)
+	r := newRecorder(t, addr)
+	id := "state-across"
+	cfg := driverConfig{Addresses: []string{r.addr}, Stream: "s", Views: views, InstanceID: id,
+		StateDir: t.TempDir(), PersistMillis: 3_600_000}
+	goc, javac := goClient(t), javaClient(t)
+	p := goc.start(t, cfg)
+	p.next(time.Minute, "ready")
+	converge(t, p, e.wantViews(views...))
+	p.close() // the Go client writes the file
+	for i, c := range []client{javac, goc} {
+		w = e.fill(w, 90, 30, 2+i)
+		p := c.start(t, cfg)
+		p.next(time.Minute, "ready")
+		hs := r.helloes(id)
+		if h := hs[len(hs)-1]; h.ResumeIndex == nil {
+			t.Fatalf("the %s client did not resume from the file the other client wrote", c.name)
+		}
+		if n := r.snapshots(id); n != 1 {
+			t.Fatalf("the %s client took a snapshot (%d in all) instead of resuming from the other client's file", c.name, n)
+		}
+		converge(t, p, e.wantViews(views...))
+		p.close() // and writes it for the next one
+	}
+	checkDelivery(t, e, r)
+}
+
 func scenarioEpochCheck(t *testing.T, c client) {
 	e := newEnv(t)
 	w := e.fill(1, 0, 60, 1)
