@@ -512,7 +512,7 @@ public final class StatecastClient implements AutoCloseable {
     if (cfg.token != null) {
       stub = stub.withCallCredentials(new TokenCredentials(cfg.token));
     }
-    LOG.debug("stream {}: subscribing at {} (resume {})", cfg.stream, addr, resumed ? applied : "none");
+    LOG.debug("stream {}: subscribing at {} (resume {})", cfg.stream, addr, resumed ? from : "none");
     stub.subscribe(s);
     s.send(SubscribeRequest.newBuilder().setHello(h).build());
     if (resumed && !isReady()) {
