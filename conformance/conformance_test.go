@@ -397,20 +397,9 @@ func scenarioStateFile(t *testing.T, c client) {
 	converge(t, p, e.wantViews(views...))
 	p.close()
 	w = e.fill(w, 100, 50, 3)
-	resumed := func(what string, atLeast int64) {
-		t.Helper()
-		hs := r.helloes(id)
-		h := hs[len(hs)-1]
-		if h.ResumeIndex == nil || h.GetResumeIndex() < atLeast {
-			t.Fatalf("%s: the client subscribed with resume index %v, want one from its state file (>= %d)", what, h.ResumeIndex, atLeast)
-		}
-		if n := r.snapshots(id); n != 1 {
-			t.Fatalf("%s: %d snapshots sent to the client, want only the first start's", what, n)
-		}
-	}
 	p2 := c.start(t, cfg)
 	ready := p2.next(time.Minute, "ready")
-	resumed("restart after close", 0)
+	checkResumed(t, r, id, "restart after close", 0)
 	w = e.fill(w, 0, 20, 4)
 	converge(t, p2, e.wantViews(views...))
 	// Let a periodic write cover what was applied, then kill.
@@ -419,11 +408,25 @@ func scenarioStateFile(t *testing.T, c client) {
 	w = e.fill(w, 130, 30, 5)
 	p3 := c.start(t, cfg)
 	p3.next(time.Minute, "ready")
-	resumed("restart after kill -9", int64(ready.Applied))
+	checkResumed(t, r, id, "restart after kill -9", int64(ready.Applied))
 	e.fill(w, 0, 10, 6)
 	converge(t, p3, e.wantViews(views...))
 	p3.close()
 	checkDelivery(t, e, r)
+}
+
+// checkResumed fails the test unless target's last Hello resumed at an index of at least
+// atLeast (from its state file) and the player sent it no snapshot since its first start.
+func checkResumed(t *testing.T, r *recorder, target, what string, atLeast int64) {
+	t.Helper()
+	hs := r.helloes(target)
+	h := hs[len(hs)-1]
+	if h.ResumeIndex == nil || h.GetResumeIndex() < atLeast {
+		t.Fatalf("%s: the client subscribed with resume index %v, want one from its state file (>= %d)", what, h.ResumeIndex, atLeast)
+	}
+	if n := r.snapshots(target); n != 1 {
+		t.Fatalf("%s: %d snapshots sent to the client, want only the first start's", what, n)
+	}
 }
 
 // TestStateFileAcrossClients hands one state directory from the Go client to the Java
@@ -446,13 +449,7 @@ func TestStateFileAcrossClients(t *testing.T) {
 		w = e.fill(w, 90, 30, 2+i)
 		p := c.start(t, cfg)
 		p.next(time.Minute, "ready")
-		hs := r.helloes(id)
-		if h := hs[len(hs)-1]; h.ResumeIndex == nil {
-			t.Fatalf("the %s client did not resume from the file the other client wrote", c.name)
-		}
-		if n := r.snapshots(id); n != 1 {
-			t.Fatalf("the %s client took a snapshot (%d in all) instead of resuming from the other client's file", c.name, n)
-		}
+		checkResumed(t, r, id, "the "+c.name+" client started on the other client's file", 0)
 		converge(t, p, e.wantViews(views...))
 		p.close() // and writes it for the next one
 	}

@@ -42,19 +42,18 @@ final class StateFile {
   /** One view's rows: slot i is a row when keys[i] is not null (a HashTable's arrays). */
   record ViewRows(String name, String selection, String[] keys, byte[][] raws, int size) {}
 
-  /** What a file holds besides the rows, and the rows of each view, by name. */
-  record Content(long index, byte[] topic, Position position, boolean positionSeen,
-      Map<String, String> selections, Map<String, List<Row>> rows) {}
-
-  /** One row read back: the key without the view prefix and the value as received. */
-  record Row(String key, byte[] raw) {}
+  /** What a file holds besides the rows. */
+  record Content(long index, byte[] topic, Position position, boolean positionSeen, Map<String, String> selections) {}
 
   /** Receives the rows of the views a client holds as the file is read. */
   interface Sink {
     /** The next rows are rows rows of view. */
     void view(String view, int rows);
 
-    /** A row of the last view, with its row hash (schemas/README.md, "Control records"). */
+    /**
+     * A row of the last view: its key without the view prefix, its value as received, and
+     * its row hash (schemas/README.md, "Control records").
+     */
     void row(String key, byte[] raw, long hash);
   }
 
@@ -253,33 +252,12 @@ final class StateFile {
 
   /**
    * Reads and verifies a whole file (checksum or MAC first, then the structure) for a client
-   * of stream with the given views (name to selection string): every view must be in the
-   * file with that selection; views of the file the client does not hold are skipped.
+   * of stream with the given views (name to selection string), giving the rows of those
+   * views to sink as they are read, or with sink null only verifying them. Every view must
+   * be in the file with that selection; views of the file the client does not hold are
+   * skipped. The file is verified whole only at the end: a caller uses what sink received
+   * only when this returns.
    */
-  static Content read(byte[] b, String stream, byte[] key, Map<String, String> views) throws BadFile {
-    Map<String, List<Row>> rows = new HashMap<>();
-    List<Row>[] cur = new List[1];
-    Content c = read(b, stream, key, views, new Sink() {
-      @Override
-      public void view(String view, int n) {
-        cur[0] = new ArrayList<>(n);
-        rows.put(view, cur[0]);
-      }
-
-      @Override
-      public void row(String k, byte[] raw, long hash) {
-        cur[0].add(new Row(k, raw));
-      }
-    });
-    return new Content(c.index(), c.topic(), c.position(), c.positionSeen(), c.selections(), rows);
-  }
-
-  /**
-   * Like {@link #read(byte[], String, byte[], Map)}, giving the rows to sink as they are read
-   * (the content's rows are then null), or with sink null only verifying them. The file is
-   * verified whole only at the end: a caller uses what sink received only when this returns.
-   */
-  @SuppressWarnings("unchecked")
   static Content read(byte[] b, String stream, byte[] key, Map<String, String> views, Sink sink) throws BadFile {
     boolean keyed;
     String magic = b.length >= 8 ? new String(b, 0, 8, StandardCharsets.US_ASCII) : "";
@@ -424,7 +402,7 @@ final class StateFile {
             + "\", the client now selects \"" + v.getValue() + "\"", false);
       }
     }
-    return new Content(index, topic, pos, seen, sels, null);
+    return new Content(index, topic, pos, seen, sels);
   }
 
   /** buf, or a larger copy of it when it is shorter than n. */

@@ -24,6 +24,43 @@ import statecast.v1.PlayerOuterClass.Hello;
 
 class StateFileTest {
   @TempDir Path dir;
+
+  /** One row read back. */
+  record Row(String key, byte[] raw) {}
+
+  /** A file's content and every held view's rows in lists. */
+  record Read(StateFile.Content content, Map<String, List<Row>> rows) {
+    long index() {
+      return content.index();
+    }
+
+    byte[] topic() {
+      return content.topic();
+    }
+
+    Position position() {
+      return content.position();
+    }
+  }
+
+  @SuppressWarnings("unchecked")
+  static Read read(byte[] b, String stream, byte[] key, Map<String, String> views) throws StateFile.BadFile {
+    Map<String, List<Row>> rows = new java.util.HashMap<>();
+    List<Row>[] cur = new List[1];
+    StateFile.Content c = StateFile.read(b, stream, key, views, new StateFile.Sink() {
+      @Override
+      public void view(String view, int n) {
+        cur[0] = new java.util.ArrayList<>(n);
+        rows.put(view, cur[0]);
+      }
+
+      @Override
+      public void row(String k, byte[] raw, long hash) {
+        cur[0].add(new Row(k, raw));
+      }
+    });
+    return new Read(c, rows);
+  }
   private FakePlayer player;
 
   @BeforeEach
@@ -93,7 +130,7 @@ class StateFileTest {
           "the loaded rows are announced, then the change: " + seen);
     }
     // The second close wrote the later state.
-    StateFile.Content c = StateFile.read(StateFile.bytesOf(dir), "s", null, Map.of("events", ""));
+    Read c = read(StateFile.bytesOf(dir), "s", null, Map.of("events", ""));
     assertEquals(15, c.index());
     assertEquals(1, c.rows().get("events").size());
   }
@@ -112,7 +149,7 @@ class StateFileTest {
       assertEquals(-1, c.appliedIndex());
     }
     StateFile.BadFile e = assertThrows(StateFile.BadFile.class,
-        () -> StateFile.read(b, "s", null, Map.of("events", "")));
+        () -> read(b, "s", null, Map.of("events", "")));
     assertTrue(e.getMessage().contains("checksum"), e.getMessage());
   }
 
@@ -120,14 +157,14 @@ class StateFileTest {
   void aFileOfAnotherSelectionOrStreamOrWithoutAViewIsNotResumedFrom() throws Exception {
     firstRun(builder(), Selection.builder().filter("id > 1").columns("id", "a").build());
     byte[] b = StateFile.bytesOf(dir);
-    assertEquals(13, StateFile.read(b, "s", null, Map.of("events", "id > 1 columns a,id")).index());
-    StateFile.BadFile sel = assertThrows(StateFile.BadFile.class, () -> StateFile.read(b, "s", null, Map.of("events", "")));
+    assertEquals(13, read(b, "s", null, Map.of("events", "id > 1 columns a,id")).index());
+    StateFile.BadFile sel = assertThrows(StateFile.BadFile.class, () -> read(b, "s", null, Map.of("events", "")));
     assertTrue(sel.getMessage().contains("view events was saved with selection \"id > 1 columns a,id\""), sel.getMessage());
     StateFile.BadFile st = assertThrows(StateFile.BadFile.class,
-        () -> StateFile.read(b, "t", null, Map.of("events", "id > 1 columns a,id")));
+        () -> read(b, "t", null, Map.of("events", "id > 1 columns a,id")));
     assertTrue(st.getMessage().contains("file of stream \"s\", client of stream \"t\""), st.getMessage());
     StateFile.BadFile missing = assertThrows(StateFile.BadFile.class,
-        () -> StateFile.read(b, "s", null, Map.of("events", "id > 1 columns a,id", "markets", "")));
+        () -> read(b, "s", null, Map.of("events", "id > 1 columns a,id", "markets", "")));
     assertTrue(missing.getMessage().contains("view markets is not in the file"), missing.getMessage());
 
     try (StatecastClient c = builder().build()) {
@@ -143,16 +180,16 @@ class StateFileTest {
     firstRun(builder().stateKey(key), null);
     byte[] b = StateFile.bytesOf(dir);
     assertEquals("SCSTATK5", new String(b, 0, 8, StandardCharsets.US_ASCII));
-    assertEquals(13, StateFile.read(b, "s", key, Map.of("events", "")).index());
+    assertEquals(13, read(b, "s", key, Map.of("events", "")).index());
     byte[] other = key.clone();
     other[0] ^= 1;
-    StateFile.BadFile wrong = assertThrows(StateFile.BadFile.class, () -> StateFile.read(b, "s", other, Map.of("events", "")));
+    StateFile.BadFile wrong = assertThrows(StateFile.BadFile.class, () -> read(b, "s", other, Map.of("events", "")));
     assertTrue(wrong.auth && wrong.getMessage().contains("MAC does not verify"), wrong.getMessage());
-    StateFile.BadFile none = assertThrows(StateFile.BadFile.class, () -> StateFile.read(b, "s", null, Map.of("events", "")));
+    StateFile.BadFile none = assertThrows(StateFile.BadFile.class, () -> read(b, "s", null, Map.of("events", "")));
     assertFalse(none.auth);
     assertTrue(none.getMessage().contains("has none to verify it"), none.getMessage());
     // A checksummed file is refused by a client with a key: anyone could have written it.
-    StateFile.BadFile unkeyed = assertThrows(StateFile.BadFile.class, () -> StateFile.read(
+    StateFile.BadFile unkeyed = assertThrows(StateFile.BadFile.class, () -> read(
         StateFile.encodeForTest("s", null, 1, new byte[0], Position.UNKNOWN, false, List.of()), "s", key, Map.of()));
     assertTrue(unkeyed.auth);
     assertThrows(IllegalArgumentException.class, () -> builder().stateKey(new byte[31]).build());
@@ -183,7 +220,7 @@ class StateFileTest {
         Thread.sleep(10);
       }
       assertTrue(c.stateWrites() > 0, "written once the listener ran");
-      assertEquals(5, StateFile.read(StateFile.bytesOf(dir), "s", null, Map.of("events", "")).index());
+      assertEquals(5, read(StateFile.bytesOf(dir), "s", null, Map.of("events", "")).index());
     }
   }
 
@@ -202,7 +239,7 @@ class StateFileTest {
     // cacheclient's TestStateFileGolden pins the Go client's writeState to the same bytes.
     assertEquals("5343535441544535017301540e031000010162080101760001016b027b7d24ac2843eca1eac0",
         java.util.HexFormat.of().formatHex(file));
-    StateFile.Content c = StateFile.read(file, "s", null, Map.of("v", ""));
+    Read c = read(file, "s", null, Map.of("v", ""));
     assertEquals(7, c.index());
     assertEquals("T", new String(c.topic(), StandardCharsets.UTF_8));
     assertEquals(0x10, c.position().lsn());
@@ -215,7 +252,7 @@ class StateFileTest {
         List.of(new StateFile.ViewRows("v", "", r.keys(), r.raws(), r.size())));
     assertEquals(java.util.HexFormat.of().formatHex(file), java.util.HexFormat.of().formatHex(again),
         "written byte for byte as the Go client writes it");
-    assertNull(StateFile.read(again, "s", null, Map.of()).rows().get("v"), "views the client does not hold are skipped");
+    assertNull(read(again, "s", null, Map.of()).rows().get("v"), "views the client does not hold are skipped");
   }
 
   @Test
