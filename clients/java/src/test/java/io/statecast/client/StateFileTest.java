@@ -274,4 +274,21 @@ class StateFileTest {
       assertEquals(21, c.appliedIndex());
     }
   }
+
+  @Test
+  void aWriteACrashInterruptedLeavesNothingBehindAtTheNextStart() throws Exception {
+    firstRun(builder(), null);
+    Path left = Files.createTempFile(dir, StateFile.NAME + ".tmp", "");
+    Files.write(left, new byte[] {1, 2, 3});
+    try (StatecastClient c = builder().build()) {
+      c.rawView("events");
+      c.start();
+      assertEquals(13, player.next().hello().getResumeIndex(), "the state file itself is still resumed from");
+      assertFalse(Files.exists(left), "the temporary file of a write that did not finish is removed");
+    }
+    assertThrows(IllegalArgumentException.class,
+        () -> StatecastClient.builder().addresses("a:1").stream("s").stateKey(new byte[32]).build(),
+        "a state key without a state directory");
+    assertThrows(IllegalArgumentException.class, () -> builder().persistInterval(Duration.ZERO).build());
+  }
 }
