@@ -193,9 +193,13 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 	d.health.setPhase("running")
 	wg.Go(func() { d.watchDeps(ctx, pool, admin, d.cfg.HealthInterval) })
 
+	// The streams stop when Run stops them, after its shutdown line: on ctx's own end they
+	// would race it, and their stop lines (producer closed, lock released) could come first.
+	gctx, stopStreams := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopStreams()
 	for _, g := range groupsOf(d, streams) {
 		wg.Go(func() {
-			if err := g.run(ctx); err != nil {
+			if err := g.run(gctx); err != nil {
 				errc <- err
 			}
 		})
@@ -209,6 +213,7 @@ func (d *Distributor) Run(ctx context.Context) (err error) {
 		d.log.Error("distributor stopping", "err", first)
 	}
 	stopAt := time.Now()
+	stopStreams()
 	cancel()
 	wg.Wait() // before the pool and the admin client close
 	if first == nil {
