@@ -39,18 +39,14 @@ func TestSportsbookPrint(t *testing.T) {
 	var out bytes.Buffer
 	r.print(&out, alone, nil)
 	got := out.String()
-	for _, want := range []string{
+	wantLines(t, got,
 		"goal event_board p50                      <= 1.5 x single-table p50 (15.000 ms): 20.000 ms = 2.00 x  NOT MET",
 		"goal single-table views p50               <= 1.2 x capture-latency alone p50 (10.800 ms): 10.000 ms = 1.11 x  MET",
 		"(1 not visible within -timeout: counted at it)",
 		"2 of 4 goals met",
 		"commits  10- 20 s:",
 		"drain: not done within -timeout (measured commits still not visible in a view: 1)",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("the output lacks %q:\n%s", want, got)
-		}
-	}
+	)
 	// The commit never visible in event_board counts at the deadline: its p99.
 	if !strings.Contains(got, "goal event_board p99                      <= 1.5 x single-table p99 (15.000 ms): 40200.000 ms") {
 		t.Errorf("event_board's p99 is not the missed commit's time at the deadline:\n%s", got)
@@ -79,14 +75,20 @@ func TestSportsbookPrintOwn(t *testing.T) {
 	var out bytes.Buffer
 	r.print(&out, alone, nil)
 	got := out.String()
-	for _, want := range []string{
+	wantLines(t, got,
 		"single-table, own stream     300    10.00     10.00     10.00     0.62    0.62    1.25    1.25",
 		"own stream's distributor, whole run: 10 cycles",
 		"info single-table views, own stream p50: 10.000 ms = 1.25 x capture-latency alone p50; shared stream / own stream = 1.60 x",
 		"0 of 2 goals met",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("the output lacks %q:\n%s", want, got)
+	)
+}
+
+// wantLines fails t for each of want that the output got lacks.
+func wantLines(t *testing.T, got string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("the output lacks %q:\n%s", w, got)
 		}
 	}
 }
