@@ -3,6 +3,8 @@ package player
 import (
 	"bytes"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/statecast/statecast/schemas/gen/statecast/v1"
@@ -56,7 +58,10 @@ func (s *stream) admit(id identity, h *statecastv1.Hello, sels map[string]*selec
 	// reads its principal (its Kafka slots are the principal's) and its selections.
 	mk := func(state State) *target {
 		t := newTarget(s, id.instance, h.GetViews(), term, state, maxEntries, maxBytes)
-		t.key, t.service, t.principal, t.sels = key, id.service, id.principal, sels
+		t.key, t.service, t.principal = key, id.service, id.principal
+		for _, v := range slices.Sorted(maps.Keys(sels)) {
+			t.sels = append(t.sels, sels[v])
+		}
 		return t
 	}
 	var t *target

@@ -145,11 +145,11 @@ func (s *stream) sample(off int64, ts time.Time) {
 // in increasing index order (a walk of each view's arena, merged by index: no sort); of a
 // view for which keep (when set) gives a test, only the rows whose key hash passes it (a
 // shard: target.shardKeep). s.mu must be held, so the rows are the state at s.current.
-func (s *stream) snapshotRows(views map[string]bool, from int64, keep func(view string) func(hash uint64) bool) *snapRows {
+func (s *stream) snapshotRows(views viewSet, from int64, keep func(view string) func(hash uint64) bool) *snapRows {
 	var stores []*rowStore
 	var keeps []func(uint64) bool
 	for v, rs := range s.rows {
-		if views == nil || views[v] {
+		if views == nil || views.has(v) {
 			stores = append(stores, rs)
 			if keep != nil {
 				keeps = append(keeps, keep(v))
@@ -161,7 +161,7 @@ func (s *stream) snapshotRows(views map[string]bool, from int64, keep func(view 
 
 // snapshotItems is snapshotRows plus the latest position record when its index is >= from,
 // at its place in index order: a snapshot's content for a target. s.mu must be held.
-func (s *stream) snapshotItems(views map[string]bool, from int64, keep func(view string) func(hash uint64) bool) *snapRows {
+func (s *stream) snapshotItems(views viewSet, from int64, keep func(view string) func(hash uint64) bool) *snapRows {
 	rows := s.snapshotRows(views, from, keep)
 	rows.withPosition(s.position, from)
 	return rows

@@ -1,8 +1,10 @@
 // Package player is the LogPlayer of the paper "LogPlayer: Fault-tolerant Exactly-once
 // Delivery using gRPC Asynchronous Streaming": it delivers streams (each a
 // single-partition Kafka topic) exactly once and in order to subscribed targets, over one
-// gRPC bidirectional stream each (statecast.v1.Player/Subscribe, schemas/proto). A target
-// is one client connection; cacheclient is the usual client.
+// gRPC bidirectional stream each (statecast.v1.Player/Subscribe, schemas/proto), or as
+// channels of one stream (Player/SubscribeMany: many targets of one client, such as a
+// gateway's per-user filtered subscriptions, for a fraction of the memory). A target is
+// one subscription; cacheclient is the usual client.
 //
 // # Use
 //
@@ -116,8 +118,11 @@
 // their filter's top-level equality or IN conjunct (by column value), else by their
 // shard, else scanned, and a row change goes to the targets whose indexed value is the
 // new or the previous row's (the only ones that can receive a row or a move out), so its
-// cost grows with the targets it concerns, not with all of them. Per target a selection costs its compiled
-// program and, while it recovers, recSeen: nothing per row it holds.
+// cost grows with the targets it concerns, not with all of them. A filter that is one
+// equality or IN alone (`tenant == "x"`, `k in [1, 2]`) keeps no compiled program: it is
+// decided from the column's index key (selection.exact; TestExactFilterIsCEL holds it to
+// CEL's own evaluation). Per target a selection costs its compiled program (none for such
+// a filter) and, while it recovers, recSeen: nothing per row it holds.
 //
 // # Guarantees
 //
@@ -187,6 +192,14 @@
 // target as those very bytes, a longer batch is a small header followed by the tails of
 // the entries' frames, handed to gRPC as parts (batchParts, rawParts in codec.go): no entry
 // is re-encoded or copied by the player.
+//
+// SubscribeMany (many.go) serves targets that are channels of one stream: each is opened
+// by service.open and admitted like a Subscribe stream's, its sender writes through its
+// channel (manyChan.SendMsg: a header of the channel before the same shared frame bytes,
+// under the stream's send lock), the stream's one reader routes acks to it
+// (target.onRequest), and its end reaches the stream through target.whenEnded, which
+// queues its ChannelEnd for the stream's writer of ends. Per stream: the handler, the
+// reader, the writer of ends and, while Hellos wait, an admitter; per channel, none.
 //
 // Algorithm 4 (completion-queue thread) is replaced by goroutines per target (target.go,
 // which holds a target's life from serve to suspend): a sender (target.drain, sendReady)

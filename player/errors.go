@@ -45,6 +45,10 @@ var (
 	// a record's frame may take (Config.MaxRecordBytes plus RecordFrameRoom): a record the
 	// player serves could never reach it.
 	ErrReceiveLimit = errors.New("player: the client's receive limit is below max_record_bytes")
+	// errSendBlocked: a send to the client has not returned for AckTimeout (wrapped in
+	// ErrAckTimeout): on a SubscribeMany stream it ends the whole stream, whose every
+	// channel's frames wait behind that send.
+	errSendBlocked = errors.New("a send blocked")
 )
 
 // StatusTable maps each sentinel to the gRPC code a Subscribe stream ends with

@@ -1,6 +1,7 @@
 package player
 
 import (
+	"math"
 	"slices"
 	"strconv"
 
@@ -32,6 +33,25 @@ type eqPart struct {
 // for an OR, a column that every branch has a part on, with the union of their values.
 func eqPartOf(ast *cel.Ast) *eqPart {
 	if ps := eqParts(ast.NativeRep().Expr()); len(ps) > 0 {
+		return ps[0]
+	}
+	return nil
+}
+
+// exactPart returns the filter's equality part when the filter is that part alone: one
+// `col == literal` (either way round) or `col in [literals]`, each literal with an index
+// key. Under CEL's equality such a filter is true exactly when the column's value has
+// one of the part's index keys (indexKey: values of different types are unequal, ints
+// and doubles compare by value), and false when the row lacks the column (an error).
+func exactPart(ast *cel.Ast) *eqPart {
+	e := ast.NativeRep().Expr()
+	if e.Kind() != celast.CallKind {
+		return nil
+	}
+	if fn := e.AsCall().FunctionName(); fn != operators.Equals && fn != operators.In {
+		return nil
+	}
+	if ps := eqParts(e); len(ps) == 1 {
 		return ps[0]
 	}
 	return nil
@@ -108,13 +128,31 @@ func identLiterals(id celast.Expr, lits []celast.Expr) *eqPart {
 		if l.Kind() != celast.LiteralKind {
 			return nil
 		}
-		k, ok := indexKey(l.AsLiteral().Value())
-		if !ok {
+		v := l.AsLiteral().Value()
+		k, ok := indexKey(v)
+		if !ok || !exactNumber(v) {
 			return nil
 		}
 		p.vals = append(p.vals, k)
 	}
 	return p
+}
+
+// exactNumber reports whether v, when a number, is within ±2^53, where every integer is
+// a double too. CEL compares ints, uints and doubles by value through doubles, and a row
+// decodes an integer beyond int64 as a double: beyond 2^53 two numbers CEL finds equal may
+// have different keys, so such a literal is not indexed (its filter is scanned).
+func exactNumber(v any) bool {
+	const limit = 1 << 53
+	switch x := v.(type) {
+	case int64:
+		return x >= -limit && x <= limit
+	case uint64:
+		return x <= limit
+	case float64:
+		return x >= -limit && x <= limit
+	}
+	return true
 }
 
 // indexKey is the index's text of a scalar: equal under CEL's equality (an int and a
@@ -132,8 +170,13 @@ func indexKey(v any) (string, bool) {
 	case uint64:
 		return "n" + strconv.FormatUint(x, 10), true
 	case float64:
-		if i := int64(x); float64(i) == x && x > -1e18 && x < 1e18 {
-			return "n" + strconv.FormatInt(i, 10), true
+		// An integral double is keyed as the integer it equals, exactly: ±2^63 and 2^64
+		// are doubles, and every double in [-2^63, 2^64) that is integral converts.
+		if x == math.Trunc(x) && x >= -(1<<63) && x < 1<<64 {
+			if x < 1<<63 {
+				return "n" + strconv.FormatInt(int64(x), 10), true
+			}
+			return "n" + strconv.FormatUint(uint64(x), 10), true
 		}
 		return "f" + strconv.FormatFloat(x, 'g', -1, 64), true
 	}

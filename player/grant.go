@@ -40,7 +40,7 @@ func (t *target) visibleTo(batch []*item) []*item {
 		if out == nil {
 			out = slices.Clone(batch)
 		}
-		out[i] = it.withStale(slices.DeleteFunc(slices.Clone(it.stale), func(v string) bool { return !t.views[v] }))
+		out[i] = it.withStale(slices.DeleteFunc(slices.Clone(it.stale), func(v string) bool { return !t.views.has(v) }))
 	}
 	if out == nil {
 		return batch
@@ -50,7 +50,7 @@ func (t *target) visibleTo(batch []*item) []*item {
 
 func (t *target) seesAll(views []string) bool {
 	for _, v := range views {
-		if !t.views[v] {
+		if !t.views.has(v) {
 			return false
 		}
 	}

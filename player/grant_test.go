@@ -43,7 +43,7 @@ func TestPositionStaleCutToViews(t *testing.T) {
 	clean := itemOf(posMsg(8, "odds"))
 	batch := []*item{row, pos, clean}
 
-	limited := &target{views: map[string]bool{"odds": true}}
+	limited := &target{views: viewSet{"odds"}}
 	got := limited.visibleTo(batch)
 	if got[0] != row || got[2] != clean {
 		t.Fatal("entries without foreign stale views were re-made")
@@ -54,7 +54,7 @@ func TestPositionStaleCutToViews(t *testing.T) {
 	if s := staleSent(batch[1]); !slices.Equal(s, []string{"odds", "secret_view"}) {
 		t.Fatalf("the shared entry changed: stale %q", s)
 	}
-	other := &target{views: map[string]bool{"prices": true}}
+	other := &target{views: viewSet{"prices"}}
 	if s := staleSent(other.visibleTo([]*item{pos})[0]); len(s) != 0 {
 		t.Fatalf("a target of neither stale view sees %q", s)
 	}

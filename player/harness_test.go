@@ -280,6 +280,15 @@ type client struct {
 	entryCheck func(*statecastv1.Entry) string
 	entryErrs  []string
 	cutErrs    []string
+	// many, when set: sessions are channels of a SubscribeMany stream it shares with other
+	// clients, instead of Subscribe streams of their own.
+	many *manyTestConn
+}
+
+// subStream is what a session uses of its stream: a Subscribe stream or a channel.
+type subStream interface {
+	Send(*statecastv1.SubscribeRequest) error
+	Recv() (*statecastv1.SubscribeResponse, error)
 }
 
 func newClient(id string, chk *checker.Checker, views ...string) *client {
@@ -317,16 +326,27 @@ func (c *client) session(ctx context.Context, addr string, stopAfter int, pause 
 	if c.window > 0 {
 		dopts = append(dopts, grpc.WithInitialWindowSize(c.window), grpc.WithInitialConnWindowSize(c.window))
 	}
-	conn, err := grpc.NewClient(addr, dopts...)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	st, err := statecastv1.NewPlayerClient(conn).Subscribe(ctx)
-	if err != nil {
-		return err
+	var st subStream
+	if c.many != nil {
+		mc, err := c.many.open(ctx, addr)
+		if err != nil {
+			return err
+		}
+		defer mc.close()
+		st = mc
+	} else {
+		conn, err := grpc.NewClient(addr, dopts...)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		sub, err := statecastv1.NewPlayerClient(conn).Subscribe(ctx)
+		if err != nil {
+			return err
+		}
+		st = sub
 	}
 	c.mu.Lock()
 	hello := &statecastv1.Hello{ClientId: c.id, Service: c.service, Stream: c.stream, Views: c.views, MaxBatchEntries: uint32(c.batch), Selections: c.sels}

@@ -93,7 +93,7 @@ func BenchmarkSnapshotRows(b *testing.B) {
 	runtime.GC()
 	runtime.ReadMemStats(&ms1)
 	gcStore := gcTime()
-	views := map[string]bool{"events": true}
+	views := viewSet{"events"}
 	b.ResetTimer()
 	for range b.N {
 		s.mu.Lock()

@@ -252,13 +252,13 @@ func TestSnapshotRowsFromApply(t *testing.T) {
 		if step%100 != 0 {
 			continue
 		}
-		for _, sel := range []map[string]bool{nil, {"a": true}, {"b": true, "c": true}, {"zz": true}} {
+		for _, sel := range []viewSet{nil, {"a"}, {"b", "c"}, {"zz"}} {
 			from := rnd.Int64N(off + 1)
 			s.mu.Lock()
 			got := s.snapshotRows(sel, from, nil)
 			var want []*item
 			for _, it := range model {
-				if (sel == nil || sel[it.view]) && it.index >= from {
+				if (sel == nil || sel.has(it.view)) && it.index >= from {
 					want = append(want, it)
 				}
 			}

@@ -32,7 +32,7 @@ const (
 type selection struct {
 	view   string
 	filter string      // the effective filter's text ("": every row)
-	prog   cel.Program // nil: no filter
+	prog   cel.Program // nil: no filter, or an exact one
 	shard  uint32
 	shards uint32 // 0: no sharding
 	// columns: the members each row's value keeps (nil: every column); colKey names the
@@ -40,6 +40,11 @@ type selection struct {
 	columns map[string]bool
 	colKey  string
 	eq      *eqPart // the filter's indexed conjunct (filterindex.go); nil: none
+	// exact: the filter is its equality part alone (`col == lit`, `col in [lits]`), which
+	// passes decides from the column's index key, with no compiled program: a program is
+	// most of a selection's memory, and one column equal to a value is the commonest
+	// filter (a tenant, a user, a market).
+	exact bool
 }
 
 // String is the selection as the status page shows it: the effective filter and the shard.
@@ -121,11 +126,18 @@ func selectionsOf(h *statecastv1.Hello, mandatory map[string]string, columns fun
 		if sel.filter == "" {
 			continue
 		}
-		prog, ast, err := compileFilter(sel.filter, columns(v))
+		env, ast, err := checkFilter(sel.filter, columns(v))
+		if err == nil {
+			if p := exactPart(ast); p != nil {
+				sel.eq, sel.exact = p, true
+				continue
+			}
+			sel.prog, err = env.Program(ast, cel.CostLimit(maxFilterCost))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: view %q: filter %q: %v", ErrBadHello, v, sel.filter, err)
 		}
-		sel.prog, sel.eq = prog, eqPartOf(ast)
+		sel.eq = eqPartOf(ast)
 	}
 	return out, nil
 }
@@ -133,6 +145,16 @@ func selectionsOf(h *statecastv1.Hello, mandatory map[string]string, columns fun
 // compileFilter compiles a filter over the columns (each a dyn variable: the record format
 // carries JSON, whose values are typed per row); nil columns: the names are not checked.
 func compileFilter(text string, columns []string) (cel.Program, *cel.Ast, error) {
+	env, ast, err := checkFilter(text, columns)
+	if err != nil {
+		return nil, nil, err
+	}
+	prog, err := env.Program(ast, cel.CostLimit(maxFilterCost))
+	return prog, ast, err
+}
+
+// checkFilter parses a filter and checks it against the columns (nil: parsed only).
+func checkFilter(text string, columns []string) (*cel.Env, *cel.Ast, error) {
 	env, err := filterEnv(columns)
 	if err != nil {
 		return nil, nil, err
@@ -150,8 +172,7 @@ func compileFilter(text string, columns []string) (cel.Program, *cel.Ast, error)
 	if columns != nil && ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
 		return nil, nil, fmt.Errorf("yields %s, not a bool", ast.OutputType())
 	}
-	prog, err := env.Program(ast, cel.CostLimit(maxFilterCost))
-	return prog, ast, err
+	return env, ast, nil
 }
 
 // envs caches the CEL environments by column list: targets of one view share theirs (an
@@ -196,6 +217,18 @@ func filterEnv(columns []string) (*cel.Env, error) {
 func (sel *selection) passes(r *rowVals) bool {
 	if sel.shards > 0 && record.ShardString(r.it.key, sel.shards) != sel.shard {
 		return false
+	}
+	if sel.exact {
+		vars, ok := r.values()
+		if !ok {
+			return false
+		}
+		v, ok := vars[sel.eq.col]
+		if !ok {
+			return false // CEL: no such attribute, an error
+		}
+		k, ok := indexKey(v)
+		return ok && slices.Contains(sel.eq.vals, k)
 	}
 	if sel.prog == nil {
 		return true
@@ -480,10 +513,12 @@ func (t *target) chooseCatchup(sel *selection, it *item) *item {
 
 // selectionOf returns the target's selection of view, nil when it receives the view whole.
 func (t *target) selectionOf(view string) *selection {
-	if t.sels == nil {
-		return nil
+	for _, sel := range t.sels {
+		if sel.view == view {
+			return sel
+		}
 	}
-	return t.sels[view]
+	return nil
 }
 
 // shardKeep is, for a view of which t selects a hash shard, the test of a row's key hash

@@ -87,7 +87,7 @@ func BenchmarkSelectionIndexed(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		t := &target{sels: sels}
+		t := &target{sels: []*selection{sels["orders"]}}
 		x.add(t, sels["orders"])
 		all = append(all, t)
 	}
@@ -101,7 +101,7 @@ func BenchmarkSelectionIndexed(b *testing.B) {
 		for b.Loop() {
 			c, p := &rowVals{it: cur}, &rowVals{it: prev}
 			x.candidates(c, p, func(t *target) {
-				sel := t.sels["orders"]
+				sel := t.selectionOf("orders")
 				if sel.choose(c, func() bool { return sel.passes(p) }) != nil {
 					got++
 				}
@@ -115,7 +115,7 @@ func BenchmarkSelectionIndexed(b *testing.B) {
 		for b.Loop() {
 			c, p := &rowVals{it: cur}, &rowVals{it: prev}
 			for _, t := range all {
-				sel := t.sels["orders"]
+				sel := t.selectionOf("orders")
 				sel.choose(c, func() bool { return sel.passes(p) })
 			}
 		}

@@ -437,7 +437,7 @@ func TestFilterIndexRandom(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tg := &target{id: strconv.Itoa(i), sels: m}
+		tg := &target{id: strconv.Itoa(i), sels: []*selection{m["a"]}}
 		x.add(tg, m["a"])
 		sels, targets = append(sels, m["a"]), append(targets, tg)
 	}
@@ -528,6 +528,72 @@ func TestEqPartOf(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("%s: indexed by %q, want %q", tc.filter, got, tc.want)
+		}
+	}
+}
+
+// TestExactFilterIsCEL: a filter that is one equality or IN (selection.exact) is decided
+// without CEL, from the column's index key; CEL's own evaluation of the same filter is the
+// oracle, over literals and row values of every type the record format carries (ints and
+// doubles of one value, large ones, strings that look like numbers, null, bools, lists,
+// maps, a missing column).
+func TestExactFilterIsCEL(t *testing.T) {
+	lits := []string{`"a"`, `"1"`, `1`, `1.0`, `1.5`, `-3`, `true`, `null`, `1e18`, `1000000000000000000`,
+		`9223372036854775807`, `9.3e18`, `18446744073709551615u`, `2u`, `0`, `-0.0`}
+	vals := []string{`"a"`, `"1"`, `1`, `1.0`, `1.5`, `-3`, `-3.0`, `true`, `false`, `null`, `1e18`, `1000000000000000000`,
+		`9223372036854775807`, `9300000000000000000`, `18446744073709551615`, `2`, `0`, `-0.0`, `[1]`, `{"x":1}`, ``}
+	cols := func(string) []string { return []string{"k", "other"} }
+	rnd := newRand(41)
+	exact := 0
+	for range 3000 {
+		var filter string
+		switch rnd.IntN(3) {
+		case 0:
+			filter = "k == " + lits[rnd.IntN(len(lits))]
+		case 1:
+			filter = lits[rnd.IntN(len(lits))] + " == k"
+		default:
+			n := 1 + rnd.IntN(3)
+			var in []string
+			for range n {
+				in = append(in, lits[rnd.IntN(len(lits))])
+			}
+			filter = "k in [" + strings.Join(in, ", ") + "]"
+		}
+		sels, err := selectionsOf(&statecastv1.Hello{Selections: []*statecastv1.Selection{{View: "v", Filter: filter}}}, nil, cols)
+		if err != nil {
+			t.Fatalf("%s: %v", filter, err)
+		}
+		sel := sels["v"]
+		if !sel.exact {
+			continue
+		}
+		exact++
+		prog, _, err := compileFilter(filter, cols("v"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		oracle := &selection{view: "v", filter: filter, prog: prog}
+		v := vals[rnd.IntN(len(vals))]
+		value := `{"other":1}`
+		if v != "" {
+			value = `{"k":` + v + `,"other":1}`
+		}
+		it := entryItem(&statecastv1.Entry{Index: 1, View: "v", Key: record.EncodeKey("v", "1"), Value: []byte(value)})
+		if got, want := sel.passes(&rowVals{it: it}), oracle.passes(&rowVals{it: it}); got != want {
+			t.Errorf("filter %s, row %s: the exact path says %v, CEL %v", filter, value, got, want)
+		}
+	}
+	if exact < 1200 { // a literal beyond ±2^53 is not indexed (exactNumber): about half of these
+		t.Errorf("only %d of 3000 filters were taken as exact", exact)
+	}
+	for _, f := range []string{`k == "a" && other == 1`, `k == "a" || k == "b"`, `k != "a"`, `k == other`, `!(k == "a")`} {
+		sels, err := selectionsOf(&statecastv1.Hello{Selections: []*statecastv1.Selection{{View: "v", Filter: f}}}, nil, cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sels["v"].exact || sels["v"].prog == nil {
+			t.Errorf("%s: taken as exact", f)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package player
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -22,14 +23,12 @@ type service struct {
 	anon atomic.Int64
 }
 
-// Subscribe is the handler of one target's stream. It reads and validates the Hello,
-// waits until the stream is ready (a stream that cannot be served refuses it with
-// Unavailable, naming why), admits the target (stream.admit) and serves it
-// (target.serve): this goroutine then waits, parked, while the target's receiver and its
-// senders run in goroutines of their own. It returns when the target is suspended,
-// ending the stream with the status of why (StatusTable).
+// Subscribe is the handler of one target's stream. It reads the Hello, opens the target
+// (open: validated, authorized, admitted) and serves it (target.serve): this goroutine
+// then waits, parked, while the target's receiver and its senders run in goroutines of
+// their own. It returns when the target is suspended, ending the stream with the status
+// of why (StatusTable).
 func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
-	p := sv.p
 	req, err := srv.Recv()
 	if err != nil {
 		return toStatus(err)
@@ -38,32 +37,48 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 	if hello == nil {
 		return toStatus(fmt.Errorf("%w: the first message must be Hello", ErrBadHello))
 	}
-	if err := validateHello(hello, p.cfg.MaxHelloViews); err != nil {
+	t, release, err := sv.open(srv.Context(), principalFrom(srv.Context()), hello, true)
+	if err != nil {
 		return toStatus(err)
+	}
+	defer release()
+	return toStatus(t.serve(srv))
+}
+
+// open is what a Hello goes through, on a Subscribe stream or a channel of a
+// SubscribeMany stream: it validates the Hello, waits until the stream is ready (a stream
+// that cannot be served refuses it with Unavailable, naming why), authorizes it, compiles
+// its selections and admits the target (stream.admit). release removes the target from
+// its stream and gives back its place in the principal's limit, once it has ended.
+// ownStack: compile the selections on a goroutine of their own (onOwnStack), for a
+// caller whose goroutine then lives as long as the target.
+func (sv *service) open(ctx context.Context, pr Principal, hello *statecastv1.Hello, ownStack bool) (t *target, release func(), err error) {
+	p := sv.p
+	if err := validateHello(hello, p.cfg.MaxHelloViews); err != nil {
+		return nil, nil, err
 	}
 	if err := checkReceiveLimit(hello, p.cfg.MaxRecordBytes); err != nil {
 		p.log.Warn("subscribe refused", "stream", hello.GetStream(), "client_id", hello.GetClientId(), "err", err)
-		return toStatus(err)
+		return nil, nil, err
 	}
-	pr := principalFrom(srv.Context())
 	// Authorization first: a principal learns nothing of a stream or view it may not read,
 	// not even whether it exists.
 	if err := p.access.authorize(pr, hello.GetStream(), hello.GetViews()); err != nil {
 		p.log.Warn("subscribe refused", "principal", pr.String(), "stream", hello.GetStream(), "err", err)
-		return toStatus(err)
+		return nil, nil, err
 	}
 	s := p.streams[hello.GetStream()]
 	if s == nil {
-		return toStatus(fmt.Errorf("%w: %q", ErrUnknownStream, hello.GetStream()))
+		return nil, nil, fmt.Errorf("%w: %q", ErrUnknownStream, hello.GetStream())
 	}
-	if err := s.waitServing(srv.Context()); err != nil {
+	if err := s.waitServing(ctx); err != nil {
 		if errors.Is(err, ErrStreamUnavailable) {
 			p.log.Warn("subscribe refused", "stream", s.cfg.Name, "client_id", hello.GetClientId(), "err", err)
 		}
-		return toStatus(err)
+		return nil, nil, err
 	}
 	if err := s.checkViews(hello.GetViews()); err != nil {
-		return toStatus(err)
+		return nil, nil, err
 	}
 	id := identity{principal: pr, instance: hello.GetClientId(), service: hello.GetService()}
 	if id.instance == "" {
@@ -76,31 +91,39 @@ func (sv *service) Subscribe(srv statecastv1.Player_SubscribeServer) error {
 	mandatory, err := p.access.mandatory(pr, hello.GetStream(), hello.GetViews())
 	if err != nil {
 		p.log.Warn("subscribe refused", "principal", pr.String(), "stream", hello.GetStream(), "err", err)
-		return toStatus(err)
+		return nil, nil, err
 	}
 	var sels map[string]*selection
-	onOwnStack(func() { sels, err = s.selections(hello, mandatory) })
+	if ownStack {
+		onOwnStack(func() { sels, err = s.selections(hello, mandatory) })
+	} else {
+		sels, err = s.selections(hello, mandatory)
+	}
 	if err != nil {
 		p.log.Warn("subscribe refused", "principal", pr.String(), "stream", hello.GetStream(), "err", err)
-		return toStatus(err)
+		return nil, nil, err
 	}
 	// A reconnect of an instance whose old target still counts replaces it: it is not
 	// refused for the slot its own old target holds.
-	if !p.limits.acquireTarget(pr.Name) {
-		if !s.hasClient(id.key()) {
-			err := fmt.Errorf("%w: principal %q has %d targets (max_targets_per_principal)", ErrPrincipalLimit, pr, p.cfg.MaxTargetsPerPrincipal)
-			p.log.Warn("subscribe refused", "principal", pr.String(), "stream", hello.GetStream(), "service", id.service, "err", err)
-			return toStatus(err)
-		}
-	} else {
-		defer p.limits.releaseTarget(pr.Name)
+	counted := p.limits.acquireTarget(pr.Name)
+	if !counted && !s.hasClient(id.key()) {
+		err := fmt.Errorf("%w: principal %q has %d targets (max_targets_per_principal)", ErrPrincipalLimit, pr, p.cfg.MaxTargetsPerPrincipal)
+		p.log.Warn("subscribe refused", "principal", pr.String(), "stream", hello.GetStream(), "service", id.service, "err", err)
+		return nil, nil, err
 	}
-	t, err := s.admit(id, hello, sels)
+	t, err = s.admit(id, hello, sels)
 	if err != nil {
-		return toStatus(err)
+		if counted {
+			p.limits.releaseTarget(pr.Name)
+		}
+		return nil, nil, err
 	}
-	defer s.remove(t)
-	return toStatus(t.serve(srv))
+	return t, func() {
+		s.remove(t)
+		if counted {
+			p.limits.releaseTarget(pr.Name)
+		}
+	}, nil
 }
 
 // onOwnStack runs f on a goroutine of its own and waits for it. The handler's goroutine

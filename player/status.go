@@ -95,11 +95,11 @@ func (p *Player) Status() Status {
 				Normal: t.q.normal.len(), Catchup: t.q.catchup.len(), Unacked: len(t.q.popped),
 				Recoveries: t.recoveries, Overflows: t.overflows, ConnectedAt: t.connected,
 			}
-			for v, sel := range t.sels {
+			for _, sel := range t.sels {
 				if ts.Selections == nil {
 					ts.Selections = map[string]string{}
 				}
-				ts.Selections[v] = sel.String()
+				ts.Selections[sel.view] = sel.String()
 			}
 			t.mu.Unlock()
 			if lag := ss.Current - ts.LastAck; lag > 0 {

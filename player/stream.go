@@ -548,7 +548,7 @@ func (s *stream) register(t *target) {
 		s.allViews[t] = struct{}{}
 		return
 	}
-	for v := range t.views {
+	for _, v := range t.views {
 		if sel := t.selectionOf(v); sel != nil {
 			x := s.sidx[v]
 			if x == nil {
@@ -572,7 +572,7 @@ func (s *stream) remove(t *target) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.allViews, t)
-	for v := range t.views {
+	for _, v := range t.views {
 		if sel := t.selectionOf(v); sel != nil {
 			if x := s.sidx[v]; x != nil {
 				x.remove(t, sel)

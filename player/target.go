@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,14 +31,14 @@ import (
 // catch-up queue shrinks or the target is suspended.
 type target struct {
 	s          *stream
-	id         string                // the instance id (Hello.client_id)
-	key        string                // in the stream's maps: identity.key (admit), else id
-	service    string                // the metrics' label
-	principal  Principal             // who it authenticated as
-	views      map[string]bool       // nil = all views
-	sels       map[string]*selection // by view: the selected views (nil: none); fixed at admission
-	viewList   []string
-	topic      []byte // the topic ID its frames carry (nil: unknown); fixed at admission
+	id         string       // the instance id (Hello.client_id)
+	key        string       // in the stream's maps: identity.key (admit), else id
+	service    string       // the metrics' label
+	principal  Principal    // who it authenticated as
+	views      viewSet      // nil = all views
+	sels       []*selection // the selected views (nil: none); fixed at admission
+	viewList   []string     // as the Hello listed them
+	topic      []byte       // the topic ID its frames carry (nil: unknown); fixed at admission
 	maxEntries int
 	maxBytes   int64
 	budget     int64
@@ -47,15 +48,19 @@ type target struct {
 	// blocks while the client does not read (flow control): the health check times it out
 	// like an unacknowledged batch, which also covers the snapshot's frames, never acked.
 	sendingSince atomic.Int64
-	// The sender (signal, drain): srv is set once by startSending, before serving.
-	srv     statecastv1.Player_SubscribeServer
+	// The sender (signal, drain): srv is set once by startSending, before serving: the
+	// Subscribe stream, or the target's channel of a SubscribeMany stream (manyChan).
+	srv     frameSender
 	serving atomic.Bool // signal may start senders
 	stopped atomic.Bool // suspended: signal starts nothing
 	sending atomic.Bool // a sender runs
 	pending atomic.Bool // signalled since the running sender last looked
 
-	mu       sync.Mutex
-	space    *sync.Cond
+	mu    sync.Mutex
+	space *sync.Cond
+	// onEnd, when set (whenEnded), is called once by suspend, outside t.mu: a
+	// SubscribeMany stream's channels have no goroutine of their own waiting for done.
+	onEnd    func()
 	q        *queue
 	lastAck  int64 // last_ack of the paper: highest index the client applied
 	sentUpTo int64 // highest index sent (batch, frame or progress)
@@ -81,10 +86,7 @@ func newTarget(s *stream, id string, views []string, term uint64, state State, m
 		q: newQueue(term, state), viewList: views, topic: s.topic, // s.mu held by admit
 	}
 	if len(views) > 0 {
-		t.views = map[string]bool{}
-		for _, v := range views {
-			t.views[v] = true
-		}
+		t.views = views
 	}
 	t.space = sync.NewCond(&t.mu)
 	t.lastSend = time.Now()
@@ -96,7 +98,7 @@ func newTarget(s *stream, id string, views []string, term uint64, state State, m
 // position entry (those belong to the stream: every target gets them, so that each one
 // knows where source transactions end and what the source position is).
 func (t *target) wants(it *item) bool {
-	return t.views == nil || t.views[it.view] || it.isPosition()
+	return t.views == nil || t.views.has(it.view) || it.isPosition()
 }
 
 // signal wakes the sender (the paper's sendNext); it never blocks. No goroutine of the
@@ -158,7 +160,7 @@ func (t *target) serve(srv statecastv1.Player_SubscribeServer) error {
 // startSending lets signal start senders on srv, and starts one: a target admitted in N
 // owes its client the caught-up progress message, and signals that came before (the
 // dispatcher may push as soon as the target is registered) are pending.
-func (t *target) startSending(srv statecastv1.Player_SubscribeServer) {
+func (t *target) startSending(srv frameSender) {
 	t.srv = srv
 	t.serving.Store(true)
 	t.signal()
@@ -170,7 +172,7 @@ func (t *target) startSending(srv statecastv1.Player_SubscribeServer) {
 func (t *target) healthCheck(now time.Time) error {
 	timeout := t.s.p.cfg.AckTimeout
 	if since := t.sendingSince.Load(); since != 0 && now.Sub(time.Unix(0, since)) > timeout {
-		return fmt.Errorf("%w: a send blocked for %s: the client is not reading", ErrAckTimeout, timeout)
+		return fmt.Errorf("%w: %w for %s: the client is not reading", ErrAckTimeout, errSendBlocked, timeout)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -192,33 +194,41 @@ func (t *target) receive(srv statecastv1.Player_SubscribeServer) {
 			t.suspend(err)
 			return
 		}
-		ack := req.GetAck()
-		if ack == nil {
-			t.suspend(fmt.Errorf("%w: only Acks may follow Hello", ErrBadHello))
-			return
-		}
-		t.mu.Lock()
-		if ack.GetIndex() > t.sentUpTo {
-			err := fmt.Errorf("%w: ack %d above the highest index sent %d", ErrBadAck, ack.GetIndex(), t.sentUpTo)
-			t.mu.Unlock()
+		if err := t.onRequest(req); err != nil {
 			t.suspend(err)
 			return
 		}
-		if ack.GetIndex() > t.lastAck {
-			t.lastAck = ack.GetIndex()
-		}
-		t.lastAckAt = time.Now()
-		// The sender waits for an ack only when its send window is full (sendReady checks
-		// it under t.mu, as here): wake it only when this ack opens the window, not for
-		// every ack (that was one useless sender wake-up per frame per target).
-		full := t.q.poppedBytes >= t.budget/4
-		t.q.ack(ack.GetIndex())
-		opened := full && t.q.poppedBytes < t.budget/4
-		t.mu.Unlock()
-		if opened {
-			t.signal()
-		}
 	}
+}
+
+// onRequest handles what the client sent after its Hello: an ack updates last_ack and
+// releases the popped batches it covers. An error ends the target.
+func (t *target) onRequest(req *statecastv1.SubscribeRequest) error {
+	ack := req.GetAck()
+	if ack == nil {
+		return fmt.Errorf("%w: only Acks may follow Hello", ErrBadHello)
+	}
+	t.mu.Lock()
+	if ack.GetIndex() > t.sentUpTo {
+		err := fmt.Errorf("%w: ack %d above the highest index sent %d", ErrBadAck, ack.GetIndex(), t.sentUpTo)
+		t.mu.Unlock()
+		return err
+	}
+	if ack.GetIndex() > t.lastAck {
+		t.lastAck = ack.GetIndex()
+	}
+	t.lastAckAt = time.Now()
+	// The sender waits for an ack only when its send window is full (sendReady checks
+	// it under t.mu, as here): wake it only when this ack opens the window, not for
+	// every ack (that was one useless sender wake-up per frame per target).
+	full := t.q.poppedBytes >= t.budget/4
+	t.q.ack(ack.GetIndex())
+	opened := full && t.q.poppedBytes < t.budget/4
+	t.mu.Unlock()
+	if opened {
+		t.signal()
+	}
+	return nil
 }
 
 // batches holds the senders' batch slices between their runs: an idle target keeps none.
@@ -346,9 +356,39 @@ func (t *target) suspend(err error) bool {
 	close(t.done)
 	t.stopped.Store(true)
 	t.space.Broadcast()
+	onEnd := t.onEnd
 	t.mu.Unlock()
 	t.s.p.metrics.suspensions.WithLabelValues(t.s.cfg.Name).Inc()
+	if onEnd != nil {
+		onEnd()
+	}
 	return true
+}
+
+// whenEnded makes suspend call f (once, outside t.mu), or calls it now if the target has
+// already been suspended.
+func (t *target) whenEnded(f func()) {
+	t.mu.Lock()
+	if t.q.state == StateS {
+		t.mu.Unlock()
+		f()
+		return
+	}
+	t.onEnd = f
+	t.mu.Unlock()
+}
+
+// viewSet is a target's views, few: a slice costs a fraction of a map's memory, which
+// every target of a SubscribeMany stream pays, and a scan of a few names is as quick as
+// a lookup.
+type viewSet []string
+
+func (vs viewSet) has(v string) bool { return slices.Contains(vs, v) }
+
+// frameSender is where a target's frames go: its Subscribe stream, or its channel of a
+// SubscribeMany stream. SendMsg is given rawParts (a marshalled SubscribeResponse).
+type frameSender interface {
+	SendMsg(m any) error
 }
 
 // fail suspends the target with err if term is still current (a recovery fetcher's

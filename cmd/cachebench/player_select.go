@@ -33,6 +33,7 @@ func runPlayerSelect(ctx context.Context, args *bench.Args, w io.Writer) error {
 	dur := args.Duration("duration", 15*time.Second, "measured time per phase")
 	warm := args.Duration("warmup", 3*time.Second, "warm-up per phase (not measured)")
 	conns := args.Int("conns", 100, "client connections carrying the targets")
+	many := args.Bool("many", true, "the filtered targets (and the memory baseline's) are channels of one SubscribeMany stream per connection; false: a Subscribe stream each")
 	bs, err := args.Parse()
 	if err != nil {
 		return err
@@ -68,7 +69,12 @@ func runPlayerSelect(ctx context.Context, args *bench.Args, w io.Writer) error {
 	defer pl.Stop()
 	fmt.Fprintf(w, "player ready (its copy of the view read) in %.1f s\n", time.Since(start).Seconds())
 
-	plain, err := admitOnly(ctx, w, bs, topic, pl, fmt.Sprintf("memory baseline: %d targets of another view, which never changes (no selection)", *targets), *targets, *conns,
+	transport := "a Subscribe stream each"
+	if *many {
+		transport = "channels of one SubscribeMany stream per connection"
+	}
+	fmt.Fprintf(w, "filtered targets: %s, over %d connections; the baseline's targets: a Subscribe stream each\n", transport, *conns)
+	plain, err := admitOnly(ctx, w, bs, topic, pl, fmt.Sprintf("memory baseline: %d targets of another view, which never changes (no selection)", *targets), *targets, *conns, *many,
 		func(i int, id string, resume int64) *statecastv1.Hello {
 			return &statecastv1.Hello{ClientId: id, Stream: topic, Views: []string{"idle"}, ProtocolVersion: 1, ResumeIndex: &resume}
 		})
@@ -85,7 +91,7 @@ func runPlayerSelect(ctx context.Context, args *bench.Args, w io.Writer) error {
 		return err
 	}
 	sel, err := selectPhase(ctx, w, bs, topic, pl, selectRun{name: fmt.Sprintf("selected: %d targets, one tenant each", *targets),
-		n: *targets, conns: *conns, rate: *rate, rows: *rows, size: *size, dur: *dur, warm: *warm, tenant: tenant, seed: 2,
+		n: *targets, conns: *conns, many: *many, rate: *rate, rows: *rows, size: *size, dur: *dur, warm: *warm, tenant: tenant, seed: 2,
 		hello: func(i int, id string, resume int64) *statecastv1.Hello {
 			return &statecastv1.Hello{ClientId: id, Stream: topic, Views: []string{"rows"}, ProtocolVersion: wire.ProtocolVersion, ResumeIndex: &resume,
 				Selections: []*statecastv1.Selection{{View: "rows", Filter: `k == "t` + strconv.Itoa(i) + `"`}}}
@@ -107,6 +113,7 @@ func runPlayerSelect(ctx context.Context, args *bench.Args, w io.Writer) error {
 type selectRun struct {
 	name             string
 	n, conns, rate   int
+	many             bool // targets are channels of SubscribeMany streams
 	rows, size, seed int
 	dur, warm        time.Duration
 	tenant           func(row int) string
@@ -124,7 +131,7 @@ type selectResult struct {
 func selectPhase(ctx context.Context, w io.Writer, bs []string, topic string, pl *bench.ChildPlayer, run selectRun) (selectResult, error) {
 	var res selectResult
 	fmt.Fprintf(w, "\n%s\n", run.name)
-	rs, end, per, err := admit(ctx, w, bs, topic, pl, run.n, run.conns, run.hello)
+	rs, end, per, err := admit(ctx, w, bs, topic, pl, run.n, run.conns, run.many, run.hello)
 	if err != nil {
 		return res, err
 	}
@@ -214,10 +221,10 @@ func (m targetMem) total() int64 { return m.heap + m.stacks }
 
 // admitOnly connects n targets, reports the memory they add to the player per target
 // beyond their queues, and disconnects them.
-func admitOnly(ctx context.Context, w io.Writer, bs []string, topic string, pl *bench.ChildPlayer, name string, n, conns int,
+func admitOnly(ctx context.Context, w io.Writer, bs []string, topic string, pl *bench.ChildPlayer, name string, n, conns int, many bool,
 	hello func(i int, id string, resume int64) *statecastv1.Hello) (targetMem, error) {
 	fmt.Fprintf(w, "\n%s\n", name)
-	rs, _, per, err := admit(ctx, w, bs, topic, pl, n, conns, hello)
+	rs, _, per, err := admit(ctx, w, bs, topic, pl, n, conns, many, hello)
 	if err != nil {
 		return targetMem{}, err
 	}
@@ -242,7 +249,7 @@ func (a admitted) close() {
 // them: they start live, at the head, without a snapshot of the view), waits until the
 // player admitted them all, and returns with the memory they added to the player per
 // target beyond their queues.
-func admit(ctx context.Context, w io.Writer, bs []string, topic string, pl *bench.ChildPlayer, n, conns int,
+func admit(ctx context.Context, w io.Writer, bs []string, topic string, pl *bench.ChildPlayer, n, conns int, many bool,
 	hello func(i int, id string, resume int64) *statecastv1.Hello) (a admitted, end int64, perTarget targetMem, err error) {
 	before, err := pl.Stat(ctx)
 	if err != nil {
@@ -252,7 +259,11 @@ func admit(ctx context.Context, w io.Writer, bs []string, topic string, pl *benc
 		return a, 0, perTarget, err
 	}
 	start := time.Now()
-	rs, err := bench.ConnectReceivers(pl.Addr, n, conns, func(i int, id string) *statecastv1.Hello { return hello(i, id, end-1) })
+	connect := bench.ConnectReceivers
+	if many {
+		connect = bench.ConnectManyReceivers
+	}
+	rs, err := connect(pl.Addr, n, conns, func(i int, id string) *statecastv1.Hello { return hello(i, id, end-1) })
 	if err != nil {
 		return a, 0, perTarget, err
 	}

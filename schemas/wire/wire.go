@@ -27,6 +27,14 @@ const (
 	SubscribeResponseTopicID        protowire.Number = 11 // bytes
 )
 
+// Fields of statecast.v1.SubscribeManyResponse: the player writes a channel's frames as
+// the channel and the SubscribeResponse's bytes, which it marshalled once for all targets.
+const (
+	SubscribeManyResponseChannel  protowire.Number = 1 // uint32, varint
+	SubscribeManyResponseResponse protowire.Number = 2 // SubscribeResponse, bytes
+	SubscribeManyResponseEnd      protowire.Number = 3 // ChannelEnd, bytes
+)
+
 // Fields of statecast.v1.Batch.
 const (
 	BatchEntries protowire.Number = 1 // repeated Entry, bytes

@@ -27,6 +27,7 @@ type field struct {
 
 func fields() []field {
 	resp := (&statecastv1.SubscribeResponse{}).ProtoReflect().Descriptor()
+	many := (&statecastv1.SubscribeManyResponse{}).ProtoReflect().Descriptor()
 	batch := (&statecastv1.Batch{}).ProtoReflect().Descriptor()
 	entry := (&statecastv1.Entry{}).ProtoReflect().Descriptor()
 	progress := (&statecastv1.Progress{}).ProtoReflect().Descriptor()
@@ -48,6 +49,10 @@ func fields() []field {
 		{"SubscribeResponseResyncRequired", SubscribeResponseResyncRequired, resp, "resync_required", msgK, false},
 		{"SubscribeResponseHeadIndex", SubscribeResponseHeadIndex, resp, "head_index", int64K, false},
 		{"SubscribeResponseTopicID", SubscribeResponseTopicID, resp, "topic_id", bytesK, false},
+
+		{"SubscribeManyResponseChannel", SubscribeManyResponseChannel, many, "channel", protoreflect.Uint32Kind, false},
+		{"SubscribeManyResponseResponse", SubscribeManyResponseResponse, many, "response", msgK, false},
+		{"SubscribeManyResponseEnd", SubscribeManyResponseEnd, many, "end", msgK, false},
 
 		{"BatchEntries", BatchEntries, batch, "entries", msgK, true},
 

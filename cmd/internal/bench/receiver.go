@@ -79,26 +79,7 @@ func (r *Receiver) Run(ctx context.Context, cli statecastv1.PlayerClient, hello 
 			}
 			return err
 		}
-		now := time.Now().UnixNano()
-		ack := int64(-2) // below any index: nothing to acknowledge
-		switch m := resp.GetMsg().(type) {
-		case *statecastv1.SubscribeResponse_Batch:
-			r.mu.Lock()
-			r.batches++
-			for _, e := range m.Batch.GetEntries() {
-				r.got = append(r.got, Delivery{Index: e.GetIndex(), Stamp: stampNanos(e.GetValue()), Applied: now})
-				ack = e.GetIndex()
-			}
-			r.mu.Unlock()
-		case *statecastv1.SubscribeResponse_Progress:
-			ack = m.Progress.GetIndex()
-		case *statecastv1.SubscribeResponse_SnapshotEnd:
-			ack = m.SnapshotEnd.GetIndex()
-		}
-		if r.Frames != nil {
-			r.Frames(resp)
-		}
-		if ack >= -1 {
+		if ack := r.apply(resp); ack >= -1 {
 			if err := st.Send(&statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Ack{Ack: &statecastv1.Ack{Index: ack}}}); err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -107,6 +88,31 @@ func (r *Receiver) Run(ctx context.Context, cli statecastv1.PlayerClient, hello 
 			}
 		}
 	}
+}
+
+// apply records a frame's entries and returns the index to acknowledge (below -1:
+// nothing).
+func (r *Receiver) apply(resp *statecastv1.SubscribeResponse) int64 {
+	now := time.Now().UnixNano()
+	ack := int64(-2) // below any index: nothing to acknowledge
+	switch m := resp.GetMsg().(type) {
+	case *statecastv1.SubscribeResponse_Batch:
+		r.mu.Lock()
+		r.batches++
+		for _, e := range m.Batch.GetEntries() {
+			r.got = append(r.got, Delivery{Index: e.GetIndex(), Stamp: stampNanos(e.GetValue()), Applied: now})
+			ack = e.GetIndex()
+		}
+		r.mu.Unlock()
+	case *statecastv1.SubscribeResponse_Progress:
+		ack = m.Progress.GetIndex()
+	case *statecastv1.SubscribeResponse_SnapshotEnd:
+		ack = m.SnapshotEnd.GetIndex()
+	}
+	if r.Frames != nil {
+		r.Frames(resp)
+	}
+	return ack
 }
 
 // dial opens n loopback client connections to addr.
@@ -225,4 +231,57 @@ func (rs *Receivers) Close() {
 	for _, c := range rs.conns {
 		_ = c.Close()
 	}
+}
+
+// ConnectManyReceivers is ConnectReceivers with the receivers as channels of SubscribeMany
+// streams, one stream per connection: receiver i is channel i/conns+1 of the stream of
+// connection i%conns. Each stream has one goroutine here, which applies every channel's
+// frames and sends their acks.
+func ConnectManyReceivers(addr string, n, conns int, hello func(i int, id string) *statecastv1.Hello) (*Receivers, error) {
+	cs, err := dial(addr, max(conns, 1))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rs := &Receivers{cancel: cancel, conns: cs}
+	rs.Recv = make([]*Receiver, n)
+	for i := range n {
+		rs.Recv[i] = &Receiver{ID: "t" + strconv.Itoa(i)}
+	}
+	for c, cc := range cs {
+		st, err := statecastv1.NewPlayerClient(cc).SubscribeMany(ctx)
+		if err != nil {
+			rs.Close()
+			return nil, err
+		}
+		chans := map[uint32]*Receiver{}
+		for i := c; i < n; i += len(cs) {
+			ch := uint32(i/len(cs) + 1)
+			chans[ch] = rs.Recv[i]
+			h := hello(i, rs.Recv[i].ID)
+			if err := st.Send(&statecastv1.SubscribeManyRequest{Channel: ch, Request: &statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Hello{Hello: h}}}); err != nil {
+				rs.Close()
+				return nil, err
+			}
+		}
+		rs.wg.Go(func() {
+			for {
+				resp, err := st.Recv()
+				if err != nil {
+					return
+				}
+				r := chans[resp.GetChannel()]
+				if r == nil || resp.GetResponse() == nil {
+					continue // a channel's end: its receiver stops counting
+				}
+				if ack := r.apply(resp.GetResponse()); ack >= -1 {
+					if st.Send(&statecastv1.SubscribeManyRequest{Channel: resp.GetChannel(),
+						Request: &statecastv1.SubscribeRequest{Msg: &statecastv1.SubscribeRequest_Ack{Ack: &statecastv1.Ack{Index: ack}}}}) != nil {
+						return
+					}
+				}
+			}
+		})
+	}
+	return rs, nil
 }

@@ -144,7 +144,191 @@ func (x ResyncRequired_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ResyncRequired_Reason.Descriptor instead.
 func (ResyncRequired_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{10, 0}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{13, 0}
+}
+
+// SubscribeManyRequest is one message of a channel of a SubscribeMany stream.
+type SubscribeManyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The channel: a Hello opens it, Acks follow, as on a Subscribe stream. A Hello's
+	// channel must be above every channel opened before on the stream (a channel is never
+	// reused); an Ack of a channel that ended is ignored (its end may be on its way).
+	Channel uint32            `protobuf:"varint,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	Request *SubscribeRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// The client ends the channel (request then unset): the player removes its target and
+	// answers with its ChannelEnd (CANCELED).
+	Close         bool `protobuf:"varint,3,opt,name=close,proto3" json:"close,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeManyRequest) Reset() {
+	*x = SubscribeManyRequest{}
+	mi := &file_statecast_v1_player_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeManyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeManyRequest) ProtoMessage() {}
+
+func (x *SubscribeManyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_statecast_v1_player_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeManyRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeManyRequest) Descriptor() ([]byte, []int) {
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SubscribeManyRequest) GetChannel() uint32 {
+	if x != nil {
+		return x.Channel
+	}
+	return 0
+}
+
+func (x *SubscribeManyRequest) GetRequest() *SubscribeRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *SubscribeManyRequest) GetClose() bool {
+	if x != nil {
+		return x.Close
+	}
+	return false
+}
+
+// SubscribeManyResponse is one message of a channel of a SubscribeMany stream: a
+// SubscribeResponse, or the channel's end.
+type SubscribeManyResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Channel  uint32                 `protobuf:"varint,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	Response *SubscribeResponse     `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	// The channel ended, with the status a Subscribe stream would have ended with; nothing
+	// of the channel follows.
+	End           *ChannelEnd `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeManyResponse) Reset() {
+	*x = SubscribeManyResponse{}
+	mi := &file_statecast_v1_player_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeManyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeManyResponse) ProtoMessage() {}
+
+func (x *SubscribeManyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_statecast_v1_player_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeManyResponse.ProtoReflect.Descriptor instead.
+func (*SubscribeManyResponse) Descriptor() ([]byte, []int) {
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SubscribeManyResponse) GetChannel() uint32 {
+	if x != nil {
+		return x.Channel
+	}
+	return 0
+}
+
+func (x *SubscribeManyResponse) GetResponse() *SubscribeResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *SubscribeManyResponse) GetEnd() *ChannelEnd {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+// ChannelEnd is why a channel ended: a gRPC status code (google.golang.org/grpc/codes,
+// io.grpc.Status.Code) and its message, as StatusTable gives them for a Subscribe stream.
+type ChannelEnd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          int32                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelEnd) Reset() {
+	*x = ChannelEnd{}
+	mi := &file_statecast_v1_player_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelEnd) ProtoMessage() {}
+
+func (x *ChannelEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_statecast_v1_player_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelEnd.ProtoReflect.Descriptor instead.
+func (*ChannelEnd) Descriptor() ([]byte, []int) {
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ChannelEnd) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ChannelEnd) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
 }
 
 type SubscribeRequest struct {
@@ -160,7 +344,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_statecast_v1_player_proto_msgTypes[0]
+	mi := &file_statecast_v1_player_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -172,7 +356,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[0]
+	mi := &file_statecast_v1_player_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -185,7 +369,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{0}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SubscribeRequest) GetMsg() isSubscribeRequest_Msg {
@@ -279,7 +463,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_statecast_v1_player_proto_msgTypes[1]
+	mi := &file_statecast_v1_player_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -291,7 +475,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[1]
+	mi := &file_statecast_v1_player_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -304,7 +488,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{1}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Hello) GetClientId() string {
@@ -410,7 +594,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_statecast_v1_player_proto_msgTypes[2]
+	mi := &file_statecast_v1_player_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -422,7 +606,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[2]
+	mi := &file_statecast_v1_player_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -435,7 +619,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{2}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Selection) GetView() string {
@@ -483,7 +667,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_statecast_v1_player_proto_msgTypes[3]
+	mi := &file_statecast_v1_player_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -495,7 +679,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[3]
+	mi := &file_statecast_v1_player_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -508,7 +692,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{3}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Ack) GetIndex() int64 {
@@ -545,7 +729,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_statecast_v1_player_proto_msgTypes[4]
+	mi := &file_statecast_v1_player_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +741,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[4]
+	mi := &file_statecast_v1_player_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +754,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{4}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SubscribeResponse) GetMsg() isSubscribeResponse_Msg {
@@ -700,7 +884,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_statecast_v1_player_proto_msgTypes[5]
+	mi := &file_statecast_v1_player_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +896,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[5]
+	mi := &file_statecast_v1_player_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +909,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{5}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Entry) GetIndex() int64 {
@@ -808,7 +992,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_statecast_v1_player_proto_msgTypes[6]
+	mi := &file_statecast_v1_player_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +1004,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[6]
+	mi := &file_statecast_v1_player_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +1017,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{6}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Batch) GetEntries() []*Entry {
@@ -853,7 +1037,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_statecast_v1_player_proto_msgTypes[7]
+	mi := &file_statecast_v1_player_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +1049,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[7]
+	mi := &file_statecast_v1_player_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +1062,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{7}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Progress) GetIndex() int64 {
@@ -899,7 +1083,7 @@ type SnapshotBegin struct {
 
 func (x *SnapshotBegin) Reset() {
 	*x = SnapshotBegin{}
-	mi := &file_statecast_v1_player_proto_msgTypes[8]
+	mi := &file_statecast_v1_player_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1095,7 @@ func (x *SnapshotBegin) String() string {
 func (*SnapshotBegin) ProtoMessage() {}
 
 func (x *SnapshotBegin) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[8]
+	mi := &file_statecast_v1_player_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1108,7 @@ func (x *SnapshotBegin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotBegin.ProtoReflect.Descriptor instead.
 func (*SnapshotBegin) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{8}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SnapshotBegin) GetIndex() int64 {
@@ -951,7 +1135,7 @@ type SnapshotEnd struct {
 
 func (x *SnapshotEnd) Reset() {
 	*x = SnapshotEnd{}
-	mi := &file_statecast_v1_player_proto_msgTypes[9]
+	mi := &file_statecast_v1_player_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1147,7 @@ func (x *SnapshotEnd) String() string {
 func (*SnapshotEnd) ProtoMessage() {}
 
 func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[9]
+	mi := &file_statecast_v1_player_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1160,7 @@ func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotEnd.ProtoReflect.Descriptor instead.
 func (*SnapshotEnd) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{9}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SnapshotEnd) GetIndex() int64 {
@@ -998,7 +1182,7 @@ type ResyncRequired struct {
 
 func (x *ResyncRequired) Reset() {
 	*x = ResyncRequired{}
-	mi := &file_statecast_v1_player_proto_msgTypes[10]
+	mi := &file_statecast_v1_player_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1194,7 @@ func (x *ResyncRequired) String() string {
 func (*ResyncRequired) ProtoMessage() {}
 
 func (x *ResyncRequired) ProtoReflect() protoreflect.Message {
-	mi := &file_statecast_v1_player_proto_msgTypes[10]
+	mi := &file_statecast_v1_player_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1207,7 @@ func (x *ResyncRequired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncRequired.ProtoReflect.Descriptor instead.
 func (*ResyncRequired) Descriptor() ([]byte, []int) {
-	return file_statecast_v1_player_proto_rawDescGZIP(), []int{10}
+	return file_statecast_v1_player_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResyncRequired) GetReason() ResyncRequired_Reason {
@@ -1051,7 +1235,19 @@ var File_statecast_v1_player_proto protoreflect.FileDescriptor
 
 const file_statecast_v1_player_proto_rawDesc = "" +
 	"\n" +
-	"\x19statecast/v1/player.proto\x12\fstatecast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"m\n" +
+	"\x19statecast/v1/player.proto\x12\fstatecast.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x80\x01\n" +
+	"\x14SubscribeManyRequest\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\rR\achannel\x128\n" +
+	"\arequest\x18\x02 \x01(\v2\x1e.statecast.v1.SubscribeRequestR\arequest\x12\x14\n" +
+	"\x05close\x18\x03 \x01(\bR\x05close\"\x9a\x01\n" +
+	"\x15SubscribeManyResponse\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\rR\achannel\x12;\n" +
+	"\bresponse\x18\x02 \x01(\v2\x1f.statecast.v1.SubscribeResponseR\bresponse\x12*\n" +
+	"\x03end\x18\x03 \x01(\v2\x18.statecast.v1.ChannelEndR\x03end\":\n" +
+	"\n" +
+	"ChannelEnd\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"m\n" +
 	"\x10SubscribeRequest\x12+\n" +
 	"\x05hello\x18\x01 \x01(\v2\x13.statecast.v1.HelloH\x00R\x05hello\x12%\n" +
 	"\x03ack\x18\x02 \x01(\v2\x11.statecast.v1.AckH\x00R\x03ackB\x05\n" +
@@ -1133,9 +1329,10 @@ const file_statecast_v1_player_proto_rawDesc = "" +
 	"\x10KIND_EPOCH_BEGIN\x10\x02\x12\x12\n" +
 	"\x0eKIND_EPOCH_END\x10\x03\x12\r\n" +
 	"\tKIND_POLL\x10\x04\x12\x11\n" +
-	"\rKIND_POSITION\x10\x052Z\n" +
+	"\rKIND_POSITION\x10\x052\xb8\x01\n" +
 	"\x06Player\x12P\n" +
-	"\tSubscribe\x12\x1e.statecast.v1.SubscribeRequest\x1a\x1f.statecast.v1.SubscribeResponse(\x010\x01BEZCgithub.com/statecast/statecast/schemas/gen/statecast/v1;statecastv1b\x06proto3"
+	"\tSubscribe\x12\x1e.statecast.v1.SubscribeRequest\x1a\x1f.statecast.v1.SubscribeResponse(\x010\x01\x12\\\n" +
+	"\rSubscribeMany\x12\".statecast.v1.SubscribeManyRequest\x1a#.statecast.v1.SubscribeManyResponse(\x010\x01BEZCgithub.com/statecast/statecast/schemas/gen/statecast/v1;statecastv1b\x06proto3"
 
 var (
 	file_statecast_v1_player_proto_rawDescOnce sync.Once
@@ -1150,43 +1347,51 @@ func file_statecast_v1_player_proto_rawDescGZIP() []byte {
 }
 
 var file_statecast_v1_player_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_statecast_v1_player_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_statecast_v1_player_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_statecast_v1_player_proto_goTypes = []any{
 	(Kind)(0),                     // 0: statecast.v1.Kind
 	(ResyncRequired_Reason)(0),    // 1: statecast.v1.ResyncRequired.Reason
-	(*SubscribeRequest)(nil),      // 2: statecast.v1.SubscribeRequest
-	(*Hello)(nil),                 // 3: statecast.v1.Hello
-	(*Selection)(nil),             // 4: statecast.v1.Selection
-	(*Ack)(nil),                   // 5: statecast.v1.Ack
-	(*SubscribeResponse)(nil),     // 6: statecast.v1.SubscribeResponse
-	(*Entry)(nil),                 // 7: statecast.v1.Entry
-	(*Batch)(nil),                 // 8: statecast.v1.Batch
-	(*Progress)(nil),              // 9: statecast.v1.Progress
-	(*SnapshotBegin)(nil),         // 10: statecast.v1.SnapshotBegin
-	(*SnapshotEnd)(nil),           // 11: statecast.v1.SnapshotEnd
-	(*ResyncRequired)(nil),        // 12: statecast.v1.ResyncRequired
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*SubscribeManyRequest)(nil),  // 2: statecast.v1.SubscribeManyRequest
+	(*SubscribeManyResponse)(nil), // 3: statecast.v1.SubscribeManyResponse
+	(*ChannelEnd)(nil),            // 4: statecast.v1.ChannelEnd
+	(*SubscribeRequest)(nil),      // 5: statecast.v1.SubscribeRequest
+	(*Hello)(nil),                 // 6: statecast.v1.Hello
+	(*Selection)(nil),             // 7: statecast.v1.Selection
+	(*Ack)(nil),                   // 8: statecast.v1.Ack
+	(*SubscribeResponse)(nil),     // 9: statecast.v1.SubscribeResponse
+	(*Entry)(nil),                 // 10: statecast.v1.Entry
+	(*Batch)(nil),                 // 11: statecast.v1.Batch
+	(*Progress)(nil),              // 12: statecast.v1.Progress
+	(*SnapshotBegin)(nil),         // 13: statecast.v1.SnapshotBegin
+	(*SnapshotEnd)(nil),           // 14: statecast.v1.SnapshotEnd
+	(*ResyncRequired)(nil),        // 15: statecast.v1.ResyncRequired
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_statecast_v1_player_proto_depIdxs = []int32{
-	3,  // 0: statecast.v1.SubscribeRequest.hello:type_name -> statecast.v1.Hello
-	5,  // 1: statecast.v1.SubscribeRequest.ack:type_name -> statecast.v1.Ack
-	4,  // 2: statecast.v1.Hello.selections:type_name -> statecast.v1.Selection
-	8,  // 3: statecast.v1.SubscribeResponse.batch:type_name -> statecast.v1.Batch
-	9,  // 4: statecast.v1.SubscribeResponse.progress:type_name -> statecast.v1.Progress
-	10, // 5: statecast.v1.SubscribeResponse.snapshot_begin:type_name -> statecast.v1.SnapshotBegin
-	11, // 6: statecast.v1.SubscribeResponse.snapshot_end:type_name -> statecast.v1.SnapshotEnd
-	12, // 7: statecast.v1.SubscribeResponse.resync_required:type_name -> statecast.v1.ResyncRequired
-	0,  // 8: statecast.v1.Entry.kind:type_name -> statecast.v1.Kind
-	13, // 9: statecast.v1.Entry.source_time:type_name -> google.protobuf.Timestamp
-	7,  // 10: statecast.v1.Batch.entries:type_name -> statecast.v1.Entry
-	1,  // 11: statecast.v1.ResyncRequired.reason:type_name -> statecast.v1.ResyncRequired.Reason
-	2,  // 12: statecast.v1.Player.Subscribe:input_type -> statecast.v1.SubscribeRequest
-	6,  // 13: statecast.v1.Player.Subscribe:output_type -> statecast.v1.SubscribeResponse
-	13, // [13:14] is the sub-list for method output_type
-	12, // [12:13] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	5,  // 0: statecast.v1.SubscribeManyRequest.request:type_name -> statecast.v1.SubscribeRequest
+	9,  // 1: statecast.v1.SubscribeManyResponse.response:type_name -> statecast.v1.SubscribeResponse
+	4,  // 2: statecast.v1.SubscribeManyResponse.end:type_name -> statecast.v1.ChannelEnd
+	6,  // 3: statecast.v1.SubscribeRequest.hello:type_name -> statecast.v1.Hello
+	8,  // 4: statecast.v1.SubscribeRequest.ack:type_name -> statecast.v1.Ack
+	7,  // 5: statecast.v1.Hello.selections:type_name -> statecast.v1.Selection
+	11, // 6: statecast.v1.SubscribeResponse.batch:type_name -> statecast.v1.Batch
+	12, // 7: statecast.v1.SubscribeResponse.progress:type_name -> statecast.v1.Progress
+	13, // 8: statecast.v1.SubscribeResponse.snapshot_begin:type_name -> statecast.v1.SnapshotBegin
+	14, // 9: statecast.v1.SubscribeResponse.snapshot_end:type_name -> statecast.v1.SnapshotEnd
+	15, // 10: statecast.v1.SubscribeResponse.resync_required:type_name -> statecast.v1.ResyncRequired
+	0,  // 11: statecast.v1.Entry.kind:type_name -> statecast.v1.Kind
+	16, // 12: statecast.v1.Entry.source_time:type_name -> google.protobuf.Timestamp
+	10, // 13: statecast.v1.Batch.entries:type_name -> statecast.v1.Entry
+	1,  // 14: statecast.v1.ResyncRequired.reason:type_name -> statecast.v1.ResyncRequired.Reason
+	5,  // 15: statecast.v1.Player.Subscribe:input_type -> statecast.v1.SubscribeRequest
+	2,  // 16: statecast.v1.Player.SubscribeMany:input_type -> statecast.v1.SubscribeManyRequest
+	9,  // 17: statecast.v1.Player.Subscribe:output_type -> statecast.v1.SubscribeResponse
+	3,  // 18: statecast.v1.Player.SubscribeMany:output_type -> statecast.v1.SubscribeManyResponse
+	17, // [17:19] is the sub-list for method output_type
+	15, // [15:17] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_statecast_v1_player_proto_init() }
@@ -1194,12 +1399,12 @@ func file_statecast_v1_player_proto_init() {
 	if File_statecast_v1_player_proto != nil {
 		return
 	}
-	file_statecast_v1_player_proto_msgTypes[0].OneofWrappers = []any{
+	file_statecast_v1_player_proto_msgTypes[3].OneofWrappers = []any{
 		(*SubscribeRequest_Hello)(nil),
 		(*SubscribeRequest_Ack)(nil),
 	}
-	file_statecast_v1_player_proto_msgTypes[1].OneofWrappers = []any{}
-	file_statecast_v1_player_proto_msgTypes[4].OneofWrappers = []any{
+	file_statecast_v1_player_proto_msgTypes[4].OneofWrappers = []any{}
+	file_statecast_v1_player_proto_msgTypes[7].OneofWrappers = []any{
 		(*SubscribeResponse_Batch)(nil),
 		(*SubscribeResponse_Progress)(nil),
 		(*SubscribeResponse_SnapshotBegin)(nil),
@@ -1212,7 +1417,7 @@ func file_statecast_v1_player_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_statecast_v1_player_proto_rawDesc), len(file_statecast_v1_player_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

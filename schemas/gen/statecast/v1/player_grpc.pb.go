@@ -23,7 +23,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Player_Subscribe_FullMethodName = "/statecast.v1.Player/Subscribe"
+	Player_Subscribe_FullMethodName     = "/statecast.v1.Player/Subscribe"
+	Player_SubscribeMany_FullMethodName = "/statecast.v1.Player/SubscribeMany"
 )
 
 // PlayerClient is the client API for Player service.
@@ -36,6 +37,15 @@ type PlayerClient interface {
 	// Subscribe: the client sends Hello first, then Acks. The server sends Batches,
 	// Progress, SnapshotBegin/SnapshotEnd and ResyncRequired frames.
 	Subscribe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SubscribeRequest, SubscribeResponse], error)
+	// SubscribeMany carries many subscriptions on one stream, each on a channel the client
+	// numbers: what a Subscribe stream carries, each message tagged with its channel, and a
+	// channel's end (ChannelEnd) where a Subscribe stream would end. For a client that
+	// holds many subscriptions at once (one per user of a gateway, each with its own
+	// filter): the player keeps per channel its target's queue and selection and no
+	// goroutine, where a Subscribe stream costs two parked goroutines and gRPC's state of
+	// the stream. schemas/proto/README.md ("Many subscriptions on one stream") has the
+	// contract.
+	SubscribeMany(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SubscribeManyRequest, SubscribeManyResponse], error)
 }
 
 type playerClient struct {
@@ -59,6 +69,19 @@ func (c *playerClient) Subscribe(ctx context.Context, opts ...grpc.CallOption) (
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Player_SubscribeClient = grpc.BidiStreamingClient[SubscribeRequest, SubscribeResponse]
 
+func (c *playerClient) SubscribeMany(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SubscribeManyRequest, SubscribeManyResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Player_ServiceDesc.Streams[1], Player_SubscribeMany_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SubscribeManyRequest, SubscribeManyResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Player_SubscribeManyClient = grpc.BidiStreamingClient[SubscribeManyRequest, SubscribeManyResponse]
+
 // PlayerServer is the server API for Player service.
 // All implementations must embed UnimplementedPlayerServer
 // for forward compatibility.
@@ -69,6 +92,15 @@ type PlayerServer interface {
 	// Subscribe: the client sends Hello first, then Acks. The server sends Batches,
 	// Progress, SnapshotBegin/SnapshotEnd and ResyncRequired frames.
 	Subscribe(grpc.BidiStreamingServer[SubscribeRequest, SubscribeResponse]) error
+	// SubscribeMany carries many subscriptions on one stream, each on a channel the client
+	// numbers: what a Subscribe stream carries, each message tagged with its channel, and a
+	// channel's end (ChannelEnd) where a Subscribe stream would end. For a client that
+	// holds many subscriptions at once (one per user of a gateway, each with its own
+	// filter): the player keeps per channel its target's queue and selection and no
+	// goroutine, where a Subscribe stream costs two parked goroutines and gRPC's state of
+	// the stream. schemas/proto/README.md ("Many subscriptions on one stream") has the
+	// contract.
+	SubscribeMany(grpc.BidiStreamingServer[SubscribeManyRequest, SubscribeManyResponse]) error
 	mustEmbedUnimplementedPlayerServer()
 }
 
@@ -81,6 +113,9 @@ type UnimplementedPlayerServer struct{}
 
 func (UnimplementedPlayerServer) Subscribe(grpc.BidiStreamingServer[SubscribeRequest, SubscribeResponse]) error {
 	return status.Error(codes.Unimplemented, "method Subscribe not implemented")
+}
+func (UnimplementedPlayerServer) SubscribeMany(grpc.BidiStreamingServer[SubscribeManyRequest, SubscribeManyResponse]) error {
+	return status.Error(codes.Unimplemented, "method SubscribeMany not implemented")
 }
 func (UnimplementedPlayerServer) mustEmbedUnimplementedPlayerServer() {}
 func (UnimplementedPlayerServer) testEmbeddedByValue()                {}
@@ -110,6 +145,13 @@ func _Player_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Player_SubscribeServer = grpc.BidiStreamingServer[SubscribeRequest, SubscribeResponse]
 
+func _Player_SubscribeMany_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PlayerServer).SubscribeMany(&grpc.GenericServerStream[SubscribeManyRequest, SubscribeManyResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Player_SubscribeManyServer = grpc.BidiStreamingServer[SubscribeManyRequest, SubscribeManyResponse]
+
 // Player_ServiceDesc is the grpc.ServiceDesc for Player service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -121,6 +163,12 @@ var Player_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Subscribe",
 			Handler:       _Player_Subscribe_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "SubscribeMany",
+			Handler:       _Player_SubscribeMany_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},
