@@ -224,6 +224,7 @@ type options struct {
 	hooks  Hooks
 	dial   []grpc.DialOption
 	now    func() time.Time
+	many   *Many // WithMany: subscribe as channels of its streams
 }
 
 // WithLogger sets the logger (default: discard).

@@ -36,9 +36,13 @@ func (c *Client) connect(ctx context.Context) error {
 		creds = grpctls.ClientCredentials(c.cfg.TLS)
 	}
 	conns := make([]*grpc.ClientConn, len(c.cfg.Addresses))
+	releases := make([]func(), len(conns)) // WithMany: give back the shared connections
 	defer func() {
-		for _, cc := range conns {
-			if cc != nil {
+		for n, cc := range conns {
+			switch {
+			case releases[n] != nil:
+				releases[n]()
+			case cc != nil:
 				cc.Close()
 			}
 		}
@@ -63,7 +67,11 @@ func (c *Client) connect(ctx context.Context) error {
 				opts = append(opts, grpc.WithPerRPCCredentials(tokenCredentials{c.cfg.Token}))
 			}
 			opts = append(opts, c.dialOptions()...)
-			conns[n], err = grpc.NewClient(addr, opts...)
+			if c.opts.many != nil {
+				conns[n], releases[n], err = c.opts.many.conn(addr, opts)
+			} else {
+				conns[n], err = grpc.NewClient(addr, opts...)
+			}
 		}
 		if err == nil {
 			progressed, err = c.session(ctx, conns[n], addr)
@@ -137,16 +145,24 @@ func (c *Client) session(ctx context.Context, cc *grpc.ClientConn, addr string) 
 	sctx, cancel := context.WithCancel(ctx)
 	var idle sync.WaitGroup
 	defer func() { cancel(); idle.Wait() }()
-	// The generated Subscribe, but responses decoded by frameCodec (see frame.go).
-	cs, err := cc.NewStream(sctx, &statecastv1.Player_ServiceDesc.Streams[0], statecastv1.Player_Subscribe_FullMethodName,
-		grpc.ForceCodecV2(c.codec), grpc.MaxCallRecvMsgSize(int(c.cfg.MaxReceiveBytes)))
-	if err != nil {
-		return false, err
+	var stream grpc.BidiStreamingClient[statecastv1.SubscribeRequest, frame]
+	if c.opts.many != nil {
+		// A channel of the shared SubscribeMany stream (Many).
+		if stream, err = c.opts.many.open(sctx, addr, &c.codec, int(c.cfg.MaxReceiveBytes)); err != nil {
+			return false, err
+		}
+	} else {
+		// The generated Subscribe, but responses decoded by frameCodec (see frame.go).
+		cs, err := cc.NewStream(sctx, &statecastv1.Player_ServiceDesc.Streams[0], statecastv1.Player_Subscribe_FullMethodName,
+			grpc.ForceCodecV2(c.codec), grpc.MaxCallRecvMsgSize(int(c.cfg.MaxReceiveBytes)))
+		if err != nil {
+			return false, err
+		}
+		if p, ok := peer.FromContext(cs.Context()); ok && p.Addr != nil && isTarget(addr) {
+			addr += " (" + p.Addr.String() + ")" // the player the target resolved to
+		}
+		stream = &grpc.GenericClientStream[statecastv1.SubscribeRequest, frame]{ClientStream: cs}
 	}
-	if p, ok := peer.FromContext(cs.Context()); ok && p.Addr != nil && isTarget(addr) {
-		addr += " (" + p.Addr.String() + ")" // the player the target resolved to
-	}
-	stream := &grpc.GenericClientStream[statecastv1.SubscribeRequest, frame]{ClientStream: cs}
 	hello := &statecastv1.Hello{
 		ClientId: c.cfg.InstanceID, Service: c.cfg.Service, Stream: c.cfg.Stream,
 		MaxBatchEntries: c.cfg.MaxBatchEntries, MaxBatchBytes: c.cfg.MaxBatchBytes,

@@ -172,6 +172,20 @@
 // them; without selections the client says version 1, which every player serves. The
 // state file records each view's selection and is resumed from only with the same one.
 //
+// # Many Clients in one process
+//
+// A process that holds many subscriptions at once (a gateway with a filtered Client per
+// connected user) gives them one [Many] ([WithMany]): they then share one connection and
+// one SubscribeMany stream per player, each Client a channel of it, and the player keeps
+// no goroutine and no gRPC stream per Client (about 1.5 KiB per filtered target instead
+// of about 18 KiB). Each Client keeps everything else its own (views, selections,
+// readiness, failover, state directory); one Client's end ends its channel only. The
+// Clients of one Many should have the same security settings (its connections are dialled
+// with the first Client's), and read at the same pace (they share the stream's flow
+// control). A player that predates SubscribeMany answers Unimplemented, which ends the
+// subscription like any other error (the Clients retry): use Many with players that serve
+// it.
+//
 // # Guarantees
 //
 //   - Ordered, no duplicates: the client applies the stream's records in order, each once,

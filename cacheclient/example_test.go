@@ -182,3 +182,46 @@ func ExampleClient_WaitReady() {
 	// true true
 	// cacheclient: WaitReady: context deadline exceeded; the last error: cacheclient: player 10.0.0.7:7070: Unavailable: connection refused
 }
+
+// A gateway keeps one small Client per connected user, each holding that user's bets:
+// with one Many, all of them are channels of one stream to each player instead of a
+// Subscribe stream each, which the player keeps for a fraction of the memory.
+func ExampleWithMany() {
+	type Bet struct {
+		ID     string `json:"id"`
+		UserID string `json:"user_id"`
+		Stake  string `json:"stake"`
+	}
+	decodeBet := func(_ string, value []byte) (Bet, error) {
+		var b Bet
+		err := json.Unmarshal(value, &b)
+		return b, err
+	}
+	many := cacheclient.NewMany()
+	defer many.Close() // after the Clients
+	connect := func(userID string) (*cacheclient.Client, *cacheclient.View[Bet], error) {
+		c, err := cacheclient.New(cacheclient.Config{
+			Addresses: []string{"player-1:7070", "player-2:7070"},
+			Stream:    "sportsbook",
+			Service:   "bet-gateway",
+		}, cacheclient.WithMany(many)) // the same TLS, token and dial options for every Client of one Many
+		if err != nil {
+			return nil, nil, err
+		}
+		bets, err := cacheclient.Register(c, "bets", decodeBet, cacheclient.WithFilter(fmt.Sprintf("user_id == %q", userID)))
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, bets, c.Start()
+	}
+	client, bets, err := connect("u-1042")
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close() // ends its channel only
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := client.WaitReady(ctx); err == nil {
+		fmt.Println(bets.Len(), "open bets")
+	}
+}
