@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -192,11 +193,14 @@ func (mc *manyConn) read(st grpc.ClientStream) {
 }
 
 // parseMany reads a SubscribeManyResponse: its channel and either the SubscribeResponse's
-// bytes (aliasing b) or the channel's end as a gRPC status error.
+// bytes (aliasing b) or the channel's end as a gRPC status error. A message with both a
+// response and an end, neither, or either twice, is malformed (the player writes each
+// message with one of them once).
 func parseMany(b []byte) (uint32, manyItem, error) {
 	var ch uint32
 	var it manyItem
-	seen := false
+	var end []byte
+	resp, ended := false, false
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -215,17 +219,19 @@ func parseMany(b []byte) (uint32, manyItem, error) {
 			if n < 0 {
 				return 0, it, errFrame
 			}
-			it.b, b, seen = v, b[n:], true
+			if resp {
+				return 0, it, fmt.Errorf("%w: a SubscribeManyResponse with two responses", errFrame)
+			}
+			it.b, b, resp = v, b[n:], true
 		case num == wire.SubscribeManyResponseEnd && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return 0, it, errFrame
 			}
-			var end statecastv1.ChannelEnd
-			if err := proto.Unmarshal(v, &end); err != nil {
-				return 0, it, fmt.Errorf("%w: %v", errFrame, err)
+			if ended {
+				return 0, it, fmt.Errorf("%w: a SubscribeManyResponse with two ends", errFrame)
 			}
-			it.err, b, seen = status.Error(codes.Code(end.GetCode()), end.GetMessage()), b[n:], true
+			end, b, ended = v, b[n:], true
 		default:
 			n := protowire.ConsumeFieldValue(num, typ, b)
 			if n < 0 {
@@ -234,8 +240,19 @@ func parseMany(b []byte) (uint32, manyItem, error) {
 			b = b[n:]
 		}
 	}
-	if !seen {
-		return 0, it, fmt.Errorf("%w: a SubscribeManyResponse with neither a response nor an end", errFrame)
+	if resp == ended {
+		return 0, it, fmt.Errorf("%w: a SubscribeManyResponse needs a response or an end", errFrame)
+	}
+	if ended {
+		var e statecastv1.ChannelEnd
+		if err := proto.Unmarshal(end, &e); err != nil {
+			return 0, it, fmt.Errorf("%w: %v", errFrame, err)
+		}
+		// As a stream's end: OK is the stream's end of file, anything else its status.
+		it.err = io.EOF
+		if e.GetCode() != int32(codes.OK) {
+			it.err = status.Error(codes.Code(e.GetCode()), e.GetMessage())
+		}
 	}
 	return ch, it, nil
 }
