@@ -263,17 +263,8 @@ type manyCodec struct{}
 
 func (manyCodec) Name() string { return "proto" }
 
-func (manyCodec) Marshal(v any) (mem.BufferSlice, error) {
-	m, ok := v.(proto.Message)
-	if !ok {
-		return nil, fmt.Errorf("cacheclient: cannot marshal %T", v)
-	}
-	b, err := proto.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
-}
+// Marshal sends requests as the Subscribe stream does.
+func (manyCodec) Marshal(v any) (mem.BufferSlice, error) { return frameCodec{}.Marshal(v) }
 
 func (manyCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	p, ok := v.(*[]byte)
