@@ -282,16 +282,18 @@
 // gRPC status becomes a SubscribeError),
 // stats.go (Stats, ViewStats), info.go (Info, Done), panic.go (PanicError; the decoders
 // and index functions run under recover, as dispatch.go runs handlers). The machinery: conn.go (the
-// connection goroutine: dialling, failover, one Subscribe session), frame.go (the frames'
-// decoder), receive.go (the order checks and what each frame does), apply.go (entries
+// connection goroutine: dialling, failover, one Subscribe session), many.go (Many: the
+// shared connections and SubscribeMany streams, a session's channel of one, the decoder
+// of their messages), frame.go (the frames' decoder), receive.go (the order checks and what each frame does), apply.go (entries
 // applied to the working versions, the changes, the epoch accounting), snapshot.go (a
 // snapshot staged and built beside the live version), trie.go (the persistent hash trie),
 // dispatch.go (a handler's changes on a parallel.Engine), handled.go (the newest Cut whose
 // changes every handler completed), persist.go (the state file: written, verified,
 // loaded).
 //
-// Goroutines. The connection goroutine (one per client) holds one Subscribe stream to one
-// player at a time: it receives frames, checks their order, applies batches, publishes
+// Goroutines. The connection goroutine (one per client) holds one Subscribe stream (or,
+// WithMany, one channel of the Many's stream, whose one reader goroutine per connection
+// routes each channel's frames to its session) to one player at a time: it receives frames, checks their order, applies batches, publishes
 // the views' new versions, acknowledges, and hands the changes to the handlers' engines
 // (package parallel). With StateDir, a load goroutine reads the state file at Start and a
 // persistence goroutine writes it; readers only load published versions.
