@@ -101,3 +101,61 @@ func TestManyClientsOneStream(t *testing.T) {
 		}
 	}
 }
+
+// TestManyFailover: when the player of their shared stream stops, the Clients of one Many
+// fail over to the next address, each opening a channel of a new stream there, and resume
+// where they were (no second snapshot).
+func TestManyFailover(t *testing.T) {
+	e := newKafkaEnv(t)
+	for i := range 20 {
+		e.put("events", [2]string{fmt.Sprint(i), ev(i, []string{"soccer", "tennis"}[i%2])})
+	}
+	addrA, stopA := startPlayer(t, e)
+	addrB, _ := startPlayer(t, e)
+	m := cacheclient.NewMany()
+	defer m.Close()
+	sports := []string{"soccer", "tennis"}
+	type cl struct {
+		c   *cacheclient.Client
+		v   *cacheclient.View[event]
+		cnt *counting
+	}
+	var cs []cl
+	for _, sport := range sports {
+		cnt := &counting{}
+		c, err := cacheclient.New(cacheclient.Config{
+			Addresses: []string{addrA, addrB}, Stream: "s", Service: t.Name(),
+			BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+		}, cacheclient.WithMany(m), cacheclient.WithHooks(cnt.hooks()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := cacheclient.Register(c, "events", decodeEvent, cacheclient.WithFilter(fmt.Sprintf("sport == %q", sport)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		cs = append(cs, cl{c, v, cnt})
+	}
+	for _, x := range cs {
+		waitReady(t, x.c)
+	}
+	stopA()
+	e.put("events", [2]string{"0", ev(0, "tennis")}, [2]string{"1", ev(1, "soccer")}, [2]string{"2", ""})
+	last := e.epochEnd("events", 0)
+	for i, x := range cs {
+		sport := sports[i]
+		eventually(t, "the "+sport+" client after the failover", func() bool { return x.c.Position() >= last })
+		if want := subset(e.wantOf("events"), func(_ string, ev event) bool { return ev.Sport == sport }); !equalView(x.v, want) {
+			t.Errorf("the %s client holds %d rows, want its %d", sport, x.v.Len(), len(want))
+		}
+		x.cnt.mu.Lock()
+		if x.cnt.snapshots != 1 || len(x.cnt.connects) < 2 || !x.cnt.connects[len(x.cnt.connects)-1] {
+			t.Errorf("the %s client: snapshots %d, connects %v; want one snapshot and a resumed reconnect", sport, x.cnt.snapshots, x.cnt.connects)
+		}
+		x.cnt.mu.Unlock()
+	}
+}
