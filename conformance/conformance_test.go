@@ -40,6 +40,7 @@ func TestConformance(t *testing.T) {
 	}{
 		{"snapshot_and_live", scenarioSnapshotAndLive},
 		{"player_restart", scenarioPlayerRestart},
+		{"many_channel", scenarioManyChannel},
 		{"kill9", scenarioKill9},
 		{"state_file", scenarioStateFile},
 		{"epoch_check", scenarioEpochCheck},
@@ -357,6 +358,38 @@ func scenarioPlayerRestart(t *testing.T, c client) {
 	if len(hs) < 2 || hs[len(hs)-1].ResumeIndex == nil {
 		t.Fatalf("the client did not resume after the player restart: %d hellos", len(hs))
 	}
+	p.close()
+	checkDelivery(t, e, r)
+}
+
+// scenarioManyChannel: a client that subscribes as a channel of a SubscribeMany stream
+// gets what a Subscribe stream gets: its snapshot, live transactions, and a resume after
+// the player restarts; the recorder checks every channel frame with the delivery checker.
+func scenarioManyChannel(t *testing.T, c client) {
+	e := newEnv(t)
+	w := e.fill(1, 0, 100, 1)
+	addr, stop := startPlayer(t, e, nil)
+	r := newRecorder(t, addr)
+	p := c.start(t, driverConfig{Addresses: []string{r.addr}, Stream: "s", Views: views, InstanceID: "many-" + c.name, Many: true})
+	p.next(time.Minute, "ready")
+	converge(t, p, e.wantViews(views...))
+	w = e.fill(w, 50, 60, 2)
+	converge(t, p, e.wantViews(views...))
+	stop()
+	w = e.fill(w, 80, 60, 3)
+	addr2, _ := startPlayer(t, e, nil)
+	r.setUpstream(addr2)
+	e.fill(w, 120, 20, 4)
+	final := converge(t, p, e.wantViews(views...))
+	hs := r.helloes("many-" + c.name)
+	if len(hs) < 2 || hs[len(hs)-1].ResumeIndex == nil {
+		t.Fatalf("the client did not resume on a channel after the player restart: %d hellos", len(hs))
+	}
+	if r.manyStreams() == 0 || r.subscribeStreams() != 0 {
+		t.Fatalf("the client opened %d SubscribeMany and %d Subscribe streams, want only SubscribeMany", r.manyStreams(), r.subscribeStreams())
+	}
+	time.Sleep(300 * time.Millisecond) // the listener's last changes
+	checkChanges(t, p, final.Views)
 	p.close()
 	checkDelivery(t, e, r)
 }

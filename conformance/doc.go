@@ -8,9 +8,10 @@
 // configuration: {"addresses":[…],"stream":"s","views":[…],"instance_id":"…",
 // "service":"…","token":"…","ca_file":"…","cert_file":"…","key_file":"…",
 // "no_listener":b,"selections":{view:{"filter":"…","shard_index":i,"shard_count":n,
-// "columns":[…]}},"state_dir":"…","persist_interval_ms":n} (empty members: the client's
-// defaults; a state_dir is where the client keeps its state file, written every
-// persist_interval_ms and at close; a ca_file means TLS verified with
+// "columns":[…]}},"state_dir":"…","persist_interval_ms":n,"many":b} (empty members: the
+// client's defaults; a state_dir is where the client keeps its state file, written every
+// persist_interval_ms and at close; many: the client subscribes as a channel of a
+// SubscribeMany stream (cacheclient.Many, the Java client's Many); a ca_file means TLS verified with
 // that CA, a cert_file and key_file (PKCS #8) a client certificate; a view's selection is
 // the part of it the client holds). It registers a raw view per name (the row's JSON text
 // as it travels, of its selection) with a change listener (none with no_listener),
@@ -32,8 +33,9 @@
 //
 // # Checks
 //
-// The clients subscribe through a recording proxy (proxy_test.go) whose frames go to the
-// delivery checker (internal/checker: ordered, unique, reliable, resumable against the
+// The clients subscribe through a recording proxy (proxy_test.go: Subscribe streams, and
+// SubscribeMany streams whose channels it records by their Hello's client id) whose
+// frames go to the delivery checker (internal/checker: ordered, unique, reliable, resumable against the
 // topic read back; for a client that selects, against a model of its selections written
 // in the test); each scenario also waits until the client holds exactly what was
 // written (convergent), and checks the listener's per-key order.

@@ -43,6 +43,9 @@ type driverConfig struct {
 	// PersistMillis and at close.
 	StateDir      string `json:"state_dir,omitempty"`
 	PersistMillis int    `json:"persist_interval_ms,omitempty"`
+	// Many: the client subscribes as a channel of a SubscribeMany stream (cacheclient.Many,
+	// the Java client's Many).
+	Many bool `json:"many,omitempty"`
 }
 
 // driverSelection is one view's selection (schemas/proto/README.md, "Selections").

@@ -33,6 +33,20 @@ type recorder struct {
 	// sels, when set, are the checker's models of the selections of a client that sends
 	// some (setSelections).
 	sels map[string]checker.Selection
+	// subs, manys: the Subscribe and SubscribeMany streams proxied.
+	subs, manys int
+}
+
+func (r *recorder) subscribeStreams() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.subs
+}
+
+func (r *recorder) manyStreams() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.manys
 }
 
 // setSelections gives the checker, for the Hellos that carry selections, a model of each
@@ -97,6 +111,7 @@ func (r *recorder) Subscribe(down statecastv1.Player_SubscribeServer) error {
 	}
 	target := hello.GetClientId()
 	r.mu.Lock()
+	r.subs++
 	up := r.upstream
 	r.hellos[target] = append(r.hellos[target], hello)
 	r.mu.Unlock()
@@ -158,6 +173,80 @@ func (r *recorder) Subscribe(down statecastv1.Player_SubscribeServer) error {
 				r.snaps[target]++
 			}
 			r.mu.Unlock()
+		}
+		if err := down.Send(m); err != nil {
+			return err
+		}
+	}
+}
+
+// SubscribeMany forwards a SubscribeMany stream to the player's current address as it is,
+// and records each channel's frames in the checker under the client id of its Hello.
+func (r *recorder) SubscribeMany(down statecastv1.Player_SubscribeManyServer) error {
+	ctx, cancel := context.WithCancel(down.Context())
+	defer cancel()
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		ctx = metadata.NewOutgoingContext(ctx, md.Copy())
+	}
+	r.mu.Lock()
+	r.manys++
+	up := r.upstream
+	r.mu.Unlock()
+	cc, err := grpc.NewClient(up, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	stream, err := statecastv1.NewPlayerClient(cc).SubscribeMany(ctx)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	targets := map[uint32]string{} // channel -> client id
+	go func() {
+		for {
+			m, err := down.Recv()
+			if err != nil {
+				_ = stream.CloseSend()
+				return
+			}
+			if hello := m.GetRequest().GetHello(); hello != nil {
+				mu.Lock()
+				targets[m.GetChannel()] = hello.GetClientId()
+				mu.Unlock()
+				r.mu.Lock()
+				r.hellos[hello.GetClientId()] = append(r.hellos[hello.GetClientId()], hello)
+				r.mu.Unlock()
+				r.check.HelloMsg(hello)
+			}
+			if stream.Send(m) != nil {
+				return
+			}
+		}
+	}()
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err // the player's status, as it sent it
+		}
+		if resp := m.GetResponse(); resp != nil {
+			mu.Lock()
+			target := targets[m.GetChannel()]
+			mu.Unlock()
+			r.check.Response(target, resp)
+			if resp.GetResyncRequired() != nil || resp.GetSnapshotBegin() != nil {
+				r.mu.Lock()
+				if resp.GetResyncRequired() != nil {
+					r.resyncs[target]++
+				} else {
+					r.snaps[target]++
+				}
+				r.mu.Unlock()
+			}
 		}
 		if err := down.Send(m); err != nil {
 			return err

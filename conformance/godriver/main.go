@@ -27,6 +27,7 @@ type config struct {
 	Selections    map[string]selection `json:"selections"`
 	StateDir      string               `json:"state_dir"`
 	PersistMillis int                  `json:"persist_interval_ms"`
+	Many          bool                 `json:"many"` // subscribe as a channel of a SubscribeMany stream
 }
 
 type selection struct {
@@ -102,7 +103,13 @@ func main() {
 	if cfg.Token != "" {
 		ccfg.Token = cacheclient.StaticToken(cfg.Token)
 	}
-	c, err := cacheclient.New(ccfg)
+	var opts []cacheclient.Option
+	if cfg.Many {
+		many := cacheclient.NewMany()
+		defer many.Close()
+		opts = append(opts, cacheclient.WithMany(many))
+	}
+	c, err := cacheclient.New(ccfg, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "godriver:", err)
 		os.Exit(2)

@@ -312,6 +312,13 @@ public final class StatecastClient implements AutoCloseable {
       // changes.
       store.close(last[0]);
     }
+    if (cfg.many != null) {
+      // The connections are the Many's: this client gives back its use of them.
+      for (String addr : channels.keySet()) {
+        cfg.many.release(addr);
+      }
+      channels.clear();
+    }
     for (ManagedChannel ch : channels.values()) {
       ch.shutdownNow();
     }
@@ -508,12 +515,17 @@ public final class StatecastClient implements AutoCloseable {
     forceSnapshot = false;
     Session s = new Session(addr, resumed, reselectSeq, from);
     session = s;
-    PlayerGrpc.PlayerStub stub = PlayerGrpc.newStub(ch);
-    if (cfg.token != null) {
-      stub = stub.withCallCredentials(new TokenCredentials(cfg.token));
-    }
+    TokenCredentials creds = cfg.token != null ? new TokenCredentials(cfg.token) : null;
     LOG.debug("stream {}: subscribing at {} (resume {})", cfg.stream, addr, resumed ? from : "none");
-    stub.subscribe(s);
+    if (cfg.many != null) {
+      s.requests = cfg.many.open(addr, creds, loop, s);
+    } else {
+      PlayerGrpc.PlayerStub stub = PlayerGrpc.newStub(ch);
+      if (creds != null) {
+        stub = stub.withCallCredentials(creds);
+      }
+      stub.subscribe(s);
+    }
     s.send(SubscribeRequest.newBuilder().setHello(h).build());
     if (resumed && !isReady()) {
       loop.schedule(() -> idleReady(s), cfg.readyIdle.toMillis(), TimeUnit.MILLISECONDS);
@@ -546,11 +558,29 @@ public final class StatecastClient implements AutoCloseable {
     if (ch != null) {
       return ch;
     }
+    if (cfg.many != null) {
+      ch = cfg.many.channel(addr, () -> {
+        try {
+          return channelBuilder(addr);
+        } catch (Exception e) {
+          throw new IllegalStateException(e.getMessage(), e);
+        }
+      });
+    } else {
+      ch = channelBuilder(addr)
+          .eventLoopGroup(eventLoop)
+          .channelType(NioSocketChannel.class)
+          .executor(loop)
+          .offloadExecutor(offload)
+          .build();
+    }
+    channels.put(addr, ch);
+    return ch;
+  }
+
+  /** The channel's settings: TLS, limits; the caller gives its threads. */
+  private NettyChannelBuilder channelBuilder(String addr) throws Exception {
     NettyChannelBuilder b = NettyChannelBuilder.forTarget(addr)
-        .eventLoopGroup(eventLoop)
-        .channelType(NioSocketChannel.class)
-        .executor(loop)
-        .offloadExecutor(offload)
         .maxInboundMessageSize(cfg.maxReceiveBytes)
         .flowControlWindow(cfg.recvWindow);
     if (cfg.tlsCa != null || cfg.certFile != null || cfg.tls) {
@@ -568,9 +598,7 @@ public final class StatecastClient implements AutoCloseable {
     } else {
       b.usePlaintext();
     }
-    ch = b.build();
-    channels.put(addr, ch);
-    return ch;
+    return b;
   }
 
   private void retry(Session s, StatecastException why) {
@@ -678,7 +706,7 @@ public final class StatecastClient implements AutoCloseable {
   private final class Session implements ClientResponseObserver<SubscribeRequest, SubscribeResponse> {
     final String addr;
     final boolean resumed;
-    ClientCallStreamObserver<SubscribeRequest> requests;
+    Many.Requests requests;
     boolean ended;
     boolean firstFrame;
     long readyAt = -1;
@@ -707,7 +735,17 @@ public final class StatecastClient implements AutoCloseable {
 
     @Override
     public void beforeStart(ClientCallStreamObserver<SubscribeRequest> r) {
-      this.requests = r;
+      this.requests = new Many.Requests() {
+        @Override
+        public void onNext(SubscribeRequest m) {
+          r.onNext(m);
+        }
+
+        @Override
+        public void cancel(String why) {
+          r.cancel(why, null);
+        }
+      };
     }
 
     void send(SubscribeRequest m) {
@@ -719,7 +757,7 @@ public final class StatecastClient implements AutoCloseable {
     void cancel(String why) {
       if (!ended) {
         ended = true;
-        requests.cancel(why, null);
+        requests.cancel(why);
       }
     }
 
@@ -1247,8 +1285,20 @@ public final class StatecastClient implements AutoCloseable {
     private byte[] stateKey;
     private Duration persistInterval = Duration.ofSeconds(30);
     private Duration readyIdle = Duration.ofSeconds(1);
+    private Many many;
 
     private Builder() {}
+
+    /**
+     * Subscribes as a channel of the {@link Many}'s stream to each player instead of a
+     * Subscribe stream of its own: for a process that holds many clients at once (see
+     * {@link Many}). The clients of one {@code Many} should have the same TLS and token
+     * settings.
+     */
+    public Builder many(Many m) {
+      this.many = m;
+      return this;
+    }
 
     /**
      * Where the client keeps its state file (schemas/README.md, "State files"): its views and

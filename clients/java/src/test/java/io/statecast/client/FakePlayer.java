@@ -12,11 +12,14 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import statecast.v1.PlayerGrpc;
 import statecast.v1.PlayerOuterClass.Batch;
+import statecast.v1.PlayerOuterClass.ChannelEnd;
 import statecast.v1.PlayerOuterClass.Entry;
 import statecast.v1.PlayerOuterClass.Hello;
 import statecast.v1.PlayerOuterClass.Kind;
 import statecast.v1.PlayerOuterClass.SnapshotBegin;
 import statecast.v1.PlayerOuterClass.SnapshotEnd;
+import statecast.v1.PlayerOuterClass.SubscribeManyRequest;
+import statecast.v1.PlayerOuterClass.SubscribeManyResponse;
 import statecast.v1.PlayerOuterClass.SubscribeRequest;
 import statecast.v1.PlayerOuterClass.SubscribeResponse;
 
@@ -25,6 +28,10 @@ final class FakePlayer implements AutoCloseable {
   static final ByteString TOPIC = ByteString.copyFrom(new byte[16]);
 
   final BlockingQueue<Sub> subs = new LinkedBlockingQueue<>();
+  final java.util.concurrent.atomic.AtomicInteger subscribeCalls = new java.util.concurrent.atomic.AtomicInteger();
+  final java.util.concurrent.atomic.AtomicInteger subscribeManyCalls = new java.util.concurrent.atomic.AtomicInteger();
+  /** The channels the clients closed (SubscribeMany). */
+  final BlockingQueue<Integer> closedChannels = new LinkedBlockingQueue<>();
   private final Server server;
 
   FakePlayer() throws Exception {
@@ -32,9 +39,16 @@ final class FakePlayer implements AutoCloseable {
         .addService(new PlayerGrpc.PlayerImplBase() {
           @Override
           public StreamObserver<SubscribeRequest> subscribe(StreamObserver<SubscribeResponse> out) {
+            subscribeCalls.incrementAndGet();
             Sub s = new Sub(out);
             subs.add(s);
             return s;
+          }
+
+          @Override
+          public StreamObserver<SubscribeManyRequest> subscribeMany(StreamObserver<SubscribeManyResponse> out) {
+            subscribeManyCalls.incrementAndGet();
+            return new ManyStream(out);
           }
         })
         .build()
@@ -58,7 +72,65 @@ final class FakePlayer implements AutoCloseable {
     server.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
   }
 
-  /** One Subscribe stream. */
+  /** A SubscribeMany stream: each channel's Hello makes a Sub, whose frames go out on its channel. */
+  private final class ManyStream implements StreamObserver<SubscribeManyRequest> {
+    private final StreamObserver<SubscribeManyResponse> out;
+    private final java.util.Map<Integer, Sub> chans = new java.util.concurrent.ConcurrentHashMap<>();
+
+    ManyStream(StreamObserver<SubscribeManyResponse> out) {
+      this.out = out;
+    }
+
+    private void send(SubscribeManyResponse m) {
+      synchronized (out) {
+        out.onNext(m);
+      }
+    }
+
+    @Override
+    public void onNext(SubscribeManyRequest r) {
+      int ch = r.getChannel();
+      if (r.getClose()) {
+        chans.remove(ch);
+        closedChannels.add(ch);
+        return;
+      }
+      Sub s = chans.get(ch);
+      if (s == null && r.getRequest().hasHello()) {
+        s = new Sub(new StreamObserver<SubscribeResponse>() {
+          @Override
+          public void onNext(SubscribeResponse m) {
+            send(SubscribeManyResponse.newBuilder().setChannel(ch).setResponse(m).build());
+          }
+
+          @Override
+          public void onError(Throwable t) {
+            Status st = Status.fromThrowable(t);
+            send(SubscribeManyResponse.newBuilder().setChannel(ch).setEnd(ChannelEnd.newBuilder()
+                .setCode(st.getCode().value()).setMessage(st.getDescription() == null ? "" : st.getDescription())).build());
+          }
+
+          @Override
+          public void onCompleted() {
+            send(SubscribeManyResponse.newBuilder().setChannel(ch).setEnd(ChannelEnd.newBuilder()).build());
+          }
+        });
+        chans.put(ch, s);
+        subs.add(s);
+      }
+      if (s != null) {
+        s.onNext(r.getRequest());
+      }
+    }
+
+    @Override
+    public void onError(Throwable t) {}
+
+    @Override
+    public void onCompleted() {}
+  }
+
+  /** One Subscribe stream, or one channel of a SubscribeMany stream. */
   static final class Sub implements StreamObserver<SubscribeRequest> {
     final BlockingQueue<Hello> hello = new LinkedBlockingQueue<>();
     final BlockingQueue<Long> acks = new LinkedBlockingQueue<>();

@@ -268,4 +268,73 @@ class StatecastClientTest {
       c.close();
     }
   }
+
+  @Test
+  void clientsOfOneManyAreChannelsOfOneStream() throws Exception {
+    try (Many many = new Many()) {
+      StatecastClient a = builder().instanceId("a").many(many).build();
+      StatecastClient b = builder().instanceId("b").many(many).build();
+      try {
+        View<String> ra = a.rawView("events");
+        View<String> rb = b.rawView("events");
+        a.start();
+        FakePlayer.Sub sa = player.next();
+        assertEquals("a", sa.hello().getClientId());
+        b.start();
+        FakePlayer.Sub sb = player.next();
+        assertEquals("b", sb.hello().getClientId());
+        sa.snapshot(5, row(5, "events", "x", "{\"a\":1}", false));
+        sb.snapshot(5, row(4, "events", "y", "{\"b\":1}", false));
+        await(a.awaitReady());
+        await(b.awaitReady());
+        sa.batch(row(8, "events", "x2", "{}", false));
+        sa.awaitAck(8);
+        assertEquals(Set.of("x", "x2"), ra.entries().keySet());
+        assertEquals(Set.of("y"), rb.entries().keySet());
+        assertEquals(1, player.subscribeManyCalls.get(), "one SubscribeMany stream for both clients");
+        assertEquals(0, player.subscribeCalls.get());
+
+        // A channel's end is its client's alone: a resumes on a new channel, b is untouched.
+        sa.fail(Status.UNAVAILABLE.withDescription("player shutting down"));
+        FakePlayer.Sub sa2 = player.next();
+        Hello h = sa2.hello();
+        assertEquals(8, h.getResumeIndex());
+        assertEquals(1, a.reconnects());
+        assertEquals(0, b.reconnects());
+        sb.batch(row(9, "events", "y2", "{}", false));
+        sb.awaitAck(9);
+        assertEquals(Set.of("y", "y2"), rb.entries().keySet());
+
+        // Closing a client closes its channel only.
+        b.close();
+        assertTrue(player.closedChannels.poll(20, TimeUnit.SECONDS) != null, "b's channel closed");
+        sa2.batch(row(12, "events", "x3", "{}", false));
+        sa2.awaitAck(12);
+        assertEquals(Set.of("x", "x2", "x3"), ra.entries().keySet());
+      } finally {
+        a.close();
+        b.close();
+      }
+    }
+  }
+
+  @org.junit.jupiter.api.RepeatedTest(10)
+  void closeOfAManyEndsItsThreads() throws Exception {
+    Many many = new Many();
+    StatecastClient a = builder().instanceId("a").many(many).build();
+    a.rawView("events");
+    a.start();
+    FakePlayer.Sub s = player.next();
+    s.hello();
+    s.snapshot(5, row(5, "events", "x", "{}", false));
+    await(a.awaitReady());
+    a.close();
+    many.close();
+    assertTrue(many.threadsEnded(), "the Many's threads ended");
+    for (Thread t : Thread.getAllStackTraces().keySet()) {
+      String n = t.getName();
+      assertFalse(t.isAlive() && (n.startsWith("statecast-") || n.startsWith("globalEventExecutor")),
+          "thread left after close: " + n);
+    }
+  }
 }

@@ -3,6 +3,7 @@ package io.statecast.client.conformance;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.statecast.client.Many;
 import io.statecast.client.Selection;
 import io.statecast.client.StatecastClient;
 import io.statecast.client.View;
@@ -84,6 +85,10 @@ public final class Driver {
         b.persistInterval(Duration.ofMillis(cfg.get("persist_interval_ms").asInt()));
       }
     }
+    Many many = cfg.path("many").asBoolean(false) ? new Many() : null;
+    if (many != null) {
+      b.many(many);
+    }
     String token = cfg.path("token").asText("");
     if (!token.isEmpty()) {
       b.token(() -> token);
@@ -148,6 +153,9 @@ public final class Driver {
         }
         case "close" -> {
           c.close();
+          if (many != null) {
+            many.close();
+          }
           List<String> left = new ArrayList<>();
           for (Thread t : Thread.getAllStackTraces().keySet()) {
             String n = t.getName();

@@ -1,0 +1,309 @@
+package io.statecast.client;
+
+import io.grpc.CallCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.Status;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.shaded.io.netty.channel.EventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.nio.NioEventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.socket.nio.NioSocketChannel;
+import io.grpc.netty.shaded.io.netty.util.concurrent.GlobalEventExecutor;
+import io.grpc.stub.StreamObserver;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+import statecast.v1.PlayerGrpc;
+import statecast.v1.PlayerOuterClass.SubscribeManyRequest;
+import statecast.v1.PlayerOuterClass.SubscribeManyResponse;
+import statecast.v1.PlayerOuterClass.SubscribeRequest;
+import statecast.v1.PlayerOuterClass.SubscribeResponse;
+
+/**
+ * Shares, per player address, one connection and one {@code SubscribeMany} stream among the
+ * clients built with {@link StatecastClient.Builder#many(Many)}: each client subscribes as a
+ * channel of that stream instead of a Subscribe stream of its own (schemas/proto/README.md,
+ * "Many subscriptions on one stream"). The player then keeps no goroutine and no gRPC
+ * stream per client, which is what a process holding many subscriptions at once needs (a
+ * gateway with one filtered client per connected user). Each client is otherwise unchanged:
+ * its views, selections, readiness, failover and state directory are its own, and a channel
+ * that ends is subscribed again as a stream would be.
+ *
+ * <p>The clients of one {@code Many} share its connections, which are built with the
+ * settings (TLS, token) of the first client that needs each address: give one {@code Many}
+ * only to clients with the same settings. Its own thread reads every stream and hands each
+ * channel's messages to its client's receive thread. Close it after the clients that use it.
+ */
+public final class Many implements AutoCloseable {
+  private final Map<String, Conn> conns = new HashMap<>();
+  private final List<ManagedChannel> shut = new ArrayList<>(); // every channel closed: close awaits them
+  private final List<Thread> threads = new ArrayList<>(); // every thread it started, joined at close
+  private final ExecutorService executor = Executors.newSingleThreadExecutor(r -> thread(r, "statecast-many"));
+  private final ExecutorService offload = Executors.newCachedThreadPool(r -> thread(r, "statecast-many-offload"));
+  private final EventLoopGroup eventLoop = new NioEventLoopGroup(1, (java.util.concurrent.ThreadFactory) r -> thread(r, "statecast-many-netty"));
+  private boolean closed;
+
+  /** An empty {@code Many}: it connects to each address when a client first needs it. */
+  public Many() {}
+
+  private Thread thread(Runnable r, String name) {
+    Thread t = new Thread(r, name);
+    t.setDaemon(true);
+    synchronized (threads) {
+      threads.add(t);
+    }
+    return t;
+  }
+
+  /** The shared channel to addr, built from the first caller's builder; release gives it back. */
+  synchronized ManagedChannel channel(String addr, Supplier<NettyChannelBuilder> builder) {
+    if (closed) {
+      throw new IllegalStateException("the Many is closed");
+    }
+    Conn c = conns.get(addr);
+    if (c == null) {
+      ManagedChannel ch = builder.get()
+          .eventLoopGroup(eventLoop)
+          .channelType(NioSocketChannel.class)
+          .executor(executor)
+          .offloadExecutor(offload)
+          .build();
+      c = new Conn(ch);
+      conns.put(addr, c);
+    }
+    c.users++;
+    return c.ch;
+  }
+
+  /** Gives back a client's use of addr's channel: the last one closes it. */
+  synchronized void release(String addr) {
+    Conn c = conns.get(addr);
+    if (c != null && --c.users == 0) {
+      conns.remove(addr);
+      c.shut();
+      shut.add(c.ch);
+    }
+  }
+
+  /**
+   * Opens a channel on addr's stream (opening the stream when it has none) for a session:
+   * what comes for the channel runs on the session's receive thread.
+   */
+  Requests open(String addr, CallCredentials creds, ExecutorService receive, StreamObserver<SubscribeResponse> session) {
+    Conn c;
+    synchronized (this) {
+      c = conns.get(addr);
+    }
+    if (c == null) {
+      throw new IllegalStateException("the Many is closed");
+    }
+    return c.open(creds, receive, session);
+  }
+
+  /** Closes every connection and ends its threads: clients still using it lose their subscriptions. */
+  @Override
+  public void close() {
+    List<ManagedChannel> chs;
+    synchronized (this) {
+      closed = true;
+      for (Conn c : conns.values()) {
+        c.shut();
+        shut.add(c.ch);
+      }
+      conns.clear();
+      chs = new ArrayList<>(shut);
+    }
+    try {
+      for (ManagedChannel ch : chs) {
+        ch.awaitTermination(5, TimeUnit.SECONDS);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    executor.shutdownNow();
+    offload.shutdownNow();
+    eventLoop.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS);
+    try {
+      executor.awaitTermination(5, TimeUnit.SECONDS);
+      offload.awaitTermination(5, TimeUnit.SECONDS);
+      eventLoop.awaitTermination(5, TimeUnit.SECONDS);
+      List<Thread> ts;
+      synchronized (threads) {
+        ts = new ArrayList<>(threads);
+      }
+      for (Thread t : ts) {
+        if (t != Thread.currentThread()) {
+          t.join(5000);
+        }
+      }
+      // Netty's global executor runs the event loop's termination; its thread ends after
+      // a second without tasks.
+      GlobalEventExecutor.INSTANCE.awaitInactivity(5, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** Whether every thread the Many started has ended (after close). */
+  boolean threadsEnded() {
+    synchronized (threads) {
+      return threads.stream().noneMatch(Thread::isAlive);
+    }
+  }
+
+  /** What a session sends on its stream, a Subscribe stream or a channel. */
+  interface Requests {
+    void onNext(SubscribeRequest m);
+
+    void cancel(String why);
+  }
+
+  /** One address's connection and its current stream. Guarded by itself. */
+  private static final class Conn {
+    final ManagedChannel ch;
+    int users; // guarded by the Many
+    Stream stream;
+    int next;
+
+    Conn(ManagedChannel ch) {
+      this.ch = ch;
+    }
+
+    void shut() {
+      synchronized (this) {
+        if (stream != null) {
+          stream.fail(Status.UNAVAILABLE.withDescription("the Many's connection closed"));
+        }
+      }
+      ch.shutdownNow();
+    }
+
+    synchronized Requests open(CallCredentials creds, ExecutorService receive, StreamObserver<SubscribeResponse> session) {
+      if (stream == null || stream.failed) {
+        PlayerGrpc.PlayerStub stub = PlayerGrpc.newStub(ch);
+        if (creds != null) {
+          stub = stub.withCallCredentials(creds);
+        }
+        stream = new Stream(this);
+        stream.out = stub.subscribeMany(stream);
+        next = 0;
+      }
+      Chan c = new Chan(stream, ++next, receive, session);
+      stream.chans.put(c.id, c);
+      return c;
+    }
+  }
+
+  /** One SubscribeMany stream: routes each channel's messages to its session. */
+  private static final class Stream implements StreamObserver<SubscribeManyResponse> {
+    final Conn conn;
+    final Map<Integer, Chan> chans = new HashMap<>(); // guarded by conn
+    StreamObserver<SubscribeManyRequest> out; // guarded by conn
+    boolean failed; // guarded by conn
+
+    Stream(Conn conn) {
+      this.conn = conn;
+    }
+
+    @Override
+    public void onNext(SubscribeManyResponse r) {
+      Chan c;
+      synchronized (conn) {
+        c = chans.get(r.getChannel());
+        if (c != null && r.hasEnd()) {
+          chans.remove(r.getChannel());
+        }
+      }
+      if (c == null) {
+        return;
+      }
+      if (r.hasEnd()) {
+        if (r.getEnd().getCode() == Status.Code.OK.value()) {
+          c.run(c.session::onCompleted);
+        } else {
+          Status st = Status.fromCodeValue(r.getEnd().getCode()).withDescription(r.getEnd().getMessage());
+          c.run(() -> c.session.onError(st.asRuntimeException()));
+        }
+        return;
+      }
+      SubscribeResponse m = r.getResponse();
+      c.run(() -> c.session.onNext(m));
+    }
+
+    @Override
+    public void onError(Throwable t) {
+      fail(Status.fromThrowable(t));
+    }
+
+    @Override
+    public void onCompleted() {
+      fail(Status.UNAVAILABLE.withDescription("the player ended the stream"));
+    }
+
+    /** Ends the stream: every channel's session gets st. */
+    void fail(Status st) {
+      List<Chan> left;
+      synchronized (conn) {
+        failed = true;
+        if (conn.stream == this) {
+          conn.stream = null;
+        }
+        left = new ArrayList<>(chans.values());
+        chans.clear();
+      }
+      for (Chan c : left) {
+        c.run(() -> c.session.onError(st.asRuntimeException()));
+      }
+    }
+
+    void send(SubscribeManyRequest m) {
+      synchronized (conn) {
+        if (!failed) {
+          out.onNext(m);
+        }
+      }
+    }
+  }
+
+  /** One session's channel. */
+  private static final class Chan implements Requests {
+    final Stream stream;
+    final int id;
+    final ExecutorService receive;
+    final StreamObserver<SubscribeResponse> session;
+
+    Chan(Stream stream, int id, ExecutorService receive, StreamObserver<SubscribeResponse> session) {
+      this.stream = stream;
+      this.id = id;
+      this.receive = receive;
+      this.session = session;
+    }
+
+    /** Runs a callback of the session on its receive thread (none once its client closed). */
+    void run(Runnable r) {
+      try {
+        receive.execute(r);
+      } catch (RejectedExecutionException e) {
+        // The client closed.
+      }
+    }
+
+    @Override
+    public void onNext(SubscribeRequest m) {
+      stream.send(SubscribeManyRequest.newBuilder().setChannel(id).setRequest(m).build());
+    }
+
+    @Override
+    public void cancel(String why) {
+      synchronized (stream.conn) {
+        stream.chans.remove(id);
+      }
+      stream.send(SubscribeManyRequest.newBuilder().setChannel(id).setClose(true).build());
+    }
+  }
+}
