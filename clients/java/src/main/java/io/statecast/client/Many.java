@@ -8,6 +8,8 @@ import io.grpc.netty.shaded.io.netty.channel.EventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.nio.NioEventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.socket.nio.NioSocketChannel;
 import io.grpc.netty.shaded.io.netty.util.concurrent.GlobalEventExecutor;
+import io.grpc.stub.ClientCallStreamObserver;
+import io.grpc.stub.ClientResponseObserver;
 import io.grpc.stub.StreamObserver;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -37,7 +39,9 @@ import statecast.v1.PlayerOuterClass.SubscribeResponse;
  * <p>The clients of one {@code Many} share its connections, which are built with the
  * settings (TLS, token) of the first client that needs each address: give one {@code Many}
  * only to clients with the same settings. Its own thread reads every stream and hands each
- * channel's messages to its client's receive thread. Close it after the clients that use it.
+ * channel's messages to its client's receive thread, at most a few dozen ahead of what
+ * those threads have handled: a client that falls behind holds up the others on the
+ * stream. Close it after the clients that use it.
  */
 public final class Many implements AutoCloseable {
   private final Map<String, Conn> conns = new HashMap<>();
@@ -199,15 +203,36 @@ public final class Many implements AutoCloseable {
     }
   }
 
-  /** One SubscribeMany stream: routes each channel's messages to its session. */
-  private static final class Stream implements StreamObserver<SubscribeManyResponse> {
+  /**
+   * One SubscribeMany stream: routes each channel's messages to its session. It reads at
+   * most {@link #WINDOW} messages ahead of what the clients' receive threads have handled
+   * (gRPC's inbound flow control, requested by hand), so that a client whose frames wait
+   * holds up the stream instead of piling them up in memory.
+   */
+  private static final class Stream implements ClientResponseObserver<SubscribeManyRequest, SubscribeManyResponse> {
+    static final int WINDOW = 32;
     final Conn conn;
+    volatile ClientCallStreamObserver<SubscribeManyRequest> call;
     final Map<Integer, Chan> chans = new HashMap<>(); // guarded by conn
     StreamObserver<SubscribeManyRequest> out; // guarded by conn
     boolean failed; // guarded by conn
 
     Stream(Conn conn) {
       this.conn = conn;
+    }
+
+    @Override
+    public void beforeStart(ClientCallStreamObserver<SubscribeManyRequest> r) {
+      call = r;
+      r.disableAutoRequestWithInitial(WINDOW);
+    }
+
+    /** One message handled (or dropped): the stream may read one more. */
+    void handled() {
+      ClientCallStreamObserver<SubscribeManyRequest> c = call;
+      if (c != null) {
+        c.request(1);
+      }
     }
 
     @Override
@@ -220,19 +245,20 @@ public final class Many implements AutoCloseable {
         }
       }
       if (c == null) {
+        handled();
         return;
       }
       if (r.hasEnd()) {
         if (r.getEnd().getCode() == Status.Code.OK.value()) {
-          c.run(c.session::onCompleted);
+          c.runHandled(c.session::onCompleted);
         } else {
           Status st = Status.fromCodeValue(r.getEnd().getCode()).withDescription(r.getEnd().getMessage());
-          c.run(() -> c.session.onError(st.asRuntimeException()));
+          c.runHandled(() -> c.session.onError(st.asRuntimeException()));
         }
         return;
       }
       SubscribeResponse m = r.getResponse();
-      c.run(() -> c.session.onNext(m));
+      c.runHandled(() -> c.session.onNext(m));
     }
 
     @Override
@@ -276,6 +302,7 @@ public final class Many implements AutoCloseable {
     final int id;
     final ExecutorService receive;
     final StreamObserver<SubscribeResponse> session;
+    final java.util.concurrent.atomic.AtomicInteger pending = new java.util.concurrent.atomic.AtomicInteger();
 
     Chan(Stream stream, int id, ExecutorService receive, StreamObserver<SubscribeResponse> session) {
       this.stream = stream;
@@ -293,6 +320,32 @@ public final class Many implements AutoCloseable {
       }
     }
 
+    /**
+     * Runs a message's callback on the session's receive thread and then lets the stream
+     * read one more. The messages handed over and not yet handled are counted, so that a
+     * channel cancelled with some still queued (its client closing) gives them back.
+     */
+    void runHandled(Runnable r) {
+      pending.incrementAndGet();
+      try {
+        receive.execute(() -> {
+          try {
+            r.run();
+          } finally {
+            release();
+          }
+        });
+      } catch (RejectedExecutionException e) {
+        release(); // the client closed
+      }
+    }
+
+    private void release() {
+      if (pending.getAndUpdate(n -> n > 0 ? n - 1 : 0) > 0) {
+        stream.handled();
+      }
+    }
+
     @Override
     public void onNext(SubscribeRequest m) {
       stream.send(SubscribeManyRequest.newBuilder().setChannel(id).setRequest(m).build());
@@ -302,6 +355,9 @@ public final class Many implements AutoCloseable {
     public void cancel(String why) {
       synchronized (stream.conn) {
         stream.chans.remove(id);
+      }
+      for (int n = pending.getAndSet(0); n > 0; n--) {
+        stream.handled();
       }
       stream.send(SubscribeManyRequest.newBuilder().setChannel(id).setClose(true).build());
     }
