@@ -118,8 +118,7 @@ func (r *recorder) Subscribe(down statecastv1.Player_SubscribeServer) error {
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		ctx = metadata.NewOutgoingContext(ctx, md.Copy())
 	}
-	cc, err := grpc.NewClient(up, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	cc, err := dialUpstream(up)
 	if err != nil {
 		return err
 	}
@@ -164,16 +163,7 @@ func (r *recorder) Subscribe(down statecastv1.Player_SubscribeServer) error {
 		if err != nil {
 			return err // the player's status, as it sent it
 		}
-		r.check.Response(target, m)
-		if m.GetResyncRequired() != nil || m.GetSnapshotBegin() != nil {
-			r.mu.Lock()
-			if m.GetResyncRequired() != nil {
-				r.resyncs[target]++
-			} else {
-				r.snaps[target]++
-			}
-			r.mu.Unlock()
-		}
+		r.record(target, m)
 		if err := down.Send(m); err != nil {
 			return err
 		}
@@ -192,8 +182,7 @@ func (r *recorder) SubscribeMany(down statecastv1.Player_SubscribeManyServer) er
 	r.manys++
 	up := r.upstream
 	r.mu.Unlock()
-	cc, err := grpc.NewClient(up, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	cc, err := dialUpstream(up)
 	if err != nil {
 		return err
 	}
@@ -237,19 +226,30 @@ func (r *recorder) SubscribeMany(down statecastv1.Player_SubscribeManyServer) er
 			mu.Lock()
 			target := targets[m.GetChannel()]
 			mu.Unlock()
-			r.check.Response(target, resp)
-			if resp.GetResyncRequired() != nil || resp.GetSnapshotBegin() != nil {
-				r.mu.Lock()
-				if resp.GetResyncRequired() != nil {
-					r.resyncs[target]++
-				} else {
-					r.snaps[target]++
-				}
-				r.mu.Unlock()
-			}
+			r.record(target, resp)
 		}
 		if err := down.Send(m); err != nil {
 			return err
 		}
+	}
+}
+
+// dialUpstream connects to the player a stream is forwarded to.
+func dialUpstream(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+}
+
+// record checks a frame the player sent target and counts its resyncs and snapshots.
+func (r *recorder) record(target string, m *statecastv1.SubscribeResponse) {
+	r.check.Response(target, m)
+	if m.GetResyncRequired() != nil || m.GetSnapshotBegin() != nil {
+		r.mu.Lock()
+		if m.GetResyncRequired() != nil {
+			r.resyncs[target]++
+		} else {
+			r.snaps[target]++
+		}
+		r.mu.Unlock()
 	}
 }

@@ -7,7 +7,6 @@ import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.shaded.io.netty.channel.EventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.nio.NioEventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.socket.nio.NioSocketChannel;
-import io.grpc.netty.shaded.io.netty.util.concurrent.GlobalEventExecutor;
 import io.grpc.stub.ClientCallStreamObserver;
 import io.grpc.stub.ClientResponseObserver;
 import io.grpc.stub.StreamObserver;
@@ -136,18 +135,7 @@ public final class Many implements AutoCloseable {
       executor.awaitTermination(5, TimeUnit.SECONDS);
       offload.awaitTermination(5, TimeUnit.SECONDS);
       eventLoop.awaitTermination(5, TimeUnit.SECONDS);
-      List<Thread> ts;
-      synchronized (threads) {
-        ts = new ArrayList<>(threads);
-      }
-      for (Thread t : ts) {
-        if (t != Thread.currentThread()) {
-          t.join(5000);
-        }
-      }
-      // Netty's global executor runs the event loop's termination; its thread ends after
-      // a second without tasks.
-      GlobalEventExecutor.INSTANCE.awaitInactivity(5, TimeUnit.SECONDS);
+      Threads.joinAll(threads);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
