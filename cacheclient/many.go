@@ -203,7 +203,7 @@ func parseMany(b []byte) (uint32, manyItem, error) {
 	resp, ended := false, false
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		if n < 0 || num > protowire.MaxValidNumber { // as proto.Unmarshal refuses it
 			return 0, it, errFrame
 		}
 		b = b[n:]
