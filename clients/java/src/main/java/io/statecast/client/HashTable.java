@@ -71,6 +71,16 @@ final class HashTable {
     return (h * 0x9E3779B9) >>> shift;
   }
 
+  /** The slot the probe of a key whose hashCode is code starts at, in [0, 1 << slotBits()). */
+  int homeOfCode(int code) {
+    return home(code);
+  }
+
+  /** log2 of the capacity. */
+  int slotBits() {
+    return 32 - shift;
+  }
+
   int size() {
     return size;
   }
@@ -82,8 +92,11 @@ final class HashTable {
   // The keys are scattered in memory and the arrays are not: a probe reads codes and
   // touches a key only when its code matches.
   private int slot(String key) {
+    return slot(key, key.hashCode());
+  }
+
+  private int slot(String key, int code) {
     int mask = keys.length - 1;
-    int code = key.hashCode();
     int i = home(code);
     while (keys[i] != null && (codes[i] != code || !keys[i].equals(key))) {
       i = (i + 1) & mask;
@@ -107,13 +120,18 @@ final class HashTable {
 
   /** Sets key's hash and, when raw values are kept, its raw value. */
   void put(String key, long hash, byte[] raw) {
-    int i = slot(key);
+    put(key, key.hashCode(), hash, raw);
+  }
+
+  /** put, with the key's hashCode known (the key is not read unless another has that code). */
+  void put(String key, int code, long hash, byte[] raw) {
+    int i = slot(key, code);
     if (raws != null) {
       raws[i] = raw;
     }
     if (keys[i] == null) {
       keys[i] = key;
-      codes[i] = key.hashCode();
+      codes[i] = code;
       size++;
       hashes[i] = hash;
       if (size * 4 > keys.length * 3) {

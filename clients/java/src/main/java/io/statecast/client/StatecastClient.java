@@ -839,6 +839,9 @@ public final class StatecastClient implements AutoCloseable {
             throw order("snapshot end outside a snapshot");
           }
           inSnapshot = false;
+          for (Map.Entry<View<?>, View.Snap<?>> e : snapRows.entrySet()) {
+            build(e.getKey(), e.getValue()); // before the write lock
+          }
           long x = m.getSnapshotEnd().getIndex();
           received = Math.max(received, x);
           if (open) {
@@ -883,11 +886,9 @@ public final class StatecastClient implements AutoCloseable {
         if (rows == null) {
           continue;
         }
-        String key = Keys.rest(e.getKey().toStringUtf8());
-        if (key == null) {
+        if (!rows.received.add(e.getKey(), e.getTombstone() ? null : e.getValue())) {
           throw order("view " + v.name() + ": snapshot row key without a view prefix at index " + e.getIndex());
         }
-        snapPut(v, rows, key, e.getTombstone() ? null : e.getValue().toByteArray());
         if (e.getTxn()) {
           // A transaction open at X: the rows after the snapshot's last position entry
           // are published with the rest of it.
@@ -1030,8 +1031,8 @@ public final class StatecastClient implements AutoCloseable {
   }
 
   @SuppressWarnings({"unchecked", "rawtypes"})
-  private static void snapPut(View<?> v, View.Snap<?> snap, String key, byte[] value) {
-    ((View) v).snapPut((View.Snap) snap, key, value);
+  private static void build(View<?> v, View.Snap<?> snap) {
+    ((View) v).build((View.Snap) snap);
   }
 
   StampedLock lock() {
@@ -1171,8 +1172,9 @@ public final class StatecastClient implements AutoCloseable {
       return;
     }
     long rows = 0;
-    for (View.Snap<?> s : snap.values()) {
-      rows += s.hashes.size();
+    for (Map.Entry<View<?>, View.Snap<?>> e : snap.entrySet()) {
+      build(e.getKey(), e.getValue()); // before the write lock
+      rows += e.getValue().hashes.size();
     }
     List<Runnable> changes = new ArrayList<>();
     long stamp = lock.writeLock();

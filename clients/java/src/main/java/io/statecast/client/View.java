@@ -35,15 +35,16 @@ public final class View<T> {
   /** A row as applied: its decoded value (null when it did not decode) and its row hash. */
   record Held<T>(T value, long hash) {}
 
-  /** A snapshot being received: the values readers will see and the row hashes. */
+  /**
+   * A snapshot being received or loaded: its rows as they came (as bytes from the player,
+   * {@link SnapshotRows}; decoded from a state file, {@link RowBatch}), then, once built
+   * ({@link #build}), the values readers will see and the row hashes.
+   */
   static final class Snap<T> {
-    final ConcurrentHashMap<String, T> values;
-    final HashTable hashes;
-
-    Snap(HashTable hashes, int rows) {
-      this.hashes = hashes;
-      this.values = new ConcurrentHashMap<>(Math.max(16, rows));
-    }
+    SnapshotRows received;
+    RowBatch rows;
+    ConcurrentHashMap<String, T> values;
+    HashTable hashes;
   }
 
   private final StatecastClient client;
@@ -74,14 +75,18 @@ public final class View<T> {
     this.hashes = new HashTable(keepRaw);
   }
 
-  /** An empty snapshot of this view. */
+  /** An empty snapshot of this view, to receive rows into. */
   Snap<T> newSnap() {
-    return new Snap<>(new HashTable(keepRaw), 0);
+    Snap<T> s = new Snap<>();
+    s.received = new SnapshotRows();
+    return s;
   }
 
-  /** An empty snapshot of this view, sized for rows rows (a state file's). */
+  /** An empty snapshot of this view for rows rows (a state file's). */
   Snap<T> newSnap(int rows) {
-    return new Snap<>(HashTable.sized(rows, keepRaw), rows);
+    Snap<T> s = new Snap<>();
+    s.rows = new RowBatch(rows, keepRaw);
+    return s;
   }
 
   /** The rows held as of now, raw, for the state file (the client keeps raw values). */
@@ -212,6 +217,11 @@ public final class View<T> {
     return hashSum;
   }
 
+  /** The row hashes held (tests). */
+  HashTable hashTable() {
+    return hashes;
+  }
+
   long rowHash(String key, byte[] value) {
     byte[] k = key.getBytes(StandardCharsets.UTF_8);
     byte[] b = new byte[prefix.length + k.length + 1 + value.length];
@@ -222,14 +232,17 @@ public final class View<T> {
   }
 
   Held<T> decodeRow(String key, byte[] value) {
-    T v = null;
+    return new Held<>(decode(key, value), rowHash(key, value));
+  }
+
+  private T decode(String key, byte[] value) {
     try {
-      v = decoder.decode(key, value);
+      return decoder.decode(key, value);
     } catch (Exception e) {
       LOG.error("view {}: row {} does not decode; it is held without a value: {}", name, key,
           e.toString());
+      return null;
     }
-    return new Held<>(v, rowHash(key, value));
   }
 
   /** Applies one row (value null: tombstone); queues its change for the listeners. */
@@ -257,32 +270,78 @@ public final class View<T> {
 
   /** Adds a row whose row hash is known (a state file's) to a snapshot being built. */
   void snapLoad(Snap<T> snap, String key, byte[] value, long hash) {
-    T v = null;
-    try {
-      v = decoder.decode(key, value);
-    } catch (Exception e) {
-      LOG.error("view {}: row {} does not decode; it is held without a value: {}", name, key, e.toString());
-    }
-    if (v != null) {
-      snap.values.put(key, v);
-    }
-    snap.hashes.put(key, hash, value);
+    snap.rows.add(key, hash, decode(key, value), value);
   }
 
-  /** Adds a row to a snapshot being received (value null: removes it). */
-  void snapPut(Snap<T> snap, String key, byte[] value) {
-    if (value == null) {
-      snap.values.remove(key);
-      snap.hashes.remove(key);
+  /**
+   * Builds a snapshot's maps from its rows, sized for them, once. Before the client's write
+   * lock: readers go on reading the view as it was meanwhile.
+   *
+   * <p>Received rows are decoded first, in the order received (their bytes read once, in
+   * order). Then each map is filled in its own slot order: both maps' slot arrays are large
+   * enough to be allocated in the old generation, and G1 marks a card for its refinement
+   * threads at each store of a young object into them. In arrival order a million rows
+   * marked cards all over the arrays, again and again, and the refinement threads took as
+   * much CPU as the build itself; in slot order each card is marked about once. The sorts
+   * are stable, so the rows of one key (a row and a later tombstone) keep their order.
+   */
+  void build(Snap<T> snap) {
+    if (snap.values != null) {
       return;
     }
-    Held<T> h = decodeRow(key, value);
-    if (h.value() != null) {
-      snap.values.put(key, h.value());
-    } else {
-      snap.values.remove(key);
+    if (snap.received != null) {
+      snap.rows = decode(snap.received);
+      snap.received = null;
     }
-    snap.hashes.put(key, h.hash(), value);
+    RowBatch rows = snap.rows;
+    snap.rows = null;
+    int n = rows.size;
+
+    ConcurrentHashMap<String, T> vs = new ConcurrentHashMap<>(Math.max(16, n));
+    int bits = RowBatch.concurrentHashMapSlotBits(Math.max(16, n));
+    int[] slot = new int[n];
+    for (int x = 0; x < n; x++) {
+      int h = rows.codes[x];
+      slot[x] = (h ^ (h >>> 16)) & ((1 << bits) - 1); // ConcurrentHashMap.spread, masked
+    }
+    for (int x : RowBatch.order(slot, n, bits)) {
+      @SuppressWarnings("unchecked")
+      T t = (T) rows.values[x];
+      if (t != null) {
+        vs.put(rows.keys[x], t);
+      } else {
+        vs.remove(rows.keys[x]);
+      }
+    }
+
+    HashTable hs = HashTable.sized(n, keepRaw);
+    for (int x = 0; x < n; x++) {
+      slot[x] = hs.homeOfCode(rows.codes[x]);
+    }
+    for (int x : RowBatch.order(slot, n, hs.slotBits())) {
+      if (rows.tombstones[x]) {
+        hs.remove(rows.keys[x]);
+      } else {
+        hs.put(rows.keys[x], rows.codes[x], rows.hashes[x], keepRaw ? rows.raws[x] : null);
+      }
+    }
+    snap.values = vs;
+    snap.hashes = hs;
+  }
+
+  /** Received rows, decoded: key, row hash (of the bytes in place) and value. */
+  private RowBatch decode(SnapshotRows received) {
+    RowBatch rows = new RowBatch(received.count(), keepRaw);
+    received.forEach((b, k, rest, v, len) -> {
+      String key = new String(b, rest, v - 1 - rest, StandardCharsets.UTF_8);
+      if (len < 0) {
+        rows.remove(key);
+        return;
+      }
+      byte[] value = java.util.Arrays.copyOfRange(b, v, v + len);
+      rows.add(key, XxHash64.hash(b, k, v + len - k), decode(key, value), value);
+    });
+    return rows;
   }
 
   private void account(String key, Held<T> old, Held<T> nu, List<Runnable> changes) {
@@ -324,6 +383,7 @@ public final class View<T> {
 
   /** Replaces every row with a snapshot's, queueing the changes. */
   void replace(Snap<T> snap, List<Runnable> changes) {
+    build(snap);
     if (hashes.isEmpty()) {
       // An empty view takes the snapshot's maps as they are: nothing to compare them with.
       if (!indexFns.isEmpty() || !listeners.isEmpty()) {

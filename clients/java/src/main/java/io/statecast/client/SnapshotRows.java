@@ -1,0 +1,132 @@
+package io.statecast.client;
+
+import com.google.protobuf.ByteString;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A view's snapshot rows as received, kept as bytes until the snapshot ends, when the view
+ * builds its maps from them at once ({@link View#build}).
+ *
+ * <p>Why not build the maps as rows arrive: a view's maps would grow row by row, and the
+ * collector would copy every row's objects at each young collection until they reached the
+ * old generation, while each insert into the maps' large arrays (themselves old) marked a
+ * card for the collector's refinement threads. On a 2-core machine those threads took more
+ * CPU than the client's own code. Rows kept here are a few large byte arrays with no
+ * references: nothing to trace or copy, no card marked. At the end the row count is known,
+ * so the maps are sized once and never rehash.
+ *
+ * <p>A row is laid out as {@code [int rest][int keyLen][int valueLen][key][0][value]}:
+ * {@code rest} is where the view-held key starts in the record key (after the view prefix),
+ * {@code valueLen} is -1 for a tombstone; the record key, a zero byte and the value are the
+ * bytes of the row hash (schemas/README.md, "Row hash"), hashed in place.
+ */
+final class SnapshotRows {
+  // Primitive arrays: a young collection copies them whole, without tracing anything.
+  private static final int CHUNK = 1 << 20;
+  private static final int HEADER = 12;
+
+  private final List<byte[]> chunks = new ArrayList<>();
+  private final List<Integer> used = new ArrayList<>();
+  private byte[] cur;
+  private int pos;
+  private int count;
+
+  /** What a row visitor is given: offsets into buf. */
+  interface Visitor {
+    /**
+     * One row: the record key is buf[key, value - 1), the view-held key starts at rest, the
+     * zero byte is at value - 1; the value is buf[value, value + valueLen), valueLen -1 for a
+     * tombstone.
+     */
+    void row(byte[] buf, int key, int rest, int value, int valueLen);
+  }
+
+  /** Rows added, tombstones included. */
+  int count() {
+    return count;
+  }
+
+  /**
+   * Adds a row (value null: a tombstone). Returns false, adding nothing, when the record key
+   * has no view prefix (no unescaped {@code |}).
+   */
+  boolean add(ByteString key, ByteString value) {
+    int k = key.size();
+    int v = value == null ? 0 : value.size();
+    int need = HEADER + k + 1 + v;
+    if (cur == null || cur.length - pos < need) {
+      seal();
+      cur = new byte[Math.max(CHUNK, need)];
+      pos = 0;
+    }
+    int at = pos + HEADER;
+    key.copyTo(cur, at);
+    int rest = restOf(cur, at, at + k);
+    if (rest < 0) {
+      return false;
+    }
+    putInt(cur, pos, rest - at);
+    putInt(cur, pos + 4, k);
+    putInt(cur, pos + 8, value == null ? -1 : v);
+    cur[at + k] = 0;
+    if (value != null) {
+      value.copyTo(cur, at + k + 1);
+    }
+    pos += need;
+    count++;
+    return true;
+  }
+
+  /** Visits the rows in the order they were added. */
+  void forEach(Visitor f) {
+    seal();
+    for (int c = 0; c < chunks.size(); c++) {
+      byte[] b = chunks.get(c);
+      int end = used.get(c);
+      for (int p = 0; p < end; ) {
+        int rest = getInt(b, p);
+        int k = getInt(b, p + 4);
+        int v = getInt(b, p + 8);
+        int key = p + HEADER;
+        f.row(b, key, key + rest, key + k + 1, v);
+        p = key + k + 1 + Math.max(v, 0);
+      }
+    }
+  }
+
+  private void seal() {
+    if (cur != null) {
+      chunks.add(cur);
+      used.add(pos);
+      cur = null;
+    }
+  }
+
+  /**
+   * Where the view-held key starts: after the first unescaped {@code |} of the record key
+   * in b[from, to); -1 when there is none. The escape and the separator are ASCII, which is
+   * never part of a multi-byte UTF-8 sequence, so the bytes can be scanned as they are.
+   */
+  static int restOf(byte[] b, int from, int to) {
+    for (int i = from; i < to; i++) {
+      if (b[i] == '\\') {
+        i++;
+      } else if (b[i] == '|') {
+        return i + 1;
+      }
+    }
+    return -1;
+  }
+
+  private static void putInt(byte[] b, int at, int x) {
+    b[at] = (byte) (x >>> 24);
+    b[at + 1] = (byte) (x >>> 16);
+    b[at + 2] = (byte) (x >>> 8);
+    b[at + 3] = (byte) x;
+  }
+
+  private static int getInt(byte[] b, int at) {
+    return (b[at] & 0xff) << 24 | (b[at + 1] & 0xff) << 16 | (b[at + 2] & 0xff) << 8 | (b[at + 3] & 0xff);
+  }
+}
