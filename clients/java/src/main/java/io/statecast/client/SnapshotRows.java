@@ -52,28 +52,48 @@ final class SnapshotRows {
    * has no view prefix (no unescaped {@code |}).
    */
   boolean add(ByteString key, ByteString value) {
-    int k = key.size();
-    int v = value == null ? 0 : value.size();
-    int need = HEADER + k + 1 + v;
+    int at = reserve(key.size(), value == null ? -1 : value.size());
+    key.copyTo(cur, at);
+    if (value != null) {
+      value.copyTo(cur, at + key.size() + 1);
+    }
+    return commit(at);
+  }
+
+  /** add, from b[key, key + keyLen) and b[value, value + valueLen) (valueLen -1: a tombstone). */
+  boolean add(byte[] b, int key, int keyLen, int value, int valueLen) {
+    int at = reserve(keyLen, valueLen);
+    System.arraycopy(b, key, cur, at, keyLen);
+    if (valueLen >= 0) {
+      System.arraycopy(b, value, cur, at + keyLen + 1, valueLen);
+    }
+    return commit(at);
+  }
+
+  // Room for a row, its header written; returns where its key goes.
+  private int reserve(int k, int v) {
+    int need = HEADER + k + 1 + Math.max(v, 0);
     if (cur == null || cur.length - pos < need) {
       seal();
       cur = new byte[Math.max(CHUNK, need)];
       pos = 0;
     }
-    int at = pos + HEADER;
-    key.copyTo(cur, at);
+    putInt(cur, pos + 4, k);
+    putInt(cur, pos + 8, v);
+    cur[pos + HEADER + k] = 0;
+    return pos + HEADER;
+  }
+
+  // The row reserved at at, its bytes copied: kept when its key has a view prefix.
+  private boolean commit(int at) {
+    int k = getInt(cur, pos + 4);
+    int v = getInt(cur, pos + 8);
     int rest = restOf(cur, at, at + k);
     if (rest < 0) {
       return false;
     }
     putInt(cur, pos, rest - at);
-    putInt(cur, pos + 4, k);
-    putInt(cur, pos + 8, value == null ? -1 : v);
-    cur[at + k] = 0;
-    if (value != null) {
-      value.copyTo(cur, at + k + 1);
-    }
-    pos += need;
+    pos = at + k + 1 + Math.max(v, 0);
     count++;
     return true;
   }

@@ -5,7 +5,9 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.ObjectReader;
 import com.google.protobuf.ByteString;
+import com.google.protobuf.InvalidProtocolBufferException;
 import io.grpc.CallCredentials;
+import io.grpc.CallOptions;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Status;
@@ -16,6 +18,7 @@ import io.grpc.netty.shaded.io.netty.channel.nio.NioEventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.socket.nio.NioSocketChannel;
 import io.grpc.netty.shaded.io.netty.handler.ssl.SslContextBuilder;
 import io.grpc.stub.ClientCallStreamObserver;
+import io.grpc.stub.ClientCalls;
 import io.grpc.stub.ClientResponseObserver;
 import java.io.File;
 import java.net.InetAddress;
@@ -42,7 +45,6 @@ import java.util.concurrent.locks.StampedLock;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import statecast.v1.PlayerGrpc;
 import statecast.v1.PlayerOuterClass.Ack;
 import statecast.v1.PlayerOuterClass.Entry;
 import statecast.v1.PlayerOuterClass.Hello;
@@ -508,11 +510,8 @@ public final class StatecastClient implements AutoCloseable {
     if (cfg.many != null) {
       s.requests = cfg.many.open(addr, creds, loop, s);
     } else {
-      PlayerGrpc.PlayerStub stub = PlayerGrpc.newStub(ch);
-      if (creds != null) {
-        stub = stub.withCallCredentials(creds);
-      }
-      stub.subscribe(s);
+      CallOptions opts = creds == null ? CallOptions.DEFAULT : CallOptions.DEFAULT.withCallCredentials(creds);
+      ClientCalls.asyncBidiStreamingCall(ch.newCall(Frames.SUBSCRIBE, opts), s.raw());
     }
     s.send(SubscribeRequest.newBuilder().setHello(h).build());
     if (resumed && !isReady()) {
@@ -708,6 +707,8 @@ public final class StatecastClient implements AutoCloseable {
     boolean inSnapshot;
     long snapIndex;
     Map<View<?>, View.Snap<?>> snapRows;
+    byte[][] snapNames; // snapRows' views by name (UTF-8), for the rows read in place
+    View.Snap<?>[] snapViews;
     Entry snapPosition;
     Map<View<?>, View.Snap<?>> stagedSnap;
     long stagedSnapIndex;
@@ -751,16 +752,53 @@ public final class StatecastClient implements AutoCloseable {
 
     @Override
     public void onNext(SubscribeResponse m) {
+      receive(() -> handle(m));
+    }
+
+    /** The session as the observer of a Subscribe call whose responses come as bytes. */
+    ClientResponseObserver<SubscribeRequest, byte[]> raw() {
+      return new ClientResponseObserver<>() {
+        @Override
+        public void beforeStart(ClientCallStreamObserver<SubscribeRequest> r) {
+          Session.this.beforeStart(r);
+        }
+
+        @Override
+        public void onNext(byte[] b) {
+          receive(() -> {
+            if (!inSnapshot || !snapshotFrame(b)) {
+              handle(SubscribeResponse.parseFrom(b));
+            }
+          });
+        }
+
+        @Override
+        public void onError(Throwable t) {
+          Session.this.onError(t);
+        }
+
+        @Override
+        public void onCompleted() {
+          Session.this.onCompleted();
+        }
+      };
+    }
+
+    private interface Step {
+      void run() throws InvalidProtocolBufferException;
+    }
+
+    private void receive(Step step) {
       if (session != this || ended) {
         return;
       }
       attempt = 0;
       try {
-        handle(m);
+        step.run();
       } catch (StatecastException e) {
         cancel(e.getMessage());
         retry(this, e);
-      } catch (RuntimeException e) {
+      } catch (RuntimeException | InvalidProtocolBufferException e) {
         cancel(e.toString());
         retry(this, new StatecastException(null, "stream " + cfg.stream + ": " + e, false, e));
       }
@@ -783,9 +821,6 @@ public final class StatecastClient implements AutoCloseable {
     }
 
     void handle(SubscribeResponse m) {
-      if (m.getHeadIndex() > 0) {
-        head = m.getHeadIndex();
-      }
       byte[] t = m.getTopicId().toByteArray();
       if (t.length > 0 && !java.util.Arrays.equals(t, topic)) {
         boolean fresh = m.hasResyncRequired() || m.hasSnapshotBegin() || topic.length == 0;
@@ -796,13 +831,7 @@ public final class StatecastClient implements AutoCloseable {
         }
         topic = t;
       }
-      lastFrame = System.nanoTime();
-      if (!firstFrame) {
-        firstFrame = true;
-        if (resumed && m.getHeadIndex() > 0 && !isReady()) {
-          readyAt = m.getHeadIndex();
-        }
-      }
+      seen(m.getHeadIndex());
       switch (m.getMsgCase()) {
         case BATCH -> {
           if (inSnapshot) {
@@ -833,6 +862,13 @@ public final class StatecastClient implements AutoCloseable {
               snapRows.put(v, v.newSnap());
             }
           }
+          snapNames = new byte[snapRows.size()][];
+          snapViews = new View.Snap<?>[snapRows.size()];
+          int i = 0;
+          for (Map.Entry<View<?>, View.Snap<?>> e : snapRows.entrySet()) {
+            snapNames[i] = e.getKey().name().getBytes(StandardCharsets.UTF_8);
+            snapViews[i++] = e.getValue();
+          }
         }
         case SNAPSHOT_END -> {
           if (!inSnapshot) {
@@ -862,6 +898,71 @@ public final class StatecastClient implements AutoCloseable {
               m.getResyncRequired().getReason(), m.getResyncRequired().getDetail());
         }
         default -> throw order("unknown frame");
+      }
+    }
+
+    /** A frame came with this head index (0: none). */
+    private void seen(long headIndex) {
+      if (headIndex > 0) {
+        head = headIndex;
+      }
+      lastFrame = System.nanoTime();
+      if (!firstFrame) {
+        firstFrame = true;
+        if (resumed && headIndex > 0 && !isReady()) {
+          readyAt = headIndex;
+        }
+      }
+    }
+
+    /**
+     * A frame in a snapshot, as bytes: its batch's rows read in place (Frames), as
+     * snapshotBatch does with parsed entries. False, having done nothing, when it is not a
+     * batch.
+     */
+    private boolean snapshotFrame(byte[] b) {
+      long headIndex;
+      try {
+        headIndex = Frames.batch(b, this::snapshotEntry);
+      } catch (InvalidProtocolBufferException e) {
+        // The generated parser decides: it refuses the frame too, or it takes it, and the
+        // entries taken before the error are taken again, in the same order, to the same end.
+        return false;
+      }
+      if (headIndex < 0) {
+        return false;
+      }
+      seen(headIndex);
+      if (snapPosition != null) {
+        setPosition(snapPosition);
+      }
+      return true;
+    }
+
+    private void snapshotEntry(byte[] b, Frames.Entry e) throws InvalidProtocolBufferException {
+      if (e.index > snapIndex) {
+        throw order("snapshot entry " + e.index + " above the snapshot's index " + snapIndex);
+      }
+      if (e.kind == Kind.KIND_POSITION_VALUE) {
+        snapPosition = Entry.parser().parseFrom(b, e.off, e.end - e.off);
+        if (open) {
+          open = false;
+          pending.clear();
+        }
+        return;
+      }
+      if (e.kind != Kind.KIND_ROW_VALUE) {
+        return;
+      }
+      int v = Frames.viewOf(b, e, snapNames);
+      if (v < 0) {
+        return;
+      }
+      if (!snapViews[v].received.add(b, e.key, e.keyLen, e.value, e.tombstone ? -1 : e.valueLen)) {
+        throw order("view " + new String(snapNames[v], StandardCharsets.UTF_8) + ": snapshot row key without a view prefix at index " + e.index);
+      }
+      if (e.txn) {
+        open = true;
       }
     }
 
