@@ -184,7 +184,17 @@ public final class StatecastClient implements AutoCloseable {
    */
   public <T> View<T> view(String name, Class<T> type, Selection selection) {
     ObjectReader r = JSON.readerFor(type);
-    return view(name, (key, value) -> r.readValue(value), selection);
+    return view(name, new Decoder<T>() {
+      @Override
+      public T decode(String key, byte[] value) throws Exception {
+        return r.readValue(value);
+      }
+
+      @Override
+      public T decode(String key, byte[] buf, int off, int len) throws Exception {
+        return r.readValue(buf, off, len);
+      }
+    }, selection);
   }
 
   /** Registers a view decoded by {@code decoder}. */
@@ -216,7 +226,17 @@ public final class StatecastClient implements AutoCloseable {
 
   /** Registers a raw view of {@code selection}'s part of the view (null: all of it). */
   public View<String> rawView(String name, Selection selection) {
-    return view(name, (key, value) -> new String(value, StandardCharsets.UTF_8), selection);
+    return view(name, new Decoder<String>() {
+      @Override
+      public String decode(String key, byte[] value) {
+        return new String(value, StandardCharsets.UTF_8);
+      }
+
+      @Override
+      public String decode(String key, byte[] buf, int off, int len) {
+        return new String(buf, off, len, StandardCharsets.UTF_8);
+      }
+    }, selection);
   }
 
   /** Registers a view of Jackson trees. */
@@ -226,7 +246,17 @@ public final class StatecastClient implements AutoCloseable {
 
   /** Registers a view of Jackson trees of {@code selection}'s part of the view (null: all of it). */
   public View<JsonNode> treeView(String name, Selection selection) {
-    return view(name, (key, value) -> JSON.readTree(value), selection);
+    return view(name, new Decoder<JsonNode>() {
+      @Override
+      public JsonNode decode(String key, byte[] value) throws Exception {
+        return JSON.readTree(value);
+      }
+
+      @Override
+      public JsonNode decode(String key, byte[] buf, int off, int len) throws Exception {
+        return JSON.readTree(buf, off, len);
+      }
+    }, selection);
   }
 
   void checkNotStarted(String what) {

@@ -236,8 +236,12 @@ public final class View<T> {
   }
 
   private T decode(String key, byte[] value) {
+    return decode(key, value, 0, value.length);
+  }
+
+  private T decode(String key, byte[] buf, int off, int len) {
     try {
-      return decoder.decode(key, value);
+      return off == 0 && len == buf.length ? decoder.decode(key, buf) : decoder.decode(key, buf, off, len);
     } catch (Exception e) {
       LOG.error("view {}: row {} does not decode; it is held without a value: {}", name, key,
           e.toString());
@@ -338,8 +342,8 @@ public final class View<T> {
         rows.remove(key);
         return;
       }
-      byte[] value = java.util.Arrays.copyOfRange(b, v, v + len);
-      rows.add(key, XxHash64.hash(b, k, v + len - k), decode(key, value), value);
+      byte[] raw = keepRaw ? java.util.Arrays.copyOfRange(b, v, v + len) : null;
+      rows.add(key, XxHash64.hash(b, k, v + len - k), decode(key, b, v, len), raw);
     });
     return rows;
   }
