@@ -184,17 +184,7 @@ public final class StatecastClient implements AutoCloseable {
    */
   public <T> View<T> view(String name, Class<T> type, Selection selection) {
     ObjectReader r = JSON.readerFor(type);
-    return view(name, new Decoder<T>() {
-      @Override
-      public T decode(String key, byte[] value) throws Exception {
-        return r.readValue(value);
-      }
-
-      @Override
-      public T decode(String key, byte[] buf, int off, int len) throws Exception {
-        return r.readValue(buf, off, len);
-      }
-    }, selection);
+    return view(name, sliceDecoder((buf, off, len) -> r.readValue(buf, off, len)), selection);
   }
 
   /** Registers a view decoded by {@code decoder}. */
@@ -226,17 +216,7 @@ public final class StatecastClient implements AutoCloseable {
 
   /** Registers a raw view of {@code selection}'s part of the view (null: all of it). */
   public View<String> rawView(String name, Selection selection) {
-    return view(name, new Decoder<String>() {
-      @Override
-      public String decode(String key, byte[] value) {
-        return new String(value, StandardCharsets.UTF_8);
-      }
-
-      @Override
-      public String decode(String key, byte[] buf, int off, int len) {
-        return new String(buf, off, len, StandardCharsets.UTF_8);
-      }
-    }, selection);
+    return view(name, sliceDecoder((buf, off, len) -> new String(buf, off, len, StandardCharsets.UTF_8)), selection);
   }
 
   /** Registers a view of Jackson trees. */
@@ -246,17 +226,27 @@ public final class StatecastClient implements AutoCloseable {
 
   /** Registers a view of Jackson trees of {@code selection}'s part of the view (null: all of it). */
   public View<JsonNode> treeView(String name, Selection selection) {
-    return view(name, new Decoder<JsonNode>() {
+    return view(name, sliceDecoder((buf, off, len) -> JSON.readTree(buf, off, len)), selection);
+  }
+
+  /** Reads a value from buf[off, off + len). */
+  private interface SliceReader<T> {
+    T read(byte[] buf, int off, int len) throws Exception;
+  }
+
+  /** A decoder that reads slices as they are (a snapshot's rows decode in their chunk). */
+  private static <T> Decoder<T> sliceDecoder(SliceReader<T> r) {
+    return new Decoder<>() {
       @Override
-      public JsonNode decode(String key, byte[] value) throws Exception {
-        return JSON.readTree(value);
+      public T decode(String key, byte[] value) throws Exception {
+        return r.read(value, 0, value.length);
       }
 
       @Override
-      public JsonNode decode(String key, byte[] buf, int off, int len) throws Exception {
-        return JSON.readTree(buf, off, len);
+      public T decode(String key, byte[] buf, int off, int len) throws Exception {
+        return r.read(buf, off, len);
       }
-    }, selection);
+    };
   }
 
   void checkNotStarted(String what) {
