@@ -6,6 +6,7 @@ import io.grpc.MethodDescriptor;
 import io.grpc.Status;
 import io.grpc.protobuf.ProtoUtils;
 import statecast.v1.PlayerGrpc;
+import statecast.v1.PlayerOuterClass.SubscribeManyRequest;
 import statecast.v1.PlayerOuterClass.SubscribeRequest;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
@@ -31,6 +32,43 @@ final class Frames {
   /** Subscribe, with its responses as their bytes. */
   static final MethodDescriptor<SubscribeRequest, byte[]> SUBSCRIBE = PlayerGrpc.getSubscribeMethod()
       .toBuilder(ProtoUtils.marshaller(SubscribeRequest.getDefaultInstance()), new Raw()).build();
+
+  /** SubscribeMany, with its responses as their bytes. */
+  static final MethodDescriptor<SubscribeManyRequest, byte[]> SUBSCRIBE_MANY = PlayerGrpc.getSubscribeManyMethod()
+      .toBuilder(ProtoUtils.marshaller(SubscribeManyRequest.getDefaultInstance()), new Raw()).build();
+
+  /** A SubscribeManyResponse read in place: its channel, and its response in b[response, responseEnd). */
+  record ManyFrame(int channel, int response, int responseEnd) {}
+
+  /**
+   * Reads b as a SubscribeManyResponse with a channel and one response; null when it is
+   * anything else (an end, a field twice, an unknown field) or malformed: the generated
+   * parser's. The response itself is not read here.
+   */
+  static ManyFrame many(byte[] b) {
+    try {
+      Reader r = new Reader(b, 0, b.length);
+      int channel = 0;
+      int response = -1;
+      int end = -1;
+      while (r.more()) {
+        int tag = r.tag();
+        if (tag == 1 << 3) {
+          channel = (int) r.varint();
+        } else if (tag == (2 << 3 | 2) && response < 0) {
+          int n = r.length();
+          response = r.pos;
+          end = response + n;
+          r.pos = end;
+        } else {
+          return null;
+        }
+      }
+      return response < 0 ? null : new ManyFrame(channel, response, end);
+    } catch (InvalidProtocolBufferException e) {
+      return null;
+    }
+  }
 
   private static final class Raw implements MethodDescriptor.Marshaller<byte[]> {
     @Override
@@ -94,7 +132,12 @@ final class Frames {
    * generated parser, which refuses it too or reads the same entries again from the first.
    */
   static long batch(byte[] b, EntryVisitor f) throws InvalidProtocolBufferException {
-    Reader r = new Reader(b, 0, b.length);
+    return batch(b, 0, b.length, f);
+  }
+
+  /** batch, of the response in b[off, end). */
+  static long batch(byte[] b, int off, int end, EntryVisitor f) throws InvalidProtocolBufferException {
+    Reader r = new Reader(b, off, end);
     long head = 0;
     int batch = -1;
     int batchEnd = -1;

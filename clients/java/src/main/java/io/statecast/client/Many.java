@@ -1,6 +1,8 @@
 package io.statecast.client;
 
+import com.google.protobuf.InvalidProtocolBufferException;
 import io.grpc.CallCredentials;
+import io.grpc.CallOptions;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
@@ -8,6 +10,7 @@ import io.grpc.netty.shaded.io.netty.channel.EventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.nio.NioEventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.socket.nio.NioSocketChannel;
 import io.grpc.stub.ClientCallStreamObserver;
+import io.grpc.stub.ClientCalls;
 import io.grpc.stub.ClientResponseObserver;
 import io.grpc.stub.StreamObserver;
 import java.util.ArrayList;
@@ -19,11 +22,9 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
-import statecast.v1.PlayerGrpc;
 import statecast.v1.PlayerOuterClass.SubscribeManyRequest;
 import statecast.v1.PlayerOuterClass.SubscribeManyResponse;
 import statecast.v1.PlayerOuterClass.SubscribeRequest;
-import statecast.v1.PlayerOuterClass.SubscribeResponse;
 
 /**
  * Shares, per player address, one connection and one {@code SubscribeMany} stream among the
@@ -97,7 +98,7 @@ public final class Many implements AutoCloseable {
    * Opens a channel on addr's stream (opening the stream when it has none) for a session:
    * what comes for the channel runs on the session's receive thread.
    */
-  Requests open(String addr, CallCredentials creds, ExecutorService receive, StreamObserver<SubscribeResponse> session) {
+  Requests open(String addr, CallCredentials creds, ExecutorService receive, Sink session) {
     Conn c;
     synchronized (this) {
       c = conns.get(addr);
@@ -175,14 +176,11 @@ public final class Many implements AutoCloseable {
       ch.shutdownNow();
     }
 
-    synchronized Requests open(CallCredentials creds, ExecutorService receive, StreamObserver<SubscribeResponse> session) {
+    synchronized Requests open(CallCredentials creds, ExecutorService receive, Sink session) {
       if (stream == null || stream.failed) {
-        PlayerGrpc.PlayerStub stub = PlayerGrpc.newStub(ch);
-        if (creds != null) {
-          stub = stub.withCallCredentials(creds);
-        }
+        CallOptions opts = creds == null ? CallOptions.DEFAULT : CallOptions.DEFAULT.withCallCredentials(creds);
         stream = new Stream(this);
-        stream.out = stub.subscribeMany(stream);
+        stream.out = ClientCalls.asyncBidiStreamingCall(ch.newCall(Frames.SUBSCRIBE_MANY, opts), stream);
         next = 0;
       }
       Chan c = new Chan(stream, ++next, receive, session);
@@ -191,13 +189,23 @@ public final class Many implements AutoCloseable {
     }
   }
 
+  /** What a channel's frames go to: a client's session, on its receive thread. */
+  interface Sink {
+    /** A response of the channel, as bytes: b[off, end). */
+    void frame(byte[] b, int off, int end);
+
+    void onError(Throwable t);
+
+    void onCompleted();
+  }
+
   /**
    * One SubscribeMany stream: routes each channel's messages to its session. It reads at
    * most {@link #WINDOW} messages ahead of what the clients' receive threads have handled
    * (gRPC's inbound flow control, requested by hand), so that a client whose frames wait
    * holds up the stream instead of piling them up in memory.
    */
-  private static final class Stream implements ClientResponseObserver<SubscribeManyRequest, SubscribeManyResponse> {
+  private static final class Stream implements ClientResponseObserver<SubscribeManyRequest, byte[]> {
     static final int WINDOW = 32;
     final Conn conn;
     volatile ClientCallStreamObserver<SubscribeManyRequest> call;
@@ -223,8 +231,41 @@ public final class Many implements AutoCloseable {
       }
     }
 
+    /**
+     * A response as bytes: a channel's response is handed to its session as the bytes it
+     * is (Frames.many), without parsing it here, so a malformed one ends that channel's
+     * session only; anything else is parsed, and a malformed one ends the stream.
+     */
     @Override
-    public void onNext(SubscribeManyResponse r) {
+    public void onNext(byte[] b) {
+      Frames.ManyFrame f = Frames.many(b);
+      if (f != null) {
+        Chan c;
+        synchronized (conn) {
+          c = chans.get(f.channel());
+        }
+        if (c == null) {
+          handled();
+        } else {
+          c.runHandled(() -> c.session.frame(b, f.response(), f.responseEnd()));
+        }
+        return;
+      }
+      SubscribeManyResponse r;
+      try {
+        r = SubscribeManyResponse.parseFrom(b);
+      } catch (InvalidProtocolBufferException e) {
+        ClientCallStreamObserver<SubscribeManyRequest> c = call;
+        if (c != null) {
+          c.cancel("a SubscribeMany response does not parse", e);
+        }
+        fail(Status.INTERNAL.withDescription("a SubscribeMany response does not parse: " + e.getMessage()));
+        return;
+      }
+      onNext(r);
+    }
+
+    private void onNext(SubscribeManyResponse r) {
       Chan c;
       synchronized (conn) {
         c = chans.get(r.getChannel());
@@ -245,8 +286,8 @@ public final class Many implements AutoCloseable {
         }
         return;
       }
-      SubscribeResponse m = r.getResponse();
-      c.runHandled(() -> c.session.onNext(m));
+      byte[] m = r.getResponse().toByteArray();
+      c.runHandled(() -> c.session.frame(m, 0, m.length));
     }
 
     @Override
@@ -289,10 +330,10 @@ public final class Many implements AutoCloseable {
     final Stream stream;
     final int id;
     final ExecutorService receive;
-    final StreamObserver<SubscribeResponse> session;
+    final Sink session;
     final java.util.concurrent.atomic.AtomicInteger pending = new java.util.concurrent.atomic.AtomicInteger();
 
-    Chan(Stream stream, int id, ExecutorService receive, StreamObserver<SubscribeResponse> session) {
+    Chan(Stream stream, int id, ExecutorService receive, Sink session) {
       this.stream = stream;
       this.id = id;
       this.receive = receive;

@@ -710,7 +710,7 @@ public final class StatecastClient implements AutoCloseable {
 
   private record Waiter(long lsn, CompletableFuture<Void> future) {}
 
-  private final class Session implements ClientResponseObserver<SubscribeRequest, SubscribeResponse> {
+  private final class Session implements Many.Sink {
     final String addr;
     final boolean resumed;
     Many.Requests requests;
@@ -742,8 +742,7 @@ public final class StatecastClient implements AutoCloseable {
       this.received = resumed ? from : -1;
     }
 
-    @Override
-    public void beforeStart(ClientCallStreamObserver<SubscribeRequest> r) {
+    void beforeStart(ClientCallStreamObserver<SubscribeRequest> r) {
       this.requests = new Many.Requests() {
         @Override
         public void onNext(SubscribeRequest m) {
@@ -770,11 +769,6 @@ public final class StatecastClient implements AutoCloseable {
       }
     }
 
-    @Override
-    public void onNext(SubscribeResponse m) {
-      receive(() -> handle(m));
-    }
-
     /** The session as the observer of a Subscribe call whose responses come as bytes. */
     ClientResponseObserver<SubscribeRequest, byte[]> raw() {
       return new ClientResponseObserver<>() {
@@ -785,11 +779,7 @@ public final class StatecastClient implements AutoCloseable {
 
         @Override
         public void onNext(byte[] b) {
-          receive(() -> {
-            if (!inSnapshot || !snapshotFrame(b)) {
-              handle(SubscribeResponse.parseFrom(b));
-            }
-          });
+          frame(b, 0, b.length);
         }
 
         @Override
@@ -802,6 +792,16 @@ public final class StatecastClient implements AutoCloseable {
           Session.this.onCompleted();
         }
       };
+    }
+
+    /** A response, as bytes: b[off, end). */
+    @Override
+    public void frame(byte[] b, int off, int end) {
+      receive(() -> {
+        if (!inSnapshot || !snapshotFrame(b, off, end)) {
+          handle(SubscribeResponse.parser().parseFrom(b, off, end - off));
+        }
+      });
     }
 
     private interface Step {
@@ -940,10 +940,10 @@ public final class StatecastClient implements AutoCloseable {
      * snapshotBatch does with parsed entries. False, having done nothing, when it is not a
      * batch.
      */
-    private boolean snapshotFrame(byte[] b) {
+    private boolean snapshotFrame(byte[] b, int off, int end) {
       long headIndex;
       try {
-        headIndex = Frames.batch(b, this::snapshotEntry);
+        headIndex = Frames.batch(b, off, end, this::snapshotEntry);
       } catch (InvalidProtocolBufferException e) {
         // The generated parser decides: it refuses the frame too, or it takes it, and the
         // entries taken before the error are taken again, in the same order, to the same end.

@@ -15,8 +15,10 @@ import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 import statecast.v1.PlayerOuterClass.Batch;
+import statecast.v1.PlayerOuterClass.ChannelEnd;
 import statecast.v1.PlayerOuterClass.Entry;
 import statecast.v1.PlayerOuterClass.Progress;
+import statecast.v1.PlayerOuterClass.SubscribeManyResponse;
 import statecast.v1.PlayerOuterClass.SubscribeResponse;
 
 /**
@@ -158,6 +160,54 @@ class FramesTest {
       }
     }
     assertTrue(batches > 10_000, "most frames are batches read in place: " + batches);
+  }
+
+  @Test
+  void manyReadsWhatTheGeneratedParserReads() throws Exception {
+    long seed = Long.getLong("frames.seed", System.nanoTime());
+    Random r = new Random(seed);
+    int taken = 0;
+    for (int i = 0; i < 20_000; i++) {
+      SubscribeManyResponse.Builder m = SubscribeManyResponse.newBuilder();
+      if (r.nextInt(4) > 0) m.setChannel(r.nextInt(3) == 0 ? r.nextInt() : r.nextInt(1000));
+      if (r.nextInt(5) > 0) m.setResponse(SubscribeResponse.parseFrom(frame(r)));
+      if (r.nextInt(6) == 0) m.setEnd(ChannelEnd.newBuilder().setCode(r.nextInt(17)).setMessage(TEXTS[r.nextInt(TEXTS.length)]));
+      if (r.nextInt(10) == 0) {
+        m.setUnknownFields(UnknownFieldSet.newBuilder()
+            .addField(4 + r.nextInt(100), UnknownFieldSet.Field.newBuilder().addVarint(r.nextLong()).build()).build());
+      }
+      byte[] b = m.build().toByteArray();
+      if (r.nextInt(10) == 0) {
+        b = concat(b, m.build().toByteArray());
+      }
+      for (int d = 0; d < 3; d++) {
+        byte[] x = d == 0 ? b : damage(r, b);
+        String why = "seed " + seed + " message " + i + " damaged " + d;
+        Frames.ManyFrame f = Frames.many(x);
+        if (f == null) {
+          continue; // the generated parser's
+        }
+        taken++;
+        SubscribeManyResponse want;
+        try {
+          want = SubscribeManyResponse.parseFrom(x);
+        } catch (InvalidProtocolBufferException e) {
+          // The fault is in the response, which the channel's session parses and refuses.
+          try {
+            SubscribeResponse.parser().parseFrom(x, f.response(), f.responseEnd() - f.response());
+            fail(why + ": the message does not parse, its response does: " + e.getMessage());
+          } catch (InvalidProtocolBufferException expected) {
+            continue;
+          }
+          continue;
+        }
+        assertEquals(want.getChannel(), f.channel(), why);
+        assertTrue(want.hasResponse() && !want.hasEnd(), why);
+        assertEquals(want.getResponse().toByteString(),
+            SubscribeResponse.parser().parseFrom(x, f.response(), f.responseEnd() - f.response()).toByteString(), why);
+      }
+    }
+    assertTrue(taken > 10_000, "most messages are read in place: " + taken);
   }
 
   @Test
