@@ -16,7 +16,8 @@
 // the part of it the client holds). It registers a raw view per name (the row's JSON text
 // as it travels, of its selection) with a change listener (none with no_listener),
 // starts, and writes {"event":"ready","applied":i,"elapsed_ms":n} once the initial state
-// is complete (n: from the client's start), or {"event":"stopped","error":"…"} when
+// is complete (n: from the client's start; the Go driver also waits for its listener to
+// have handled it, so that a close right after ready has a state to write), or {"event":"stopped","error":"…"} when
 // the client stops for good (a refusal; the error names the view). Commands:
 //
 //   - {"cmd":"dump"}: {"event":"dump","applied":i,"ready":b,"views":{view:{key:json}}};

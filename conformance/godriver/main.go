@@ -125,11 +125,15 @@ func main() {
 		if cfg.NoListener {
 			continue
 		}
+		// Ready once the listener has handled the initial state too: a Close drops the
+		// changes still queued and writes the last state they all completed, so a driver
+		// closed right after ready would otherwise write no state file when its listener
+		// lagged (the Java client's close waits for its listeners instead).
 		err = cacheclient.OnChange(v, func(_ context.Context, ch cacheclient.Change[string]) error {
 			emit(map[string]any{"event": "change", "view": ch.View, "key": ch.Key,
 				"old": str(ch.Old, ch.Op != cacheclient.OpCreate), "new": str(ch.New, ch.Op != cacheclient.OpDelete)})
 			return nil
-		})
+		}, cacheclient.WithInitialPass())
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "godriver:", err)
 			os.Exit(2)
