@@ -1,6 +1,5 @@
 package io.statecast.client;
 
-import com.google.protobuf.ByteString;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -51,19 +50,10 @@ final class SnapshotRows {
   }
 
   /**
-   * Adds a row (value null: a tombstone). Returns false, adding nothing, when the record key
-   * has no view prefix (no unescaped {@code |}).
+   * Adds a row: its record key b[key, key + keyLen) and value b[value, value + valueLen)
+   * (valueLen -1: a tombstone). Returns false, adding nothing, when the record key has no
+   * view prefix (no unescaped {@code |}).
    */
-  boolean add(ByteString key, ByteString value) {
-    int at = reserve(key.size(), value == null ? -1 : value.size());
-    key.copyTo(cur, at);
-    if (value != null) {
-      value.copyTo(cur, at + key.size() + 1);
-    }
-    return commit(at);
-  }
-
-  /** add, from b[key, key + keyLen) and b[value, value + valueLen) (valueLen -1: a tombstone). */
   boolean add(byte[] b, int key, int keyLen, int value, int valueLen) {
     int at = reserve(keyLen, valueLen);
     System.arraycopy(b, key, cur, at, keyLen);

@@ -840,7 +840,7 @@ public final class StatecastClient implements AutoCloseable {
       return new StatecastException(null, "stream " + cfg.stream + " from " + addr + ": " + what, false, null);
     }
 
-    void handle(SubscribeResponse m) {
+    void handle(SubscribeResponse m) throws InvalidProtocolBufferException {
       byte[] t = m.getTopicId().toByteArray();
       if (t.length > 0 && !java.util.Arrays.equals(t, topic)) {
         boolean fresh = m.hasResyncRequired() || m.hasSnapshotBegin() || topic.length == 0;
@@ -855,7 +855,10 @@ public final class StatecastClient implements AutoCloseable {
       switch (m.getMsgCase()) {
         case BATCH -> {
           if (inSnapshot) {
-            snapshotBatch(m.getBatch().getEntriesList());
+            // A batch the in-place reading did not take (snapshotFrame): read the same way,
+            // from its bytes, so that a snapshot's rows have one path.
+            byte[] b = SubscribeResponse.newBuilder().setBatch(m.getBatch()).build().toByteArray();
+            snapshotRows(b, 0, b.length);
           } else {
             liveBatch(m.getBatch().getEntriesList());
           }
@@ -936,14 +939,13 @@ public final class StatecastClient implements AutoCloseable {
     }
 
     /**
-     * A frame in a snapshot, as bytes: its batch's rows read in place (Frames), as
-     * snapshotBatch does with parsed entries. False, having done nothing, when it is not a
-     * batch.
+     * A frame in a snapshot, as bytes: its batch's rows read in place (Frames). False, having
+     * done nothing, when it is not a batch.
      */
     private boolean snapshotFrame(byte[] b, int off, int end) {
       long headIndex;
       try {
-        headIndex = Frames.batch(b, off, end, this::snapshotEntry);
+        headIndex = snapshotRows(b, off, end);
       } catch (InvalidProtocolBufferException e) {
         // The generated parser decides: it refuses the frame too, or it takes it, and the
         // entries taken before the error are taken again, in the same order, to the same end.
@@ -953,10 +955,16 @@ public final class StatecastClient implements AutoCloseable {
         return false;
       }
       seen(headIndex);
+      return true;
+    }
+
+    /** The rows of a snapshot batch in b[off, end) (Frames.batch); its head index, or -1. */
+    private long snapshotRows(byte[] b, int off, int end) throws InvalidProtocolBufferException {
+      long headIndex = Frames.batch(b, off, end, this::snapshotEntry);
       if (snapPosition != null) {
         setPosition(snapPosition);
       }
-      return true;
+      return headIndex;
     }
 
     private void snapshotEntry(byte[] b, Frames.Entry e) throws InvalidProtocolBufferException {
@@ -982,42 +990,9 @@ public final class StatecastClient implements AutoCloseable {
         throw order("view " + new String(snapNames[v], StandardCharsets.UTF_8) + ": snapshot row key without a view prefix at index " + e.index);
       }
       if (e.txn) {
+        // A transaction open at X: the rows after the snapshot's last position entry are
+        // published with the rest of it.
         open = true;
-      }
-    }
-
-    void snapshotBatch(List<Entry> entries) {
-      for (Entry e : entries) {
-        if (e.getIndex() > snapIndex) {
-          throw order("snapshot entry " + e.getIndex() + " above the snapshot's index " + snapIndex);
-        }
-        if (e.getKind() == Kind.KIND_POSITION) {
-          snapPosition = e;
-          if (open) {
-            open = false;
-            pending.clear();
-          }
-          continue;
-        }
-        if (e.getKind() != Kind.KIND_ROW) {
-          continue;
-        }
-        View<?> v = views.get(e.getView());
-        View.Snap<?> rows = v == null ? null : snapRows.get(v);
-        if (rows == null) {
-          continue;
-        }
-        if (!rows.received.add(e.getKey(), e.getTombstone() ? null : e.getValue())) {
-          throw order("view " + v.name() + ": snapshot row key without a view prefix at index " + e.getIndex());
-        }
-        if (e.getTxn()) {
-          // A transaction open at X: the rows after the snapshot's last position entry
-          // are published with the rest of it.
-          open = true;
-        }
-      }
-      if (snapPosition != null) {
-        setPosition(snapPosition);
       }
     }
 

@@ -69,7 +69,11 @@ class SnapshotRowsTest {
             default -> v = "{\"v\":" + r.nextInt() + "}";
           }
           ByteString rk = ByteString.copyFrom(prefix).concat(ByteString.copyFromUtf8(k));
-          assertTrue(snap.received.add(rk, v == null ? null : ByteString.copyFromUtf8(v)), "seed " + seed);
+          byte[] kb = rk.toByteArray();
+          byte[] vb = v == null ? new byte[0] : v.getBytes(StandardCharsets.UTF_8);
+          byte[] row = java.util.Arrays.copyOf(kb, kb.length + vb.length);
+          System.arraycopy(vb, 0, row, kb.length, vb.length);
+          assertTrue(snap.received.add(row, 0, kb.length, kb.length, v == null ? -1 : vb.length), "seed " + seed);
           applied.apply(k, v == null ? null : v.getBytes(StandardCharsets.UTF_8), changes);
         }
         built.replace(snap, changes);
@@ -101,8 +105,10 @@ class SnapshotRowsTest {
   @Test
   void aKeyWithoutViewPrefixIsRefused() {
     SnapshotRows rows = new SnapshotRows();
-    assertFalse(rows.add(ByteString.copyFromUtf8("events\\|1"), ByteString.copyFromUtf8("{}")));
-    assertTrue(rows.add(ByteString.copyFromUtf8("ev\\\\|1"), ByteString.copyFromUtf8("{}")));
+    byte[] noPrefix = "events\\|1{}".getBytes(StandardCharsets.UTF_8);
+    assertFalse(rows.add(noPrefix, 0, noPrefix.length - 2, noPrefix.length - 2, 2));
+    byte[] escaped = "ev\\\\|1{}".getBytes(StandardCharsets.UTF_8);
+    assertTrue(rows.add(escaped, 0, escaped.length - 2, escaped.length - 2, 2));
     assertEquals(1, rows.count());
   }
 

@@ -26,6 +26,10 @@ import org.junit.jupiter.api.Test;
 import statecast.v1.PlayerOuterClass.Hello;
 import statecast.v1.PlayerOuterClass.Progress;
 import statecast.v1.PlayerOuterClass.SubscribeResponse;
+import com.google.protobuf.UnknownFieldSet;
+import statecast.v1.PlayerOuterClass.Batch;
+import statecast.v1.PlayerOuterClass.SnapshotEnd;
+import statecast.v1.PlayerOuterClass.SnapshotBegin;
 
 class StatecastClientTest {
   /** A light type: unknown members are ignored. */
@@ -99,6 +103,25 @@ class StatecastClientTest {
     assertEquals(15, client.appliedIndex());
     assertEquals(Set.of("1"), events.keysBy("sport", "tennis"));
     assertEquals(Set.of(), events.keysBy("sport", "football"), "empty index sets are dropped");
+  }
+
+  @Test
+  void aSnapshotBatchTheInPlaceReadingDeclinesIsReadTheSameWay() throws Exception {
+    client = builder().build();
+    View<String> raw = client.rawView("events");
+    client.start();
+    FakePlayer.Sub s = player.next();
+    s.hello();
+    s.send(SubscribeResponse.newBuilder().setSnapshotBegin(SnapshotBegin.newBuilder().setIndex(9)).setHeadIndex(9));
+    s.batch(row(2, "events", "a", "{\"v\":1}", false), row(3, "events", "b", "{}", false));
+    // A field the in-place reading does not know: the generated parser reads this frame.
+    s.send(SubscribeResponse.newBuilder()
+        .setBatch(Batch.newBuilder().addEntries(row(5, "events", "a", null, false)).addEntries(row(6, "events", "c", "{}", false)))
+        .setUnknownFields(UnknownFieldSet.newBuilder()
+            .addField(99, UnknownFieldSet.Field.newBuilder().addVarint(1).build()).build()));
+    s.send(SubscribeResponse.newBuilder().setSnapshotEnd(SnapshotEnd.newBuilder().setIndex(9)).setHeadIndex(9));
+    await(client.awaitReady());
+    assertEquals(Map.of("b", "{}", "c", "{}"), raw.entries());
   }
 
   @Test
