@@ -151,6 +151,11 @@ func javaClient(t testing.TB) client {
 	}
 	cp := strings.Join([]string{filepath.Join(dir, "target", "classes"), filepath.Join(dir, "target", "test-classes"),
 		filepath.Join(dir, "target", "lib", "*")}, string(os.PathListSeparator))
+	// A class path of jars only (CONF_JAVA_CP): class data sharing archives no class read
+	// from a directory, so a benchmark with an AppCDS archive runs the driver from jars.
+	if o, ok := os.LookupEnv("CONF_JAVA_CP"); ok {
+		cp = o
+	}
 	// The scenarios are short: a JVM tuned for start-up (CONF_JAVA_OPTS replaces it, as the
 	// benchmarks do with a JVM's defaults).
 	opts := []string{"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"}
