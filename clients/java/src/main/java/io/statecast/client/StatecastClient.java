@@ -5,11 +5,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.ObjectReader;
 import com.google.protobuf.ByteString;
-import com.google.protobuf.InvalidProtocolBufferException;
-import io.grpc.CallCredentials;
 import io.grpc.CallOptions;
 import io.grpc.ManagedChannel;
-import io.grpc.Metadata;
 import io.grpc.Status;
 import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
@@ -17,9 +14,7 @@ import io.grpc.netty.shaded.io.netty.channel.EventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.nio.NioEventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.socket.nio.NioSocketChannel;
 import io.grpc.netty.shaded.io.netty.handler.ssl.SslContextBuilder;
-import io.grpc.stub.ClientCallStreamObserver;
 import io.grpc.stub.ClientCalls;
-import io.grpc.stub.ClientResponseObserver;
 import java.io.File;
 import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
@@ -45,12 +40,9 @@ import java.util.concurrent.locks.StampedLock;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import statecast.v1.PlayerOuterClass.Ack;
 import statecast.v1.PlayerOuterClass.Entry;
 import statecast.v1.PlayerOuterClass.Hello;
-import statecast.v1.PlayerOuterClass.Kind;
 import statecast.v1.PlayerOuterClass.SubscribeRequest;
-import statecast.v1.PlayerOuterClass.SubscribeResponse;
 
 /**
  * A cache of one stream's views, kept current by a player (schemas/proto/README.md).
@@ -79,15 +71,13 @@ public final class StatecastClient implements AutoCloseable {
   public static final int SELECTIONS_PROTOCOL_VERSION = 2;
 
   private static final Logger LOG = LoggerFactory.getLogger(StatecastClient.class);
-  private static final Metadata.Key<String> AUTHORIZATION =
-      Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
   private static final ObjectMapper JSON =
       new ObjectMapper().configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, false);
 
   private final Builder cfg;
   private final String instanceId;
-  private final Map<String, View<?>> views = new LinkedHashMap<>();
-  private final StampedLock lock = new StampedLock();
+  final Map<String, View<?>> views = new LinkedHashMap<>();
+  final StampedLock lock = new StampedLock();
   private final ScheduledExecutorService loop;
   private final EventLoopGroup eventLoop;
   private final ExecutorService ownListenerPool;
@@ -97,38 +87,38 @@ public final class StatecastClient implements AutoCloseable {
   // from the state file while the subscription is set up.
   private final ExecutorService offload;
   private final Map<String, ManagedChannel> channels = new HashMap<>();
-  private final CompletableFuture<Void> ready = new CompletableFuture<>();
+  final CompletableFuture<Void> ready = new CompletableFuture<>();
   private final List<Waiter> waiters = new ArrayList<>();
   private final AtomicInteger reconnects = new AtomicInteger();
-  private final AtomicInteger resyncs = new AtomicInteger();
+  final AtomicInteger resyncs = new AtomicInteger();
   private final AtomicInteger threadSeq = new AtomicInteger();
   private final List<Thread> threads = new ArrayList<>();
 
   private volatile boolean started;
   private volatile boolean closed;
   private volatile StatecastException stopped;
-  private volatile long applied = -1;
-  private volatile long head;
+  volatile long applied = -1;
+  volatile long head;
   private volatile Position position = Position.UNKNOWN;
 
   // ---- receive-thread state (the loop thread only) ----
-  private byte[] topic = new byte[0];
-  private boolean forceSnapshot;
+  byte[] topic = new byte[0];
+  boolean forceSnapshot;
   // The views do not hold a state of the applied index any more (an epoch check failed, the
   // topic changed, a view was reselected): no state file until a snapshot replaced them.
-  private boolean distrusted;
+  boolean distrusted;
   // A verified state file whose rows are not in the views yet (between loadState and
   // buildState): the first subscription resumes at its index meanwhile.
   private StateStore.Loaded loading;
   private int addrIndex;
-  private int attempt;
-  private Session session;
+  int attempt;
+  Session session;
   // Reselections waiting for the snapshot of a subscription made after them (seq: the
   // number of reselections so far; a session serves those up to its own).
-  private final List<Reselect> reselects = new ArrayList<>();
+  final List<Reselect> reselects = new ArrayList<>();
   private long reselectSeq;
 
-  private record Reselect(long seq, CompletableFuture<Void> done) {}
+  record Reselect(long seq, CompletableFuture<Void> done) {}
 
   private StatecastClient(Builder b) {
     this.cfg = b;
@@ -523,7 +513,7 @@ public final class StatecastClient implements AutoCloseable {
       h.setTopicId(ByteString.copyFrom(topic));
     }
     forceSnapshot = false;
-    Session s = new Session(addr, resumed, reselectSeq, from);
+    Session s = new Session(this, addr, resumed, reselectSeq, from);
     session = s;
     TokenCredentials creds = cfg.token != null ? new TokenCredentials(cfg.token) : null;
     LOG.debug("stream {}: subscribing at {} (resume {})", cfg.stream, addr, resumed ? from : "none");
@@ -608,7 +598,7 @@ public final class StatecastClient implements AutoCloseable {
     return b;
   }
 
-  private void retry(Session s, StatecastException why) {
+  void retry(Session s, StatecastException why) {
     if (session != s) {
       return;
     }
@@ -688,7 +678,7 @@ public final class StatecastClient implements AutoCloseable {
   }
 
   /** The classification of schemas/proto/README.md, "Errors → gRPC status codes". */
-  private StatecastException refusal(String addr, Status st) {
+  StatecastException refusal(String addr, Status st) {
     String msg = st.getDescription() == null ? "" : st.getDescription();
     String text = "player " + addr + ": " + st.getCode() + ": " + msg;
     String view = null;
@@ -706,428 +696,12 @@ public final class StatecastClient implements AutoCloseable {
     return new StatecastException(view, text, permanent, st.asException());
   }
 
-  // ---- one subscription ----
+  // ---- the views' state, as sessions publish to it ----
 
   private record Waiter(long lsn, CompletableFuture<Void> future) {}
 
-  private final class Session implements Many.Sink {
-    final String addr;
-    final boolean resumed;
-    Many.Requests requests;
-    boolean ended;
-    boolean firstFrame;
-    long readyAt = -1;
-    long lastFrame = System.nanoTime(); // for the idle readiness fallback: from the Hello on
-    long received = -1;
-    // An open source transaction: entries received since its first txn entry.
-    boolean open;
-    final List<Entry> pending = new ArrayList<>();
-    // The snapshot being received, and a snapshot waiting for the end of a transaction
-    // open at its index.
-    boolean inSnapshot;
-    long snapIndex;
-    Map<View<?>, View.Snap<?>> snapRows;
-    byte[][] snapNames; // snapRows' views by name (UTF-8), for the rows read in place
-    View.Snap<?>[] snapViews;
-    Entry snapPosition;
-    Map<View<?>, View.Snap<?>> stagedSnap;
-    long stagedSnapIndex;
-
-    final long reselected; // the reselections made before it (its snapshot serves them)
-
-    Session(String addr, boolean resumed, long reselected, long from) {
-      this.addr = addr;
-      this.resumed = resumed;
-      this.reselected = reselected;
-      this.received = resumed ? from : -1;
-    }
-
-    void beforeStart(ClientCallStreamObserver<SubscribeRequest> r) {
-      this.requests = new Many.Requests() {
-        @Override
-        public void onNext(SubscribeRequest m) {
-          r.onNext(m);
-        }
-
-        @Override
-        public void cancel(String why) {
-          r.cancel(why, null);
-        }
-      };
-    }
-
-    void send(SubscribeRequest m) {
-      if (!ended) {
-        requests.onNext(m);
-      }
-    }
-
-    void cancel(String why) {
-      if (!ended) {
-        ended = true;
-        requests.cancel(why);
-      }
-    }
-
-    /** The session as the observer of a Subscribe call whose responses come as bytes. */
-    ClientResponseObserver<SubscribeRequest, byte[]> raw() {
-      return new ClientResponseObserver<>() {
-        @Override
-        public void beforeStart(ClientCallStreamObserver<SubscribeRequest> r) {
-          Session.this.beforeStart(r);
-        }
-
-        @Override
-        public void onNext(byte[] b) {
-          frame(b, 0, b.length);
-        }
-
-        @Override
-        public void onError(Throwable t) {
-          Session.this.onError(t);
-        }
-
-        @Override
-        public void onCompleted() {
-          Session.this.onCompleted();
-        }
-      };
-    }
-
-    /** A response, as bytes: b[off, end). */
-    @Override
-    public void frame(byte[] b, int off, int end) {
-      receive(() -> {
-        if (!inSnapshot || !snapshotFrame(b, off, end)) {
-          handle(SubscribeResponse.parser().parseFrom(b, off, end - off));
-        }
-      });
-    }
-
-    private interface Step {
-      void run() throws InvalidProtocolBufferException;
-    }
-
-    private void receive(Step step) {
-      if (session != this || ended) {
-        return;
-      }
-      attempt = 0;
-      try {
-        step.run();
-      } catch (StatecastException e) {
-        cancel(e.getMessage());
-        retry(this, e);
-      } catch (RuntimeException | InvalidProtocolBufferException e) {
-        cancel(e.toString());
-        retry(this, new StatecastException(null, "stream " + cfg.stream + ": " + e, false, e));
-      }
-    }
-
-    @Override
-    public void onError(Throwable t) {
-      ended = true;
-      retry(this, refusal(addr, Status.fromThrowable(t)));
-    }
-
-    @Override
-    public void onCompleted() {
-      ended = true;
-      retry(this, new StatecastException(null, "player " + addr + ": the stream ended", false, null));
-    }
-
-    private StatecastException order(String what) {
-      return new StatecastException(null, "stream " + cfg.stream + " from " + addr + ": " + what, false, null);
-    }
-
-    void handle(SubscribeResponse m) throws InvalidProtocolBufferException {
-      byte[] t = m.getTopicId().toByteArray();
-      if (t.length > 0 && !java.util.Arrays.equals(t, topic)) {
-        boolean fresh = m.hasResyncRequired() || m.hasSnapshotBegin() || topic.length == 0;
-        if (!fresh) {
-          forceSnapshot = true;
-          distrusted = true;
-          throw order("the topic ID changed: subscribing for a snapshot");
-        }
-        topic = t;
-      }
-      seen(m.getHeadIndex());
-      switch (m.getMsgCase()) {
-        case BATCH -> {
-          if (inSnapshot) {
-            // A batch the in-place reading did not take (snapshotFrame): read the same way,
-            // from its bytes, so that a snapshot's rows have one path.
-            byte[] b = SubscribeResponse.newBuilder().setBatch(m.getBatch()).build().toByteArray();
-            snapshotRows(b, 0, b.length);
-          } else {
-            liveBatch(m.getBatch().getEntriesList());
-          }
-        }
-        case PROGRESS -> {
-          if (!inSnapshot) {
-            progress(m.getProgress().getIndex());
-          }
-        }
-        case SNAPSHOT_BEGIN -> {
-          if (inSnapshot) {
-            throw order("snapshot begin inside a snapshot");
-          }
-          inSnapshot = true;
-          snapIndex = m.getSnapshotBegin().getIndex();
-          snapRows = new HashMap<>();
-          snapPosition = null;
-          open = false;
-          pending.clear();
-          stagedSnap = null;
-          List<String> names = m.getSnapshotBegin().getViewsList();
-          for (View<?> v : views.values()) {
-            if (names.isEmpty() || names.contains(v.name())) {
-              snapRows.put(v, v.newSnap());
-            }
-          }
-          snapNames = new byte[snapRows.size()][];
-          snapViews = new View.Snap<?>[snapRows.size()];
-          int i = 0;
-          for (Map.Entry<View<?>, View.Snap<?>> e : snapRows.entrySet()) {
-            snapNames[i] = e.getKey().name().getBytes(StandardCharsets.UTF_8);
-            snapViews[i++] = e.getValue();
-          }
-        }
-        case SNAPSHOT_END -> {
-          if (!inSnapshot) {
-            throw order("snapshot end outside a snapshot");
-          }
-          inSnapshot = false;
-          for (Map.Entry<View<?>, View.Snap<?>> e : snapRows.entrySet()) {
-            build(e.getKey(), e.getValue()); // before the write lock
-          }
-          long x = m.getSnapshotEnd().getIndex();
-          received = Math.max(received, x);
-          if (open) {
-            stagedSnap = snapRows;
-            stagedSnapIndex = x;
-          } else {
-            publish(List.of(), snapRows, x);
-            markReady();
-          }
-          snapRows = null;
-          ack(received);
-        }
-        case RESYNC_REQUIRED -> {
-          if (inSnapshot) {
-            throw order("resync required inside a snapshot");
-          }
-          LOG.warn("stream {}: resync required ({}: {}); a snapshot replaces the views", cfg.stream,
-              m.getResyncRequired().getReason(), m.getResyncRequired().getDetail());
-        }
-        default -> throw order("unknown frame");
-      }
-    }
-
-    /** A frame came with this head index (0: none). */
-    private void seen(long headIndex) {
-      if (headIndex > 0) {
-        head = headIndex;
-      }
-      lastFrame = System.nanoTime();
-      if (!firstFrame) {
-        firstFrame = true;
-        if (resumed && headIndex > 0 && !isReady()) {
-          readyAt = headIndex;
-        }
-      }
-    }
-
-    /**
-     * A frame in a snapshot, as bytes: its batch's rows read in place (Frames). False, having
-     * done nothing, when it is not a batch.
-     */
-    private boolean snapshotFrame(byte[] b, int off, int end) {
-      long headIndex;
-      try {
-        headIndex = snapshotRows(b, off, end);
-      } catch (InvalidProtocolBufferException e) {
-        // The generated parser decides: it refuses the frame too, or it takes it, and the
-        // entries taken before the error are taken again, in the same order, to the same end.
-        return false;
-      }
-      if (headIndex < 0) {
-        return false;
-      }
-      seen(headIndex);
-      return true;
-    }
-
-    /** The rows of a snapshot batch in b[off, end) (Frames.batch); its head index, or -1. */
-    private long snapshotRows(byte[] b, int off, int end) throws InvalidProtocolBufferException {
-      long headIndex = Frames.batch(b, off, end, this::snapshotEntry);
-      if (snapPosition != null) {
-        setPosition(snapPosition);
-      }
-      return headIndex;
-    }
-
-    private void snapshotEntry(byte[] b, Frames.Entry e) throws InvalidProtocolBufferException {
-      if (e.index > snapIndex) {
-        throw order("snapshot entry " + e.index + " above the snapshot's index " + snapIndex);
-      }
-      if (e.kind == Kind.KIND_POSITION_VALUE) {
-        snapPosition = Entry.parser().parseFrom(b, e.off, e.end - e.off);
-        if (open) {
-          open = false;
-          pending.clear();
-        }
-        return;
-      }
-      if (e.kind != Kind.KIND_ROW_VALUE) {
-        return;
-      }
-      int v = Frames.viewOf(b, e, snapNames);
-      if (v < 0) {
-        return;
-      }
-      if (!snapViews[v].received.add(b, e.key, e.keyLen, e.value, e.tombstone ? -1 : e.valueLen)) {
-        throw order("view " + new String(snapNames[v], StandardCharsets.UTF_8) + ": snapshot row key without a view prefix at index " + e.index);
-      }
-      if (e.txn) {
-        // A transaction open at X: the rows after the snapshot's last position entry are
-        // published with the rest of it.
-        open = true;
-      }
-    }
-
-    void liveBatch(List<Entry> entries) {
-      int publishUpTo = -1;
-      int base = pending.size();
-      for (int i = 0; i < entries.size(); i++) {
-        Entry e = entries.get(i);
-        if (e.getIndex() <= received) {
-          throw order("entry " + e.getIndex() + " at or below " + received + " already received");
-        }
-        received = e.getIndex();
-        pending.add(e);
-        if (e.getTxn()) {
-          open = true;
-        }
-        if (e.getKind() == Kind.KIND_POSITION) {
-          open = false;
-        }
-        if (!open) {
-          publishUpTo = base + i;
-        }
-      }
-      if (publishUpTo >= 0) {
-        List<Entry> now = new ArrayList<>(pending.subList(0, publishUpTo + 1));
-        pending.subList(0, publishUpTo + 1).clear();
-        Map<View<?>, View.Snap<?>> snap = stagedSnap;
-        stagedSnap = null;
-        publish(now, snap, now.get(now.size() - 1).getIndex());
-        if (snap != null) {
-          markReady();
-        }
-      }
-      ack(received);
-    }
-
-    void progress(long index) {
-      if (index > received) {
-        received = index;
-        if (!open) {
-          publish(List.of(), null, index);
-        }
-        ack(index);
-      }
-      if (resumed && !open) {
-        markReady();
-      }
-    }
-
-    void ack(long index) {
-      if (index >= 0) {
-        send(SubscribeRequest.newBuilder().setAck(Ack.newBuilder().setIndex(index)).build());
-      }
-    }
-
-    void markReady() {
-      if (!ready.isDone()) {
-        LOG.info("stream {}: ready at index {}", cfg.stream, applied);
-        ready.complete(null);
-      }
-      if (!resumed) {
-        for (java.util.Iterator<Reselect> it = reselects.iterator(); it.hasNext(); ) {
-          Reselect r = it.next();
-          if (r.seq() <= reselected) {
-            r.done().complete(null);
-            it.remove();
-          }
-        }
-      }
-    }
-
-    /** Applies a snapshot (when not null) and then entries, as one publication at index. */
-    @SuppressWarnings({"unchecked", "rawtypes"})
-    void publish(List<Entry> entries, Map<View<?>, View.Snap<?>> snap, long index) {
-      List<Runnable> changes = new ArrayList<>();
-      List<StatecastException> mismatches = new ArrayList<>();
-      long stamp = lock.writeLock();
-      try {
-        if (snap != null) {
-          for (Map.Entry<View<?>, View.Snap<?>> e : snap.entrySet()) {
-            ((View) e.getKey()).replace((View.Snap) e.getValue(), changes);
-          }
-          if (applied >= 0) {
-            resyncs.incrementAndGet();
-          }
-          distrusted = false;
-        }
-        for (Entry e : entries) {
-          switch (e.getKind()) {
-            case KIND_ROW -> {
-              View<?> v = views.get(e.getView());
-              if (v != null) {
-                String key = Keys.rest(e.getKey().toStringUtf8());
-                if (key == null) {
-                  throw order("view " + v.name() + ": row key without a view prefix at index " + e.getIndex());
-                }
-                v.apply(key, e.getTombstone() ? null : e.getValue().toByteArray(), changes);
-              }
-            }
-            case KIND_EPOCH_END -> {
-              View<?> v = views.get(e.getView());
-              // A selected view holds part of the view: the epoch's count and hash are the
-              // whole view's (the player does not send them to it).
-              if (v != null && v.selection().isEmpty()) {
-                StatecastException bad = checkEpoch(v, e);
-                if (bad != null) {
-                  mismatches.add(bad);
-                }
-              }
-            }
-            case KIND_POSITION -> setPosition(e);
-            default -> { }
-          }
-        }
-        applied = index;
-      } finally {
-        lock.unlockWrite(stamp);
-      }
-      for (Runnable r : changes) {
-        r.run();
-      }
-      if (readyAt >= 0 && index >= readyAt) {
-        markReady();
-      }
-      checkWaiters();
-      if (!mismatches.isEmpty()) {
-        forceSnapshot = true;
-        distrusted = true;
-        throw mismatches.get(0);
-      }
-    }
-  }
-
   @SuppressWarnings({"unchecked", "rawtypes"})
-  private static void build(View<?> v, View.Snap<?> snap) {
+  static void build(View<?> v, View.Snap<?> snap) {
     ((View) v).build((View.Snap) snap);
   }
 
@@ -1135,7 +709,7 @@ public final class StatecastClient implements AutoCloseable {
     return lock;
   }
 
-  private StatecastException checkEpoch(View<?> v, Entry e) {
+  StatecastException checkEpoch(View<?> v, Entry e) {
     try {
       JsonNode end = JSON.readTree(e.getValue().toByteArray());
       long rows = end.path("rows").asLong(-1);
@@ -1161,7 +735,7 @@ public final class StatecastClient implements AutoCloseable {
     }
   }
 
-  private void setPosition(Entry e) {
+  void setPosition(Entry e) {
     try {
       JsonNode p = JSON.readTree(e.getValue().toByteArray());
       long lsn = p.hasNonNull("lsn") ? Position.parseLsn(p.get("lsn").asText()) : Position.NONE;
@@ -1180,7 +754,7 @@ public final class StatecastClient implements AutoCloseable {
     }
   }
 
-  private void checkWaiters() {
+  void checkWaiters() {
     if (waiters.isEmpty()) {
       return;
     }
@@ -1324,25 +898,6 @@ public final class StatecastClient implements AutoCloseable {
       b.append(String.format("%02x", x));
     }
     return b.toString();
-  }
-
-  private static final class TokenCredentials extends CallCredentials {
-    private final Supplier<String> token;
-
-    TokenCredentials(Supplier<String> token) {
-      this.token = token;
-    }
-
-    @Override
-    public void applyRequestMetadata(RequestInfo info, Executor executor, MetadataApplier applier) {
-      try {
-        Metadata md = new Metadata();
-        md.put(AUTHORIZATION, "Bearer " + token.get());
-        applier.apply(md);
-      } catch (RuntimeException e) {
-        applier.fail(Status.UNAUTHENTICATED.withDescription("the token source failed: " + e.getMessage()));
-      }
-    }
   }
 
   /**
