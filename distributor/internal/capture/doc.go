@@ -54,7 +54,9 @@
 // analyze.go (Analyze and what it returns: ViewSpec, ViewDeps, Table, Column, Mapping,
 // Hop), querytree.go (the stored query trees, equality operators and volatile functions
 // from the catalog), derive.go (the bindings of each level of the tree: which values of a
-// changed row each column holds), route.go (each occurrence's Mapping chosen from them),
+// changed row each column holds; derive_quals.go: the edges its conditions and sublinks
+// make; derive_spread.go: the bindings closed over them and restricted to its output),
+// route.go (each occurrence's Mapping chosen from them),
 // lookup.go (Lookup, the hops' query), lookup_plan.go (up to how many tuples a lookup
 // reads them one at a time, from the planner's costs), lookup_prepared.go (the per-value
 // statement prepared once per connection), batch.go (Runner, TxRunner, Batch: several
