@@ -100,6 +100,21 @@ func runChild(js string) error {
 		return fmt.Errorf("stopped before it was ready: %v", err)
 	}
 	fmt.Printf("ready %d\n", time.Since(start))
+	return commands(done, cancel, func(l string) error {
+		if l == "mem" {
+			m := mem.take()
+			b, _ := json.Marshal(m)
+			fmt.Printf("mem %s\n", b)
+		}
+		return nil
+	})
+}
+
+// commands runs a child's conversation with its parent: each line read from stdin is a
+// command for handle, until stdin ends (the parent is done: the allocation profile is
+// written when asked for, the component stopped through cancel and waited for) or the
+// component stops by itself (done) or handle fails.
+func commands(done <-chan error, cancel context.CancelFunc, handle func(cmd string) error) error {
 	lines := make(chan string)
 	go func() {
 		sc := bufio.NewScanner(os.Stdin)
@@ -124,10 +139,8 @@ func runChild(js string) error {
 				<-done
 				return nil
 			}
-			if l == "mem" {
-				m := mem.take()
-				b, _ := json.Marshal(m)
-				fmt.Printf("mem %s\n", b)
+			if err := handle(l); err != nil {
+				return err
 			}
 		}
 	}

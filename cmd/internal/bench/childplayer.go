@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -88,58 +87,35 @@ func runChildPlayer(js string) error {
 		return err
 	}
 	fmt.Printf("ready %s\n", lis.Addr())
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	for {
-		select {
-		case err := <-done:
-			return fmt.Errorf("stopped: %v", err)
-		case l, ok := <-lines:
-			if !ok {
-				if f := os.Getenv(childHeapEnv); f != "" {
-					if out, err := os.Create(f); err == nil {
-						_ = pprof.Lookup("allocs").WriteTo(out, 0)
-						out.Close()
-					}
-				}
-				cancel()
-				<-done
-				return nil
+	return commands(done, cancel, func(l string) error {
+		switch l {
+		case "delay":
+			h, err := delayHist(reg)
+			if err != nil {
+				return err
 			}
-			switch l {
-			case "delay":
-				h, err := delayHist(reg)
-				if err != nil {
-					return err
+			b, _ := json.Marshal(h)
+			fmt.Printf("delay %s\n", b)
+		case "targets":
+			fmt.Printf("targets %d\n", targetsOf(p))
+		case "stat":
+			b, _ := json.Marshal(playerStat(p))
+			if f := os.Getenv(childInuseEnv); f != "" {
+				if out, err := os.Create(f); err == nil {
+					_ = pprof.Lookup("heap").WriteTo(out, 0)
+					out.Close()
 				}
-				b, _ := json.Marshal(h)
-				fmt.Printf("delay %s\n", b)
-			case "targets":
-				fmt.Printf("targets %d\n", targetsOf(p))
-			case "stat":
-				b, _ := json.Marshal(playerStat(p))
-				if f := os.Getenv(childInuseEnv); f != "" {
-					if out, err := os.Create(f); err == nil {
-						_ = pprof.Lookup("heap").WriteTo(out, 0)
-						out.Close()
-					}
-					if out, err := os.Create(f + ".goroutines"); err == nil {
-						_ = pprof.Lookup("goroutine").WriteTo(out, 1)
-						out.Close()
-					}
+				if out, err := os.Create(f + ".goroutines"); err == nil {
+					_ = pprof.Lookup("goroutine").WriteTo(out, 1)
+					out.Close()
 				}
-				fmt.Printf("stat %s\n", b)
-			case "cpu":
-				fmt.Printf("cpu %d\n", cpuTime())
 			}
+			fmt.Printf("stat %s\n", b)
+		case "cpu":
+			fmt.Printf("cpu %d\n", cpuTime())
 		}
-	}
+		return nil
+	})
 }
 
 // cpuTime is this process's user and system time.
