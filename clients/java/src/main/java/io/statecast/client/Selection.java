@@ -130,7 +130,7 @@ public final class Selection {
      * Shard {@code index} of {@code count}: the rows whose record key's xxhash64 mod {@code
      * count} is {@code index}. The {@code count} shards of a view partition its rows.
      *
-     * @throws IllegalArgumentException unless 0 <= index < count
+     * @throws IllegalArgumentException unless {@code 0 <= index < count}
      */
     public Builder shard(int index, int count) {
       if (count <= 0 || index < 0 || index >= count) {
