@@ -28,7 +28,8 @@ func envInt(name string, def int) int {
 // run: a plain sarama consumer replaying the partition from offset 0 into a map (the
 // baseline), and each client's driver (Go, Java) from its client's start to ready
 // (snapshot bootstrap from an in-process player started after the replay), as the driver
-// measures it, and from the process's start (the JVM's start-up included); then each
+// measures it, and from the process's start (the JVM's start-up included; the Java client
+// twice: on its default transport, Netty, and on OkHttp); then each
 // client's restart from the state file its previous process wrote at close (a client with
 // a state directory takes a snapshot, closes, and starts again), start to ready.
 //
@@ -113,10 +114,11 @@ func BenchmarkColdStart(b *testing.B) {
 		b.ReportMetric(r[0].Seconds(), name+"-cold-s")
 		b.ReportMetric(tReplay.Seconds()/r[0].Seconds(), "replay/"+name)
 	}
-	g, j := report["go"], report["java"]
-	b.Logf("keys %d records %d: replay %v; go client %v (process %v); java client %v (process %v, JVM start-up included); java/go %.2f",
+	g, j, o := report["go"], report["java"], report["java-okhttp"]
+	b.Logf("keys %d records %d: replay %v; go client %v (process %v); java client %v (process %v, JVM start-up included); java/go %.3f; "+
+		"java client on the OkHttp transport %v (process %v); java-okhttp/go %.3f",
 		keys, records, tReplay.Round(time.Millisecond), g[0], g[1].Round(time.Millisecond), j[0], j[1].Round(time.Millisecond),
-		g[0].Seconds()/j[0].Seconds())
+		g[0].Seconds()/j[0].Seconds(), o[0], o[1].Round(time.Millisecond), g[0].Seconds()/o[0].Seconds())
 }
 
 // replay is the baseline: a plain consumer reading the partition from offset 0 to its end

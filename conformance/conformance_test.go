@@ -30,7 +30,7 @@ import (
 var clients = []struct {
 	name string
 	make func(testing.TB) client
-}{{"go", goClient}, {"java", javaClient}}
+}{{"go", goClient}, {"java", javaClient}, {"java-okhttp", javaOkHTTPClient}}
 
 // TestConformance runs every scenario with every client.
 func TestConformance(t *testing.T) {
@@ -55,6 +55,9 @@ func TestConformance(t *testing.T) {
 		t.Run(cl.name, func(t *testing.T) {
 			c := cl.make(t)
 			for _, sc := range scenarios {
+				if !c.supports(sc.name) {
+					continue
+				}
 				t.Run(sc.name, func(t *testing.T) { sc.run(t, c) })
 			}
 		})

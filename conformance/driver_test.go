@@ -23,7 +23,12 @@ import (
 type client struct {
 	name string
 	argv []string
+	// without: the scenarios the client cannot run (by name).
+	without map[string]bool
 }
+
+// supports tells whether the client runs the scenario.
+func (c client) supports(scenario string) bool { return !c.without[scenario] }
 
 // driverConfig is the first line a driver reads (doc.go, "Line protocol").
 type driverConfig struct {
@@ -164,6 +169,17 @@ func javaClient(t testing.TB) client {
 	}
 	argv := append([]string{"java"}, opts...)
 	return client{name: "java", argv: append(argv, "-cp", cp, "io.statecast.client.conformance.Driver")}
+}
+
+// javaOkHTTPClient is the Java driver with its clients on the OkHttp transport
+// (StatecastClient.Transport.OKHTTP), which a Many's channels do not use.
+func javaOkHTTPClient(t testing.TB) client {
+	c := javaClient(t)
+	n := len(c.argv) - 3 // before -cp <cp> <main class>
+	c.argv = append(append(append([]string{}, c.argv[:n]...), "-Dstatecast.conformance.transport=OKHTTP"), c.argv[n:]...)
+	c.name = "java-okhttp"
+	c.without = map[string]bool{"many_channel": true}
+	return c
 }
 
 // start runs the driver with cfg; it is killed when the test ends.

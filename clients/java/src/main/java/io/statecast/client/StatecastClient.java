@@ -6,8 +6,11 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.ObjectReader;
 import com.google.protobuf.ByteString;
 import io.grpc.CallOptions;
+import io.grpc.ChannelCredentials;
+import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
+import io.grpc.TlsChannelCredentials;
 import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.shaded.io.netty.channel.EventLoopGroup;
@@ -563,6 +566,8 @@ public final class StatecastClient implements AutoCloseable {
           throw new IllegalStateException(e.getMessage(), e);
         }
       });
+    } else if (cfg.transport == Transport.OKHTTP) {
+      ch = OkHttpChannels.channel(addr, credentials(), cfg.serverName, cfg.maxReceiveBytes, cfg.recvWindow, loop, offload);
     } else {
       ch = channelBuilder(addr)
           .eventLoopGroup(eventLoop)
@@ -573,6 +578,21 @@ public final class StatecastClient implements AutoCloseable {
     }
     channels.put(addr, ch);
     return ch;
+  }
+
+  /** The TLS settings as gRPC's channel credentials (the OkHttp transport's). */
+  private ChannelCredentials credentials() throws java.io.IOException {
+    if (cfg.tlsCa == null && cfg.certFile == null && !cfg.tls) {
+      return InsecureChannelCredentials.create();
+    }
+    TlsChannelCredentials.Builder t = TlsChannelCredentials.newBuilder();
+    if (cfg.tlsCa != null) {
+      t.trustManager(cfg.tlsCa);
+    }
+    if (cfg.certFile != null) {
+      t.keyManager(cfg.certFile, cfg.keyFile);
+    }
+    return t.build();
   }
 
   /** The channel's settings: TLS, limits; the caller gives its threads. */
@@ -900,6 +920,20 @@ public final class StatecastClient implements AutoCloseable {
     return b.toString();
   }
 
+  /** The gRPC transport a client connects to its players with ({@link Builder#transport}). */
+  public enum Transport {
+    /** grpc-netty-shaded, a dependency of the client: the default. */
+    NETTY,
+    /**
+     * grpc-okhttp, an optional dependency a service adds (at the version of its other
+     * io.grpc artifacts). It loads fewer classes than Netty when the first connection is
+     * made, which shortens a cold start (docs/benchmarks/java-client.md, "The OkHttp
+     * transport"); TLS is the JDK's. Not with {@link Builder#many}, whose connections are
+     * Netty's.
+     */
+    OKHTTP
+  }
+
   /**
    * The client's configuration. Required: {@link #addresses} and {@link #stream}; every
    * other setting has the default its method names.
@@ -927,8 +961,15 @@ public final class StatecastClient implements AutoCloseable {
     private Duration persistInterval = Duration.ofSeconds(30);
     private Duration readyIdle = Duration.ofSeconds(1);
     private Many many;
+    private Transport transport = Transport.NETTY;
 
     private Builder() {}
+
+    /** The gRPC transport (default {@link Transport#NETTY}). */
+    public Builder transport(Transport t) {
+      this.transport = java.util.Objects.requireNonNull(t, "transport");
+      return this;
+    }
 
     /**
      * Subscribes as a channel of the {@link Many}'s stream to each player instead of a
@@ -1102,6 +1143,16 @@ public final class StatecastClient implements AutoCloseable {
       }
       if (listenerThreads < 1) {
         throw new IllegalArgumentException("listenerThreads: must be >= 1");
+      }
+      if (transport == Transport.OKHTTP) {
+        if (many != null) {
+          throw new IllegalArgumentException("transport OKHTTP: a Many's clients connect through its own Netty transport");
+        }
+        try {
+          Class.forName("io.grpc.okhttp.OkHttpChannelBuilder", false, StatecastClient.class.getClassLoader());
+        } catch (ClassNotFoundException e) {
+          throw new IllegalArgumentException("transport OKHTTP: io.grpc:grpc-okhttp is not on the class path (an optional dependency: add it)", e);
+        }
       }
       if (stateKey != null && stateDir == null) {
         throw new IllegalArgumentException("stateKey: needs stateDir (it authenticates the state file)");

@@ -279,6 +279,43 @@ class StatecastClientTest {
   }
 
   @Test
+  void theOkHttpTransportCarriesTheSameConversationAndLeavesNoThread() throws Exception {
+    client = builder().transport(StatecastClient.Transport.OKHTTP).build();
+    View<String> events = client.rawView("events");
+    client.start();
+    FakePlayer.Sub s = player.next();
+    assertEquals("s", s.hello().getStream());
+    s.snapshot(10, row(3, "events", "1", ev(1, "football"), false));
+    await(client.awaitReady());
+    s.batch(row(11, "events", "1", ev(1, "tennis"), true), position(12, "0/20"));
+    await(client.awaitFor("0/20"));
+    assertEquals(ev(1, "tennis"), events.get("1"));
+    s.awaitAck(12);
+    for (Thread t : Thread.getAllStackTraces().keySet()) {
+      assertFalse(t.isAlive() && t.getName().startsWith("statecast-s-net-"),
+          "Netty's event loop started, so the connection is not OkHttp's: " + t.getName());
+    }
+    client.close();
+    // gRPC's shared threads are the in-process player's too (its destroyer of shared
+    // resources among them): the driver of the conformance suite, a client alone in its
+    // process, checks that none is left.
+    for (Thread t : Thread.getAllStackTraces().keySet()) {
+      String n = t.getName();
+      assertFalse(t.isAlive() && (n.startsWith("statecast-") || n.startsWith("grpc-okhttp") || n.startsWith("grpc-timer")),
+          "thread left after close: " + n);
+    }
+  }
+
+  @Test
+  void theOkHttpTransportIsRefusedWithAMany() {
+    try (Many m = new Many()) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> builder().transport(StatecastClient.Transport.OKHTTP).many(m).build());
+      assertTrue(e.getMessage().contains("OKHTTP") && e.getMessage().contains("Many"), e.getMessage());
+    }
+  }
+
+  @Test
   void builderNamesWhatIsMissing() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> StatecastClient.builder().stream("s").build());
     assertTrue(e.getMessage().startsWith("addresses"), e.getMessage());

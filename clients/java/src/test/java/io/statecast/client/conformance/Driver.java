@@ -85,6 +85,10 @@ public final class Driver {
         b.persistInterval(Duration.ofMillis(cfg.get("persist_interval_ms").asInt()));
       }
     }
+    String transport = System.getProperty("statecast.conformance.transport");
+    if (transport != null) {
+      b.transport(StatecastClient.Transport.valueOf(transport));
+    }
     Many many = cfg.path("many").asBoolean(false) ? new Many() : null;
     if (many != null) {
       b.many(many);
