@@ -11,12 +11,10 @@ import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.TlsChannelCredentials;
-import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.shaded.io.netty.channel.EventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.nio.NioEventLoopGroup;
 import io.grpc.netty.shaded.io.netty.channel.socket.nio.NioSocketChannel;
-import io.grpc.netty.shaded.io.netty.handler.ssl.SslContextBuilder;
 import io.grpc.stub.ClientCalls;
 import java.io.File;
 import java.net.InetAddress;
@@ -580,7 +578,7 @@ public final class StatecastClient implements AutoCloseable {
     return ch;
   }
 
-  /** The TLS settings as gRPC's channel credentials (the OkHttp transport's). */
+  /** The TLS settings as gRPC's channel credentials, which either transport takes. */
   private ChannelCredentials credentials() throws java.io.IOException {
     if (cfg.tlsCa == null && cfg.certFile == null && !cfg.tls) {
       return InsecureChannelCredentials.create();
@@ -595,25 +593,13 @@ public final class StatecastClient implements AutoCloseable {
     return t.build();
   }
 
-  /** The channel's settings: TLS, limits; the caller gives its threads. */
+  /** The Netty channel's settings: TLS, limits; the caller gives its threads. */
   private NettyChannelBuilder channelBuilder(String addr) throws Exception {
-    NettyChannelBuilder b = NettyChannelBuilder.forTarget(addr)
+    NettyChannelBuilder b = NettyChannelBuilder.forTarget(addr, credentials())
         .maxInboundMessageSize(cfg.maxReceiveBytes)
         .flowControlWindow(cfg.recvWindow);
-    if (cfg.tlsCa != null || cfg.certFile != null || cfg.tls) {
-      SslContextBuilder ssl = GrpcSslContexts.forClient();
-      if (cfg.tlsCa != null) {
-        ssl.trustManager(cfg.tlsCa);
-      }
-      if (cfg.certFile != null) {
-        ssl.keyManager(cfg.certFile, cfg.keyFile);
-      }
-      b.sslContext(ssl.build());
-      if (cfg.serverName != null) {
-        b.overrideAuthority(cfg.serverName);
-      }
-    } else {
-      b.usePlaintext();
+    if (cfg.serverName != null) {
+      b.overrideAuthority(cfg.serverName);
     }
     return b;
   }
