@@ -131,7 +131,19 @@ var (
 	javaErr  error
 )
 
-func javaClient(t testing.TB) client {
+func javaClient(t testing.TB) client { return javaDriver(t, "java") }
+
+// javaOkHTTPClient is the Java driver with its clients on the OkHttp transport
+// (StatecastClient.Transport.OKHTTP), which a Many's channels do not use.
+func javaOkHTTPClient(t testing.TB) client {
+	c := javaDriver(t, "java-okhttp", "-Dstatecast.conformance.transport=OKHTTP")
+	c.without = map[string]bool{"many_channel": true}
+	return c
+}
+
+// javaDriver is the Java driver named name, its JVM given props (-D options) besides
+// its options.
+func javaDriver(t testing.TB, name string, props ...string) client {
 	dir := filepath.Join(repoRoot(t), "clients", "java")
 	for _, tool := range []string{"java", "mvn"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -167,19 +179,8 @@ func javaClient(t testing.TB) client {
 	if o, ok := os.LookupEnv("CONF_JAVA_OPTS"); ok {
 		opts = strings.Fields(o)
 	}
-	argv := append([]string{"java"}, opts...)
-	return client{name: "java", argv: append(argv, "-cp", cp, "io.statecast.client.conformance.Driver")}
-}
-
-// javaOkHTTPClient is the Java driver with its clients on the OkHttp transport
-// (StatecastClient.Transport.OKHTTP), which a Many's channels do not use.
-func javaOkHTTPClient(t testing.TB) client {
-	c := javaClient(t)
-	n := len(c.argv) - 3 // before -cp <cp> <main class>
-	c.argv = append(append(append([]string{}, c.argv[:n]...), "-Dstatecast.conformance.transport=OKHTTP"), c.argv[n:]...)
-	c.name = "java-okhttp"
-	c.without = map[string]bool{"many_channel": true}
-	return c
+	argv := append(append([]string{"java"}, opts...), props...)
+	return client{name: name, argv: append(argv, "-cp", cp, "io.statecast.client.conformance.Driver")}
 }
 
 // start runs the driver with cfg; it is killed when the test ends.
