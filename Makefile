@@ -73,7 +73,7 @@ lint:
 	cd tools && GOWORK=off GOFLAGS= $(GO) build -o $(RUN)/bin/ honnef.co/go/tools/cmd/staticcheck
 	$(call in_modules,$(RUN)/bin/staticcheck ./...)
 
-## java: build and test the Java client (clients/java) with Maven, its dependencies kept in
+## java: build and test the Java client (clients/java: the client and its Micrometer module) with Maven, its dependencies kept in
 ## Maven's local repository between runs; the conformance suite (./conformance) runs its
 ## driver from this build. Without java or mvn it says so and skips, under CI it fails.
 java:

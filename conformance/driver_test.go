@@ -123,9 +123,9 @@ func goClient(t testing.TB) client {
 	return client{name: "go", argv: []string{goBin}}
 }
 
-// javaClient runs the Java driver from clients/java's Maven build (make java builds it;
-// the test builds it when its classes are missing). Without java or mvn it skips, and
-// under CI it fails.
+// javaClient runs the Java driver from the Maven build of clients/java's client module
+// (make java builds it; the test builds it when its classes are missing). Without java or
+// mvn it skips, and under CI it fails.
 var (
 	javaOnce sync.Once
 	javaErr  error
@@ -144,7 +144,7 @@ func javaOkHTTPClient(t testing.TB) client {
 // javaDriver is the Java driver named name, its JVM given props (-D options) besides
 // its options.
 func javaDriver(t testing.TB, name string, props ...string) client {
-	dir := filepath.Join(repoRoot(t), "clients", "java")
+	dir := filepath.Join(repoRoot(t), "clients", "java", "client")
 	for _, tool := range []string{"java", "mvn"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if testenv.InCI() {
@@ -157,10 +157,10 @@ func javaDriver(t testing.TB, name string, props ...string) client {
 		if _, err := os.Stat(filepath.Join(dir, "target", "test-classes", "io", "statecast", "client", "conformance", "Driver.class")); err == nil {
 			return
 		}
-		cmd := exec.Command("mvn", "-B", "-q", "package", "-DskipTests")
-		cmd.Dir = dir
+		cmd := exec.Command("mvn", "-B", "-q", "-pl", "client", "-am", "package", "-DskipTests")
+		cmd.Dir = filepath.Dir(dir)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			javaErr = fmt.Errorf("mvn package in clients/java: %v\n%s", err, out)
+			javaErr = fmt.Errorf("mvn package in clients/java (module client): %v\n%s", err, out)
 		}
 	})
 	if javaErr != nil {

@@ -27,8 +27,8 @@ import java.util.List;
  *   <li>{@code statecast.cache.rows} (gauge, tagged with the view): the rows a view holds.
  * </ul>
  *
- * <p>Micrometer is an optional dependency of the client: a service that binds these adds
- * {@code io.micrometer:micrometer-core} itself.
+ * <p>This class is the module {@code io.statecast:statecast-client-micrometer}, which
+ * brings {@code io.micrometer:micrometer-core}; the client itself has no Micrometer in it.
  *
  * <pre>{@code
  * new StatecastMetrics(client, List.of(events, markets)).bindTo(registry);
