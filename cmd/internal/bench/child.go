@@ -55,21 +55,34 @@ func ChildMain() (code int, isChild bool) {
 	return 0, true
 }
 
+// childCPUProfile starts the CPU profile a child process was asked for (childCPUEnv);
+// stop ends it.
+func childCPUProfile() (stop func(), err error) {
+	f := os.Getenv(childCPUEnv)
+	if f == "" {
+		return func() {}, nil
+	}
+	out, err := os.Create(f)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); out.Close() }, nil
+}
+
 func runChild(js string) error {
 	var cfg distributor.Config
 	if err := json.Unmarshal([]byte(js), &cfg); err != nil {
 		return err
 	}
-	if f := os.Getenv(childCPUEnv); f != "" {
-		out, err := os.Create(f)
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(out); err != nil {
-			return err
-		}
-		defer func() { pprof.StopCPUProfile(); out.Close() }()
+	stop, err := childCPUProfile()
+	if err != nil {
+		return err
 	}
+	defer stop()
 	var opts []distributor.Option
 	if l := os.Getenv(childLogEnv); l != "" {
 		level := slog.LevelInfo

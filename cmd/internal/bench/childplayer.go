@@ -53,16 +53,11 @@ func runChildPlayer(js string) error {
 	if err := json.Unmarshal([]byte(js), &c); err != nil {
 		return err
 	}
-	if f := os.Getenv(childCPUEnv); f != "" {
-		out, err := os.Create(f)
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(out); err != nil {
-			return err
-		}
-		defer func() { pprof.StopCPUProfile(); out.Close() }()
+	stop, err := childCPUProfile()
+	if err != nil {
+		return err
 	}
+	defer stop()
 	cfg := player.Config{Insecure: true, Kafka: kafkaconn.Config{Brokers: c.Brokers},
 		Streams: []player.StreamConfig{{Name: c.Topic, Views: []string{"*"}}}, TargetBudgetBytes: c.Budget,
 		MaxTargetsPerPrincipal: c.MaxTargets} // the anonymous principal holds every target
