@@ -62,24 +62,9 @@ func (l *level) conjuncts(cond *pgtree.Node, mode byte, preserved, nullable map[
 		return
 	}
 	l.sublinks(cond, res)
-	var terms []*pgtree.Node
-	var and func(n *pgtree.Node)
-	and = func(n *pgtree.Node) {
-		if n.Is("BOOLEXPR") && n.Atom("boolop") == "and" {
-			for _, a := range n.Nodes("args") {
-				and(a)
-			}
-			return
-		}
-		terms = append(terms, n)
-	}
-	and(cond)
-	for _, t := range terms {
-		if !t.Is("OPEXPR") || !l.d.eqOps[t.Int("opno")] {
-			continue
-		}
-		args := t.Nodes("args")
-		if len(args) != 2 {
+	for _, t := range andTerms(cond, true) {
+		args := l.equality(t)
+		if args == nil {
 			continue
 		}
 		a, aok := l.varOf(args[0])
@@ -175,18 +160,9 @@ const subLinkAny = 2
 // testExpr binds x to the bindings of the subselect's output k for each x = $k (a
 // PARAM_SUBLINK) among the AND-ed terms of an ANY sublink's test.
 func (l *level) testExpr(e *pgtree.Node, sub *levelResult) {
-	var terms []*pgtree.Node
-	if e.Is("BOOLEXPR") && e.Atom("boolop") == "and" {
-		terms = e.Nodes("args")
-	} else {
-		terms = []*pgtree.Node{e}
-	}
-	for _, t := range terms {
-		if !t.Is("OPEXPR") || !l.d.eqOps[t.Int("opno")] {
-			continue
-		}
-		args := t.Nodes("args")
-		if len(args) != 2 {
+	for _, t := range andTerms(e, false) {
+		args := l.equality(t)
+		if args == nil {
 			continue
 		}
 		for i, p := range args {
@@ -209,3 +185,31 @@ func (l *level) testExpr(e *pgtree.Node, sub *levelResult) {
 }
 
 const paramSublink = 2
+
+// andTerms returns the AND-ed terms of n: the arguments of an AND (and, when deep, those of
+// the ANDs among them), else n alone.
+func andTerms(n *pgtree.Node, deep bool) []*pgtree.Node {
+	if !n.Is("BOOLEXPR") || n.Atom("boolop") != "and" {
+		return []*pgtree.Node{n}
+	}
+	if !deep {
+		return n.Nodes("args")
+	}
+	var terms []*pgtree.Node
+	for _, a := range n.Nodes("args") {
+		terms = append(terms, andTerms(a, true)...)
+	}
+	return terms
+}
+
+// equality returns the two arguments of t when it is an equality that a btree or hash
+// index can serve (equalityOps), else nil.
+func (l *level) equality(t *pgtree.Node) []*pgtree.Node {
+	if !t.Is("OPEXPR") || !l.d.eqOps[t.Int("opno")] {
+		return nil
+	}
+	if args := t.Nodes("args"); len(args) == 2 {
+		return args
+	}
+	return nil
+}
