@@ -52,6 +52,8 @@ func TestAnalyzeShapes(t *testing.T) {
 			"games=id(key) lines=id(key)", ""},
 		{"IN a subquery, two columns", "SELECT g.id FROM games g WHERE (g.id, g.status) IN (SELECT game_id, name FROM lines WHERE open)", []string{"id"},
 			"games=id(key) lines=id(key)", ""},
+		{"a join's equality inside a nested AND", "SELECT l.id, l.game_id, g.status FROM games g, lines l WHERE g.status <> 'closed' AND (l.open AND l.game_id = g.id)", []string{"id"},
+			"games=game_id lines=id(key)", ""},
 		{"UNION ALL", "SELECT 'g' AS kind, id, status AS label FROM games UNION ALL SELECT 'l', id, name FROM lines", []string{"kind", "id"},
 			"games=id lines=id+label", ""},
 		{"window function partitioned by a key", "SELECT p.id, p.line_id, rank() OVER (PARTITION BY p.line_id ORDER BY p.price) AS r FROM picks p", []string{"id"},
